@@ -25,19 +25,17 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from models.transformer import Transformer  # noqa: E402
 
-VARIANTS = {
-    "plain": None,
-    "rsa": {"kinds": [2, 1, 1, 0, 0, 0], "mu_init": 1.0, "lag_cap": 200, "path": "fft"},
-    "rsa-dense": {"kinds": [2, 1, 1, 0, 0, 0], "mu_init": 1.0, "lag_cap": 200, "path": "dense"},
-}
+VARIANTS = {"plain": None, "rsa": "fft", "rsa-dense": "dense"}  # variant -> REM path
 DENSE_MAX_T = 4096  # dense REMs at 8192 need > 4 GB per step; too much for a shared machine
 
 
 def build(variant: str, args):
     torch.manual_seed(0)
+    path = VARIANTS[variant]
+    rsa = None if path is None else {"kinds": args.kinds, "mu_init": 1.0, "lag_cap": 200, "path": path}
     model = Transformer(
-        args.vocab, True, d_model=args.d_model, n_heads=4, n_layers=args.layers, d_ff=2 * args.d_model,
-        dropout=0.0, pos_encoding="xpos", rsa=VARIANTS[variant],
+        args.vocab, True, d_model=args.d_model, n_heads=args.heads, n_layers=args.layers, d_ff=args.d_ff,
+        dropout=0.0, pos_encoding="xpos", rsa=rsa,
     )
     head = torch.nn.Linear(args.d_model, args.vocab)
     opt = torch.optim.Adam(list(model.parameters()) + list(head.parameters()), lr=1e-4)
@@ -76,6 +74,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--d-model", type=int, default=128)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--d-ff", type=int, default=None, help="default 2 x d-model")
+    ap.add_argument("--kinds", default="2,1,1,0,0,0", help="RSA head counts k1..k6 (sum <= heads)")
     ap.add_argument("--vocab", type=int, default=32)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
@@ -83,6 +84,8 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="also write the table (Markdown) to this file")
     args = ap.parse_args()
     lengths = [int(t) for t in args.lengths.split(",")]
+    args.kinds = [int(k) for k in args.kinds.split(",")]
+    args.d_ff = args.d_ff or 2 * args.d_model
     torch.set_num_threads(args.threads)
 
     rows = []
@@ -102,7 +105,7 @@ def main() -> None:
         base = statistics.median(times["plain"])
         for v in VARIANTS:
             if v not in times:
-                gb = 3 * 4 * args.layers * 4 * T * T / 2**30  # P, its grad and P@V's saved copy, fp32
+                gb = 3 * 4 * args.layers * sum(args.kinds) * T * T / 2**30  # P, its grad and P@V's saved copy, fp32
                 rows.append((T, v, None, None, f"skipped (dense REMs would need ~{gb:.0f} GB)"))
                 continue
             med = statistics.median(times[v])
@@ -113,8 +116,8 @@ def main() -> None:
         del built
 
     lines = [
-        f"RSA step time / activation memory, causal Transformer {args.layers} layers, d={args.d_model}, 4 heads "
-        f"(RSA kinds 2,1,1,0,0,0, K=200), batch {args.batch}, {args.threads} thread(s), torch {torch.__version__}, "
+        f"RSA step time / activation memory, causal Transformer {args.layers} layers, d={args.d_model}, "
+        f"{args.heads} heads, d_ff={args.d_ff} (RSA kinds {','.join(map(str, args.kinds))}, K=200), batch {args.batch}, {args.threads} thread(s), torch {torch.__version__}, "
         f"{args.reps} reps (median)",
         "",
         "| T | variant | step (ms) | vs plain | activation memory saved for backward (MB) |",

@@ -173,8 +173,11 @@ class MultiHeadAttention(nn.Module):
         if key_mask is not None:  # padded keys contribute nothing to P V, in either direction
             v = v * key_mask.view(key_mask.shape[0], 1, -1, 1).to(v.dtype)
         k = self.rem.n_heads  # RSA heads come first; the rest stay plain
-        rem = self.rem(v[:, :k], n_queries=attn_out.shape[2], offset=rem_offset, causal=causal)  # (B, k, Tq, hd)
-        mixed = torch.lerp(attn_out[:, :k], rem, torch.sigmoid(self.rsa_mu))
+        # s folds into the REM kernel (H x K flops) and 1 - s = sigmoid(-mu) into one fused
+        # multiply-add, so the mix costs a single pass over the output (and one in backward).
+        s_pv = self.rem(v[:, :k], n_queries=attn_out.shape[2], offset=rem_offset, causal=causal,
+                        scale=torch.sigmoid(self.rsa_mu))  # (B, k, Tq, hd)
+        mixed = torch.addcmul(s_pv, attn_out[:, :k], torch.sigmoid(-self.rsa_mu))
         return mixed if k == self.n_heads else torch.cat((mixed, attn_out[:, k:]), dim=1)
 
     def rsa_gate(self) -> float:
