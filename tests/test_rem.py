@@ -58,6 +58,37 @@ def test_fft_matches_dense_with_cap_shorter_than_sequence_float32():
         torch.testing.assert_close(fast, rem(v, causal=causal), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_scale_folded_into_the_kernel_is_a_scaled_rem(causal):
+    """RSA passes its gate sigmoid(mu) as ``scale``: values and the scale's gradient must equal
+    those of scale * (P V), on both paths."""
+    rem = random_rem()
+    v = torch.randn(2, 6, 23, 4, dtype=torch.float64)
+    w = torch.randn(2, 6, 23, 4, dtype=torch.float64)
+    grads = {}
+    for path in ("fft", "dense"):
+        rem.path = path
+        s = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+        out = rem(v, causal=causal, scale=s)
+        torch.testing.assert_close(out, s.detach() * rem(v, causal=causal).detach(), rtol=1e-10, atol=1e-12)
+        (grads[path],) = torch.autograd.grad((out * w).sum(), [s])
+        torch.testing.assert_close(grads[path], (rem(v, causal=causal) * w).sum().detach(), rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(grads["fft"], grads["dense"], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 50, 712, 1000, 2248, 8392])
+def test_fft_length_is_a_fast_size_at_least_n(n):
+    from models.layers.rem import _fast_len
+
+    m = _fast_len(n)
+    assert m >= n
+    odd = m
+    while odd % 2 == 0:
+        odd //= 2
+    assert odd in (1, 3, 9)
+    assert m < 2 * n or n <= 2  # never more than one doubling past n
+
+
 def paper_entry(kind: int, decay: float, theta: float, lag: int, d: int, K: int, causal: bool) -> float:
     """One REM entry written straight from [RSA eq. 3, §3 and App. D.1]."""
     if not causal:
