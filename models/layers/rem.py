@@ -80,9 +80,9 @@ class _FFTConv(torch.autograd.Function):
     v (B, G, N, hd), k (G, n) -> (B, G, N, hd). A hand-written backward because autograd's
     rfft backward goes through a full complex FFT and dominated the step time (~6x the forward):
     the adjoint of a circular convolution is the circular correlation, so both gradients are
-    one more rfft / irfft pair. Measured choices (CPU, B=8, T=512): conj() only on the small
-    kernel spectrum (a lazy conj on a big operand costs a copy); the kernel gradient sums over
-    batch then head_dim (3x faster than one sum over both).
+    one more rfft / irfft pair. Measured choices (CPU, B=8, T=512): the kernel gradient sums
+    over batch, then head_dim (3x faster than one two-axis sum); the value gradient reuses the
+    spectrum buffer of dy in place.
     """
 
     @staticmethod
