@@ -34,7 +34,8 @@ def load_records(out: Path, models: list[str], tasks: list[str] | None, preset: 
     return found
 
 
-def _fmt(values: list[float]) -> str:
+def mean_std_percent(values: list[float]) -> str:
+    """Mean ± sample std over seeds, in %; a lone value without std; MISSING when there is none."""
     vals = [v for v in values if v is not None and not math.isnan(v)]
     if not vals:
         return MISSING
@@ -73,7 +74,7 @@ def table(records: dict, models: list[str], tasks: list[str]) -> tuple[list[str]
             if failed and not ok:
                 row.append("FAIL")
                 continue
-            cell = _fmt([r["metrics"].get(split, {}).get(metric) for r in ok]) if split else MISSING
+            cell = mean_std_percent([r["metrics"].get(split, {}).get(metric) for r in ok]) if split else MISSING
             if failed:
                 cell += f" (FAIL {len(failed)}/{len(recs)})"
             row.append(cell)

@@ -14,13 +14,12 @@ I-IV), as printed; they are what we compare with, not results of this code.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from bench.leaderboard import load_records  # noqa: E402
+from bench.leaderboard import load_records, mean_std_percent  # noqa: E402
 from bench.records import overrides_tag  # noqa: E402
 
 LANGUAGES = ["parity", "tomita3", "tomita5", "tomita6", "d2", "d4"]
@@ -39,19 +38,6 @@ PAPER = {
 def paper_value(task: str, model: str) -> tuple[float, float] | None:
     key = "transformer" if model == "transformer" else model.rpartition("-")[2]
     return PAPER.get(task, {}).get(key)
-
-
-def summarise(values: list[float]) -> tuple[float, float]:
-    mean = sum(values) / len(values)
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else float("nan")
-    return mean, std
-
-
-def cell(values: list[float]) -> str:
-    if not values:
-        return "—"
-    mean, std = summarise(values)
-    return f"{100 * mean:.1f}" + ("" if math.isnan(std) else f" ± {100 * std:.1f}")
 
 
 def gates(recs: list[dict]) -> str:
@@ -96,7 +82,7 @@ def main() -> None:
             commits = ",".join(sorted({(r.get("git") or {}).get("commit", "?")[:7] for r in recs}))
             seeds = ",".join(str(r["seed"]) for r in recs)
             lines.append(
-                f"| {task} | {model} | {seeds} | {cell(b0)} | {cell(b1)} | {per_seed} | {ref_s} | {gates(recs)} | {epochs} | {commits} |"
+                f"| {task} | {model} | {seeds} | {mean_std_percent(b0)} | {mean_std_percent(b1)} | {per_seed} | {ref_s} | {gates(recs)} | {epochs} | {commits} |"
             )
     text = "\n".join(lines)
     print(text)
