@@ -141,3 +141,21 @@ def test_rem_decay_is_learned_from_data():
         loss.backward()
         opt.step()
     assert float(torch.tanh(student.rem.eta.detach())) == pytest.approx(float(torch.tanh(torch.tensor(0.9))), abs=0.02)
+
+
+@pytest.mark.parametrize("n_heads", [4, 6])
+def test_gated_mix_gradients_match_finite_differences(n_heads):
+    """The hand-written mix (RSA heads first, the rest plain) against torch.autograd.gradcheck,
+    with attention laid out (B, T, H, hd) as SDPA returns it and P V time-last as the FFT does."""
+    from models.layers.attention import _GatedMix
+
+    torch.manual_seed(0)
+    B, T, hd, k = 2, 5, 3, 4
+    s_pv = torch.randn(B, k, hd, T + 2, dtype=torch.float64)[..., :T].transpose(2, 3).requires_grad_()
+    attn = torch.randn(B, T, n_heads, hd, dtype=torch.float64).transpose(1, 2).requires_grad_()
+    c = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    out = _GatedMix.apply(s_pv, attn, c)
+    torch.testing.assert_close(out[:, :k], s_pv + c * attn[:, :k])
+    torch.testing.assert_close(out[:, k:], attn[:, k:])
+    assert out.transpose(1, 2).is_contiguous()  # merging heads afterwards is a view, not a copy
+    assert torch.autograd.gradcheck(_GatedMix.apply, (s_pv, attn, c))

@@ -114,6 +114,39 @@ def _attend_xformers(q, k, v, causal, key_mask, bias, dropout_p):
     return out.transpose(1, 2)
 
 
+class _GatedMix(torch.autograd.Function):
+    """out = attn with its first k heads replaced by s_pv + c * attn (RSA eq. 4, s folded into s_pv).
+
+    s_pv (B, k, Tq, hd), attn (B, H, Tq, hd), c a 0-dim tensor -> (B, H, Tq, hd) laid out like
+    ``attn``. Why a Function: ``addcmul`` lays its output out like s_pv, which the FFT leaves
+    time-last, so merging heads for the output projection cost a transposing copy forward and
+    backward; here the output keeps attention's (B, T, H, hd) memory order (merging is a view)
+    and the backward is one multiply and one dot product (measured ~20% less than addcmul + cat
+    at B = 8, T = 512).
+    """
+
+    @staticmethod
+    def forward(ctx, s_pv: Tensor, attn: Tensor, c: Tensor) -> Tensor:
+        k = s_pv.shape[1]
+        out = torch.empty_like(attn)
+        torch.addcmul(s_pv, attn[:, :k], c, out=out[:, :k])
+        if k < attn.shape[1]:
+            out[:, k:].copy_(attn[:, k:])
+        ctx.save_for_backward(attn, c)
+        ctx.k = k
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        attn, c = ctx.saved_tensors
+        k = ctx.k
+        g_mixed = grad[:, :k]
+        g_attn = grad.clone() if k < grad.shape[1] else torch.empty_like(grad)
+        torch.mul(g_mixed, c, out=g_attn[:, :k])
+        g_c = (g_mixed * attn[:, :k]).sum() if ctx.needs_input_grad[2] else None
+        return g_mixed, g_attn, g_c
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with bias-free Q/K/V/O projections (as in the [HALT] reference code).
 
@@ -175,10 +208,9 @@ class MultiHeadAttention(nn.Module):
         k = self.rem.n_heads  # RSA heads come first; the rest stay plain
         # s folds into the REM kernel (H x K flops) and 1 - s = sigmoid(-mu) into one fused
         # multiply-add, so the mix costs a single pass over the output (and one in backward).
-        s_pv = self.rem(v[:, :k], n_queries=attn_out.shape[2], offset=rem_offset, causal=causal,
-                        scale=torch.sigmoid(self.rsa_mu))  # (B, k, Tq, hd)
-        mixed = torch.addcmul(s_pv, attn_out[:, :k], torch.sigmoid(-self.rsa_mu))
-        return mixed if k == self.n_heads else torch.cat((mixed, attn_out[:, k:]), dim=1)
+        s_pv = self.rem(v if k == self.n_heads else v[:, :k], n_queries=attn_out.shape[2], offset=rem_offset,
+                        causal=causal, scale=torch.sigmoid(self.rsa_mu))  # (B, k, Tq, hd)
+        return _GatedMix.apply(s_pv, attn_out, torch.sigmoid(-self.rsa_mu))
 
     def rsa_gate(self) -> float:
         """sigmoid(mu): the share of P V in every head's output (RSA only)."""

@@ -149,6 +149,7 @@ class REM(nn.Module):
         # Parameters are stored [regular heads; cyclical heads]; `order` puts them in head order.
         order = torch.argsort(torch.tensor(self.reg_heads + self.cyc_heads))
         self.register_buffer("order", order, persistent=False)
+        self.in_head_order = bool((order == torch.arange(n_heads)).all())  # skip the gather (and its backward)
         self.register_buffer("is_cos", torch.tensor([kind_of[h] == 1 for h in self.cyc_heads], dtype=torch.bool), persistent=False)
         self.groups = [(d, torch.tensor([h for h in range(n_heads) if dil_of[h] == d])) for d in sorted(set(dil_of))]
         # Paper init [RSA §3]: eta over [-2,-1] U [1,2], nu over [1,2], theta = pi/4.
@@ -181,7 +182,10 @@ class REM(nn.Module):
             angle = p * self.theta[:, None]
             trig = torch.where(self.is_cos[:, None], torch.cos(angle), torch.sin(angle))
             parts.append(torch.sigmoid(self.nu)[:, None] ** p * trig)  # gamma^p cos|sin(p theta)
-        f = torch.cat(parts)[self.order] * (keep if scale is None else keep * scale)  # (H, n_powers)
+        f = torch.cat(parts) if len(parts) > 1 else parts[0]
+        if not self.in_head_order:
+            f = f[self.order]
+        f = f * (keep if scale is None else keep * scale)  # (H, n_powers)
         return torch.nn.functional.pad(f, (1, 0))
 
     def _powers(self, n_powers: int, device, dtype) -> tuple[Tensor, Tensor]:
