@@ -121,8 +121,8 @@ class _GatedMix(torch.autograd.Function):
     ``attn``. Why a Function: ``addcmul`` lays its output out like s_pv, which the FFT leaves
     time-last, so merging heads for the output projection cost a transposing copy forward and
     backward; here the output keeps attention's (B, T, H, hd) memory order (merging is a view)
-    and the backward is one multiply and one dot product (measured ~20% less than addcmul + cat
-    at B = 8, T = 512).
+    and the backward is one multiply and one dot product. Measured at B = 8, T = 512 on CPU: the
+    mix alone, forward and backward, ~20% less than addcmul + cat; a whole training step ~3%.
     """
 
     @staticmethod
