@@ -146,7 +146,7 @@ def test_rem_decay_is_learned_from_data():
 @pytest.mark.parametrize("n_heads", [4, 6])
 def test_gated_mix_gradients_match_finite_differences(n_heads):
     """The hand-written mix (RSA heads first, the rest plain) against torch.autograd.gradcheck,
-    with attention laid out (B, T, H, hd) as SDPA returns it and P V time-last as the FFT does."""
+    with attention in (B, T, H, hd) memory and P V time-last as the FFT leaves it."""
     from models.layers.attention import _GatedMix
 
     torch.manual_seed(0)
