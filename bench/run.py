@@ -39,6 +39,18 @@ def instantiate_model(resolved: dict, vocab_size: int):
         raise UserError(f"model {resolved['name']!r}: {exc}") from None
 
 
+def check_attention_backend(params: dict, device: torch.device) -> None:
+    """xformers is optional and CUDA only: say so before training rather than fail in step one."""
+    if params.get("attn_backend") != "xformers":
+        return
+    from models.layers import xformers_available
+
+    if device.type != "cuda":
+        raise UserError(f"model.attn_backend=xformers runs on CUDA only and this run is on {device.type}; use model.attn_backend=sdpa")
+    if not xformers_available():
+        raise UserError("model.attn_backend=xformers needs the xformers package (pip install xformers, built for your CUDA torch); or use model.attn_backend=sdpa")
+
+
 def build_task(name: str, preset: str = "smoke", registry=None, **data_overrides):
     """A task object from its registry entry and preset; keyword arguments override data params."""
     reg = _registry(registry)
@@ -180,6 +192,7 @@ def run(
         warnings.filterwarnings("ignore", message=".*LeafSpec.*")
         warnings.filterwarnings("ignore", message=".*litlogger.*")
         trainer = L.Trainer(**kwargs)
+        check_attention_backend(config["model"]["params"], trainer.strategy.root_device)
         try:
             trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=data.eval_loader("val"))
         except RunFailed as exc:

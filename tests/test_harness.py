@@ -101,6 +101,8 @@ BAD = [
     (["run", "--model", "transformer", "--task", "copy", "--set", "data.max_len=5"], "too short"),
     (["run", "--model", "transformer", "--task", "parity", "--out", "/proc/nope"], "cannot be written"),
     (["compare", "--models", "transformer,lstn"], "did you mean 'lstm'"),
+    (["run", "--model", "transformer", "--task", "parity", "--preset", "smoke", "--accelerator", "cpu",
+      "--set", "model.attn_backend=xformers"], "runs on CUDA only"),
 ]
 
 

@@ -145,15 +145,20 @@ def test_rem_decay_is_learned_from_data():
 
 @pytest.mark.parametrize("n_heads", [4, 6])
 def test_gated_mix_gradients_match_finite_differences(n_heads):
+    check_gated_mix_gradients(n_heads)
+
+
+def check_gated_mix_gradients(n_heads: int = 6, device: str = "cpu"):
     """The hand-written mix (RSA heads first, the rest plain) against torch.autograd.gradcheck,
     with attention in (B, T, H, hd) memory and P V time-last as the FFT leaves it."""
     from models.layers.attention import _GatedMix
 
     torch.manual_seed(0)
     B, T, hd, k = 2, 5, 3, 4
-    s_pv = torch.randn(B, k, hd, T + 2, dtype=torch.float64)[..., :T].transpose(2, 3).requires_grad_()
-    attn = torch.randn(B, T, n_heads, hd, dtype=torch.float64).transpose(1, 2).requires_grad_()
-    c = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    f64 = dict(dtype=torch.float64, device=device)
+    s_pv = torch.randn(B, k, hd, T + 2, **f64)[..., :T].transpose(2, 3).requires_grad_()
+    attn = torch.randn(B, T, n_heads, hd, **f64).transpose(1, 2).requires_grad_()
+    c = torch.tensor(0.3, **f64, requires_grad=True)
     out = _GatedMix.apply(s_pv, attn, c)
     torch.testing.assert_close(out[:, :k], s_pv + c * attn[:, :k])
     torch.testing.assert_close(out[:, k:], attn[:, k:])

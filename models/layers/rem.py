@@ -251,16 +251,17 @@ class REM(nn.Module):
 
     def matrix(self, Tq: int, Tk: int, offset: int = 0, causal: bool = True) -> Tensor:
         """Dense reference REMs (H, Tq, Tk), built entry by entry as in App. D.1-D.2."""
-        i = torch.arange(Tq).unsqueeze(1)
-        j = torch.arange(Tk).unsqueeze(0)
+        dev = self.eta.device  # built where it is used: an H x T x T index pass on the CPU costs seconds
+        i = torch.arange(Tq, device=dev).unsqueeze(1)
+        j = torch.arange(Tk, device=dev).unsqueeze(0)
         lag = i - j + offset  # (Tq, Tk)
         if not causal:
             lag = lag.abs()  # P_mask + P_mask^T
         lag = lag.clamp_min(0)  # masked: lags <= 0 map to power 0, which is 0
-        dil = torch.tensor(self.dil_of).view(-1, 1, 1)  # (H, 1, 1)
+        dil = torch.tensor(self.dil_of, device=dev).view(-1, 1, 1)  # (H, 1, 1)
         power = torch.where(lag % dil == 0, lag // dil, torch.zeros_like(lag))  # (H, Tq, Tk), L_d of App. D.1
         f = self.kernel(max(1, int(power.max())))  # (H, max power + 1), zero at power 0 and above K
-        return torch.gather(f, 1, power.flatten(1).to(f.device)).view(power.shape)
+        return torch.gather(f, 1, power.flatten(1)).view(power.shape)
 
     def extra_repr(self) -> str:
         return f"kinds={self.kinds}, dilations={self.dil_of}, lag_cap={self.lag_cap}, path={self.path}"

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The GPU checks in one go, on a machine with a CUDA device and the set-up of the README:
+#   bash scripts/gpu_check.sh [OUT_DIR] [--quick]   (default results/perf/gpu-<date>; --quick: no whole suite)
+# 1. the CUDA tests (tests/test_gpu.py: every model CUDA == CPU, bf16 autocast, REM FFT == dense,
+#    SDPA kernels == math, bench run on the GPU in bf16);
+# 2. RSA vs plain attention step time and memory (scripts/bench_rsa.py) in fp32 and bf16, at the
+#    benchmark's default sizes and at the copy task's paper sizes [RSA App. E.4];
+# 3. ACT halting overhead (scripts/bench_halting.py);
+# 4. the whole test suite with the GPU visible.
+# Each part writes its log (and Markdown table) to OUT_DIR; a failing part does not stop the rest.
+set -u
+OUT_DIR=${1:-results/perf/gpu-$(date +%Y%m%d)}
+QUICK=${2:-}
+mkdir -p "$OUT_DIR"
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+status=0
+part() {  # part NAME TIMEOUT_S CMD...: run CMD, log to OUT_DIR/NAME.log, remember a failure
+  local name=$1 limit=$2; shift 2
+  echo "== $name: $*"
+  timeout "$limit" "$@" > "$OUT_DIR/$name.log" 2>&1
+  local rc=$?
+  tail -n 25 "$OUT_DIR/$name.log"
+  echo "== $name: exit $rc"
+  [ $rc -eq 0 ] || status=1
+}
+
+{ nvidia-smi -L; $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"; } \
+  > "$OUT_DIR/env.log" 2>&1; cat "$OUT_DIR/env.log"
+
+part tests-gpu 240 $PY -m pytest -m gpu tests/test_gpu.py -q -rs
+# the benchmark's default (small, launch-bound) model, then the copy task's paper sizes
+part rsa-fp32 120 $PY scripts/bench_rsa.py --device cuda --batch 8 --reps 20 --dense-max 2048 --out "$OUT_DIR/rsa_fp32.md"
+part rsa-bf16 120 $PY scripts/bench_rsa.py --device cuda --dtype bf16 --batch 8 --reps 20 --dense-max 2048 --out "$OUT_DIR/rsa_bf16.md"
+for dt in fp32 bf16; do
+  part rsa-copy-paper-$dt 150 $PY scripts/bench_rsa.py --device cuda --dtype $dt --batch 16 --layers 4 --heads 8 \
+    --d-ff 512 --kinds 4,2,2,0,0,0 --reps 20 --dense-max 512 --out "$OUT_DIR/rsa_copy_paper_$dt.md"
+done
+part halting 100 $PY scripts/bench_halting.py --device cuda --batch 64 --d-model 256
+[ "$QUICK" = --quick ] || part tests-all 420 $PY -m pytest -q
+exit $status
