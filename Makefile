@@ -1,12 +1,13 @@
 # make demo  : set up .venv (CPU torch from local disk) and train a Transformer on Parity
 # make test  : set up .venv and run the test suite (what CI runs)
-# GPU machines: install your CUDA torch build into .venv first, then `make setup TORCH=`
+# GPU machines: install your CUDA torch build into .venv first, then `make setup TORCH=`;
+# make gpu-check : CUDA tests + GPU benchmarks + the suite (scripts/gpu_check.sh), logs in results/perf/gpu-<date>
 PY ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test bench-overhead clean-cache
+.PHONY: setup demo test gpu-check bench-overhead clean-cache
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -22,6 +23,9 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+gpu-check: setup
+	PYTHON=$(BIN)/python bash scripts/gpu_check.sh
 
 bench-overhead: setup
 	$(BIN)/python scripts/bench_overhead.py

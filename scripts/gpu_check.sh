@@ -11,8 +11,10 @@
 set -u
 OUT_DIR=${1:-results/perf/gpu-$(date +%Y%m%d)}
 QUICK=${2:-}
-mkdir -p "$OUT_DIR"
 PY=${PYTHON:-python3}
+$PY -c "import sys, torch; sys.exit(not torch.cuda.is_available())" 2>/dev/null \
+  || { echo "gpu_check: $PY's torch sees no CUDA device; install a CUDA build of torch (README, GPU users)" >&2; exit 2; }
+mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1
 status=0
 part() {  # part NAME TIMEOUT_S CMD...: run CMD, log to OUT_DIR/NAME.log, remember a failure
