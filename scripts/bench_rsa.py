@@ -50,10 +50,14 @@ def autocast(device: torch.device, dtype):
     return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 
 
-def step(model, head, opt, tokens, dtype=None):
+def next_token_loss(model, head, tokens, dtype=None):
     with autocast(tokens.device, dtype):
         h = model(tokens).hidden
-        loss = torch.nn.functional.cross_entropy(head(h[:, :-1]).flatten(0, 1).float(), tokens[:, 1:].flatten())
+        return torch.nn.functional.cross_entropy(head(h[:, :-1]).flatten(0, 1).float(), tokens[:, 1:].flatten())
+
+
+def step(model, head, opt, tokens, dtype=None):
+    loss = next_token_loss(model, head, tokens, dtype)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
@@ -93,9 +97,8 @@ def saved_bytes(model, head, tokens, dtype=None) -> int:
             pass
         return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast(tokens.device, dtype):
-        h = model(tokens).hidden
-        torch.nn.functional.cross_entropy(head(h[:, :-1]).flatten(0, 1), tokens[:, 1:].flatten())
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        next_token_loss(model, head, tokens, dtype)
     return sum(seen.values())
 
 

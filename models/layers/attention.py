@@ -121,8 +121,9 @@ class _GatedMix(torch.autograd.Function):
     ``attn``. Why a Function: ``addcmul`` lays its output out like s_pv, which the FFT leaves
     time-last, so merging heads for the output projection cost a transposing copy forward and
     backward; here the output keeps attention's own memory order (merging heads then costs what it
-    costs without RSA: nothing when attention returns (B, T, H, hd) memory) and the backward is one multiply and one dot product. Measured at B = 8, T = 512 on CPU: the
-    mix alone, forward and backward, ~20% less than addcmul + cat; a whole training step ~3%.
+    costs without RSA: nothing when attention returns (B, T, H, hd) memory) and the backward is
+    one multiply and one dot product. Measured at B = 8, T = 512 on CPU: the mix alone, forward
+    and backward, ~20% less than addcmul + cat; a whole training step ~3%.
     """
 
     @staticmethod
