@@ -22,7 +22,7 @@ demo: setup
 	$(BIN)/bench run --model transformer --task parity --preset small
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest
 
 gpu-check: setup
 	PYTHON=$(BIN)/python bash scripts/gpu_check.sh

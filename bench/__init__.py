@@ -10,6 +10,6 @@ Python API::
 """
 from .errors import RunFailed, UserError
 from .registry import Registry
-from .run import build_model, build_task, run
+from .runner import build_model, build_task, run
 
 __all__ = ["Registry", "RunFailed", "UserError", "build_model", "build_task", "run"]

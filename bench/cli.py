@@ -50,7 +50,7 @@ def _check_names(registry, models: list[str], tasks: list[str]) -> None:
 
 
 def cmd_run(args, registry) -> int:
-    from .run import run
+    from .runner import run
 
     seeds = parse_seeds(args)
     _check_names(registry, [args.model], [args.task])
@@ -91,9 +91,9 @@ def _print_summary(records: list[dict]) -> None:
 def cmd_compare(args, registry) -> int:
     from tabulate import tabulate
 
-    from .leaderboard import load_records, plot, seeds_note, table, write_tables
+    from .report.leaderboard import load_records, plot, seeds_note, table, write_tables
     from .records import overrides_tag
-    from .run import run
+    from .runner import run
 
     models = _names(args.models, "models")
     tasks = _names(args.tasks, "tasks") if args.tasks else None

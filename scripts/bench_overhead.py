@@ -21,9 +21,9 @@ import torch
 
 from bench.config import resolve_run
 from bench.data import TaskData
-from bench.module import TaskModule, forward_batch, lr_lambda, task_loss
+from bench.runner.module import TaskModule, forward_batch, lr_lambda, task_loss
 from bench.registry import Registry
-from bench.run import instantiate_model, instantiate_task
+from bench.runner import instantiate_model, instantiate_task
 
 
 def bare_epoch(module: TaskModule, loader, train: dict) -> float:

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from bench.leaderboard import load_records, mean_std_percent  # noqa: E402
+from bench.report.leaderboard import load_records, mean_std_percent  # noqa: E402
 from bench.records import overrides_tag  # noqa: E402
 
 LANGUAGES = ["parity", "tomita3", "tomita5", "tomita6", "d2", "d4"]

@@ -9,7 +9,7 @@ import torch
 import bench
 from bench.data import SplitData, collate, load_split
 from bench.errors import UserError
-from bench.module import Head, forward_batch, task_loss
+from bench.runner.module import Head, forward_batch, task_loss
 from bench.registry import Registry, import_target
 from tasks.base import TaskError
 

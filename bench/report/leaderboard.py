@@ -117,7 +117,7 @@ def plot(out: Path, preset: str, records: dict, models: list[str], tasks: list[s
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .metrics import _bin_start
+    from ..metrics import _bin_start
 
     written = []
     folder = Path(out) / "leaderboards" / "plots"

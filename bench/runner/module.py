@@ -11,8 +11,8 @@ from torch import Tensor, nn
 
 from tasks.base import IGNORE
 
-from .errors import RunFailed
-from .metrics import OutcomeBuffer, example_outcomes
+from ..errors import RunFailed
+from ..metrics import OutcomeBuffer, example_outcomes
 
 
 def masked_mean(hidden: Tensor, mask: Tensor) -> Tensor:  # (B, T, d), (B, T) -> (B, d)

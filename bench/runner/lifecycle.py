@@ -11,11 +11,11 @@ import torch
 
 from tasks.base import TaskError
 
-from .config import public, resolve_model, resolve_run, resolve_task, parse_overrides
-from .data import TaskData
-from .errors import RunFailed, UserError
-from .records import base_record, device_info, ensure_writable, record_path, write_json_atomic
-from .registry import Registry
+from ..config import public, resolve_model, resolve_run, resolve_task, parse_overrides
+from ..data import TaskData
+from ..errors import RunFailed, UserError
+from ..records import base_record, device_info, ensure_writable, record_path, write_json_atomic
+from ..registry import Registry
 
 
 def _registry(registry) -> Registry:
