@@ -1,9 +1,11 @@
-"""Command line: bench run | compare | list | validate.
+"""Command line: bench run | eval | compare | curves | list | validate.
 
-Bad input prints one line ("bench: error: ...") on stderr and exits with status 2."""
+Bad input prints one line ("bench: error: ...") on stderr and exits with status 2. A run stopped
+by SIGINT / SIGTERM checkpoints, says how to resume and exits with 130 / 143."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +25,9 @@ def parse_seeds(args) -> list[int]:
         raise UserError(f"seeds must be integers separated by commas (e.g. 0,1,2), got {raw!r}") from None
     if not seeds:
         raise UserError("no seed given; use --seed N or --seeds 0,1,2")
+    if len(set(seeds)) != len(seeds):
+        dup = sorted({s for s in seeds if seeds.count(s) > 1})
+        raise UserError(f"seed {', '.join(map(str, dup))} given twice in {raw!r}; give each seed once (e.g. 0,1,2)")
     return seeds
 
 
@@ -57,12 +62,19 @@ def cmd_run(args, registry) -> int:
     records = []
     for seed in seeds:
         rec = run(
-            model=args.model, task=args.task, preset=args.preset, seed=seed, out=args.out,
-            overrides=args.set or None, registry=registry, trainer_kwargs=_trainer_kwargs(args), progress=not args.quiet,
+            model=args.model, task=args.task, preset=args.preset, seed=seed, out=args.out, overrides=args.set or None,
+            registry=registry, trainer_kwargs=_trainer_kwargs(args), progress="none" if args.quiet else "auto",
+            logger=args.logger, rerun=args.rerun,
         )
+        if rec.get("rank", 0) != 0:
+            continue  # other ranks of a multi-device run: rank 0 reports
         records.append(rec)
-        print(f"record: {rec['path']}")
-    _print_summary(records)
+        if rec.get("skipped"):
+            print(f"already finished: {rec['path']} (pass --rerun to train it again)")
+        else:
+            print(f"record: {rec['path']}")
+    if records:
+        _print_summary(records)
     return 0 if all(r["status"] == "ok" for r in records) else 1
 
 
@@ -91,48 +103,65 @@ def _print_summary(records: list[dict]) -> None:
 def cmd_compare(args, registry) -> int:
     from tabulate import tabulate
 
-    from .report.leaderboard import load_records, plot, seeds_note, table, write_tables
+    from .grid import plan_grid, run_grid
     from .records import overrides_tag
-    from .runner import run
+    from .report.leaderboard import STAT_TEXT, load_records, plot, seeds_note, table, write_tables
 
     models = _names(args.models, "models")
     tasks = _names(args.tasks, "tasks") if args.tasks else None
     _check_names(registry, models, tasks or [])
+    failed = []
     if args.run:
         if not tasks:
             raise UserError("--run needs --tasks to know what to train")
-        seeds = parse_seeds(args)
-        have = load_records(Path(args.out), models, tasks, args.preset, overrides_tag(args.set))
-        for task in tasks:
-            registry.preset(task, args.preset)
-        for task in tasks:
-            for model in models:
-                done = {r["seed"] for r in have.get((model, task), [])}
-                for seed in seeds:
-                    if seed in done:
-                        continue
-                    print(f"== training {model} on {task} ({args.preset}), seed {seed}", flush=True)
-                    try:
-                        run(model=model, task=task, preset=args.preset, seed=seed, out=args.out, registry=registry, overrides=args.set or None,
-                            trainer_kwargs=_trainer_kwargs(args), progress=not args.quiet)
-                    except UserError as exc:  # e.g. a causal-only task for a bidirectional-only model
-                        print(f"   skipped: {exc}", file=sys.stderr)
-    records = load_records(Path(args.out), models, tasks, args.preset, overrides_tag(args.set))
+        if args.jobs < 1 or args.runs_per_gpu < 1:
+            raise UserError("--jobs and --runs-per-gpu take a whole number >= 1")
+        grid = plan_grid(registry, models, tasks, parse_seeds(args), args.preset, args.set, Path(args.out), rerun=args.rerun)
+        for cell, why in grid.incompatible:
+            print(f"skipped: {cell.model} on {cell.task}: {why}", file=sys.stderr)
+        print(f"grid: {len(grid.todo)} to train, {len(grid.finished)} already finished", flush=True)
+        failed = run_grid(registry, grid.todo, Path(args.out), jobs=args.jobs, launcher=args.launcher, runs_per_gpu=args.runs_per_gpu,
+                          trainer_args=_trainer_kwargs(args), rerun=args.rerun, profile=args.slurm_profile)
+    tag = overrides_tag(args.set)
+    records = load_records(Path(args.out), models, tasks, args.preset, tag)
     if not tasks:
         tasks = sorted({t for (_, t) in records})
     if not records:
         raise UserError(f"no records for models {', '.join(models)} with preset {args.preset!r} under {args.out}/runs; add --run to train them")
-    headers, rows = table(records, models, tasks)
+    headers, rows = table(records, models, tasks, stat=args.stat)
     note = seeds_note(records, models, tasks)
     print(tabulate(rows, headers=headers, tablefmt="github"))
-    print(f"({note}; cells are mean ± std in %)")
+    print(f"({note}; cells are {STAT_TEXT[args.stat]} in %)")
     if args.set:
         note += f"; overrides: {' '.join(args.set)}"
-    md, csv_path = write_tables(Path(args.out), args.preset, models, tasks, headers, rows, note, overrides_tag(args.set))
+    md, csv_path = write_tables(Path(args.out), args.preset, models, tasks, headers, rows, note, tag)
     print(f"wrote {md} and {csv_path}")
     if args.plot:
         for path in plot(Path(args.out), args.preset, records, models, tasks):
             print(f"wrote {path}")
+    if failed:
+        print(f"{len(failed)} cell(s) failed: " + "; ".join(c.name for c, _ in failed), file=sys.stderr)
+    return 1 if failed else 0
+
+
+def cmd_eval(args, registry) -> int:
+    from .runner.evaluate import evaluate_record
+
+    for path in args.records:
+        result = evaluate_record(Path(path), args.set or [], registry, accelerator=args.accelerator)
+        print(f"record: {path}\ncheckpoint: {result['checkpoint']}")
+        _print_summary([result["record"]])
+    return 0
+
+
+def cmd_curves(args, registry) -> int:
+    from .report.curves import draw_curves
+
+    models = _names(args.models, "models")
+    tasks = _names(args.tasks, "tasks")
+    _check_names(registry, models, tasks)
+    for path in draw_curves(Path(args.out), models, tasks, args.preset, args.set or None, metric=args.metric):
+        print(f"wrote {path}")
     return 0
 
 
@@ -187,8 +216,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seeds", help="several seeds, e.g. 0,1,2")
     r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override, e.g. model.d_model=64, train.lr=3e-4, data.n_train=500")
     r.add_argument("--out", default="results", help="output directory (records under OUT/runs)")
-    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument("--quiet", action="store_true", help="no progress output (default: a bar on a terminal, one line per validation otherwise)")
+    r.add_argument("--rerun", action="store_true", help="train again even if a finished record exists (discards its checkpoints)")
+    r.add_argument("--logger", default="csv", choices=["csv", "tensorboard", "none"], help="curve log beside the record (default csv)")
     lightning_args(r)
+
+    e = sub.add_parser("eval", help="re-evaluate finished runs' tested checkpoints (optionally on other data)")
+    e.add_argument("records", nargs="+", metavar="RECORD", help="run record(s), e.g. results/runs/parity/small/transformer/seed0.json")
+    e.add_argument("--set", action="append", metavar="data.KEY=VALUE", help="data parameters to evaluate on instead, e.g. data.test_lengths=[100,200]")
+    e.add_argument("--accelerator", help="cpu | gpu | auto (one device)")
 
     c = sub.add_parser("compare", help="leaderboard over models and tasks from run records")
     c.add_argument("--models", required=True)
@@ -200,8 +236,22 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seeds", help="seeds for --run (default 0)")
     c.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="overrides for --run; the table reads records made with exactly these")
     c.add_argument("--plot", action="store_true", help="also plot accuracy (and halting depth) against input length")
-    c.add_argument("--quiet", action="store_true")
+    c.add_argument("--stat", default="mean", choices=["mean", "median", "both"], help="cell summary over seeds (default mean ± std)")
+    c.add_argument("--jobs", type=int, default=1, help="--run: cells trained at the same time (default 1)")
+    c.add_argument("--runs-per-gpu", dest="runs_per_gpu", type=int, default=1, help="--run on GPUs: cells sharing one GPU")
+    c.add_argument("--launcher", default="local", choices=["local", "slurm"], help="--run: where cells run (slurm: through submitit)")
+    c.add_argument("--slurm-profile", dest="slurm_profile", help="--launcher slurm: YAML with partition, time, array parallelism ...")
+    c.add_argument("--rerun", action="store_true", help="--run: train every cell again, finished or not")
+    c.add_argument("--quiet", action="store_true", help="(kept for compatibility: cells always log to files)")
     lightning_args(c)
+
+    cu = sub.add_parser("curves", help="plot validation metric against step for runs (from their metrics.csv)")
+    cu.add_argument("--models", required=True)
+    cu.add_argument("--tasks", "--task", dest="tasks", required=True)
+    cu.add_argument("--preset", default="small")
+    cu.add_argument("--out", default="results")
+    cu.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="the overrides the runs were made with")
+    cu.add_argument("--metric", default="val_metric", help="column of metrics.csv to draw (default val_metric; also train_loss, lr)")
 
     ls = sub.add_parser("list", help="list registry models and tasks")
     ls.add_argument("what", nargs="?", choices=["models", "tasks"])
@@ -213,20 +263,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from .registry import Registry
+    from .runner.callbacks import RunInterrupted
 
+    handlers = {"run": cmd_run, "eval": cmd_eval, "compare": cmd_compare, "curves": cmd_curves, "list": cmd_list, "validate": cmd_validate}
     try:
         args = build_parser().parse_args(argv)
         if not args.command:
-            raise UserError("choose a command: run, compare, list or validate (see 'bench --help')")
+            raise UserError(f"choose a command: {', '.join(handlers)} (see 'bench --help')")
         registry = Registry(getattr(args, "path", None) or args.registry)
-        handler = {"run": cmd_run, "compare": cmd_compare, "list": cmd_list, "validate": cmd_validate}[args.command]
-        return handler(args, registry)
+        return handlers[args.command](args, registry)
     except UserError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 2
+    except RunInterrupted as exc:
+        print(f"bench: stopped by {exc}", file=sys.stderr)
+        return exc.exit_status
     except KeyboardInterrupt:
-        print("bench: interrupted", file=sys.stderr)
+        print("bench: interrupted; run the same command again to resume from the last checkpoints", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `bench compare ... | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import inspect
 import yaml
 
 from .errors import UserError
-from .registry import Registry, constructor_params, deep_merge, import_target, suggest
+from .registry import Registry, constructor_params, deep_merge, import_model_class, import_task_class, suggest, type_ok
 
 TRAIN_DEFAULTS = {
     "optimizer": "adamw",  # adamw | adam
@@ -36,10 +36,14 @@ TRAIN_DEFAULTS = {
     "num_threads": 0,  # 0: min(cpu count, 8)
     "precision": "32-true",
     "deterministic": True,
+    "select": "best_val",  # best_val: test the best-on-validation weights | last: the final weights
+    "checkpoint_every_min": 10.0,  # the resume checkpoint is also written this often (and at every validation)
+    "compile": False,  # torch.compile the backbone (not part of a run's identity)
 }
 CHOICES = {
     "optimizer": ("adamw", "adam"),
     "schedule": ("constant", "linear", "cosine", "inverse_sqrt", "step"),
+    "select": ("best_val", "last"),
     "precision": ("32-true", "16-mixed", "bf16-mixed", "32", "16", "bf16"),
 }
 SECTIONS = ("model", "train", "data")
@@ -75,24 +79,6 @@ def parse_overrides(items: list[str] | dict | None) -> dict:
     return out
 
 
-def _type_ok(default, value) -> bool:
-    if default is None or default is inspect.Parameter.empty:
-        return True
-    if isinstance(default, bool):
-        return isinstance(value, bool)
-    if isinstance(default, int):
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(default, float):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if isinstance(default, str):
-        return isinstance(value, str)
-    if isinstance(default, (list, tuple)):
-        return isinstance(value, (list, tuple))
-    if isinstance(default, dict):
-        return isinstance(value, dict)
-    return True
-
-
 def check_overrides(section: str, given: dict, defaults: dict, what: str) -> None:
     for key, value in given.items():
         if key not in defaults:
@@ -100,7 +86,7 @@ def check_overrides(section: str, given: dict, defaults: dict, what: str) -> Non
         default = defaults[key]
         if isinstance(value, dict) and isinstance(default, dict):
             continue  # nested dict params (e.g. rsa) are checked by the model itself
-        if not _type_ok(default, value):
+        if not type_ok(default, value):
             raise UserError(
                 f"--set {section}.{key}={value!r}: expected {type(default).__name__} (like {default!r}), got {type(value).__name__}"
             )
@@ -111,7 +97,7 @@ def check_overrides(section: str, given: dict, defaults: dict, what: str) -> Non
 def resolve_task(registry: Registry, task: str, preset: str, overrides: dict) -> dict:
     entry = registry.task_entry(task)
     pre = registry.preset(task, preset)
-    cls = import_target(entry["target"], f"tasks.{task}")
+    cls = import_task_class(entry["target"], f"tasks.{task}")
     accepted = constructor_params(cls, skip=("self",))
     check_overrides("data", overrides.get("data", {}), {**accepted, **entry["params"]}, f"task {task!r}")
     params = deep_merge(deep_merge(entry["params"], pre["data"]), overrides.get("data", {}))
@@ -132,7 +118,7 @@ def resolve_train(pre: dict, overrides: dict) -> dict:
 
 def resolve_model(registry: Registry, model: str, task_cls, pre: dict | None, overrides: dict) -> dict:
     entry = registry.model_entry(model)
-    cls = import_target(entry["target"], f"models.{model}")
+    cls = import_model_class(entry["target"], f"models.{model}")
     accepted = constructor_params(cls)
     bad = set(entry["params"]) - set(accepted) - {"causal"}
     if bad:

@@ -20,6 +20,9 @@ from torch.utils.data import DataLoader, Dataset
 
 from tasks.base import IGNORE, PAD, Task
 
+from .records import current_umask
+from .sampling import ResumableLoader, eval_loader
+
 DATA_ENV = "BENCH_DATA_DIR"
 
 
@@ -31,7 +34,7 @@ def fingerprint(task: Task, split: str) -> str:
     ident = {
         "class": f"{type(task).__module__}.{type(task).__qualname__}",
         "version": task.version,
-        "params": getattr(task, "params", {}),
+        "params": task.params,  # every constructor argument, defaults included (tasks.base.Task)
         "split": split,
         "seed": task.split_seed(split),
         "extra": task.fingerprint_extra(),
@@ -41,35 +44,72 @@ def fingerprint(task: Task, split: str) -> str:
 
 
 def _columns(generated) -> dict:
-    if isinstance(generated, dict):
-        return generated
-    if not generated:
-        raise ValueError("a task generated an empty split")
-    keys = list(generated[0])
-    return {k: [ex[k] for ex in generated] for k in keys}
+    """What ``Task.generate`` returns, checked: a dict of equal-length, non-empty columns."""
+    from tasks.base import TaskError
+
+    if not isinstance(generated, dict) or "tokens" not in generated:
+        raise TypeError(f"Task.generate must return a dict of columns with 'tokens', got {type(generated).__name__}")
+    sizes = {key: len(column) for key, column in generated.items()}
+    if len(set(sizes.values())) != 1:
+        raise ValueError(f"Task.generate returned columns of different lengths: {sizes}")
+    if sizes["tokens"] == 0:
+        raise TaskError("the task generated an empty split (no examples); check its size parameters and input files")
+    return generated
+
+
+def split_path(task: Task, split: str) -> Path:
+    return cache_root() / type(task).__name__.lower() / f"{split}-{fingerprint(task, split)}"
+
+
+def _read(path: Path):
+    """The cached split at ``path``, or None when it is missing or unreadable (truncated, corrupt)."""
+    import datasets
+
+    if not path.is_dir():
+        return None
+    try:
+        ds = datasets.load_from_disk(str(path))
+        ds.data.validate(full=True)  # reads every buffer: a truncated file fails here, not mid-training
+        return ds
+    except Exception:  # noqa: BLE001 - arrow/fsspec/json errors of a damaged folder all mean "regenerate"
+        return None
 
 
 def load_split(task: Task, split: str, *, refresh: bool = False):
-    """The cached HF dataset for one split, generating and caching it when needed."""
+    """The cached HF dataset for one split, generating and caching it when needed.
+
+    Safe under any number of concurrent processes: generation holds a lock per fingerprint and
+    publishes the split by one atomic rename, a published folder is never deleted unless it is
+    unreadable, and temporary folders left by killed generators are removed under the lock."""
     import datasets
+    from filelock import FileLock
 
     datasets.disable_progress_bars()
-    path = cache_root() / type(task).__name__.lower() / f"{split}-{fingerprint(task, split)}"
-    if path.is_dir() and not refresh:
-        return datasets.load_from_disk(str(path))
-    rng = np.random.default_rng(task.split_seed(split))
-    ds = datasets.Dataset.from_dict(_columns(task.generate(split, rng)))
+    path = split_path(task, split)
+    if not refresh and (ds := _read(path)) is not None:
+        return ds
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
-    try:
-        ds.save_to_disk(str(tmp))
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return datasets.load_from_disk(str(path))
+    with FileLock(str(path.parent / f".{path.name}.lock")):
+        if not refresh and (ds := _read(path)) is not None:  # another process made it meanwhile
+            return ds
+        for orphan in path.parent.glob(f".{path.name}-*"):  # a generator killed mid-write
+            shutil.rmtree(orphan, ignore_errors=True)
+        rng = np.random.default_rng(task.split_seed(split))
+        ds = datasets.Dataset.from_dict(_columns(task.generate(split, rng)))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+        try:
+            tmp.chmod(0o777 & ~current_umask())  # mkdtemp's 0700 would hide a shared cache from others
+            ds.save_to_disk(str(tmp))
+            if path.exists():  # unreadable (checked above under the lock) or refresh=True
+                shutil.rmtree(path)
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    ds = _read(path)
+    if ds is None:
+        raise OSError(f"the cached split {path} cannot be read right after writing it; delete the folder and check the disk")
+    return ds
 
 
 def _list_to_numpy(arr):
@@ -161,13 +201,12 @@ class TaskData:
         self.splits = {name: SplitData(load_split(task, name)) for name in task.splits()}
 
     def train_loader(self) -> DataLoader:
-        g = torch.Generator()
-        g.manual_seed(self.seed)
-        return DataLoader(self.splits["train"], batch_size=self.batch_size, shuffle=True, generator=g, collate_fn=collate)
+        """Seeded, epoch-dependent, rank-sharded and resumable order (bench/sampling.py)."""
+        return ResumableLoader(self.splits["train"], self.batch_size, self.seed, collate)
 
     def eval_loader(self, split: str) -> DataLoader:
-        # drop_last stays False: every example is evaluated
-        return DataLoader(self.splits[split], batch_size=self.eval_batch_size, shuffle=False, collate_fn=collate)
+        """Every example once, in order, no dropped last batch (sharded over ranks under DDP)."""
+        return eval_loader(self.splits[split], self.eval_batch_size, collate)
 
     def test_splits(self) -> list[str]:
         return self.task.test_splits()

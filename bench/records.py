@@ -18,34 +18,62 @@ from .errors import UserError
 SCHEMA = 1
 
 
-def overrides_tag(overrides: list[str] | dict | None) -> str:
-    if not overrides:
+#: --set keys that change how a run executes, not what it learns: not part of its identity,
+#: so `bench compare` finds a run whatever threads or evaluation batch it was made with
+NOT_IDENTITY = ("train.num_threads", "train.eval_batch_size", "train.compile", "train.checkpoint_every_min")
+
+
+def identity_overrides(overrides: list[str] | dict | None) -> list[str]:
+    items = list(overrides or []) if not isinstance(overrides, dict) else [f"{k}={v}" for k, v in overrides.items()]
+    return sorted(i for i in items if i.partition("=")[0].strip() not in NOT_IDENTITY)
+
+
+def overrides_tag(overrides: list[str] | dict | None, world_size: int = 1) -> str:
+    """A run's identity beyond (task, preset, model, seed): its learning-relevant overrides and,
+    on several devices, the world size (it multiplies the global batch)."""
+    items = identity_overrides(overrides) + ([f"world_size={world_size}"] if world_size > 1 else [])
+    if not items:
         return ""
-    items = sorted(overrides) if isinstance(overrides, list) else sorted(f"{k}={v}" for k, v in overrides.items())
     return hashlib.sha1("\n".join(items).encode()).hexdigest()[:8]
 
 
-def record_path(out: Path, model: str, task: str, preset: str, seed: int, overrides=None) -> Path:
-    tag = overrides_tag(overrides)
+def record_path(out: Path, model: str, task: str, preset: str, seed: int, overrides=None, world_size: int = 1) -> Path:
+    tag = overrides_tag(overrides, world_size)
     return Path(out) / "runs" / task / preset / model / (f"seed{seed}" + (f"-{tag}" if tag else "") + ".json")
 
 
+def run_folder(record: Path) -> Path:
+    """Checkpoints and curves of a run live beside its record: seed0.json -> seed0/."""
+    return record.with_suffix("")
+
+
 def ensure_writable(out: Path) -> None:
-    """Fail before training, not after, when the output directory cannot be written."""
+    """Fail before training, not after, when the output directory cannot be written; creates nothing."""
     out = Path(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=out, prefix=".write-test-")
+    existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise UserError(f"output directory {str(out)!r} cannot be created: {str(existing)!r} is a file; pass another --out")
+    try:  # a probe file, removed at once (os.access says yes to root even on read-only filesystems)
+        fd, probe = tempfile.mkstemp(dir=existing, prefix=".write-test-")
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise UserError(f"output directory {str(out)!r} cannot be written ({exc.strerror or exc}); pass a writable --out") from None
+        raise UserError(f"output directory {str(out)!r} cannot be written ({exc.strerror or exc} in {str(existing)!r}); pass a writable --out") from None
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
+    """Write by rename (a reader never sees half a file), readable like any other file (0644 under
+    the usual umask; mkstemp alone would leave 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=2, sort_keys=False, default=str)
             f.write("\n")
@@ -80,10 +108,14 @@ def versions() -> dict:
     }
 
 
-def device_info(accelerator: str | None) -> dict:
-    if torch.cuda.is_available() and accelerator in (None, "auto", "gpu", "cuda"):
-        return {"type": "cuda", "name": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
-    return {"type": "cpu", "name": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}
+def device_info(trainer=None) -> dict:
+    """Where a run ran: device type and names, processes (world size), CPU threads."""
+    world = trainer.world_size if trainer is not None else 1
+    on_cuda = trainer.strategy.root_device.type == "cuda" if trainer is not None else torch.cuda.is_available()
+    if on_cuda:
+        names = sorted({torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())})
+        return {"type": "cuda", "name": names[0] if len(names) == 1 else names, "count": torch.cuda.device_count(), "world_size": world}
+    return {"type": "cpu", "name": platform.processor() or platform.machine(), "threads": torch.get_num_threads(), "world_size": world}
 
 
 def base_record(model: str, task: str, preset: str, seed: int, overrides) -> dict:

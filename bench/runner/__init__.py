@@ -1,4 +1,6 @@
-"""One run: resolve -> build -> fit (Lightning, checkpoints, resume) -> evaluate -> record."""
-from .lifecycle import build_model, build_task, instantiate_model, instantiate_task, run
+"""One run: plan -> build -> fit (Lightning, checkpoints, resume) -> test -> record."""
+from .build import build_model, build_task, instantiate_model, instantiate_task
+from .callbacks import RunInterrupted
+from .lifecycle import run
 
-__all__ = ["build_model", "build_task", "instantiate_model", "instantiate_task", "run"]
+__all__ = ["RunInterrupted", "build_model", "build_task", "instantiate_model", "instantiate_task", "run"]

@@ -1,229 +1,295 @@
-"""Build tasks and models from the registry, train one run, evaluate, write its record."""
+"""One run, in named steps: plan -> build -> fit (resumable) -> test -> record.
+
+    plan      resolve the configuration and the run's folder; every check on user input
+              happens here, before anything is written
+    build     threads, seed, task data (cached), backbone, LightningModule
+    fit       a Lightning Trainer with checkpoints beside the record (best on validation, last at
+              every validation and every train.checkpoint_every_min minutes); the same command
+              after a kill resumes from the last one
+    test      the selected checkpoint (train.select: best_val | last) on every test split
+    record    one JSON file, written by global rank 0 only
+
+A run's folder, next to its record ``seed0.json``::
+
+    seed0/ckpt/last.ckpt    resume point (weights, optimizer, LR schedule, callbacks, RNG, data position)
+    seed0/ckpt/best.ckpt    best-on-validation weights
+    seed0/metrics.csv       one row per validation (CSVLogger)
+
+After a run finishes only the tested checkpoint and the curve are kept.
+"""
 from __future__ import annotations
 
-import copy
+import csv
+import logging
+import math
 import os
+import shutil
+import sys
 import time
 import warnings
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
+import lightning as L
 import torch
 
 from tasks.base import TaskError
 
-from ..config import public, resolve_model, resolve_run, resolve_task, parse_overrides
+from ..config import public, resolve_run
 from ..data import TaskData
 from ..errors import RunFailed, UserError
-from ..records import base_record, device_info, ensure_writable, record_path, write_json_atomic
-from ..registry import Registry
+from ..records import base_record, device_info, ensure_writable, record_path, run_folder, write_json_atomic
+from .build import _registry, check_attention_backend, instantiate_model, instantiate_task
+from .callbacks import GracefulStop, LineProgress, RNGState, RunInterrupted, ValidationHistory
+from .checkpoint_io import AtomicCheckpointIO
+from .module import TaskModule
+
+__all__ = ["run", "RunInterrupted"]
+
+_QUIET_WARNINGS = (".*does not have many workers.*", ".*deterministic.*", ".*number of training batches.*", ".*LeafSpec.*",
+                   ".*litlogger.*", ".*Checkpoint directory.*exists and is not empty.*", ".*Experiment logs directory.*",
+                   ".*resuming from a checkpoint that ended before the epoch ended.*", ".*on_validation_end.*")
 
 
-def _registry(registry) -> Registry:
-    return registry if isinstance(registry, Registry) else Registry(registry)
+@dataclass(frozen=True)
+class RunPlan:
+    model: str
+    task: str
+    preset: str
+    seed: int
+    overrides: list | dict | None
+    config: dict
+    record: Path
+    trainer_kwargs: dict
+    world_size: int
+
+    @property
+    def train(self) -> dict:
+        return self.config["train"]
+
+    @property
+    def folder(self) -> Path:
+        return run_folder(self.record)
+
+    @property
+    def last_ckpt(self) -> Path:
+        return self.folder / "ckpt" / "last.ckpt"
+
+    @property
+    def best_ckpt(self) -> Path:
+        return self.folder / "ckpt" / "best.ckpt"
 
 
-def instantiate_task(resolved: dict):
-    try:
-        task = resolved["_cls"](**resolved["params"])
-    except (TaskError, ValueError, TypeError) as exc:
-        raise UserError(f"task {resolved['name']!r}: {exc}") from None
-    task.params = resolved["params"]
-    task.name = resolved["name"]
-    return task
-
-
-def instantiate_model(resolved: dict, vocab_size: int):
-    try:
-        return resolved["_cls"](vocab_size, resolved["causal"], **resolved["params"])
-    except (ValueError, TypeError) as exc:
-        raise UserError(f"model {resolved['name']!r}: {exc}") from None
-
-
-def check_attention_backend(params: dict, device: torch.device) -> None:
-    """xformers is optional and CUDA only: say so before training rather than fail in step one."""
-    if params.get("attn_backend") != "xformers":
-        return
-    from models.layers import xformers_available
-
-    if device.type != "cuda":
-        raise UserError(f"model.attn_backend=xformers runs on CUDA only and this run is on {device.type}; use model.attn_backend=sdpa")
-    if not xformers_available():
-        raise UserError("model.attn_backend=xformers needs the xformers package (pip install xformers, built for your CUDA torch); or use model.attn_backend=sdpa")
-
-
-def build_task(name: str, preset: str = "smoke", registry=None, **data_overrides):
-    """A task object from its registry entry and preset; keyword arguments override data params."""
-    reg = _registry(registry)
-    return instantiate_task(resolve_task(reg, name, preset, parse_overrides({f"data.{k}": v for k, v in data_overrides.items()})))
-
-
-def build_model(name: str, task=None, vocab_size: int | None = None, causal: bool | None = None, preset: str = "smoke", registry=None, **overrides):
-    """The backbone module of a registry model. With ``task`` (a name or Task), the task's preset
-    model parameters and its causality apply; otherwise give ``vocab_size`` (and ``causal``)."""
-    reg = _registry(registry)
-    ov = {f"model.{k}": v for k, v in overrides.items()}
-    if causal is not None:
-        ov["model.causal"] = causal
-    ov = parse_overrides(ov)
-    pre, task_cls = None, None
-    if task is not None:
-        task_name = task if isinstance(task, str) else task.name
-        resolved_task = resolve_task(reg, task_name, preset, parse_overrides({}))
-        pre, task_cls = resolved_task["_preset"], resolved_task["_cls"]
-        if isinstance(task, str):
-            task = instantiate_task(resolved_task)
-        vocab_size = task.vocab_size
-    if vocab_size is None:
-        raise UserError("build_model needs a task or a vocab_size")
-    return instantiate_model(resolve_model(reg, name, task_cls, pre, ov), vocab_size)
-
-
-class _BestState:
-    """Keeps the best-on-validation weights in memory (no checkpoint files) and times training."""
-
-    def __init__(self, metric: str):
-        import lightning as L
-
-        outer = self
-
-        class Callback(L.Callback):
-            def on_validation_end(self, trainer, module):
-                if trainer.sanity_checking or 0 not in module.last_eval:
-                    return
-                value = module.last_eval[0][metric]
-                outer.history.append({"epoch": trainer.current_epoch, "step": trainer.global_step, metric: value})
-                if outer.best is None or value > outer.best:
-                    outer.best = value
-                    outer.best_epoch = trainer.current_epoch
-                    outer.best_step = trainer.global_step
-                    outer.best_eval = copy.deepcopy(module.last_eval[0])
-                    outer.state = {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
-
-            def on_train_batch_start(self, trainer, module, batch, batch_idx):
-                outer._t0 = time.perf_counter()
-
-            def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-                outer.train_time += time.perf_counter() - outer._t0
-
-        self.callback = Callback()
-        self.best = None
-        self.best_epoch = self.best_step = None
-        self.best_eval = None
-        self.state = None
-        self.history: list[dict] = []
-        self.train_time = 0.0
-        self._t0 = 0.0
-
-
-def run(
-    model: str,
-    task: str,
-    preset: str = "small",
-    seed: int = 0,
-    out: str | os.PathLike = "results",
-    overrides: list[str] | dict | None = None,
-    registry=None,
-    trainer_kwargs: dict | None = None,
-    progress: bool = True,
-) -> dict:
-    """Train ``model`` on ``task``, select the best epoch on validation, test every test split,
-    write one JSON record and return it. Bad input raises UserError before anything is written."""
-    import lightning as L
-
-    from .module import TaskModule
-
-    import logging
-
+def run(model: str, task: str, preset: str = "small", seed: int = 0, out: str | os.PathLike = "results",
+        overrides: list[str] | dict | None = None, registry=None, trainer_kwargs: dict | None = None,
+        progress: bool | str = "auto", logger: str = "csv", rerun: bool = False, callbacks: list | None = None) -> dict:
+    """Train ``model`` on ``task`` (resuming from its last checkpoint when one exists), test the
+    selected weights on every test split, write one JSON record and return it. A finished run
+    (a record with status ok) is returned as it is, unless ``rerun``. Bad input raises UserError
+    before anything is written; SIGINT / SIGTERM raise RunInterrupted after a checkpoint."""
     for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    reg = _registry(registry)
-    config = resolve_run(reg, model, task, preset, overrides)
-    train = config["train"]
+    plan = plan_run(model, task, preset, seed, out, overrides, registry, trainer_kwargs)
+    done = finished_record(plan.record)
+    if done is not None and not rerun:
+        return {**done, "path": str(plan.record), "skipped": True}
+    with warnings.catch_warnings():
+        for pattern in _QUIET_WARNINGS:
+            warnings.filterwarnings("ignore", message=pattern)
+        task_obj, data, module = build(plan)
+        if rerun or (plan.record.exists() and done is None):  # start over: a rerun, or after a failed run
+            shutil.rmtree(plan.folder, ignore_errors=True)
+        trainer = make_trainer(plan, task_obj, data, progress, logger, callbacks or [])
+        check_attention_backend(plan.config["model"]["params"], trainer.strategy.root_device)
+        record = base_record(model, task, preset, seed, overrides)
+        record.update({"status": "running", "config": public(plan.config), "param_count": sum(p.numel() for p in module.parameters()),
+                       "primary_metric": task_obj.metric, "report_metrics": list(task_obj.report_metrics)})
+        t0 = time.perf_counter()
+        try:
+            fit(plan, trainer, module, data)
+        except RunFailed as exc:
+            record.update({"status": "failed", "error": str(exc), "steps_run": trainer.global_step, "wall_time_s": time.perf_counter() - t0,
+                           "device": device_info(trainer)})
+            return write_record(plan, trainer, record)
+        tested = test(plan, trainer, module, data, task_obj)
+        record.update(summarize(plan, trainer, module, tested, wall=time.perf_counter() - t0))
+    record = write_record(plan, trainer, record)
+    keep_only_tested_checkpoint(plan, trainer)
+    return record
+
+
+# ---- plan ------------------------------------------------------------------------------------
+def plan_run(model, task, preset, seed, out, overrides, registry, trainer_kwargs) -> RunPlan:
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise UserError(f"seed must be an integer, got {seed!r}")
-    path = record_path(Path(out), model, task, preset, seed, overrides)
-    ensure_writable(path.parent)
-    threads = train["num_threads"] or min(os.cpu_count() or 1, 8)
-    torch.set_num_threads(threads)
-    L.seed_everything(seed, workers=True, verbose=False)
+    config = resolve_run(_registry(registry), model, task, preset, overrides)
+    kwargs = dict(trainer_kwargs or {})
+    world = world_size_of(kwargs)
+    path = record_path(Path(out), model, task, preset, seed, overrides, world)
+    ensure_writable(Path(out))
+    return RunPlan(model, task, preset, seed, overrides, config, path, kwargs, world)
 
-    task_obj = instantiate_task(config["task"])
+
+def world_size_of(trainer_kwargs: dict) -> int:
+    """The number of processes Lightning will run, without starting them (a Trainer's connector
+    resolves 'auto', device lists and nodes exactly as the real run will)."""
+    if not any(k in trainer_kwargs for k in ("devices", "num_nodes", "strategy")):
+        return 1
     try:
-        data = TaskData(task_obj, train["batch_size"], train["eval_batch_size"], seed)
+        probe = L.Trainer(**{"accelerator": "auto", "devices": 1, **trainer_kwargs}, logger=False, enable_checkpointing=False,
+                          enable_progress_bar=False, enable_model_summary=False)
+    except Exception as exc:  # noqa: BLE001 - Lightning's MisconfigurationException, ValueError, ...
+        raise UserError(f"Lightning rejects {trainer_kwargs}: {str(exc).splitlines()[0]}") from None
+    return probe.world_size
+
+
+def finished_record(path: Path) -> dict | None:
+    import json
+
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return rec if rec.get("status") == "ok" else None
+
+
+# ---- build -----------------------------------------------------------------------------------
+def build(plan: RunPlan):
+    train = plan.train
+    torch.set_num_threads(train["num_threads"] or min(os.cpu_count() or 1, 8))
+    L.seed_everything(plan.seed, workers=True, verbose=False)
+    task_obj = instantiate_task(plan.config["task"])
+    try:
+        data = TaskData(task_obj, train["batch_size"], train["eval_batch_size"], plan.seed)
     except TaskError as exc:
-        raise UserError(f"task {task!r}: {exc}") from None
-    backbone = instantiate_model(config["model"], task_obj.vocab_size)
-    train_loader = data.train_loader()
-    module = TaskModule(backbone, task_obj, train, steps_per_epoch=len(train_loader))
-    n_params = sum(p.numel() for p in module.parameters())
-    record = base_record(model, task, preset, seed, overrides)
-    record.update({"status": "running", "config": public(config), "param_count": n_params, "primary_metric": task_obj.metric, "report_metrics": list(task_obj.report_metrics)})
+        raise UserError(f"task {plan.task!r}: {exc}") from None
+    backbone = instantiate_model(plan.config["model"], task_obj.vocab_size)
+    if train["compile"]:
+        backbone = torch.compile(backbone)
+    batches = math.ceil(math.ceil(len(data.splits["train"]) / plan.world_size) / train["batch_size"])  # per rank
+    steps_per_epoch = math.ceil(batches / train["accumulate_grad_batches"])
+    first_val = train["val_every_steps"] or steps_per_epoch
+    if train["max_steps"] not in (-1, None) and train["max_steps"] < first_val:
+        raise UserError(f"train.max_steps={train['max_steps']} ends before the first validation (step {first_val}); "
+                        f"raise train.max_steps or set train.val_every_steps <= {train['max_steps']}")
+    return task_obj, data, TaskModule(backbone, task_obj, train, steps_per_epoch=steps_per_epoch)
 
-    best = _BestState(task_obj.metric)
-    callbacks = [best.callback]
+
+def make_trainer(plan: RunPlan, task_obj, data: TaskData, progress, logger: str, extra_callbacks: list) -> L.Trainer:
+    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+
+    train = plan.train
+    ckpt_dir = str(plan.last_ckpt.parent)
+    callbacks = [ValidationHistory(task_obj.metric), RNGState(), *extra_callbacks,
+                 ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val_metric", mode="max", save_top_k=1,
+                                 save_weights_only=True, enable_version_counter=False),
+                 ModelCheckpoint(dirpath=ckpt_dir, filename="last", enable_version_counter=False),  # every validation
+                 ModelCheckpoint(dirpath=ckpt_dir, filename="last", enable_version_counter=False,
+                                 train_time_interval=timedelta(minutes=train["checkpoint_every_min"])),
+                 GracefulStop(str(plan.last_ckpt))]  # after the ModelCheckpoints (see its docstring)
     if train["patience"]:
-        from lightning.pytorch.callbacks import EarlyStopping
-
         callbacks.append(EarlyStopping(monitor="val_metric", mode="max", patience=train["patience"]))
+    mode = ("bar" if sys.stdout.isatty() else "lines") if progress in ("auto", True) else (progress or "none")
+    if mode == "lines":
+        callbacks.append(LineProgress(task_obj.metric))
     kwargs = dict(
-        max_epochs=train["max_epochs"],
-        max_steps=train["max_steps"],
-        gradient_clip_val=train["grad_clip"] or None,
-        accumulate_grad_batches=train["accumulate_grad_batches"],
-        precision=train["precision"],
-        deterministic="warn" if train["deterministic"] else False,
-        callbacks=callbacks,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=progress,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        accelerator="auto",
-        devices=1,
+        max_epochs=train["max_epochs"], max_steps=train["max_steps"], gradient_clip_val=train["grad_clip"] or None,
+        accumulate_grad_batches=train["accumulate_grad_batches"], precision=train["precision"],
+        deterministic="warn" if train["deterministic"] else False, callbacks=callbacks, logger=make_loggers(plan, logger),
+        plugins=[AtomicCheckpointIO()], enable_progress_bar=mode == "bar", enable_model_summary=False, num_sanity_val_steps=0,
+        accelerator="auto", devices=1, use_distributed_sampler=False, default_root_dir=str(plan.folder), log_every_n_steps=1,
     )
     if train["val_every_steps"]:
         kwargs.update(val_check_interval=train["val_every_steps"], check_val_every_n_epoch=None)
-    kwargs.update(trainer_kwargs or {})
-    t_start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-        warnings.filterwarnings("ignore", message=".*deterministic.*")
-        warnings.filterwarnings("ignore", message=".*number of training batches.*")
-        warnings.filterwarnings("ignore", message=".*LeafSpec.*")
-        warnings.filterwarnings("ignore", message=".*litlogger.*")
-        trainer = L.Trainer(**kwargs)
-        check_attention_backend(config["model"]["params"], trainer.strategy.root_device)
+    kwargs.update(plan.trainer_kwargs)
+    return L.Trainer(**kwargs)
+
+
+def make_loggers(plan: RunPlan, kind: str) -> list:
+    """CSV (one row per validation) by default; TensorBoard beside it with ``--logger tensorboard``.
+    A resumed run keeps the rows up to its checkpoint (CSVLogger itself would delete the file)."""
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    if kind == "none":
+        return []
+    if kind not in ("csv", "tensorboard"):
+        raise UserError(f"--logger {kind!r}: choose csv, tensorboard or none")
+    curve = plan.folder / "metrics.csv"
+    kept = []
+    if curve.is_file() and plan.last_ckpt.is_file():
+        step = torch.load(plan.last_ckpt, map_location="cpu", weights_only=False)["global_step"]
+        with open(curve, newline="") as f:
+            kept = [row for row in csv.DictReader(f) if int(float(row.get("step") or 0)) <= step]
+    csv_logger = CSVLogger(save_dir=str(plan.folder), name="", version="")
+    if kept:
+        csv_logger.experiment.metrics.extend(kept)
+    loggers = [csv_logger]
+    if kind == "tensorboard":
         try:
-            trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=data.eval_loader("val"))
-        except RunFailed as exc:
-            record.update({"status": "failed", "error": str(exc), "wall_time_s": time.perf_counter() - t_start, "device": device_info(kwargs["accelerator"])})
-            write_json_atomic(path, record)
-            record["path"] = str(path)
-            return record
-        if best.state is None:
-            raise UserError("training ran no validation; raise train.max_epochs / train.max_steps")
-        module.load_state_dict(best.state)  # test the best-on-validation weights, never the last
-        tests = task_obj.test_splits()
-        trainer.test(module, dataloaders=[data.eval_loader(s) for s in tests], verbose=False)
-    wall = time.perf_counter() - t_start
-    record.update(
-        {
-            "status": "ok",
-            "metrics": {"val": best.best_eval, **{s: module.last_eval[i] for i, s in enumerate(tests)}},
-            "test_splits": tests,
-            "best_epoch": best.best_epoch,
-            "best_step": best.best_step,
-            "best_val": best.best,
-            "val_history": best.history,
-            "epochs_run": trainer.current_epoch,
-            "steps_run": trainer.global_step,
-            "wall_time_s": wall,
-            "train_time_s": best.train_time,
-            "train_tokens": module.train_tokens,
-            "train_tokens_per_s": module.train_tokens / best.train_time if best.train_time else None,
-            "device": device_info(kwargs["accelerator"]),
-        }
-    )
-    write_json_atomic(path, record)
-    record["path"] = str(path)
-    return record
+            loggers.append(TensorBoardLogger(save_dir=str(plan.folder), name="", version="tensorboard"))
+        except ModuleNotFoundError:
+            raise UserError("--logger tensorboard needs the tensorboard package (pip install tensorboard); or use --logger csv") from None
+    return loggers
+
+
+# ---- fit and test ----------------------------------------------------------------------------
+def fit(plan: RunPlan, trainer: L.Trainer, module: TaskModule, data: TaskData) -> None:
+    train_loader = data.train_loader()
+    # the loader's checkpointed position is the trainer's own count (Lightning prefetches a batch)
+    train_loader.position = lambda: (trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_progress.current.processed)
+    resume = str(plan.last_ckpt) if plan.last_ckpt.is_file() else None
+    try:
+        trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=data.eval_loader("val"), ckpt_path=resume)
+    except torch.OutOfMemoryError as exc:
+        raise UserError(f"out of memory at step {trainer.global_step} with train.batch_size={plan.train['batch_size']} "
+                        f"({str(exc).splitlines()[0]}); lower train.batch_size or the model size") from None
+    if not next(c for c in trainer.callbacks if isinstance(c, ValidationHistory)).entries:
+        raise UserError("training ran no validation; raise train.max_epochs / train.max_steps")
+    trainer.save_checkpoint(str(plan.last_ckpt))  # the final weights (train.select=last tests these)
+
+
+def test(plan: RunPlan, trainer: L.Trainer, module: TaskModule, data: TaskData, task_obj) -> dict:
+    """The selected checkpoint on validation and on every test split."""
+    ckpt = plan.best_ckpt if plan.train["select"] == "best_val" else plan.last_ckpt
+    splits = ["val", *task_obj.test_splits()]
+    trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
+    return {split: module.last_eval[i] for i, split in enumerate(splits)}
+
+
+# ---- record ----------------------------------------------------------------------------------
+def summarize(plan: RunPlan, trainer: L.Trainer, module: TaskModule, tested: dict, wall: float) -> dict:
+    history = next(c for c in trainer.callbacks if isinstance(c, ValidationHistory))
+    best = history.best()
+    tokens = int(trainer.strategy.reduce(torch.tensor(float(module.train_tokens), device=module.device), reduce_op="sum"))
+    return {
+        "status": "ok",
+        "metrics": tested,
+        "test_splits": [s for s in tested if s != "val"],
+        "select": plan.train["select"],
+        "best_epoch": best["epoch"], "best_step": best["step"], "best_val": best[history.metric],
+        "last_val": history.entries[-1][history.metric],
+        "val_history": history.entries,
+        "epochs_run": trainer.current_epoch, "steps_run": trainer.global_step,
+        "resumed_from": module.resumed_from,
+        "wall_time_s": wall,  # this session's; train_time_s adds up every session of the run
+        "train_time_s": module.train_time_s,
+        "train_tokens": tokens,
+        "train_tokens_per_s": tokens / module.train_time_s if module.train_time_s else None,
+        "device": device_info(trainer),
+        "world_size": trainer.world_size,
+        "checkpoint": str(plan.best_ckpt if plan.train["select"] == "best_val" else plan.last_ckpt),
+    }
+
+
+def write_record(plan: RunPlan, trainer: L.Trainer, record: dict) -> dict:
+    if trainer.is_global_zero:
+        write_json_atomic(plan.record, record)
+    return {**record, "path": str(plan.record), "rank": trainer.global_rank}
+
+
+def keep_only_tested_checkpoint(plan: RunPlan, trainer: L.Trainer) -> None:
+    trainer.strategy.barrier()
+    if trainer.is_global_zero:
+        other = plan.last_ckpt if plan.train["select"] == "best_val" else plan.best_ckpt
+        other.unlink(missing_ok=True)

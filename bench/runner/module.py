@@ -3,6 +3,7 @@ the loss, AdamW/Adam with warm-up and a schedule, and evaluation by per-example 
 from __future__ import annotations
 
 import math
+import time
 
 import lightning as L
 import torch
@@ -13,6 +14,31 @@ from tasks.base import IGNORE
 
 from ..errors import RunFailed
 from ..metrics import OutcomeBuffer, example_outcomes
+
+NONFINITE_CHECK_EVERY = 25  # steps between host syncs that look for a NaN / inf training loss
+
+
+def gather_buffers(buffers: dict[int, OutcomeBuffer], world_size: int) -> dict[int, OutcomeBuffer]:
+    """Every rank's per-example outcomes, merged and ordered by example index, on every rank
+    (so all ranks compute the same metrics and select the same best epoch)."""
+    if world_size <= 1:
+        return buffers
+    import torch.distributed as dist
+
+    mine = {i: ({k: torch.cat(v) for k, v in b.parts.items()}, dict(b.scalar_stats)) for i, b in buffers.items()}
+    everyone: list = [None] * world_size
+    dist.all_gather_object(everyone, mine)
+    merged: dict[int, OutcomeBuffer] = {}
+    for i in sorted({i for rank in everyone for i in rank}):
+        shards = [rank[i] for rank in everyone if i in rank]
+        parts = {k: torch.cat([p[k] for p, _ in shards]) for k in shards[0][0]}
+        order = torch.argsort(parts["index"])
+        buf = merged[i] = OutcomeBuffer()
+        buf.parts.update({k: [v[order]] for k, v in parts.items()})
+        for _, scalars in shards:
+            for name, vals in scalars.items():
+                buf.scalar_stats[name].extend(vals)
+    return merged
 
 
 def masked_mean(hidden: Tensor, mask: Tensor) -> Tensor:  # (B, T, d), (B, T) -> (B, d)
@@ -92,6 +118,9 @@ def forward_batch(backbone: nn.Module, head: Head, batch: dict):
 
 
 class TaskModule(L.LightningModule):
+    """Any backbone on any task. Training keeps its counters on the device (no host sync per
+    step); evaluation scores per-example outcomes, gathered by example index across ranks."""
+
     def __init__(self, backbone: nn.Module, task, train: dict, steps_per_epoch: int):
         super().__init__()
         self.backbone = backbone
@@ -103,40 +132,112 @@ class TaskModule(L.LightningModule):
         self.metric = task.metric
         self.eval_buffers: dict[int, OutcomeBuffer] = {}
         self.last_eval: dict[int, dict] = {}
-        self.train_tokens = 0
+        # survive a resume (on_save_checkpoint / on_load_checkpoint)
+        self.train_tokens = 0  # this rank's, up to the last validation
+        self.train_time_s = 0.0  # seconds in training batches, all sessions of the run
+        self.resumed_from: list[int] = []
+        self._reset_running()
+
+    @property
+    def total_steps(self) -> int:
+        """Optimizer steps of the whole run, as Lightning's estimated_stepping_batches would say;
+        computed, not asked: asking sets up the training data before a checkpoint is restored."""
+        by_epochs = self.steps_per_epoch * self.train_cfg["max_epochs"] if self.train_cfg["max_epochs"] not in (-1, None) else None
+        by_steps = self.train_cfg["max_steps"] if self.train_cfg["max_steps"] not in (-1, None) else None
+        return min(x for x in (by_epochs, by_steps, 2**62) if x is not None)
+
+    def _reset_running(self) -> None:
+        self._loss_sum = self._loss_count = self._tokens = self._nonfinite = None
+        self._batch_t0 = 0.0
+
+    def _accumulate(self, name: str, value: Tensor) -> None:
+        current = getattr(self, name)
+        setattr(self, name, value if current is None else current + value)
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
         logits, aux, _ = forward_batch(self.backbone, self.head, batch)
         loss = task_loss(self.kind, logits, batch) + aux
-        if not torch.isfinite(loss):
-            raise RunFailed(f"non-finite training loss ({loss.item()}) at step {self.global_step}; lower train.lr or check the model")
-        self.train_tokens += int(batch["mask"].sum()) + (int(batch["mask2"].sum()) if "mask2" in batch else 0)
-        self.log("train_loss", loss.detach(), prog_bar=True, on_step=True, on_epoch=False, batch_size=batch["tokens"].shape[0])
+        self._accumulate("_nonfinite", (~torch.isfinite(loss.detach())).long())
+        self._accumulate("_loss_sum", loss.detach().float())
+        self._accumulate("_loss_count", torch.ones((), device=loss.device))
+        self._accumulate("_tokens", batch["mask"].sum() + (batch["mask2"].sum() if "mask2" in batch else 0))
+        self.log("loss", loss.detach(), prog_bar=True, logger=False, on_step=True, on_epoch=False, batch_size=batch["tokens"].shape[0])
         return loss
+
+    def on_train_batch_start(self, batch, batch_idx):
+        self._batch_t0 = time.perf_counter()
+
+    def on_train_batch_end(self, outputs, batch, batch_idx):
+        self.train_time_s += time.perf_counter() - self._batch_t0
+        if (self.global_step % NONFINITE_CHECK_EVERY == 0) and self._nonfinite is not None:
+            self.check_finite()
+
+    def check_finite(self) -> None:
+        """One host sync every NONFINITE_CHECK_EVERY steps and before every validation."""
+        if self._nonfinite is not None and int(self._nonfinite) > 0:
+            raise RunFailed(f"non-finite training loss before step {self.global_step}; lower train.lr or check the model")
 
     # ---- evaluation: validation and test share one path --------------------------------------
     def _eval_step(self, batch: dict, dataloader_idx: int) -> None:
         logits, _, stats = forward_batch(self.backbone, self.head, batch)
         buf = self.eval_buffers.setdefault(dataloader_idx, OutcomeBuffer())
         buf.add(example_outcomes(self.kind, logits, batch), batch["length"], stats, batch["tokens"].shape[0])
+        buf.parts["index"].append(batch["index"].cpu())
 
     def _eval_end(self) -> None:
-        self.last_eval = {i: buf.summarize(self.length_bin) for i, buf in sorted(self.eval_buffers.items())}
+        buffers = gather_buffers(self.eval_buffers, self.trainer.world_size if self._trainer else 1)
+        self.last_eval = {i: buf.summarize(self.length_bin) for i, buf in sorted(buffers.items())}
         self.eval_buffers = {}
+
+    def on_validation_start(self):
+        self.check_finite()
 
     def validation_step(self, batch, batch_idx, dataloader_idx=0):
         self._eval_step(batch, dataloader_idx)
 
     def on_validation_epoch_end(self):
         self._eval_end()
-        if not self.trainer.sanity_checking and 0 in self.last_eval:
-            self.log("val_metric", self.last_eval[0][self.metric], prog_bar=True)
+        if self.trainer.sanity_checking or 0 not in self.last_eval:
+            return
+        curve = {"val_metric": self.last_eval[0][self.metric], "global_step": float(self.global_step), "train_time_s": self.train_time_s}
+        if self._loss_count is not None:  # train loss since the previous validation (mean over batches)
+            curve["train_loss"] = float(self._loss_sum / self._loss_count)
+            self.train_tokens += int(self._tokens)
+            self._loss_sum = self._loss_count = self._tokens = None
+        if self.trainer.optimizers:
+            curve["lr"] = self.trainer.optimizers[0].param_groups[0]["lr"]
+        self.log_dict(curve, prog_bar=False, logger=True, on_epoch=True, batch_size=1)
+
+    def on_train_end(self):
+        self.check_finite()
+        if self._tokens is not None:  # batches after the last validation
+            self.train_tokens += int(self._tokens)
+            self._tokens = None
 
     def test_step(self, batch, batch_idx, dataloader_idx=0):
         self._eval_step(batch, dataloader_idx)
 
     def on_test_epoch_end(self):
         self._eval_end()
+
+    # ---- what a checkpoint carries beyond weights and optimizer --------------------------------
+    RUNNING = ("_loss_sum", "_loss_count", "_tokens", "_nonfinite")
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        running = {k: float(getattr(self, k)) for k in self.RUNNING if getattr(self, k) is not None}
+        checkpoint["bench"] = {"train_tokens": self.train_tokens, "train_time_s": self.train_time_s,
+                               "resumed_from": list(self.resumed_from), "running": running}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if self._trainer is None or self.trainer.state.fn != "fit":
+            return  # testing or evaluating a checkpoint: weights only, the counters stay
+        state = checkpoint.get("bench", {})
+        self.train_tokens = state.get("train_tokens", 0)
+        self.train_time_s = state.get("train_time_s", 0.0)
+        self.resumed_from = [*state.get("resumed_from", []), checkpoint["global_step"]]
+        self._reset_running()
+        for k, v in state.get("running", {}).items():  # python floats: they add to device tensors
+            setattr(self, k, v)
 
     def configure_optimizers(self):
         t = self.train_cfg
@@ -149,6 +250,5 @@ class TaskModule(L.LightningModule):
         if t["optimizer"] == "adam":
             groups = [{"params": decay + no_decay, "weight_decay": t["weight_decay"]}]
         opt = opt_cls(groups, lr=t["lr"], betas=tuple(t["betas"]))
-        total = self.trainer.estimated_stepping_batches if self.trainer else 1
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(t, self.steps_per_epoch, int(total)))
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(t, self.steps_per_epoch, self.total_steps))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

@@ -1,0 +1,158 @@
+"""The Lightning callbacks of one run: what makes it resumable, interruptible and readable.
+
+- ``RNGState``: the global RNG states (torch, numpy, python) in every checkpoint, restored before
+  the first resumed batch (Lightning saves none of them; dropout draws from torch's).
+- ``ValidationHistory``: one entry per validation (epoch, step, metric), kept in checkpoints.
+- ``GracefulStop``: SIGINT / SIGTERM set a flag; after the current batch every rank writes the
+  last checkpoint and the run raises ``RunInterrupted`` (Lightning alone turns Ctrl-C into exit 1).
+- ``LineProgress``: one line per validation when stdout is not a terminal (no carriage returns).
+"""
+from __future__ import annotations
+
+import random
+import signal
+import sys
+import time
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import Checkpoint
+
+
+class RunInterrupted(BaseException):
+    """A run stopped by a signal after writing its last checkpoint (the same command resumes)."""
+
+    def __init__(self, signum: int, step: int, checkpoint: str):
+        self.signum, self.step, self.checkpoint = signum, step, checkpoint
+        name = signal.Signals(signum).name
+        super().__init__(f"{name} at step {step}: checkpoint {checkpoint}; run the same command again to resume")
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them
+
+
+class RNGState(L.Callback):
+    def __init__(self):
+        self._pending = None
+
+    def state_dict(self) -> dict:
+        # tensors, ints and strings only: the checkpoint stays loadable with torch.load(weights_only=True)
+        name, keys, pos, has_gauss, gauss = np.random.get_state()
+        return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+                "numpy": [name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss], "python": random.getstate()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._pending = state  # applied when training starts, after everything that builds or loads
+
+    def on_train_start(self, trainer, module):
+        if self._pending is None:
+            return
+        state, self._pending = self._pending, None
+        torch.set_rng_state(state["torch"])
+        name, keys, pos, has_gauss, gauss = state["numpy"]
+        np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+        random.setstate(state["python"])
+        if state["cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class ValidationHistory(L.Callback):
+    def __init__(self, metric: str):
+        self.metric = metric
+        self.entries: list[dict] = []
+
+    def on_validation_end(self, trainer, module):
+        if trainer.sanity_checking or 0 not in module.last_eval:
+            return
+        self.entries.append({"epoch": trainer.current_epoch, "step": trainer.global_step, self.metric: module.last_eval[0][self.metric]})
+
+    def best(self) -> dict | None:
+        """The first validation with the highest metric (ModelCheckpoint keeps the same one: it
+        replaces its best only on a strictly better value)."""
+        return max(self.entries, key=lambda e: e[self.metric], default=None)
+
+    def state_dict(self) -> dict:
+        return {"entries": self.entries}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.entries = list(state["entries"])
+
+
+class GracefulStop(Checkpoint):
+    """A Checkpoint subclass only so that Lightning orders it after the ModelCheckpoints: a stop
+    right after a validation then finds that validation's checkpoints already written."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, last_checkpoint: str):
+        self.last_checkpoint = last_checkpoint
+        self.signum = 0
+        self._previous: dict = {}
+
+    def _handler(self, signum, frame):
+        self.signum = self.signum or signum
+
+    def setup(self, trainer, module, stage):
+        # after Lightning registered its own handlers (it turns SIGINT into exit 1 and raises
+        # SIGTERM mid-validation); ours only set a flag, acted on between training batches
+        if stage == "fit" and not self._previous:
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handler)
+
+    def teardown(self, trainer, module, stage):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+
+    def on_exception(self, trainer, module, exception):
+        self.teardown(trainer, module, "fit")
+
+    def _agreed_signal(self, trainer, module) -> int:
+        if trainer.world_size > 1:  # every rank stops at the same point
+            return int(trainer.strategy.reduce(torch.tensor(float(self.signum), device=module.device), reduce_op="max"))
+        return self.signum
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        signum = self._agreed_signal(trainer, module)
+        if not signum:
+            return
+        loop = trainer.fit_loop
+        if loop.epoch_loop._should_check_val_fx(loop._data_fetcher):
+            return  # a validation is due after this batch: stop after it (on_validation_end)
+        trainer.save_checkpoint(self.last_checkpoint)
+        raise RunInterrupted(signum, trainer.global_step, self.last_checkpoint)
+
+    def on_validation_end(self, trainer, module):
+        if trainer.sanity_checking or not trainer.training and trainer.state.fn != "fit":
+            return
+        signum = self._agreed_signal(trainer, module)
+        if signum:  # the ModelCheckpoints before us have just written this validation's last.ckpt
+            raise RunInterrupted(signum, trainer.global_step, self.last_checkpoint)
+
+
+class LineProgress(L.Callback):
+    """One line per validation: step, epoch, train loss, validation metric, elapsed, ETA."""
+
+    def __init__(self, metric: str, stream=None):
+        self.metric, self.total = metric, 0
+        self.stream = stream or sys.stdout
+        self._t0 = self._step0 = None
+
+    def on_train_start(self, trainer, module):
+        self._t0, self._step0 = time.perf_counter(), trainer.global_step
+        self.total = module.total_steps
+
+    def on_validation_end(self, trainer, module):
+        if trainer.sanity_checking or not trainer.is_global_zero or 0 not in module.last_eval or self._t0 is None:
+            return
+        step, elapsed = trainer.global_step, time.perf_counter() - self._t0
+        done = step - self._step0
+        eta = elapsed / done * (self.total - step) if done > 0 and self.total > 0 else float("nan")
+        loss = trainer.callback_metrics.get("train_loss")
+        parts = [f"step {step}/{self.total}", f"epoch {trainer.current_epoch}",
+                 f"loss {float(loss):.4f}" if loss is not None else "loss -",
+                 f"val {self.metric} {100 * module.last_eval[0][self.metric]:.1f}",
+                 f"elapsed {elapsed:.0f}s", f"eta {eta:.0f}s" if eta == eta else "eta -"]
+        print("  ".join(parts), file=self.stream, flush=True)

@@ -1,0 +1,59 @@
+"""`bench eval RECORD`: a finished run's tested checkpoint on its test splits again, or on other
+data (``--set data.key=value``: longer test lengths, another data seed), on one device.
+
+The result is printed and written beside the record as ``<run>/eval[-<tag>].json``; the run's
+own record is never changed."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lightning as L
+
+from ..config import resolve_run
+from ..data import TaskData
+from ..errors import UserError
+from ..records import overrides_tag, run_folder, write_json_atomic
+from .build import instantiate_model, instantiate_task
+from .module import TaskModule
+
+
+def read_record(path: Path) -> dict:
+    try:
+        rec = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"record {str(path)!r} not found; give the path of a run's .json under OUT/runs") from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"record {str(path)!r} is not readable JSON ({exc}); rerun the run with --rerun") from None
+    missing = [k for k in ("model", "task", "preset", "seed", "status") if k not in rec]
+    if missing:
+        raise UserError(f"record {str(path)!r} lacks {', '.join(missing)}; is it a bench run record?")
+    return rec
+
+
+def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator: str | None = None) -> dict:
+    rec = read_record(path)
+    if rec["status"] != "ok":
+        raise UserError(f"record {str(path)!r} has status {rec['status']!r}; only finished runs (status ok) have a tested checkpoint")
+    bad = [item for item in data_overrides if not item.startswith("data.")]
+    if bad:
+        raise UserError(f"bench eval --set takes data.* only (the model is the checkpoint's), got {bad[0]!r}")
+    ckpt = Path(rec.get("checkpoint") or run_folder(Path(path)) / "ckpt" / "best.ckpt")
+    if not ckpt.is_file():
+        raise UserError(f"checkpoint {str(ckpt)!r} of record {str(path)!r} is missing; rerun the run with --rerun to recreate it")
+    overrides = [*rec.get("overrides", []), *data_overrides]
+    config = resolve_run(registry, rec["model"], rec["task"], rec["preset"], overrides)
+    train = config["train"]
+    task = instantiate_task(config["task"])
+    data = TaskData(task, train["batch_size"], train["eval_batch_size"], rec["seed"])
+    module = TaskModule(instantiate_model(config["model"], task.vocab_size), task, train, steps_per_epoch=1)
+    trainer = L.Trainer(accelerator=accelerator or "auto", devices=1, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        precision=train["precision"])
+    splits = ["val", *task.test_splits()]
+    trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
+    result = {**rec, "metrics": {s: module.last_eval[i] for i, s in enumerate(splits)}, "test_splits": splits[1:],
+              "evaluated_with": data_overrides, "checkpoint": str(ckpt)}
+    tag = overrides_tag(data_overrides)
+    out = run_folder(Path(path)) / (f"eval-{tag}.json" if tag else "eval.json")
+    write_json_atomic(out, result)
+    return {"record": result, "checkpoint": str(ckpt), "path": str(out)}
