@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 demo: setup
-	$(BIN)/bench run --model transformer --task parity --preset small
+	$(BIN)/bench run --model transformer --task parity --preset small --out .cache/demo
 
 test: setup
 	$(BIN)/python -m pytest

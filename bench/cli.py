@@ -134,7 +134,7 @@ def cmd_compare(args, registry) -> int:
     print(f"({note}; cells are {STAT_TEXT[args.stat]} in %)")
     if args.set:
         note += f"; overrides: {' '.join(args.set)}"
-    md, csv_path = write_tables(Path(args.out), args.preset, models, tasks, headers, rows, note, tag)
+    md, csv_path = write_tables(Path(args.out), args.preset, models, tasks, headers, rows, note, tag, stat=args.stat)
     print(f"wrote {md} and {csv_path}")
     if args.plot:
         for path in plot(Path(args.out), args.preset, records, models, tasks):
@@ -253,6 +253,17 @@ def build_parser() -> argparse.ArgumentParser:
     cu.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="the overrides the runs were made with")
     cu.add_argument("--metric", default="val_metric", help="column of metrics.csv to draw (default val_metric; also train_loss, lr)")
 
+    rp = sub.add_parser("reproduce", help="a paper's table (tables/*.yaml): our records beside the paper's numbers")
+    rp.add_argument("table", nargs="?", help="table name, e.g. rsa-table2 (see --list)")
+    rp.add_argument("--list", dest="list_tables", action="store_true", help="list the tables and how many cells have records")
+    rp.add_argument("--preset", help="use this preset instead of the table's (a proxy: the note says so)")
+    rp.add_argument("--models", help="only the rows of these models")
+    rp.add_argument("--out", default="results", help="folder holding runs/; tables go to OUT/reproduce/")
+    rp.add_argument("--run", action="store_true", help="first train the table's missing (row, column, seed) runs")
+    rp.add_argument("--jobs", type=int, default=1, help="--run: cells trained at the same time (default 1)")
+    rp.add_argument("--launcher", default="local", choices=["local", "slurm"], help="--run: where cells run")
+    rp.add_argument("--slurm-profile", dest="slurm_profile", help="--launcher slurm: YAML with partition, time, ...")
+
     ls = sub.add_parser("list", help="list registry models and tasks")
     ls.add_argument("what", nargs="?", choices=["models", "tasks"])
 
@@ -265,7 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     from .registry import Registry
     from .runner.callbacks import RunInterrupted
 
-    handlers = {"run": cmd_run, "eval": cmd_eval, "compare": cmd_compare, "curves": cmd_curves, "list": cmd_list, "validate": cmd_validate}
+    from .report.reproduce import cmd_reproduce
+
+    handlers = {"run": cmd_run, "eval": cmd_eval, "compare": cmd_compare, "curves": cmd_curves, "list": cmd_list, "validate": cmd_validate,
+                "reproduce": cmd_reproduce}
     try:
         args = build_parser().parse_args(argv)
         if not args.command:

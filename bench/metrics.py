@@ -57,13 +57,7 @@ class OutcomeBuffer:
         if not self.parts:
             return {}
         cat = {k: torch.cat(v).numpy() for k, v in self.parts.items()}
-        n_scored = cat["n_scored"]
-        out = {
-            "n": int(len(cat["correct"])),
-            "acc": float(cat["correct"].mean()),
-            "token_acc": float(cat["tok_correct"].sum() / max(n_scored.sum(), 1)),
-            "last_acc": float(np.nanmean(cat["last_correct"])) if not np.isnan(cat["last_correct"]).all() else float("nan"),
-        }
+        out = {"n": int(len(cat["correct"])), **_rates(cat, np.arange(len(cat["correct"])))}
         stats = {}
         for name, vals in self.scalar_stats.items():
             w = sum(b for _, b in vals)
@@ -86,16 +80,26 @@ class OutcomeBuffer:
             by_length = {}
             for label, idx in bins.items():
                 idx = np.asarray(idx)
-                entry = {
-                    "n": int(len(idx)),
-                    "acc": float(cat["correct"][idx].mean()),
-                    "token_acc": float(cat["tok_correct"][idx].sum() / max(n_scored[idx].sum(), 1)),
-                }
+                entry = {"n": int(len(idx)), **_rates(cat, idx)}
                 for key in per_example_stats:
                     entry[key[5:]] = float(cat[key][idx].mean())
                 by_length[label] = entry
             out["by_length"] = dict(sorted(by_length.items(), key=lambda kv: _bin_start(kv[0])))
         return out
+
+
+def _rates(cat: dict, idx: np.ndarray) -> dict:
+    """acc, token_acc and last_acc of the examples ``idx``. Examples without a scored position
+    (an LM sequence whose targets are all IGNORE) count in none of them; a metric with nothing
+    to score is NaN (shown as missing), never 0 or 1."""
+    n_scored = cat["n_scored"][idx]
+    scored = n_scored > 0
+    last = cat["last_correct"][idx][scored]
+    return {
+        "acc": float(cat["correct"][idx][scored].mean()) if scored.any() else float("nan"),
+        "token_acc": float(cat["tok_correct"][idx].sum() / n_scored.sum()) if scored.any() else float("nan"),
+        "last_acc": float(np.nanmean(last)) if not np.isnan(last).all() else float("nan"),
+    }
 
 
 def _bin_start(label: str) -> float:

@@ -37,6 +37,23 @@ def overrides_tag(overrides: list[str] | dict | None, world_size: int = 1) -> st
     return hashlib.sha1("\n".join(items).encode()).hexdigest()[:8]
 
 
+def config_changes(made_with: dict | None, current: dict | None) -> str | None:
+    """The learning-relevant settings a record was made with that a run of the same cell would
+    not use today, e.g. "model.pos_encoding 'xpos' -> 'sinusoidal'" (a preset edited after the
+    run); None when there are none. Keys a record lacks count as their default for train and are
+    skipped for model and data (parameters added later)."""
+    from .config import TRAIN_DEFAULTS
+
+    if not made_with or not current:
+        return None
+    pairs = [("model", made_with["model"].get("params", {}), current["model"].get("params", {})),
+             ("data", made_with["task"].get("params", {}), current["task"].get("params", {})),
+             ("train", {**TRAIN_DEFAULTS, **made_with.get("train", {})}, current["train"])]
+    diffs = [f"{section}.{key} {old[key]!r} -> {new[key]!r}" for section, old, new in pairs
+             for key in sorted(old.keys() & new.keys()) if old[key] != new[key] and f"{section}.{key}" not in NOT_IDENTITY]
+    return ", ".join(diffs) or None
+
+
 def record_path(out: Path, model: str, task: str, preset: str, seed: int, overrides=None, world_size: int = 1) -> Path:
     tag = overrides_tag(overrides, world_size)
     return Path(out) / "runs" / task / preset / model / (f"seed{seed}" + (f"-{tag}" if tag else "") + ".json")

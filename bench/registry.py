@@ -53,6 +53,66 @@ def import_target(target: str, where: str):
     return getattr(module, attr)
 
 
+def import_model_class(target: str, where: str):
+    """A registry model target: a subclass of models.base.Backbone, or UserError saying so."""
+    from models.base import Backbone
+
+    cls = import_target(target, where)
+    if not (inspect.isclass(cls) and issubclass(cls, Backbone)):
+        raise UserError(f"{where}: target {target!r} is {_what(cls)}; a model target must be a subclass of models.base.Backbone")
+    return cls
+
+
+def import_task_class(target: str, where: str):
+    """A registry task target: a concrete subclass of tasks.base.Task with a known kind."""
+    from tasks.base import KINDS, Task
+
+    cls = import_target(target, where)
+    if not (inspect.isclass(cls) and issubclass(cls, Task)):
+        raise UserError(f"{where}: target {target!r} is {_what(cls)}; a task target must be a subclass of tasks.base.Task")
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(cls.__abstractmethods__))
+        raise UserError(f"{where}: task class {target!r} is abstract: it must implement {missing}")
+    if getattr(cls, "kind", None) not in KINDS:
+        raise UserError(f"{where}: task class {target!r} has kind {getattr(cls, 'kind', None)!r}; set kind to one of {', '.join(KINDS)}")
+    return cls
+
+
+def _what(obj) -> str:
+    if inspect.isclass(obj):
+        return f"the class {obj.__module__}.{obj.__qualname__}"
+    return f"a {type(obj).__name__}, not a class"
+
+
+def type_ok(default, value) -> bool:
+    """Whether ``value`` has the type of a parameter's ``default`` (anything goes for a default
+    of None or a parameter without one; an int is a fine float, a bool is never an int)."""
+    if default is None or default is inspect.Parameter.empty:
+        return True
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(default, str):
+        return isinstance(value, str)
+    if isinstance(default, (list, tuple)):
+        return isinstance(value, (list, tuple))
+    if isinstance(default, dict):
+        return isinstance(value, dict)
+    return True
+
+
+def type_problems(where: str, given: dict, defaults: dict) -> list[str]:
+    """'where.key=value: expected int (like 2), got str' for every given value of the wrong type."""
+    return [
+        f"{where}.{key}={value!r}: expected {type(defaults[key]).__name__} (like {defaults[key]!r}), got {type(value).__name__}"
+        for key, value in given.items()
+        if key in defaults and not type_ok(defaults[key], value)
+    ]
+
+
 def constructor_params(cls, skip=("self", "vocab_size", "causal")) -> dict:
     """Keyword parameters of a class constructor with their defaults (inspect.Parameter.empty if none)."""
     sig = inspect.signature(cls.__init__)
@@ -157,32 +217,49 @@ class Registry:
 
     # ---- validation -----------------------------------------------------------------------
     def validate(self) -> list[str]:
-        """Resolve every entry, import every target, check params against constructors.
-        Returns human-readable problems (empty list = valid)."""
-        problems = []
+        """Resolve every entry, import every target, check parameter names and types against
+        the constructors. Returns human-readable problems (empty list = valid)."""
+        problems: list[str] = []
+        model_params: dict[str, dict] = {}  # entry name -> its class's constructor parameters
         for name in self.model_names():
             try:
                 entry = self.model_entry(name)
-                cls = import_target(entry["target"], f"models.{name}")
-                accepted = constructor_params(cls)
-                bad = set(entry["params"]) - set(accepted)
-                if bad:
-                    problems.append(f"models.{name}: params {', '.join(sorted(bad))} are not accepted by {entry['target']}")
+                cls = import_model_class(entry["target"], f"models.{name}")
             except UserError as exc:
                 problems.append(str(exc))
+                continue
+            accepted = model_params[name] = constructor_params(cls)
+            bad = set(entry["params"]) - set(accepted)
+            if bad:
+                problems.append(f"models.{name}: params {', '.join(sorted(bad))} are not accepted by {entry['target']}")
+            problems += type_problems(f"models.{name}.params", entry["params"], accepted)
         for name in self.task_names():
             try:
                 entry = self.task_entry(name)
-                cls = import_target(entry["target"], f"tasks.{name}")
-                accepted = constructor_params(cls, skip=("self",))
-                for pname, preset in entry["presets"].items():
-                    data = {**entry["params"], **(preset.get("data") or {})}
-                    bad = set(data) - set(accepted)
-                    if bad:
-                        problems.append(f"tasks.{name}.presets.{pname}.data: {', '.join(sorted(bad))} not accepted by {entry['target']}")
-                    for fam in preset.get("family") or {}:
-                        if fam not in self.raw_models:
-                            problems.append(f"tasks.{name}.presets.{pname}.family: {fam!r} is not a model entry")
+                cls = import_task_class(entry["target"], f"tasks.{name}")
             except UserError as exc:
                 problems.append(str(exc))
+                continue
+            accepted = constructor_params(cls, skip=("self",))
+            problems += type_problems(f"tasks.{name}.params", entry["params"], accepted)
+            for pname, preset in entry["presets"].items():
+                where = f"tasks.{name}.presets.{pname}"
+                data = {**entry["params"], **(preset.get("data") or {})}
+                bad = set(data) - set(accepted)
+                if bad:
+                    problems.append(f"{where}.data: {', '.join(sorted(bad))} not accepted by {entry['target']}")
+                problems += type_problems(f"{where}.data", preset.get("data") or {}, accepted)
+                for key, value in (preset.get("model") or {}).items():  # sizes for every model taking the key
+                    takers = [m for m, params in model_params.items() if key in params]
+                    wrong = [m for m in takers if not type_ok(model_params[m][key], value)]
+                    if wrong:
+                        problems += type_problems(f"{where}.model", {key: value}, {key: model_params[wrong[0]][key]})
+                for fam, fam_params in (preset.get("family") or {}).items():
+                    if fam not in self.raw_models:
+                        problems.append(f"{where}.family: {fam!r} is not a model entry")
+                    elif fam in model_params:
+                        unknown = set(fam_params or {}) - set(model_params[fam])
+                        if unknown:
+                            problems.append(f"{where}.family.{fam}: {', '.join(sorted(unknown))} not accepted by models.{fam}")
+                        problems += type_problems(f"{where}.family.{fam}", fam_params or {}, model_params[fam])
         return problems

@@ -1,15 +1,16 @@
-"""Our formal-language runs next to [RSA Table 2], read from the run records.
+"""Our formal-language runs next to [RSA Table 2], per seed, with the REM gates: the detailed
+companion of ``bench reproduce rsa-table2`` (which prints ours / paper / Δ per cell and writes
+Markdown, CSV and a plot). The languages, models and the paper's numbers come from
+``tables/rsa-table2.yaml``; nothing is hard-coded here.
 
-    python scripts/rsa_table2.py --set train.num_threads=1                  # paper preset records
-    python scripts/rsa_table2.py --set train.num_threads=1 --out results/rsa_table2_full.md
+    python scripts/rsa_table2.py                                              # paper preset records
+    python scripts/rsa_table2.py --out results/leaderboards/rsa_table2_paper.md
 
 Rows: language x model; cells: sequence accuracy (%) on bin 0 (training lengths) and bin 1 (longer
 strings), mean ± std over the seeds found, with the per-seed values, the number of seeds, and the
-paper's number beside ours. ``--set`` must repeat the overrides the runs were made with (the
-records are filed under their hash, as ``bench compare --set`` reads them).
-
-The paper's values are its Table 2 (vanilla Transformer with sinusoidal PE; RSA-Transformer cases
-I-IV), as printed; they are what we compare with, not results of this code.
+paper's number beside ours. ``--set`` must repeat the learning-relevant overrides the runs were
+made with (the records are filed under their hash, as ``bench compare --set`` reads them;
+``train.num_threads`` is not one of them).
 """
 from __future__ import annotations
 
@@ -19,25 +20,22 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from bench.report.leaderboard import load_records, mean_std_percent  # noqa: E402
 from bench.records import overrides_tag  # noqa: E402
+from bench.report.leaderboard import load_records, mean_std_percent  # noqa: E402
+from bench.report.reproduce import load_table  # noqa: E402
 
-LANGUAGES = ["parity", "tomita3", "tomita5", "tomita6", "d2", "d4"]
-MODELS = ["transformer", "rsa-transformer-I", "rsa-transformer-II", "rsa-transformer-III", "rsa-transformer-IV"]
-# [RSA Table 2], bin 0 / bin 1 sequence accuracy.
-PAPER = {
-    "d2": {"transformer": (0.2, 0.2), "I": (1, 1), "II": (1, 1), "III": (1, 1), "IV": (1, 1)},
-    "d4": {"transformer": (1, 0.08), "I": (1, 1), "II": (1, 1), "III": (1, 1), "IV": (1, 1)},
-    "parity": {"transformer": (0.29, 0), "I": (0.99, 0.67), "II": (0.97, 0.53), "III": (0.91, 0.62), "IV": (0.9, 0.52)},
-    "tomita3": {"transformer": (0.89, 0.11), "I": (1, 0.97), "II": (1, 0.97), "III": (1, 0.98), "IV": (1, 0.98)},
-    "tomita5": {"transformer": (0.07, 0), "I": (0.63, 0.16), "II": (0.82, 0.17), "III": (0.49, 0), "IV": (0.72, 0.35)},
-    "tomita6": {"transformer": (0, 0), "I": (0.78, 0.35), "II": (0.89, 0.38), "III": (0.95, 0.46), "IV": (0.64, 0.39)},
-}
+TABLE = load_table("rsa-table2")
+LANGUAGES = list(dict.fromkeys(c.task for c in TABLE.columns))
+MODELS = [r.model for r in TABLE.rows]
 
 
 def paper_value(task: str, model: str) -> tuple[float, float] | None:
-    key = "transformer" if model == "transformer" else model.rpartition("-")[2]
-    return PAPER.get(task, {}).get(key)
+    """[RSA Table 2] bin 0 / bin 1 in %, from tables/rsa-table2.yaml."""
+    row = next((r for r in TABLE.rows if r.model == model), None)
+    if row is None:
+        return None
+    pair = {c.split: v for c, v in zip(TABLE.columns, row.paper) if c.task == task and v is not None}
+    return (pair["bin0"][0], pair["bin1"][0]) if {"bin0", "bin1"} <= set(pair) else None
 
 
 def gates(recs: list[dict]) -> str:
@@ -77,7 +75,7 @@ def main() -> None:
             b1 = [r["metrics"]["bin1"]["acc"] for r in recs]
             per_seed = ", ".join(f"{100 * a:.0f}/{100 * b:.0f}" for a, b in zip(b0, b1))
             ref = paper_value(task, model)
-            ref_s = "—" if ref is None else f"{100 * ref[0]:.0f} / {100 * ref[1]:.0f}"
+            ref_s = "—" if ref is None else f"{ref[0]:.0f} / {ref[1]:.0f}"
             epochs = ",".join(sorted({str(r.get("epochs_run")) for r in recs}))
             commits = ",".join(sorted({(r.get("git") or {}).get("commit", "?")[:7] for r in recs}))
             seeds = ",".join(str(r["seed"]) for r in recs)

@@ -4,21 +4,34 @@ A task knows its vocabulary, its kind, its splits and how to generate (or load) 
 The harness caches what ``generate`` returns as a Hugging Face dataset and never calls it
 again while the fingerprint (class, version, parameters, split seed) matches.
 
-Kinds and the fields each example carries (token ids are ints, 0 is always PAD):
+``generate(split, rng)`` returns the split as a dict of equal-length columns, one entry per
+example (lists, or numpy arrays whose first axis is the example): what
+``datasets.Dataset.from_dict`` takes, and what a vectorised generator produces anyway (a
+[N, T] array of tokens is one column, not N row dicts).
 
-* ``classify``       {"tokens": [..], "label": int}                     pooled -> num_classes
-* ``pair_classify``  {"tokens": [..], "tokens2": [..], "label": int}    [u; v; u*v; |u-v|]
-* ``tag``            {"tokens": [..], "labels": [[0/1] * num_labels per position]}
+Kinds and the columns each kind's split carries (token ids are ints, 0 is always PAD):
+
+* ``classify``       "tokens": [..], "label": int                      pooled -> num_classes
+* ``pair_classify``  "tokens": [..], "tokens2": [..], "label": int     [u; v; u*v; |u-v|]
+* ``tag``            "tokens": [..], "labels": [[0/1] * num_labels per position]
                      per-position multi-label; a string is correct iff every position is
-* ``lm``             {"tokens": [..], "targets": [..]} next-token targets, IGNORE = not scored
+* ``lm``             "tokens": [..], "targets": [..] next-token targets, IGNORE = not scored
 
-Every example may carry ``"length"`` (int) used for per-length metrics; it defaults to
-len(tokens). Metrics the harness computes for every split: ``acc`` (example-level: label,
+Every split may carry ``"length"`` (int per example) used for per-length metrics; it defaults
+to len(tokens). Metrics the harness computes for every split: ``acc`` (example-level: label,
 or every scored position right), ``token_acc`` (tag / lm, per position), ``last_acc`` (lm:
 the last scored position). A task names its primary (model selection) metric in ``metric``.
+
+Every task instance carries ``params`` (its constructor's arguments, defaults included, as
+JSON values) and ``name``, both set by this base class before the subclass constructor runs,
+so the data-cache key always sees every parameter, however the task was built.
 """
 from __future__ import annotations
 
+import abc
+import functools
+import inspect
+import os
 import zlib
 from typing import ClassVar
 
@@ -33,7 +46,86 @@ class TaskError(ValueError):
     """Bad task input (missing files, malformed data): reported as one line, exit status 2."""
 
 
-class Task:
+def _json_value(value, where: str):
+    """A constructor argument as a plain JSON value (tuples -> lists, numpy scalars -> Python)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (np.generic, np.ndarray)):
+        return _json_value(value.tolist(), where)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v, where) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v, f"{where}.{k}") for k, v in value.items()}
+    raise TypeError(f"task parameter {where}={value!r} is not a JSON value (number, string, list, dict)")
+
+
+def _constructor_defaults(cls) -> dict:
+    """Defaults of the keyword parameters of the nearest constructor in cls's MRO (following
+    ``**kwargs`` into the parents' constructors, as subclasses forward them there)."""
+    for klass in cls.__mro__:
+        if "__init__" in klass.__dict__:
+            init = inspect.unwrap(klass.__dict__["__init__"])
+            break
+    else:  # pragma: no cover - object always has one
+        return {}
+    params = list(inspect.signature(init).parameters.values())[1:]
+    out = {p.name: p.default for p in params
+           if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.default is not p.empty}
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        for key, default in _constructor_defaults(klass.__mro__[1]).items():
+            out.setdefault(key, default)
+    return out
+
+
+def _bound_arguments(owner: type, init, args: tuple, kwargs: dict, built: type) -> dict:
+    """The arguments of one call of ``owner``'s constructor building a ``built``, defaults
+    included, as {name: JSON value}."""
+    signature = inspect.signature(init)
+    try:
+        bound = signature.bind(None, *args, **kwargs)  # None stands for self
+    except TypeError as exc:
+        raise TypeError(f"{built.__name__}: {exc}") from None
+    bound.apply_defaults()
+    params: dict = {}
+    forwarded = False
+    for name, value in list(bound.arguments.items())[1:]:
+        kind = signature.parameters[name].kind
+        if kind == inspect.Parameter.VAR_KEYWORD:
+            params.update(value)
+            forwarded = True
+        elif kind == inspect.Parameter.VAR_POSITIONAL:
+            if value:
+                raise TypeError(f"{built.__name__}: task parameters are keyword parameters; got extra positional {value!r}")
+        else:
+            params[name] = value
+    if forwarded:  # what **kwargs passes on keeps the parent constructor's defaults
+        for key, default in _constructor_defaults(owner.__mro__[1]).items():
+            params.setdefault(key, default)
+    return {k: _json_value(v, k) for k, v in params.items()}
+
+
+def _recording_constructor(owner: type, init):
+    """Wraps a task constructor so that the outermost call (the one that builds the object)
+    first records its bound arguments as ``self.params`` and a default ``self.name``."""
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        if "params" not in self.__dict__:  # inner super().__init__ calls keep the outer record
+            self.params = _bound_arguments(owner, init, args, kwargs, type(self))
+            if "name" not in self.__dict__:
+                self.name = getattr(type(self), "name", None) or type(self).__name__.lower()
+        init(self, *args, **kwargs)
+
+    __init__.records_params = True
+    return __init__
+
+
+class Task(abc.ABC):
+    """One task family: subclasses set ``kind`` and implement ``vocab``, ``test_splits`` and
+    ``generate``; the constructor's keyword parameters are the registry's ``data`` parameters."""
+
     kind: ClassVar[str]
     #: True: the model must be causal (targets depend on the prefix only).
     #: None: either works; the model's own default is used.
@@ -44,13 +136,35 @@ class Task:
     #: bump when generated data changes for the same parameters (invalidates caches)
     version: ClassVar[str] = "1"
 
+    #: the constructor's arguments, defaults included (JSON values); part of the cache key
+    params: dict
+    #: the registry entry's name; the class name lower-cased (or a class attribute
+    #: ``name``) when the task was built directly
+    name: str
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None and not getattr(init, "records_params", False):
+            cls.__init__ = _recording_constructor(cls, init)
+
     def __init__(self, data_seed: int = 1234):
         self.data_seed = data_seed
 
+    @classmethod
+    def build(cls, name: str, params: dict) -> Task:
+        """The task a registry entry describes: ``cls(**params)`` named ``name`` (set before
+        the constructor runs, so its error messages can use it)."""
+        task = cls.__new__(cls)
+        task.name = name
+        task.__init__(**params)
+        return task
+
     # --- vocabulary -------------------------------------------------------------------
     @property
-    def vocab(self) -> list[str]:  # index 0 must be "<pad>"
-        raise NotImplementedError
+    @abc.abstractmethod
+    def vocab(self) -> list[str]:
+        """Token strings by id; index 0 must be "<pad>"."""
 
     @property
     def vocab_size(self) -> int:
@@ -64,15 +178,18 @@ class Task:
         """All split names: 'train', 'val', then the test splits."""
         return ["train", "val", *self.test_splits()]
 
+    @abc.abstractmethod
     def test_splits(self) -> list[str]:
-        raise NotImplementedError
+        """Names of the test splits (in- and out-of-distribution), in report order."""
 
     def split_seed(self, split: str) -> int:
         """Each split has its own fixed seed, so resizing train never changes a test set."""
         return (self.data_seed * 1_000_003 + zlib.crc32(split.encode())) % (2**32)
 
-    def generate(self, split: str, rng: np.random.Generator) -> list[dict]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def generate(self, split: str, rng: np.random.Generator) -> dict:
+        """One split as a dict of equal-length columns (see the module docstring), drawn from
+        ``rng`` only, so the same seed gives the same data."""
 
     def fingerprint_extra(self) -> dict:
         """Anything beyond the constructor parameters that identifies the data (file stats)."""
@@ -87,3 +204,6 @@ class Task:
         """Human-readable rendering of one example (used by `bench list tasks -v` and docs)."""
         toks = " ".join(self.vocab[t] for t in example["tokens"])
         return toks
+
+
+Task.__init__ = _recording_constructor(Task, Task.__init__)

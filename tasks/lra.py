@@ -62,10 +62,16 @@ def encode_bytes(data: bytes, max_len: int, start_end: bool = True) -> np.ndarra
     return np.concatenate([[START], body, [END]]).astype(np.int16) if start_end else body
 
 
-def holdout(n: int, fraction: float, seed: int) -> np.ndarray:
-    """Boolean mask of the validation items among n training items (fixed by seed)."""
+def holdout(n: int, fraction: float, seed: int, source: str) -> np.ndarray:
+    """Boolean mask of the validation items among the n training items of ``source`` (fixed by
+    seed); TaskError when validation or training would be left empty."""
+    n_val = int(round(n * fraction))
+    if not 0 < n_val < n:
+        raise TaskError(f"{source} holds {n} training examples; val_fraction={fraction:g} holds out {n_val} "
+                        f"for validation and leaves {n - n_val} for training, and each needs at least one "
+                        f"(supply more examples or change val_fraction)")
     val = np.zeros(n, dtype=bool)
-    val[np.random.default_rng(seed).permutation(n)[: int(round(n * fraction))]] = True
+    val[np.random.default_rng(seed).permutation(n)[:n_val]] = True
     return val
 
 
@@ -130,7 +136,8 @@ class LRAText(_FileTask):
             labels += [label] * len(got)
         keep = np.ones(len(files), dtype=bool)
         if part == "train":
-            val = holdout(len(files), self.val_fraction, self.data_seed)
+            val = holdout(len(files), self.val_fraction, self.data_seed,
+                          f"{self.name}: {self.root / 'aclImdb' / 'train'}/{{pos,neg}}/*.txt")
             keep = val if split == "val" else ~val
         idx = np.flatnonzero(keep)
         return {"tokens": [encode_bytes(files[i].read_bytes(), self.max_length, self.start_end)
@@ -213,7 +220,8 @@ class LRAImage(_FileTask):
         data = np.concatenate([p[0] for p in parts])
         labels = np.concatenate([p[1] for p in parts])
         if split != "test":
-            val = holdout(len(data), self.val_fraction, self.data_seed)
+            val = holdout(len(data), self.val_fraction, self.data_seed,
+                          f"{self.name}: {self.root / 'cifar-10-batches-py'}/data_batch_1..5")
             keep = val if split == "val" else ~val
             data, labels = data[keep], labels[keep]
         # tf.image.rgb_to_grayscale as in LRA: ITU-R 601 weights, back to uint8 by

@@ -119,3 +119,27 @@ def test_lra_listops_lengths_and_labels():
     for t, y, L in zip(d["tokens"], d["label"], d["length"]):
         assert 500 <= L <= 2000 and len(t) == L + 2
         assert evaluate([LISTOPS_VOCAB[i] for i in t]) == y
+
+
+def test_text_with_too_few_reviews_to_hold_out_validation(tmp_path, monkeypatch, capsys):
+    """One review per class: 10% of 2 files is 0, so validation would be empty. One line naming
+    the folder and what is needed, for the task and for `bench run`; nothing cached or written."""
+    from bench.cli import main
+    from bench.data import load_split
+
+    write_imdb(tmp_path / "lra", n=1)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("BENCH_DATA_DIR", str(cache))
+    task = LRAText(data_dir=str(tmp_path / "lra"))
+    train_folder = str(tmp_path / "lra" / "aclImdb" / "train")
+    for split in ("train", "val"):
+        with pytest.raises(TaskError, match=r"^lra-text: " + train_folder + r"/\{pos,neg\}/\*\.txt holds 2 training "
+                           r"examples; val_fraction=0\.1 holds out 0 for validation .* each needs at least one"):
+            load_split(task, split)
+    assert gen(LRAText(data_dir=str(tmp_path / "lra"), val_fraction=0.5), "val")["label"].tolist() in ([0], [1])
+    code = main(["run", "--model", "lstm", "--task", "lra-text", "--preset", "smoke", "--out", str(tmp_path / "out"),
+                 "--set", f"data.data_dir={tmp_path / 'lra'}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and train_folder in err[0] and "val_fraction" in err[0], err
+    assert not [p for p in cache.rglob("*") if p.is_dir() and p.parent != cache]  # no split folder
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("*.json"))

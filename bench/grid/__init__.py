@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UserError
-from ..records import record_path
+from ..records import config_changes, record_path
 
 
 @dataclass(frozen=True)
@@ -48,17 +48,18 @@ class GridPlan:
 
 def plan_grid(registry, models: list[str], tasks: list[str], seeds: list[int], preset: str, overrides: list[str] | None,
               out: Path, world_size: int = 1, rerun: bool = False) -> GridPlan:
-    """Which cells to train: every (task, model, seed) whose record is not finished (status ok).
+    """Which cells to train: every (task, model, seed) without a finished record (status ok, made
+    with the settings the registry gives today).
     Cells a model cannot run (a causal task for a bidirectional-only model) are set aside with
     the reason; any other bad input stops the grid before anything runs."""
-    from ..config import resolve_run
+    from ..config import public, resolve_run
 
     plan = GridPlan()
     for task in tasks:
         registry.preset(task, preset)
         for model in models:
             try:
-                resolve_run(registry, model, task, preset, overrides)
+                current = public(resolve_run(registry, model, task, preset, overrides))
             except UserError as exc:
                 if "causal" not in str(exc):
                     raise
@@ -66,16 +67,18 @@ def plan_grid(registry, models: list[str], tasks: list[str], seeds: list[int], p
                 continue
             for seed in seeds:
                 cell = Cell(model, task, preset, seed, tuple(overrides or ()))
-                done = _status(record_path(out, model, task, preset, seed, overrides, world_size)) == "ok"
+                rec = _read(record_path(out, model, task, preset, seed, overrides, world_size))
+                done = rec.get("status") == "ok" and not config_changes(rec.get("config"), current)
                 (plan.finished if done and not rerun else plan.todo).append(cell)
     return plan
 
 
-def _status(path: Path) -> str | None:
+def _read(path: Path) -> dict:
     try:
-        return json.loads(path.read_text()).get("status")
+        rec = json.loads(path.read_text())
     except (OSError, ValueError):
-        return None
+        return {}
+    return rec if isinstance(rec, dict) else {}
 
 
 def prepare_data(registry, cells: list[Cell]) -> None:

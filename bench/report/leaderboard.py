@@ -1,5 +1,6 @@
 """Leaderboards from run records: rows = models, columns = task splits (x reported metric),
-cells = mean ± std over seeds (in %), FAIL for failed runs. Markdown, CSV and plots."""
+cells = mean ± std over seeds (in %), or the median, or both (the HALT paper reports flip-flop
+with mean and median over seeds), FAIL for failed runs. Markdown, CSV and plots."""
 from __future__ import annotations
 
 import csv
@@ -7,6 +8,7 @@ import hashlib
 import io
 import json
 import math
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -28,15 +30,36 @@ def load_records(out: Path, models: list[str], tasks: list[str] | None, preset: 
             continue
         try:
             rec = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
+        except (OSError, json.JSONDecodeError) as exc:
+            warn(f"record {path} is unreadable ({exc}); left out of the table (rerun that cell with --rerun)")
+            continue
+        if not isinstance(rec, dict) or "status" not in rec or (rec["status"] == "ok" and "metrics" not in rec):
+            warn(f"record {path} is not a complete run record; left out of the table (rerun that cell with --rerun)")
             continue
         found[(model, task)].append(rec)
     return found
 
 
+def warn(message: str) -> None:
+    print(f"bench: warning: {message}", file=sys.stderr)
+
+
+STATS = ("mean", "median", "both")
+STAT_TEXT = {"mean": "mean ± std over seeds", "median": "median over seeds", "both": "mean ± std over seeds (med = median)"}
+
+
+def _check_stat(stat: str) -> None:
+    if stat not in STATS:
+        raise ValueError(f"stat must be one of {', '.join(STATS)}, got {stat!r}")
+
+
+def _present(values: list[float]) -> list[float]:
+    return [v for v in values if v is not None and not math.isnan(v)]
+
+
 def mean_std_percent(values: list[float]) -> str:
     """Mean ± sample std over seeds, in %; a lone value without std; MISSING when there is none."""
-    vals = [v for v in values if v is not None and not math.isnan(v)]
+    vals = _present(values)
     if not vals:
         return MISSING
     mean = sum(vals) / len(vals)
@@ -44,6 +67,27 @@ def mean_std_percent(values: list[float]) -> str:
         return f"{100 * mean:.1f}"
     std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
     return f"{100 * mean:.1f} ± {100 * std:.1f}"
+
+
+def median_percent(values: list[float]) -> str:
+    """Median over seeds, in % (the mean of the two middle values for an even count); MISSING
+    when there is none."""
+    vals = sorted(_present(values))
+    if not vals:
+        return MISSING
+    mid = len(vals) // 2
+    median = vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+    return f"{100 * median:.1f}"
+
+
+def cell_percent(values: list[float], stat: str = "mean") -> str:
+    """One leaderboard cell: ``stat`` is "mean" (mean ± std), "median" or "both" ("mean ± std (med median)")."""
+    _check_stat(stat)
+    if stat == "mean":
+        return mean_std_percent(values)
+    if stat == "median" or median_percent(values) == MISSING:
+        return median_percent(values)
+    return f"{mean_std_percent(values)} (med {median_percent(values)})"
 
 
 def _columns(records: dict, tasks: list[str]) -> list[tuple[str, str, str]]:
@@ -61,7 +105,9 @@ def _columns(records: dict, tasks: list[str]) -> list[tuple[str, str, str]]:
     return cols
 
 
-def table(records: dict, models: list[str], tasks: list[str]) -> tuple[list[str], list[list[str]]]:
+def table(records: dict, models: list[str], tasks: list[str], stat: str = "mean") -> tuple[list[str], list[list[str]]]:
+    """Header and rows; each cell summarises the ok seeds' values with ``cell_percent(values, stat)``."""
+    _check_stat(stat)
     cols = _columns(records, tasks)
     headers = ["model"] + [f"{t}:{s} {m} ↑" if s else t for t, s, m in cols]
     rows = []
@@ -74,7 +120,7 @@ def table(records: dict, models: list[str], tasks: list[str]) -> tuple[list[str]
             if failed and not ok:
                 row.append("FAIL")
                 continue
-            cell = mean_std_percent([r["metrics"].get(split, {}).get(metric) for r in ok]) if split else MISSING
+            cell = cell_percent([r["metrics"].get(split, {}).get(metric) for r in ok], stat) if split else MISSING
             if failed:
                 cell += f" (FAIL {len(failed)}/{len(recs)})"
             row.append(cell)
@@ -87,14 +133,15 @@ def seeds_note(records: dict, models: list[str], tasks: list[str]) -> str:
     return f"seeds per cell: {', '.join(map(str, counts))}" if counts else "no records found"
 
 
-def write_tables(out: Path, preset: str, models: list[str], tasks: list[str], headers, rows, note: str, tag: str = "") -> tuple[Path, Path]:
+def write_tables(out: Path, preset: str, models: list[str], tasks: list[str], headers, rows, note: str, tag: str = "",
+                 stat: str = "mean") -> tuple[Path, Path]:
     key = hashlib.sha1(f"{','.join(models)}|{','.join(tasks)}".encode()).hexdigest()[:6]
-    name = f"{preset}--{'+'.join(tasks)[:60]}--{key}" + (f"--set-{tag}" if tag else "")
+    name = f"{preset}--{'+'.join(tasks)[:60]}--{key}" + (f"--set-{tag}" if tag else "") + (f"--{stat}" if stat != "mean" else "")
     folder = Path(out) / "leaderboards"
     folder.mkdir(parents=True, exist_ok=True)
     md = folder / f"{name}.md"
     md_text = (
-        f"# Leaderboard: preset `{preset}`\n\nCells: mean ± std over seeds, in % (↑ higher is better). {note}.\n\n"
+        f"# Leaderboard: preset `{preset}`\n\nCells: {STAT_TEXT[stat]}, in % (↑ higher is better). {note}.\n\n"
         + tabulate(rows, headers=headers, tablefmt="github")
         + "\n"
     )

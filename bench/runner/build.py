@@ -16,12 +16,9 @@ def _registry(registry) -> Registry:
 
 def instantiate_task(resolved: dict):
     try:
-        task = resolved["_cls"](**resolved["params"])
+        return resolved["_cls"].build(resolved["name"], resolved["params"])
     except (TaskError, ValueError, TypeError) as exc:
         raise UserError(f"task {resolved['name']!r}: {exc}") from None
-    task.params = resolved["params"]
-    task.name = resolved["name"]
-    return task
 
 
 def instantiate_model(resolved: dict, vocab_size: int):

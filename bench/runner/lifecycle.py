@@ -39,7 +39,7 @@ from tasks.base import TaskError
 from ..config import public, resolve_run
 from ..data import TaskData
 from ..errors import RunFailed, UserError
-from ..records import base_record, device_info, ensure_writable, record_path, run_folder, write_json_atomic
+from ..records import base_record, config_changes, device_info, ensure_writable, record_path, run_folder, write_json_atomic
 from .build import _registry, check_attention_backend, instantiate_model, instantiate_task
 from .callbacks import GracefulStop, LineProgress, RNGState, RunInterrupted, ValidationHistory
 from .checkpoint_io import AtomicCheckpointIO
@@ -49,7 +49,8 @@ __all__ = ["run", "RunInterrupted"]
 
 _QUIET_WARNINGS = (".*does not have many workers.*", ".*deterministic.*", ".*number of training batches.*", ".*LeafSpec.*",
                    ".*litlogger.*", ".*Checkpoint directory.*exists and is not empty.*", ".*Experiment logs directory.*",
-                   ".*resuming from a checkpoint that ended before the epoch ended.*", ".*on_validation_end.*")
+                   ".*resuming from a checkpoint that ended before the epoch ended.*", ".*on_validation_end.*",
+                   ".*sync_dist=True.*", ".*`srun` command is available.*")  # logged values are already gathered or reduced over ranks
 
 
 @dataclass(frozen=True)
@@ -90,30 +91,38 @@ def run(model: str, task: str, preset: str = "small", seed: int = 0, out: str | 
     before anything is written; SIGINT / SIGTERM raise RunInterrupted after a checkpoint."""
     for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    plan = plan_run(model, task, preset, seed, out, overrides, registry, trainer_kwargs)
-    done = finished_record(plan.record)
-    if done is not None and not rerun:
-        return {**done, "path": str(plan.record), "skipped": True}
     with warnings.catch_warnings():
         for pattern in _QUIET_WARNINGS:
             warnings.filterwarnings("ignore", message=pattern)
-        task_obj, data, module = build(plan)
-        if rerun or (plan.record.exists() and done is None):  # start over: a rerun, or after a failed run
-            shutil.rmtree(plan.folder, ignore_errors=True)
-        trainer = make_trainer(plan, task_obj, data, progress, logger, callbacks or [])
-        check_attention_backend(plan.config["model"]["params"], trainer.strategy.root_device)
-        record = base_record(model, task, preset, seed, overrides)
-        record.update({"status": "running", "config": public(plan.config), "param_count": sum(p.numel() for p in module.parameters()),
-                       "primary_metric": task_obj.metric, "report_metrics": list(task_obj.report_metrics)})
-        t0 = time.perf_counter()
-        try:
-            fit(plan, trainer, module, data)
-        except RunFailed as exc:
-            record.update({"status": "failed", "error": str(exc), "steps_run": trainer.global_step, "wall_time_s": time.perf_counter() - t0,
-                           "device": device_info(trainer)})
-            return write_record(plan, trainer, record)
-        tested = test(plan, trainer, module, data, task_obj)
-        record.update(summarize(plan, trainer, module, tested, wall=time.perf_counter() - t0))
+        return _run(model, task, preset, seed, out, overrides, registry, trainer_kwargs, progress, logger, rerun, callbacks)
+
+
+def _run(model, task, preset, seed, out, overrides, registry, trainer_kwargs, progress, logger, rerun, callbacks) -> dict:
+    plan = plan_run(model, task, preset, seed, out, overrides, registry, trainer_kwargs)
+    done = finished_record(plan.record)
+    changed = config_changes(done.get("config"), public(plan.config)) if done else None
+    if changed and not rerun:  # the registry changed since: the record is not this cell's result any more
+        print(f"bench: {plan.record} was made with other settings ({changed}); training it again", file=sys.stderr)
+        rerun = True
+    if done is not None and not rerun:
+        return {**done, "path": str(plan.record), "skipped": True}
+    task_obj, data, module = build(plan)
+    if rerun or (plan.record.exists() and done is None):  # start over: a rerun, or after a failed run
+        shutil.rmtree(plan.folder, ignore_errors=True)
+    trainer = make_trainer(plan, task_obj, data, progress, logger, callbacks or [])
+    check_attention_backend(plan.config["model"]["params"], trainer.strategy.root_device)
+    record = base_record(model, task, preset, seed, overrides)
+    record.update({"status": "running", "config": public(plan.config), "param_count": sum(p.numel() for p in module.parameters()),
+                   "primary_metric": task_obj.metric, "report_metrics": list(task_obj.report_metrics)})
+    t0 = time.perf_counter()
+    try:
+        fit(plan, trainer, module, data)
+    except RunFailed as exc:
+        record.update({"status": "failed", "error": str(exc), "steps_run": trainer.global_step, "wall_time_s": time.perf_counter() - t0,
+                       "device": device_info(trainer)})
+        return write_record(plan, trainer, record)
+    tested = test(plan, trainer, module, data, task_obj)
+    record.update(summarize(plan, trainer, module, tested, wall=time.perf_counter() - t0))
     record = write_record(plan, trainer, record)
     keep_only_tested_checkpoint(plan, trainer)
     return record

@@ -201,7 +201,8 @@ class TaskModule(L.LightningModule):
             return
         curve = {"val_metric": self.last_eval[0][self.metric], "global_step": float(self.global_step), "train_time_s": self.train_time_s}
         if self._loss_count is not None:  # train loss since the previous validation (mean over batches)
-            curve["train_loss"] = float(self._loss_sum / self._loss_count)
+            mean_loss = torch.as_tensor(self._loss_sum / self._loss_count, device=self.device)
+            curve["train_loss"] = float(self.trainer.strategy.reduce(mean_loss, reduce_op="mean"))  # over ranks
             self.train_tokens += int(self._tokens)
             self._loss_sum = self._loss_count = self._tokens = None
         if self.trainer.optimizers:

@@ -1,0 +1,182 @@
+"""Tables of checks (``kind: checks`` in tables/*.yaml): a paper's stated properties, each with
+its expected outcome, measured now or read from run records.
+
+    checks:
+      - claim: "1-layer causal NoPE: the last output is the same for any permutation of the prefix"
+        source: "[NOPE §3 Q5]"
+        compute: {test: last_output_prefix_permuted, model: nope, causal: true, params: {n_layers: 1}}
+        expect: same                # same | differs | at_least_baseline
+      - claim: "..."
+        records: {model: nope, baseline: transformer, task: d2, split: bin1, metric: acc}
+        expect: at_least_baseline   # model's mean >= baseline's mean on that split
+      - claim: "..."
+        status: "not implemented: why"
+
+``compute`` builds the registry model with small sizes (d 32, 4 heads, d_ff 64, no dropout)
+three times (seeds 0, 1, 2), feeds 8 random tokens and its permutation, and reports the worst
+case over seeds: the largest change for ``same`` (passes below TOL), the smallest for
+``differs`` (passes above TOL). Tests:
+
+- ``permuted_outputs``: max |f(X)[π] - f(X[π])| over every position (permutation equivariance);
+- ``last_output_prefix_permuted``: |f(X)_T - f(X')_T|, X' = X with positions 1..T-1 permuted;
+- ``swap_first_two``: X' = X with its first two tokens swapped ([NOPE Fig. 1]); per position
+  t >= 3 (after the pair, where the tokens are the same again) the change |f(X)_t - f(X')_t|
+  (max of them for ``same``, min for ``differs``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import UserError
+
+TOL = 1e-4
+SIZES = {"d_model": 32, "n_heads": 4, "d_ff": 64, "dropout": 0.0}
+VOCAB, LENGTH, SEEDS = 16, 8, (0, 1, 2)
+EXPECT = {"same": "same (max abs Δ < 1e-4)", "differs": "differs (abs Δ > 1e-4)", "at_least_baseline": "model ≥ baseline"}
+
+
+def check_specs(table) -> list[dict]:
+    """The checks, validated, each with the models and tasks it names."""
+    specs = []
+    for i, c in enumerate(table.checks):
+        where = f"tables/{table.name}.yaml, check {i + 1}"
+        if not isinstance(c, dict) or "claim" not in c or "source" not in c:
+            raise UserError(f"{where}: a check needs 'claim' and 'source'")
+        ways = [k for k in ("compute", "records", "status") if k in c]
+        if len(ways) != 1:
+            raise UserError(f"{where}: give exactly one of compute, records or status")
+        spec = {**c, "models": [], "tasks": []}
+        if "compute" in c:
+            if c["compute"].get("test") not in TESTS or c.get("expect") not in ("same", "differs"):
+                raise UserError(f"{where}: compute.test must be one of {', '.join(TESTS)} and expect same or differs")
+            spec["models"] = [c["compute"]["model"]]
+        elif "records" in c:
+            r = c["records"]
+            if set(r) != {"model", "baseline", "task", "split", "metric"} or c.get("expect") != "at_least_baseline":
+                raise UserError(f"{where}: records needs model, baseline, task, split, metric, and expect at_least_baseline")
+            spec["models"], spec["tasks"] = [r["model"], r["baseline"]], [r["task"]]
+        specs.append(spec)
+    return specs
+
+
+def record_cells(table) -> dict:
+    """{(model, overrides): [task, ...]} that the record checks read (what --run trains)."""
+    cells: dict = {}
+    for spec in check_specs(table):
+        if "records" in spec:
+            for model in spec["models"]:
+                cells.setdefault((model, ()), []).append(spec["records"]["task"])
+    return cells
+
+
+# ---- computed checks ------------------------------------------------------------------------
+
+def _model(spec: dict, seed: int, registry):
+    import torch
+
+    from ..runner import build_model
+
+    torch.manual_seed(seed)
+    params = {**SIZES, **spec.get("params", {})}
+    return build_model(spec["model"], vocab_size=VOCAB, causal=spec["causal"], registry=registry, **params).eval()
+
+
+def _change(model, x, x2):
+    import torch
+
+    with torch.no_grad():
+        return model(x).hidden[0], model(x2).hidden[0]  # (T, d) each
+
+
+def permuted_outputs(model, x, gen):
+    import torch
+
+    perm = torch.randperm(LENGTH, generator=gen)
+    a, b = _change(model, x, x[:, perm])
+    return [float((a[perm] - b).abs().max())]
+
+
+def last_output_prefix_permuted(model, x, gen):
+    import torch
+
+    perm = torch.cat([torch.randperm(LENGTH - 1, generator=gen), torch.tensor([LENGTH - 1])])
+    a, b = _change(model, x, x[:, perm])
+    return [float((a[-1] - b[-1]).abs().max())]
+
+
+def swap_first_two(model, x, gen):
+    x2 = x.clone()
+    x2[0, 0], x2[0, 1] = x[0, 1], x[0, 0]
+    a, b = _change(model, x, x2)
+    return [float(d) for d in (a[2:] - b[2:]).abs().amax(dim=-1)]  # positions 3..T
+
+
+TESTS = {"permuted_outputs": permuted_outputs, "last_output_prefix_permuted": last_output_prefix_permuted, "swap_first_two": swap_first_two}
+
+
+def measure(spec: dict, expect: str, registry) -> float:
+    """The worst case over seeds: the largest change when ``same`` is expected, else the smallest."""
+    import torch
+
+    worst = []
+    for seed in SEEDS:
+        gen = torch.Generator().manual_seed(seed)
+        x = torch.randperm(VOCAB - 1, generator=gen)[:LENGTH].add(1).unsqueeze(0)  # distinct tokens, none is padding
+        changes = TESTS[spec["test"]](_model(spec, seed, registry), x, gen)
+        worst.append(max(changes) if expect == "same" else min(changes))
+    return max(worst) if expect == "same" else min(worst)
+
+
+# ---- record checks --------------------------------------------------------------------------
+
+def _record_check(spec: dict, table, out: Path, preset: str, registry=None):
+    """(measured text, status) for model vs baseline on one split; with a registry, records made
+    with settings the registry no longer gives are marked as in results tables."""
+    from .leaderboard import mean_std_percent
+    from .reproduce import STALE, cell_records, current_config, record_value, stale
+
+    r = spec["records"]
+    means, texts = [], []
+    for model in (r["model"], r["baseline"]):
+        ok = [x for x in cell_records(out, model, r["task"], preset, [], table.seeds) if x.get("status") == "ok"]
+        values = [v for v in (record_value(x, r["split"], r["metric"]) for x in ok) if v is not None]
+        means.append(sum(values) / len(values) if values else None)
+        now = current_config(registry, model, r["task"], preset, []) if registry is not None and ok else None
+        whys = sorted({why for why in (stale(x, now) for x in ok) if why}) if now else []
+        texts.append(f"{model} {mean_std_percent(values)} ({len(values)})" + (f" {STALE} ({'; '.join(whys)})" if whys else ""))
+    measured = " vs ".join(texts) + f" % {r['metric']} on {r['task']}:{r['split']}"
+    if None in means:
+        return measured, "missing records"
+    return measured, "holds" if means[0] >= means[1] else "does not hold"
+
+
+def run_checks(table, out: Path, preset: str, registry) -> dict:
+    from .reproduce import STALE
+
+    rows = []
+    for spec in check_specs(table):
+        expect = spec.get("expect")
+        if "status" in spec:
+            measured, status = "—", spec["status"]
+        elif "records" in spec:
+            measured, status = _record_check(spec, table, out, preset, registry)
+        else:
+            value = measure(spec["compute"], expect, registry)
+            measured = f"{'max' if expect == 'same' else 'min'} abs Δ = {value:.2g}"
+            status = "pass" if (value < TOL if expect == "same" else value > TOL) else "FAIL"
+        rows.append([spec["claim"], spec["source"], EXPECT.get(expect, "—"), measured, status])
+    headers = ["check", "source", "expected", "measured", "status"]
+    note = (f"computed checks: freshly initialised models (d 32, 4 heads), 8 tokens, worst of seeds {', '.join(map(str, SEEDS))}; "
+            f"record checks: preset {preset}, seeds {','.join(map(str, table.seeds))}, records under {out}/runs "
+            f"({STALE} = made with settings the registry no longer gives); source: {table.source}")
+    return {"headers": headers, "rows": rows, "note": note, "csv": [dict(zip(headers, r)) for r in rows]}
+
+
+def checks_summary(table, out: Path, preset: str) -> str:
+    """For --list: how many checks of each kind, and how many record checks have records."""
+    specs = check_specs(table)
+    computed = sum("compute" in s for s in specs)
+    record = [s for s in specs if "records" in s]
+    have = sum(_record_check(s, table, out, preset)[1] != "missing records" for s in record)
+    missing = len(specs) - computed - len(record)
+    return f"{computed} computed, {have}/{len(record)} from records, {missing} not implemented"

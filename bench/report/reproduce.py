@@ -1,0 +1,523 @@
+"""``bench reproduce``: a paper's table, our run records beside the paper's numbers.
+
+Each table is one YAML file in ``tables/`` (the file name is the table's name); adding a table
+is adding a file. ``bench reproduce --list`` lists them; ``bench reproduce NAME`` prints rows =
+the table's rows, and per column (task, split) our value (mean ± std over seeds, n seeds; ``—``
+when no record exists, never 0), the paper's and the difference; it writes Markdown, CSV and a
+plot under ``OUT/reproduce/NAME[--PRESET].*``. ``--run`` first trains the missing cells through
+the grid machinery of ``bench compare --run``.
+
+Schema of a results table (lm-evaluation-harness style: short entries, a shared base)::
+
+    title: "[RSA Table 2] formal languages ..."   # one line, shown by --list
+    source: "[RSA Table 2], fractions as printed"  # where the paper's numbers come from
+    base: other-table        # optional: inherit that file's keys; this file's are merged on top
+    preset: paper            # the registry preset matching the paper (--preset P: a proxy, said so)
+    seeds: [0, 1, 2]         # seeds expected per cell; only these are read and trained
+    metric: acc              # a metric of the record's split (acc, token_acc, last_acc), or
+                             # minutes_per_epoch (train_time_s / epochs_run / 60)
+    stat: mean               # mean (± std, the default) | median: the paper's statistic
+    paper_units: percent     # how the paper prints: percent | fraction | minutes
+    delta: points            # points: ours - paper (default) | ratio: ours / paper
+    set: [train.max_epochs=5]    # optional overrides for every cell
+    tasks: [d2, d4]          # columns = every task x every split ...
+    splits: [bin0, bin1]     #   ... or {paper: [...], small: [...]} when split names follow the preset
+    columns:                 # ... or an explicit list instead of tasks x splits
+      - {task: listops, split: test, label: "upper bound 10", set: [model.max_layers=10]}
+    rows:
+      - model: transformer   # a registry entry (prefer entries to `set`)
+        label: "GUT Upperbound"      # optional, default the model name
+        set: [model.mode=upperbound] # optional row overrides
+        paper: [0.2, 0.2, 1, 0.08]   # in column order; or {task: [per split]}; a value may be
+                                     # [mean, std]; null = not reported (the whole row may be null)
+
+Records are read from ``OUT/runs/<task>/<preset>/<model>/seed<N>[-<tag>].json``, the tag being
+the hash of the cell's learning-relevant overrides (table + row + column ``set``). A cell whose
+records were made with settings the registry no longer resolves to (a preset edited since) is
+marked † and the note names the differences. A table with ``kind: checks`` (e.g.
+nope-properties) lists checks instead of cells: bench/report/checks.py.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ..errors import UserError
+from ..records import ensure_writable
+from ..registry import PRESETS, deep_merge, suggest
+
+TABLES_DIR = Path(__file__).resolve().parents[2] / "tables"
+TABLE_KEYS = {"title", "source", "base", "preset", "seeds", "metric", "stat", "paper_units", "delta", "set", "tasks", "splits",
+              "columns", "rows", "kind", "checks"}
+ROW_KEYS, COLUMN_KEYS = {"model", "label", "set", "paper"}, {"task", "split", "label", "set"}
+PAPER_UNITS = {"percent": 1.0, "fraction": 100.0, "minutes": 1.0}  # factor to our display unit (%, or minutes)
+MISSING, NOT_REPORTED, STALE = "—", "n/r", "†"
+PROXY_PRESETS = ("smoke", "small")
+
+
+@dataclass(frozen=True)
+class Column:
+    task: str
+    split: str
+    label: str
+    set: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Row:
+    model: str
+    label: str
+    set: tuple[str, ...] = ()
+    paper: tuple = ()  # per column: (mean, std or None) in our display unit, or None
+
+
+@dataclass
+class Table:
+    name: str
+    title: str
+    source: str
+    preset: str
+    seeds: list[int]
+    kind: str = "results"
+    metric: str = "acc"
+    stat: str = "mean"
+    delta: str = "points"
+    set: tuple[str, ...] = ()
+    columns: list[Column] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    checks: list[dict] = field(default_factory=list)
+
+    @property
+    def unit(self) -> str:
+        return "min" if self.metric == "minutes_per_epoch" else "%"
+
+    def cell_set(self, row: Row, col: Column) -> list[str]:
+        return [*self.set, *row.set, *col.set]
+
+
+# ---- loading --------------------------------------------------------------------------------
+
+def table_names(folder: Path = TABLES_DIR) -> list[str]:
+    return sorted(p.stem for p in Path(folder).glob("*.yaml"))
+
+
+def _raw(name: str, folder: Path, chain: tuple = ()) -> dict:
+    path = Path(folder) / f"{name}.yaml"
+    if not path.is_file():
+        raise UserError(f"unknown table {name!r}; {suggest(name, table_names(folder))} (see 'bench reproduce --list')")
+    if name in chain:
+        raise UserError(f"tables/{name}.yaml: base cycle {' -> '.join((*chain, name))}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise UserError(f"tables/{path.name} is not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"tables/{path.name} must be a mapping (title, preset, seeds, tasks, splits, rows, ...)")
+    unknown = set(raw) - TABLE_KEYS
+    if unknown:
+        raise UserError(f"tables/{path.name}: unknown key(s) {', '.join(sorted(unknown))}; {suggest(sorted(unknown)[0], sorted(TABLE_KEYS))}")
+    if raw.get("base"):
+        raw = deep_merge(_raw(raw["base"], folder, (*chain, name)), {k: v for k, v in raw.items() if k != "base"})
+    return raw
+
+
+def load_table(name: str, preset: str | None = None, folder: Path = TABLES_DIR) -> Table:
+    """The table ``name`` with its columns for ``preset`` (default: the table's own)."""
+    raw = _raw(name, folder)
+    where = f"tables/{name}.yaml"
+    for key in ("title", "source", "preset", "seeds"):
+        if key not in raw:
+            raise UserError(f"{where}: missing {key!r}")
+    seeds = raw["seeds"]
+    if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
+        raise UserError(f"{where}: seeds must be a list of integers, e.g. [0, 1, 2]")
+    table = Table(name=name, title=raw["title"], source=raw["source"], preset=raw["preset"], seeds=seeds,
+                  kind=raw.get("kind", "results"))
+    if table.kind == "checks":
+        table.checks = list(raw.get("checks") or [])
+        if not table.checks:
+            raise UserError(f"{where}: a checks table needs a non-empty 'checks' list")
+        return table
+    if table.kind != "results":
+        raise UserError(f"{where}: kind must be results or checks, got {table.kind!r}")
+    table.metric, table.stat, table.delta = raw.get("metric", "acc"), raw.get("stat", "mean"), raw.get("delta", "points")
+    table.set = tuple(raw.get("set") or ())
+    units = raw.get("paper_units", "percent")
+    for key, value, valid in (("stat", table.stat, ("mean", "median")), ("delta", table.delta, ("points", "ratio")),
+                              ("paper_units", units, tuple(PAPER_UNITS))):
+        if value not in valid:
+            raise UserError(f"{where}: {key} must be one of {', '.join(valid)}, got {value!r}")
+    if (units == "minutes") != (table.metric == "minutes_per_epoch"):
+        raise UserError(f"{where}: paper_units minutes goes with metric minutes_per_epoch, and only with it")
+    table.columns = _columns(raw, preset or table.preset, where)
+    if not raw.get("rows"):
+        raise UserError(f"{where}: 'rows' must list at least one row")
+    table.rows = [_row(r, table.columns, PAPER_UNITS[units], where) for r in raw["rows"]]
+    return table
+
+
+def _columns(raw: dict, preset: str, where: str) -> list[Column]:
+    if raw.get("columns"):
+        cols = []
+        for c in raw["columns"]:
+            if not isinstance(c, dict) or "task" not in c or set(c) - COLUMN_KEYS:
+                raise UserError(f"{where}: a column is {{task, split, label, set}}, got {c!r}")
+            cols.append(Column(c["task"], c.get("split", ""), c.get("label") or f"{c['task']}:{c.get('split', '')}", tuple(c.get("set") or ())))
+        return cols
+    tasks, splits = raw.get("tasks"), raw.get("splits")
+    if not tasks or not splits:
+        raise UserError(f"{where}: give 'tasks' and 'splits', or 'columns'")
+    if isinstance(splits, dict):
+        if preset not in splits:
+            raise UserError(f"{where}: no splits for preset {preset!r} (it has: {', '.join(splits)}); split names follow the preset here")
+        splits = splits[preset]
+    return [Column(t, s, f"{t}:{s}" if len(tasks) > 1 else s) for t in tasks for s in splits]
+
+
+def _row(r: dict, columns: list[Column], factor: float, where: str) -> Row:
+    if not isinstance(r, dict) or "model" not in r or set(r) - ROW_KEYS:
+        raise UserError(f"{where}: a row is {{model, label, set, paper}}, got {r!r}")
+    paper = r.get("paper")
+    if paper is None:
+        values = [None] * len(columns)
+    elif isinstance(paper, dict):  # {task: [value per split of that task, in column order]}; a task left out: n/r
+        per_task = {t: [c for c in columns if c.task == t] for t in dict.fromkeys(c.task for c in columns)}
+        for task, given in paper.items():
+            if task not in per_task or not isinstance(given, list) or len(given) != len(per_task[task]):
+                raise UserError(f"{where}: row {r['model']}: paper.{task} must list one value per split of a column task")
+        values = [paper[c.task][per_task[c.task].index(c)] if c.task in paper else None for c in columns]
+    else:
+        values = list(paper)
+    if len(values) != len(columns):
+        raise UserError(f"{where}: row {r['model']}: {len(values)} paper values for {len(columns)} columns")
+    return Row(r["model"], r.get("label") or r["model"], tuple(r.get("set") or ()), tuple(_paper_value(v, factor, where) for v in values))
+
+
+def _paper_value(v, factor: float, where: str):
+    if v is None:
+        return None
+    mean, std = (v[0], v[1]) if isinstance(v, list) and len(v) == 2 else (v, None)
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in ([mean] if std is None else [mean, std])):
+        raise UserError(f"{where}: a paper value is a number, [mean, std] or null, got {v!r}")
+    return (mean * factor, None if std is None else std * factor)
+
+
+def check_names(table: Table, registry) -> None:
+    """Every model and task the table names is in the registry (else the registry's one-line error)."""
+    if table.kind == "checks":
+        from .checks import check_specs
+
+        for spec in check_specs(table):
+            for model in spec.get("models", []):
+                registry.model_entry(model)
+            for task in spec.get("tasks", []):
+                registry.task_entry(task)
+        return
+    for row in table.rows:
+        registry.model_entry(row.model)
+    for col in table.columns:
+        registry.task_entry(col.task)
+
+
+# ---- cells ----------------------------------------------------------------------------------
+
+def record_value(rec: dict, split: str, metric: str):
+    if metric == "minutes_per_epoch":
+        epochs, seconds = rec.get("epochs_run"), rec.get("train_time_s")
+        return seconds / epochs / 60 if epochs and seconds is not None else None
+    return rec.get("metrics", {}).get(split, {}).get(metric)
+
+
+def cell_records(out: Path, model: str, task: str, preset: str, overrides: list[str], seeds: list[int]) -> list[dict]:
+    """The records of one cell made with exactly these overrides, for the expected seeds."""
+    from ..records import overrides_tag
+    from .leaderboard import load_records
+
+    found = load_records(Path(out), [model], [task], preset, overrides_tag(overrides)).get((model, task), [])
+    return sorted((r for r in found if r.get("seed") in seeds), key=lambda r: r.get("seed", 0))
+
+
+def current_config(registry, model: str, task: str, preset: str, overrides: list[str]) -> dict | None:
+    """What a run of this cell would be made with today (None: the cell cannot run)."""
+    from ..config import public, resolve_run
+
+    try:
+        return public(resolve_run(registry, model, task, preset, overrides))
+    except UserError:
+        return None
+
+
+def stale(rec: dict, current: dict | None) -> str | None:
+    """The settings the record was made with that the registry no longer gives (None if none)."""
+    from ..records import config_changes
+
+    return config_changes(rec.get("config"), current)
+
+
+def _summary(values: list[float], stat: str) -> float | None:
+    vals = sorted(values)
+    if not vals:
+        return None
+    if stat == "median":
+        mid = len(vals) // 2
+        return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+    return sum(vals) / len(vals)
+
+
+def _ours_text(values: list[float], center: float | None, table: Table) -> str:
+    """values as recorded: fractions formatted as the leaderboard's %, minutes with 2 decimals."""
+    from .leaderboard import cell_percent
+
+    if center is None:
+        return MISSING
+    if table.unit == "%":
+        text = cell_percent(values, table.stat)
+    else:
+        spread = _std(values) if table.stat == "mean" else None
+        text = f"{center:.2f}" + ("" if spread is None else f" ± {spread:.2f}")
+    return f"{text} ({len(values)})"
+
+
+def _paper_text(paper) -> str:
+    if paper is None:
+        return NOT_REPORTED
+    mean, std = paper
+    return f"{round(mean, 2):g}" + ("" if std is None else f" ± {round(std, 2):g}")
+
+
+def _delta(ours: float | None, paper, kind: str) -> float | None:
+    if ours is None or paper is None:
+        return None
+    if kind == "ratio":
+        return ours / paper[0] if paper[0] else None
+    return ours - paper[0]
+
+
+def _delta_text(d: float | None, kind: str) -> str:
+    if d is None:
+        return MISSING
+    return f"×{d:.2f}" if kind == "ratio" else f"{round(d, 1) or 0.0:+.1f}"  # no "-0.0"
+
+
+def build(table: Table, out: Path, preset: str, registry=None) -> dict:
+    """Headers, rows, per-cell numbers, and the runs found / expected (a run is a model, task,
+    override set and seed: one run fills every column of its task). With a registry, a cell
+    whose records were made with settings the registry no longer gives is marked STALE."""
+    headers = ["row"] + [f"{c.label} {what}" for c in table.columns for what in ("ours", "paper", "Δ")]
+    rows, cells, present, expected, stale_runs = [], [], set(), set(), {}
+    scale = 100.0 if table.unit == "%" else 1.0
+    for row in table.rows:
+        line = [row.label]
+        for col, paper in zip(table.columns, row.paper):
+            run = (row.model, col.task, tuple(sorted(table.cell_set(row, col))))
+            recs = cell_records(out, row.model, col.task, preset, table.cell_set(row, col), table.seeds)
+            ok = [r for r in recs if r.get("status") == "ok"]
+            failed = len(recs) - len(ok)
+            expected.add(run)
+            present.update((*run, r["seed"]) for r in ok)
+            raw = [v for v in (record_value(r, col.split, table.metric) for r in ok) if v is not None and not math.isnan(v)]
+            values = [v * scale for v in raw]
+            center = _summary(values, table.stat)
+            d = _delta(center, paper, table.delta)
+            text = "FAIL" if failed and not ok else _ours_text(raw, center, table)
+            if failed and ok:
+                text += f" (FAIL {failed}/{len(recs)})"
+            if registry is not None and ok:
+                if run not in stale_runs:
+                    current = current_config(registry, row.model, col.task, preset, table.cell_set(row, col))
+                    stale_runs[run] = next((why for why in (stale(r, current) for r in ok) if why), None)
+                text += f" {STALE}" if stale_runs[run] else ""
+            line += [text, _paper_text(paper), _delta_text(d, table.delta)]
+            cells.append({"row": row.label, "model": row.model, "task": col.task, "split": col.split, "column": col.label,
+                          "n": len(values), "failed": failed, "ours": center, "ours_std": _std(values),
+                          "paper": None if paper is None else paper[0], "paper_std": None if paper is None else paper[1], "delta": d})
+        rows.append(line)
+    reasons = sorted({why for why in stale_runs.values() if why})
+    return {"headers": headers, "rows": rows, "cells": cells, "present": len(present), "expected": len(expected) * len(table.seeds),
+            "stale": (f"{STALE} = records made with settings the registry no longer gives for that cell "
+                      f"(in {sum(map(bool, stale_runs.values()))} of {len(stale_runs)} (model, task) cells; {'; '.join(reasons[:3])}): "
+                      "rerun them to compare the current setting") if reasons else ""}
+
+
+def _std(values: list[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    m = sum(values) / len(values)
+    return math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1))
+
+
+def note(table: Table, preset: str, present: int, expected: int, out: Path) -> str:
+    stat = "median" if table.stat == "median" else "mean ± std"
+    unit = "in %" if table.unit == "%" else "in minutes per epoch"
+    where = f"preset {preset}"
+    if preset != table.preset:
+        proxy = "a CPU-sized proxy, not the paper's sizes" if preset in PROXY_PRESETS else "not the paper's preset"
+        where = f"{preset} preset (the table's is {table.preset}): {proxy}"
+    delta = "Δ = ours / paper" if table.delta == "ratio" else "Δ = ours - paper in points"
+    overrides = f"; overrides: {' '.join(table.set)}" if table.set else ""
+    return (f"{where}; {present}/{expected} runs present (seeds {','.join(map(str, table.seeds))} per cell){overrides}; "
+            f"ours = {stat} over seeds (n) {unit}, from records under {out}/runs; paper: {table.source}; "
+            f"{delta}; {MISSING} = no record, {NOT_REPORTED} = not reported by the paper")
+
+
+# ---- outputs --------------------------------------------------------------------------------
+
+def output_stem(out: Path, table: Table, preset: str) -> Path:
+    return Path(out) / "reproduce" / (table.name + (f"--{preset}" if preset != table.preset else ""))
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def write_outputs(stem: Path, title: str, command: str, note_text: str, headers: list[str], rows: list[list], csv_rows: list[dict]) -> list[Path]:
+    from tabulate import tabulate
+
+    md, csv_path = stem.with_suffix(".md"), stem.with_suffix(".csv")
+    _write(md, f"# {title}\n\n`{command}`\n\n{note_text}.\n\n{tabulate(rows, headers=headers, tablefmt='github', disable_numparse=True)}\n")
+    buf = io.StringIO()
+    if csv_rows:
+        writer = csv.DictWriter(buf, fieldnames=list(csv_rows[0]))
+        writer.writeheader()
+        writer.writerows(csv_rows)
+    _write(csv_path, buf.getvalue())
+    return [md, csv_path]
+
+
+def plot(stem: Path, table: Table, cells: list[dict], preset: str) -> Path | None:
+    """Ours (y, ± std) against the paper (x) per cell, one colour per row; None when no cell has both."""
+    both = [c for c in cells if c["ours"] is not None and c["paper"] is not None]
+    if not both:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    for label in dict.fromkeys(c["row"] for c in both):
+        mine = [c for c in both if c["row"] == label]
+        ax.errorbar([c["paper"] for c in mine], [c["ours"] for c in mine], yerr=[c["ours_std"] or 0 for c in mine],
+                    fmt="o", capsize=2, label=label, alpha=0.8)
+    lo = min(0.0, *(c["ours"] for c in both), *(c["paper"] for c in both))
+    hi = max(*(c["ours"] for c in both), *(c["paper"] for c in both)) * 1.05 or 1.0
+    ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
+    ax.set_xlabel(f"paper ({table.unit})")
+    ax.set_ylabel(f"ours, {table.stat} over seeds ({table.unit})")
+    ax.set_title(f"{table.name} ({preset} preset)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = stem.with_suffix(".png")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# ---- training the missing cells -------------------------------------------------------------
+
+def plan(table: Table, registry, preset: str, out: Path) -> tuple[list, list]:
+    """(cells to train, incompatible (cell, why)) over every row x column group with one override set."""
+    from ..grid import plan_grid
+
+    if table.kind == "checks":
+        from .checks import record_cells
+
+        groups = record_cells(table)
+    else:
+        groups = {}
+        for row in table.rows:
+            for col in table.columns:
+                groups.setdefault((row.model, tuple(table.cell_set(row, col))), []).append(col.task)
+    todo, incompatible = [], []
+    for (model, overrides), tasks in groups.items():
+        grid = plan_grid(registry, [model], list(dict.fromkeys(tasks)), table.seeds, preset, list(overrides), Path(out))
+        todo += grid.todo
+        incompatible += grid.incompatible
+    return todo, incompatible
+
+
+# ---- command --------------------------------------------------------------------------------
+
+def list_tables(out: Path, folder: Path = TABLES_DIR) -> list[list[str]]:
+    rows = []
+    for name in table_names(folder):
+        table = load_table(name, folder=folder)
+        if table.kind == "checks":
+            from .checks import checks_summary
+
+            have = checks_summary(table, out, table.preset)
+        else:
+            done = [c for c in build(table, out, table.preset)["cells"] if c["n"]]
+            have = f"{len(done)}/{len(table.rows) * len(table.columns)} cells"
+        rows.append([name, table.preset, have, table.title])
+    return rows
+
+
+def cmd_reproduce(args, registry) -> int:
+    from tabulate import tabulate
+
+    out = Path(args.out)
+    if args.list_tables:
+        print(tabulate(list_tables(out), headers=["table", "preset", "with records", "description"], tablefmt="simple"))
+        return 0
+    if not args.table:
+        raise UserError("name a table (e.g. bench reproduce rsa-table2) or pass --list")
+    if args.jobs < 1:
+        raise UserError("--jobs takes a whole number >= 1")
+    ensure_writable(out)
+    if args.preset and args.preset not in PRESETS:
+        raise UserError(f"unknown preset {args.preset!r}; {suggest(args.preset, list(PRESETS))}")
+    table = load_table(args.table, args.preset)
+    preset = args.preset or table.preset
+    check_names(table, registry)
+    if args.models:
+        keep = [m.strip() for m in args.models.split(",") if m.strip()]
+        rows = [r.model for r in table.rows]
+        bad = next((m for m in keep if m not in rows), None)
+        if bad:
+            raise UserError(f"--models: {bad!r} is not a row of {table.name}; {suggest(bad, rows)}")
+        table.rows = [r for r in table.rows if r.model in keep]
+    for task in dict.fromkeys(c.task for c in table.columns):
+        registry.preset(task, preset)  # one line naming the task when it lacks the preset
+    failed = []
+    if args.run:
+        from ..grid import run_grid
+
+        todo, incompatible = plan(table, registry, preset, out)
+        for cell, why in incompatible:
+            print(f"skipped: {cell.model} on {cell.task}: {why}", file=sys.stderr)
+        print(f"grid: {len(todo)} run(s) to train", flush=True)
+        failed = run_grid(registry, todo, out, jobs=args.jobs, launcher=args.launcher, trainer_args={}, profile=args.slurm_profile)
+    stem = output_stem(out, table, preset)
+    command = " ".join(["bench reproduce", table.name, f"--out {out}", *([f"--preset {preset}"] if args.preset else []),
+                        *([f"--models {args.models}"] if args.models else [])])
+    if table.kind == "checks":
+        from .checks import run_checks
+
+        result = run_checks(table, out, preset, registry)
+        paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["csv"])
+    else:
+        result = build(table, out, preset, registry)
+        result["note"] = note(table, preset, result["present"], result["expected"], out) + (f"; {result['stale']}" if result["stale"] else "")
+        paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["cells"])
+        png = plot(stem, table, result["cells"], preset)
+        paths += [png] if png else []
+    print(f"{table.title}\n")
+    print(tabulate(result["rows"], headers=result["headers"], tablefmt="github", disable_numparse=True))
+    print(f"({result['note']})")
+    print("wrote " + ", ".join(map(str, paths)))
+    if failed:
+        print(f"{len(failed)} run(s) failed: " + "; ".join(c.name for c, _ in failed), file=sys.stderr)
+    return 1 if failed else 0

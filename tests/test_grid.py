@@ -1,0 +1,58 @@
+"""Grids: cells in parallel processes, a failing cell reported while the others go on, a rerun
+that trains nothing; and the data cache under concurrent first use."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from bench.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_compare_run_jobs_trains_cells_in_parallel_reports_failures_and_resumes(tmp_path, capsys):
+    reg = yaml.safe_load((ROOT / "registry.yaml").read_text())
+    reg["models"]["exploding"] = {"target": "tests.fixtures.exploding:Exploding", "params": {"d_model": 8}}
+    registry = tmp_path / "registry.yaml"
+    registry.write_text(yaml.safe_dump(reg))
+    out = tmp_path / "out"
+    argv = ["--registry", str(registry), "compare", "--models", "lstm,exploding", "--tasks", "parity", "--preset", "smoke",
+            "--seeds", "0,1", "--set", "train.max_epochs=2", "--run", "--jobs", "2", "--out", str(out)]
+    code = main(argv)
+    printed = capsys.readouterr()
+    assert code == 1, "a failed cell makes the grid's exit status non-zero"
+    assert "grid: 4 to train, 0 already finished" in printed.out
+    progress = [ln for ln in printed.out.splitlines() if ln.startswith("[")]
+    assert len(progress) == 4 and progress[-1].startswith("[4/4]")
+    assert sum("FAIL exploding" in ln for ln in progress) == 2 and sum("ok   lstm" in ln for ln in progress) == 2
+    records = {p.parent.name + "/" + p.name: json.loads(p.read_text()) for p in out.rglob("seed*.json")}
+    assert sorted(r["status"] for r in records.values()) == ["failed", "failed", "ok", "ok"]
+    assert all(r["config"]["train"]["num_threads"] == max(1, (os.cpu_count() or 1) // 2) for r in records.values())
+    assert "lstm" in printed.out and "FAIL" in printed.out  # the leaderboard still prints
+    # the same command again: finished cells are skipped; failed ones are retried (and fail again)
+    main(argv)
+    assert "grid: 2 to train, 2 already finished" in capsys.readouterr().out
+
+
+def test_concurrent_first_use_of_a_fresh_data_cache(tmp_path):
+    """Four processes generate the same splits at once into an empty cache that holds an orphan
+    temporary folder (a generator killed mid-write): all succeed, one folder per split, no orphan."""
+    import bench
+    from bench.data import split_path
+
+    cache = tmp_path / "cache"
+    orphan = cache / "parity" / f".{split_path(bench.build_task('parity', preset='smoke'), 'train').name}-killed"
+    orphan.mkdir(parents=True)
+    code = ("import bench; from bench.data import load_split; t = bench.build_task('parity', preset='smoke'); "
+            "print(sum(len(load_split(t, s)) for s in t.splits()))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BENCH_DATA_DIR": str(cache)}
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    results = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-500:] for _, err in results]
+    assert len({out for out, _ in results}) == 1  # everyone read the same data
+    folders = sorted(p.name.split("-")[0] for p in (cache / "parity").iterdir() if p.is_dir())
+    assert folders == ["bin0", "bin1", "train", "val"]  # one per split, and the orphan is gone

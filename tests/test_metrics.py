@@ -1,0 +1,95 @@
+"""Split metrics against hand-counted outcomes: acc, token_acc and last_acc for every task kind,
+length bins, per-example and per-batch backbone statistics."""
+import math
+
+import pytest
+import torch
+
+from bench.metrics import OutcomeBuffer, _bin_start, example_outcomes
+from tasks.base import IGNORE
+
+
+def logits_for(predictions, n_classes):
+    """Logits whose argmax is ``predictions`` (any shape)."""
+    return torch.nn.functional.one_hot(torch.tensor(predictions), n_classes).float()
+
+
+def summarize(kind, logits, batch, length_bin=lambda n: None, stats=None):
+    buf = OutcomeBuffer()
+    lengths = batch.get("length", batch.get("mask", torch.ones(len(logits), 1)).sum(-1))
+    buf.add(example_outcomes(kind, logits, batch), lengths, stats or {}, logits.shape[0])
+    return buf.summarize(length_bin)
+
+
+@pytest.mark.parametrize("kind", ["classify", "pair_classify"])
+def test_classification_counts_examples(kind):
+    # labels 0 1 2 1, predictions 0 2 2 1: three of four right
+    out = summarize(kind, logits_for([0, 2, 2, 1], 3), {"label": torch.tensor([0, 1, 2, 1])})
+    assert out["n"] == 4
+    assert out["acc"] == out["token_acc"] == out["last_acc"] == 0.75
+
+
+def test_tagging_needs_every_position_and_ignores_padding():
+    # two strings, 2 labels per position; the second string has length 2 (one padded position)
+    labels = torch.tensor([[[1, 0], [0, 1], [1, 1]],
+                           [[0, 1], [1, 0], [0, 0]]], dtype=torch.float)
+    # predicted label sets (logit > 0): string 0 gets position 1 wrong ([1, 1] for [0, 1]);
+    # string 1 is right on its two real positions and wrong on the padded one
+    predicted = torch.tensor([[[1, 0], [1, 1], [1, 1]],
+                              [[0, 1], [1, 0], [1, 1]]], dtype=torch.float)
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    out = summarize("tag", predicted * 2 - 1, {"labels": labels, "mask": mask})
+    assert out["acc"] == 0.5  # string 1 only
+    assert out["token_acc"] == pytest.approx(4 / 5)  # positions right: 2 of 3, 2 of 2
+    assert out["last_acc"] == 1.0  # the last real positions (2 and 1) are both right
+
+
+def test_lm_scores_only_targets_and_skips_sequences_without_any():
+    I = IGNORE
+    targets = torch.tensor([[I, 2, 3, I],   # predictions 2 (right), 1 (wrong): last scored wrong
+                            [1, 1, I, I],   # both right
+                            [I, I, I, I]])  # nothing scored: counts in no metric
+    predictions = [[0, 2, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0]]
+    out = summarize("lm", logits_for(predictions, 5), {"targets": targets})
+    assert out["n"] == 3
+    assert out["acc"] == 0.5  # 1 of the 2 sequences with scored positions
+    assert out["token_acc"] == 3 / 4
+    assert out["last_acc"] == 0.5
+
+
+def test_nothing_scored_is_missing_not_zero():
+    out = summarize("lm", logits_for([[0, 0]], 3), {"targets": torch.full((1, 2), IGNORE)})
+    assert math.isnan(out["acc"]) and math.isnan(out["token_acc"]) and math.isnan(out["last_acc"])
+
+
+def test_length_bins_statistics_and_several_batches():
+    bins = lambda n: None if n > 15 else f"{(n - 1) // 5 * 5 + 1}-{(n - 1) // 5 * 5 + 5}"
+    buf = OutcomeBuffer()
+    # batch 1: labels 0 1 2, predictions 0 1 0, lengths 12 3 7
+    buf.add(example_outcomes("classify", logits_for([0, 1, 0], 3), {"label": torch.tensor([0, 1, 2])}),
+            torch.tensor([12, 3, 7]), {"depth": torch.tensor([1.0, 2.0, 3.0]), "gate": 0.5}, 3)
+    # batch 2: one example, right, length 12; length 40 is in no bin
+    buf.add(example_outcomes("classify", logits_for([1, 2], 3), {"label": torch.tensor([1, 0])}),
+            torch.tensor([12, 40]), {"depth": torch.tensor([2.04, 5.0]), "gate": torch.tensor(0.8)}, 2)
+    out = buf.summarize(bins)
+    assert out["n"] == 5 and out["acc"] == pytest.approx(3 / 5)
+    stats = out["stats"]
+    assert stats["gate"] == pytest.approx((0.5 * 3 + 0.8 * 2) / 5)  # per-batch scalars, weighted by batch size
+    assert stats["depth"] == pytest.approx((1 + 2 + 3 + 2.04 + 5) / 5)
+    assert stats["depth_hist"] == {"1": 1, "2": 2, "3": 1, "5": 1}  # rounded to 0.1: 2.04 -> 2
+    assert list(out["by_length"]) == ["1-5", "6-10", "11-15"]  # numeric order, not "11-15" < "6-10"
+    assert out["by_length"]["1-5"] == {"n": 1, "acc": 1.0, "token_acc": 1.0, "last_acc": 1.0, "depth": 2.0}
+    assert out["by_length"]["6-10"] == {"n": 1, "acc": 0.0, "token_acc": 0.0, "last_acc": 0.0, "depth": 3.0}
+    eleven = out["by_length"]["11-15"]  # lengths 12 (right, depth 1) and 12 (right, depth 2.04)
+    assert eleven["n"] == 2 and eleven["acc"] == 1.0 and eleven["depth"] == pytest.approx(1.52)
+
+
+def test_bin_labels_sort_by_their_first_number():
+    labels = [">2000", "1001-2000", "T1024", "T512", "ops12", "ops7", "none"]
+    assert [_bin_start(x) for x in labels] == [2000, 1001, 1024, 512, 12, 7, math.inf]
+    assert sorted(labels, key=_bin_start) == ["ops7", "ops12", "T512", "1001-2000", "T1024", ">2000", "none"]
+
+
+def test_unknown_kind_is_refused():
+    with pytest.raises(ValueError, match="unknown task kind"):
+        example_outcomes("regress", torch.zeros(1, 2), {})

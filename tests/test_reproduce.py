@@ -1,0 +1,181 @@
+"""bench reproduce: paper tables from tables/*.yaml beside fake run records (no training)."""
+import csv
+
+import pytest
+
+from bench.cli import main
+from bench.errors import UserError
+from bench.records import base_record, record_path, write_json_atomic
+from bench.report.reproduce import MISSING, build, check_names, load_table, table_names
+
+
+def write_record(out, model, task, seed, metrics, preset="paper", overrides=None, status="ok", **extra):
+    """A record as `bench run` writes it, with only the fields reports read filled in."""
+    rec = base_record(model, task, preset, seed, overrides or [])
+    splits = list(metrics)
+    rec.update(status=status, primary_metric="acc", report_metrics=["acc"], test_splits=splits,
+               metrics={"val": {"n": 10, "acc": 0.5}, **{s: {"n": 10, "acc": v} for s, v in metrics.items()}}, **extra)
+    write_json_atomic(record_path(out, model, task, preset, seed, overrides), rec)
+
+
+def cell(result, row, column):
+    """The (ours, paper, Δ) texts of one cell of a built table."""
+    line = next(r for r in result["rows"] if r[0] == row)
+    i = result["headers"].index(f"{column} ours")
+    return tuple(line[i:i + 3])
+
+
+def printed_row(text, label):
+    """The stripped cells of a github-format table's row."""
+    line = next(line for line in text.splitlines() if line.startswith(f"| {label} "))
+    return [c.strip() for c in line.split("|")[1:-1]]
+
+
+@pytest.fixture
+def runs(tmp_path):
+    # transformer on parity, seeds 0-2: bin0 0.2 / 0.3 / 0.4 (mean 30, sample std 10);
+    # bin1 0.0 / 0.05 / 0.1 (mean 5, std 5). [RSA Table 2] prints .29 / 0 for it.
+    for seed, (b0, b1) in enumerate([(0.2, 0.0), (0.3, 0.05), (0.4, 0.1)]):
+        write_record(tmp_path, "transformer", "parity", seed, {"bin0": b0, "bin1": b1})
+    write_record(tmp_path, "transformer", "parity", 3, {"bin0": 1.0, "bin1": 1.0})  # not a seed of the table
+    write_record(tmp_path, "transformer", "parity", 0, {"bin0": 1.0, "bin1": 1.0}, overrides=["train.lr=0.1"])  # other runs
+    write_record(tmp_path, "rsa-transformer-I", "tomita5", 0, {"bin0": 0.9, "bin1": 0.5}, status="failed")
+    return tmp_path
+
+
+def test_ours_beside_the_paper_with_the_difference(runs):
+    result = build(load_table("rsa-table2"), runs, "paper")
+    assert cell(result, "transformer", "parity:bin0") == ("30.0 ± 10.0 (3)", "29", "+1.0")
+    assert cell(result, "transformer", "parity:bin1") == ("5.0 ± 5.0 (3)", "0", "+5.0")
+    assert cell(result, "rsa-transformer-I", "parity:bin1") == (MISSING, "67", MISSING)  # no record: never 0
+    assert cell(result, "transformer-star", "d2:bin0") == (MISSING, "87", MISSING)
+    assert cell(result, "rsa-transformer-I", "tomita5:bin0") == ("FAIL", "63", MISSING)
+    assert result["present"] == 3 and result["expected"] == 6 * 6 * 3  # runs: rows x tasks x seeds; a failed run is not present
+    parity0 = next(c for c in result["cells"] if c["row"] == "transformer" and c["column"] == "parity:bin0")
+    assert parity0["ours"] == pytest.approx(30.0) and parity0["ours_std"] == pytest.approx(10.0)
+    assert parity0["paper"] == pytest.approx(29.0) and parity0["delta"] == pytest.approx(1.0) and parity0["n"] == 3
+
+
+def test_records_made_with_settings_the_registry_no_longer_gives_are_marked(tmp_path, registry):
+    from bench.report.reproduce import current_config
+
+    now = current_config(registry, "transformer", "parity", "paper", [])
+    write_record(tmp_path, "transformer", "parity", 0, {"bin0": 0.5, "bin1": 0.0}, config=now)  # as the preset gives today
+    old = {**now, "model": {**now["model"], "params": {**now["model"]["params"], "d_model": 999}}}
+    write_record(tmp_path, "transformer", "tomita3", 0, {"bin0": 0.5, "bin1": 0.0}, config=old)
+    result = build(load_table("rsa-table2"), tmp_path, "paper", registry)
+    assert cell(result, "transformer", "parity:bin0")[0] == "50.0 (1)"
+    assert cell(result, "transformer", "tomita3:bin0")[0] == "50.0 (1) †"
+    assert f"in 1 of 2 (model, task) cells; model.d_model 999 -> {now['model']['params']['d_model']}" in result["stale"]
+
+
+def test_cli_prints_the_table_and_writes_markdown_csv_and_plot(runs, capsys):
+    assert main(["reproduce", "rsa-table2", "--out", str(runs)]) == 0
+    printed = capsys.readouterr().out
+    assert "| transformer " in printed and "30.0 ± 10.0 (3)" in printed and "3/108 runs present" in printed
+    folder = runs / "reproduce"
+    md = (folder / "rsa-table2.md").read_text()
+    assert f"`bench reproduce rsa-table2 --out {runs}`" in md
+    assert printed_row(md, "transformer")[13:16] == ["30.0 ± 10.0 (3)", "29", "+1.0"]  # parity bin 0
+    rows = list(csv.DictReader((folder / "rsa-table2.csv").open()))
+    parity0 = next(r for r in rows if r["row"] == "transformer" and r["column"] == "parity:bin0")
+    assert float(parity0["delta"]) == pytest.approx(1.0)
+    assert next(r for r in rows if r["row"] == "transformer-star" and r["column"] == "d2:bin0")["ours"] == ""  # missing, not 0
+    assert (folder / "rsa-table2.png").stat().st_size > 0
+
+
+def test_another_preset_is_called_a_proxy_and_written_apart(tmp_path, capsys):
+    for seed in (0, 1, 2):
+        write_record(tmp_path, "gut", "logic", seed, {f"ops{k}": 0.5 for k in range(7, 13)}, preset="small")
+    assert main(["reproduce", "halt-table2", "--preset", "small", "--models", "gut", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "small preset (the table's is paper): a CPU-sized proxy, not the paper's sizes" in printed
+    assert printed_row(printed, "gut")[:4] == ["gut", "50.0 ± 0.0 (3)", "96.36 ± 0.23", "-46.4"]  # 50 - 96.36
+    assert (tmp_path / "reproduce" / "halt-table2--small.md").exists()
+
+
+TOY = """
+title: toy
+source: "made up"
+preset: paper
+seeds: [0, 1]
+metric: minutes_per_epoch
+paper_units: minutes
+delta: ratio
+set: [train.max_epochs=5]
+columns:
+  - {task: listops, split: test, label: ub10, set: [model.max_layers=10]}
+rows:
+  - {model: gut, label: upper, set: [model.mode=upperbound], paper: [4]}
+  - {model: gut, label: plain, paper: [[2, 0.5]]}
+"""
+
+
+def test_row_and_column_overrides_find_their_records_and_ratios(tmp_path):
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "toy.yaml").write_text(TOY)
+    (tmp_path / "tables" / "toy-child.yaml").write_text("base: toy\ntitle: child\nseeds: [0]\n")
+    upper = ["train.max_epochs=5", "model.max_layers=10", "model.mode=upperbound"]
+    for seed, seconds in ((0, 600.0), (1, 900.0)):  # 5 epochs: 2 and 3 minutes per epoch, mean 2.5, std 0.71
+        write_record(tmp_path, "gut", "listops", seed, {"test": 0.5}, overrides=upper, epochs_run=5, train_time_s=seconds)
+    write_record(tmp_path, "gut", "listops", 0, {"test": 0.5}, epochs_run=5, train_time_s=60.0)  # without the table's set
+    table = load_table("toy", folder=tmp_path / "tables")
+    result = build(table, tmp_path, "paper")
+    assert cell(result, "upper", "ub10") == ("2.50 ± 0.71 (2)", "4", "×0.62")  # 2.5 / 4 = 0.625
+    assert cell(result, "plain", "ub10") == (MISSING, "2 ± 0.5", MISSING)
+    child = load_table("toy-child", folder=tmp_path / "tables")
+    assert child.title == "child" and child.seeds == [0] and child.delta == "ratio" and len(child.rows) == 2
+    assert cell(build(child, tmp_path, "paper"), "upper", "ub10") == ("2.00 (1)", "4", "×0.50")
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("rows:\n  - {model: gut, paper: [1, 2]}", "2 paper values for 1 columns"),
+    ("rows:\n  - {model: gut, paper: [1], colour: red}", "a row is"),
+    ("rows:\n  - {model: gut, paper: {listops: [1, 2]}}", "paper.listops must list one value per split"),
+    ("stat: mode", "stat must be one of mean, median"),
+    ("paper_units: percent", "paper_units minutes goes with metric minutes_per_epoch"),
+    ("base: toy-bad", "base cycle"),
+    ("prest: paper", "unknown key(s) prest"),
+])
+def test_malformed_tables_are_one_line_errors(tmp_path, bad, message):
+    (tmp_path / "toy-bad.yaml").write_text(TOY + bad + "\n")
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_table("toy-bad", folder=tmp_path)
+
+
+def test_every_table_loads_and_names_registry_models_and_tasks(registry):
+    names = table_names()
+    assert {"rsa-table2", "rsa-fig5-copy", "halt-table1", "halt-table2", "halt-table3", "halt-table4", "halt-table5",
+            "nope-properties"} <= set(names)
+    for name in names:
+        table = load_table(name)
+        check_names(table, registry)  # raises on an unknown model or task
+        for col in table.columns:
+            registry.preset(col.task, table.preset)
+        assert all(len(row.paper) == len(table.columns) for row in table.rows)
+
+
+def test_list_names_every_table_with_its_record_count(tmp_path, capsys):
+    write_record(tmp_path, "transformer", "parity", 0, {"bin0": 0.2, "bin1": 0.0})
+    assert main(["reproduce", "--list", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert all(name in printed for name in table_names())
+    rsa = next(line for line in printed.splitlines() if line.startswith("rsa-table2 "))
+    assert "2/72 cells" in rsa  # one record fills parity bin 0 and bin 1
+    assert "5 computed, 0/2 from records, 1 not implemented" in printed
+
+
+def test_unknown_table_is_one_line_with_a_suggestion(capsys):
+    assert main(["reproduce", "rsa-tabel2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "unknown table 'rsa-tabel2'" in err and "did you mean 'rsa-table2'" in err
+
+
+def test_nope_checks_pass_and_say_what_is_not_there(tmp_path, registry):
+    from bench.report.checks import run_checks
+
+    result = run_checks(load_table("nope-properties"), tmp_path, "paper", registry)
+    status = [row[-1] for row in result["rows"]]
+    assert status[:5] == ["pass"] * 5  # the computed properties of [NOPE §3]
+    assert status[5].startswith("not implemented")
+    assert status[6:] == ["missing records", "missing records"]
