@@ -1,96 +1,127 @@
-"""The local launcher: cells as separate ``bench run`` processes, ``jobs`` at a time.
+"""The local launcher: cells as separate processes, ``jobs`` at a time, each exactly ``bench run``.
 
-CPU threads are divided among the jobs (``train.num_threads``, not part of a run's identity);
-on a GPU machine each running cell gets one GPU through CUDA_VISIBLE_DEVICES, and
-``runs_per_gpu`` cells may share one. Each cell's output goes to a log file; the grid prints
-one line per finished cell. Ctrl-C / SIGTERM reach the running cells, which checkpoint and
-stop; the same command later resumes them.
+On the CPU a cell is a fork of this process (the libraries are imported once, so a small cell
+starts in milliseconds, not seconds) and the CPU threads are divided among the jobs
+(``train.num_threads``, not part of a run's identity). On a GPU machine a cell is a fresh
+``python -m bench run`` process (CUDA does not survive a fork) that sees one GPU through
+CUDA_VISIBLE_DEVICES; ``runs_per_gpu`` cells may share one. Each cell's output goes to a log
+file; the grid prints one line per finished cell. Ctrl-C / SIGTERM reach the running cells,
+which checkpoint and stop; the same command later resumes them.
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import Cell, Progress
 
 
-def device_slots(jobs: int, runs_per_gpu: int) -> list[dict]:
-    """Environment additions for each concurrent slot: a GPU each (shared by runs_per_gpu), or
-    an equal share of the CPU threads."""
+def device_slots(jobs: int, runs_per_gpu: int) -> tuple[list[dict], bool]:
+    """Environment additions for each concurrent slot, and whether cells need fresh processes:
+    a GPU each (shared by runs_per_gpu), or an equal share of the CPU threads."""
     import torch
 
     if torch.cuda.is_available():
-        gpus = torch.cuda.device_count()
-        slots = [{"CUDA_VISIBLE_DEVICES": str(g)} for g in range(gpus) for _ in range(max(1, runs_per_gpu))]
-        return slots[: max(1, jobs)] if jobs else slots
-    threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
-    return [{"BENCH_THREADS": str(threads)} for _ in range(max(1, jobs))]
+        slots = [{"CUDA_VISIBLE_DEVICES": str(g)} for g in range(torch.cuda.device_count()) for _ in range(runs_per_gpu)]
+        return slots[:jobs], True
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    return [{"BENCH_THREADS": str(threads)} for _ in range(jobs)], False
+
+
+def _forked_cell(argv: list[str], env: dict, log: str) -> None:
+    """The body of a forked cell: its own session, output to its log, then `bench run`."""
+    os.setsid()
+    os.environ.update(env)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+    from ..cli import main
+
+    sys.stdout.flush()
+    os._exit(main(argv))
+
+
+class CellProcess:
+    """One running cell: a fork (CPU) or a fresh interpreter (GPU), with one interface."""
+
+    def __init__(self, argv: list[str], env: dict, log: Path, fresh: bool):
+        self.log = log
+        if fresh:
+            with open(log, "w") as f:
+                self.proc = subprocess.Popen([sys.executable, "-m", "bench", *argv], stdout=f, stderr=subprocess.STDOUT,
+                                             env={**os.environ, **env}, start_new_session=True)
+            self.pid = self.proc.pid
+        else:
+            self.proc = multiprocessing.get_context("fork").Process(target=_forked_cell, args=(argv, env, str(log)))
+            self.proc.start()
+            self.pid = self.proc.pid
+
+    def poll(self) -> int | None:
+        if isinstance(self.proc, subprocess.Popen):
+            return self.proc.poll()
+        return None if self.proc.is_alive() else self.proc.exitcode
+
+    def signal(self, signum: int) -> None:
+        try:
+            os.kill(self.pid, signum)
+        except ProcessLookupError:
+            pass
 
 
 def run_local(cells: list[Cell], out: Path, registry_path: str, *, jobs: int, runs_per_gpu: int, trainer_args: dict,
               rerun: bool) -> list[tuple[Cell, str]]:
-    slots: queue.Queue = queue.Queue()
-    for slot in device_slots(jobs, runs_per_gpu):
-        slots.put(slot)
-    workers = slots.qsize()
+    slots, fresh = device_slots(jobs, runs_per_gpu)
     logs = Path(out) / "logs" / time.strftime("grid-%Y%m%d-%H%M%S")
     logs.mkdir(parents=True, exist_ok=True)
-    progress = Progress(len(cells), workers)
-    running: set[subprocess.Popen] = set()
-    lock = threading.Lock()
-    stopping = threading.Event()
-
-    def one(cell: Cell) -> None:
-        if stopping.is_set():
-            return
-        slot = slots.get()
-        try:
-            argv = cell.argv(out, registry_path, trainer_args, rerun)
-            env = {**os.environ, **{k: v for k, v in slot.items() if k != "BENCH_THREADS"}}
-            if "BENCH_THREADS" in slot:
-                argv += ["--set", f"train.num_threads={slot['BENCH_THREADS']}"]
-            log = logs / f"{cell.task}--{cell.model}--seed{cell.seed}.log"
-            t0 = time.perf_counter()
-            with open(log, "w") as f:
-                proc = subprocess.Popen([sys.executable, "-m", "bench", *argv], stdout=f, stderr=subprocess.STDOUT, env=env,
-                                        start_new_session=True)  # our handler forwards signals, once
-                with lock:
-                    running.add(proc)
-                code = proc.wait()
-                with lock:
-                    running.discard(proc)
-            if stopping.is_set() and code in (130, 143):
-                return
-            detail = "" if code == 0 else f"exit status {code}; last line: {_last_line(log)} (log: {log})"
-            progress.finished(cell, code == 0, time.perf_counter() - t0, detail)
-        finally:
-            slots.put(slot)
+    progress = Progress(len(cells), len(slots))
+    todo, running, free = list(cells), {}, list(range(len(slots)))
+    stop = {"signum": 0}
 
     def forward(signum, frame):
-        stopping.set()
-        with lock:
-            for proc in running:
-                proc.send_signal(signum)
+        stop["signum"] = stop["signum"] or signum
+        for proc, *_ in running.values():
+            proc.signal(signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(one, cells))
+        while (todo and not stop["signum"]) or running:
+            while todo and free and not stop["signum"]:
+                cell, slot = todo.pop(0), free.pop(0)
+                argv = cell.argv(out, registry_path, trainer_args, rerun)
+                env = {k: v for k, v in slots[slot].items() if k != "BENCH_THREADS"}
+                if "BENCH_THREADS" in slots[slot]:
+                    argv += ["--set", f"train.num_threads={slots[slot]['BENCH_THREADS']}"]
+                log = logs / f"{cell.task}--{cell.model}--seed{cell.seed}.log"
+                proc = CellProcess(argv, env, log, fresh)
+                running[proc.pid] = (proc, cell, slot, time.perf_counter())
+            time.sleep(0.05)
+            for pid, (proc, cell, slot, t0) in list(running.items()):
+                code = proc.poll()
+                if code is None:
+                    continue
+                del running[pid]
+                free.append(slot)
+                if stop["signum"] and code in (130, 143, -signal.SIGINT, -signal.SIGTERM):
+                    continue  # stopped on request: it resumes next time
+                detail = "" if code == 0 else f"exit status {code}; last line: {_last_line(log)} (log: {log})"
+                progress.finished(cell, code == 0, time.perf_counter() - t0, detail)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if stopping.is_set():
+    if stop["signum"]:
         raise KeyboardInterrupt  # the CLI says how to resume
     return progress.failed
 
 
 def _last_line(log: Path) -> str:
-    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()] if log.exists() else []
     return lines[-1].strip() if lines else "(no output)"
