@@ -9,7 +9,11 @@ p(i) = p_i, p(w) = p(r) = (1 - p_i) / 2; the first instruction is w and the last
                                            each r is scored on predicting its read bit)
 
 Only read bits are scored (a causal LM; the write / ignore bits are random). Metrics:
-``token_acc`` = read-bit accuracy, ``last_acc`` = accuracy on the final read.
+``last_acc`` = accuracy on the final read of each sequence, what [HALT §6.6, Table 3] reports
+("the accuracy of the models in predicting the last read value"; mean and median of 3 runs),
+listed first; ``token_acc`` = read-bit accuracy over every read, the reference code's
+``accuracy``, on which it selects checkpoints (``save_by = "accuracy"``), so it stays the
+model-selection metric here.
 
 Splits: train at T = train_len, p_i = train_p_i; tests ``T<len>_p<p_i>`` for T in test_lens x
 p_i in test_p_i; val = an equal mixture of every test distribution (``n_val_each`` each, the
@@ -56,8 +60,8 @@ class FlipFlop(Task):
 
     kind = "lm"
     requires_causal = True
-    metric = "token_acc"
-    report_metrics = ("token_acc", "last_acc")
+    metric = "token_acc"  # selection, as the reference code's save_by = "accuracy"
+    report_metrics = ("last_acc", "token_acc")  # [HALT Table 3] reports last-read accuracy
     version = "1"
 
     def __init__(self, n_train: int = 160000, n_test: int = 10000, n_val_each: int = 1000,

@@ -12,6 +12,26 @@ Targets per language (after reading the prefix w_1..w_t):
 * D_n (star-free, D_1 = (ab)*, D_n = (a D_{n-1} b)*): which next symbol keeps w a prefix
   of some string in D_n: depth 0 -> {a}, 0 < depth < n -> {a, b}, depth n -> {b}.
 
+Strings are drawn as the generator of Bhattamishra et al. (their Transformer-Formal-Languages
+repository, where [RSA App. E.2] took its data) draws them, re-implemented:
+
+* Parity, Tomita 5, Tomita 6: symbols 0 / 1 with equal probability; after each symbol the
+  string stops with probability 1 / (1 + L), L = (lo + hi) // 2 of the split's length window
+  [lo, hi]; a string that has not stopped by hi is cut there, one shorter than lo is dropped
+  (so many strings sit exactly at hi: Parity bin1 ~36%). Parity appends a 1 to a string with
+  an odd number of 1s (dropped if that passes hi); Tomita 5 / 6 drop non-members.
+* Tomita 3: a uniform length in [lo, hi], filled run by run: a fair coin picks the symbol, the
+  run length is uniform over what is left, and a run of 0s after an odd run of 1s is an even
+  uniform draw; so strings are a few long runs.
+* D_n: Bhattamishra et al.'s D_n generator cannot produce 5k distinct D2 strings of length
+  2-100 (its nested blocks are ~0.75 of the outer length), so the paper's D_n files come from
+  elsewhere; we draw a uniform even length, then a uniform D_n string of that length.
+
+Train, val and bin0 share the length window; the source draws train and bin0 from one
+de-duplicated pool, so no bin0 string is a training string. Here every split keeps its own
+seed, and a string of that window belongs to one split by a stable content hash
+(``crc32(string) % 20``: 0-2 bin0, 3 val, 4-19 train), so the three are disjoint.
+
 Worked example, Parity, string 0110:
 
     tokens   0      1      1      0
@@ -25,15 +45,34 @@ Worked example, D2, string aabbab:
 """
 from __future__ import annotations
 
+import zlib
 from typing import ClassVar
 
 import numpy as np
 
 from .base import Task
 
+#: a string of the training window goes to bin0, val or train by crc32(string) % HASH_BUCKETS
+HASH_BUCKETS = 20
+BIN0_BUCKETS, VAL_BUCKETS = (0, 1, 2), (3,)
+
+
+def window_split(s: str) -> str:
+    """Which of train / val / bin0 a string of the training length window belongs to."""
+    h = zlib.crc32(s.encode()) % HASH_BUCKETS
+    return "bin0" if h in BIN0_BUCKETS else "val" if h in VAL_BUCKETS else "train"
+
+
+def stopping_length(rng: np.random.Generator, lo: int, hi: int) -> int:
+    """Length of a string grown as Bhattamishra et al. grow Parity / Tomita strings: each step
+    stops with probability 1 / (1 + L), L = (lo + hi) // 2, else adds a symbol; cut at hi."""
+    mean = (lo + hi) // 2
+    return min(int(rng.geometric(1.0 / (1 + mean))) - 1, hi)
+
 
 class FormalLanguage(Task):
     kind = "tag"
+    version = "2"  # 2: Bhattamishra et al.'s string distributions; train / val / bin0 disjoint
     requires_causal = True
     metric = "acc"
     report_metrics = ("acc",)
@@ -78,8 +117,18 @@ class FormalLanguage(Task):
         return f"{lo}-{lo + self.bin_width - 1}"
 
     # --- language definition (subclasses) -------------------------------------------------
+    def draw(self, rng: np.random.Generator, lo: int, hi: int) -> str | None:
+        """One string for the length window [lo, hi] as the source generator draws it, or None
+        when the draw is rejected. Default: a uniform length (a multiple of ``length_step``),
+        then ``sample``."""
+        step = self.length_step
+        choices = np.arange(-(-lo // step) * step, hi + 1, step)
+        if len(choices) == 0:
+            raise ValueError(f"no length in [{lo}, {hi}] is a multiple of {step}")
+        return self.sample(rng, int(rng.choice(choices)))
+
     def sample(self, rng: np.random.Generator, length: int) -> str:
-        """One random string of the language with exactly this length."""
+        """One random string of the language with exactly this length (for the default draw)."""
         raise NotImplementedError
 
     def targets(self, s: str) -> list[list[int]]:
@@ -89,15 +138,15 @@ class FormalLanguage(Task):
     def generate(self, split: str, rng: np.random.Generator) -> dict:
         n = {"train": self.n_train, "val": self.n_val}.get(split, self.n_test)
         lo, hi = (self.max_len + 1, self.bin1_max_len) if split == "bin1" else (self.min_len, self.max_len)
-        step = self.length_step
-        choices = np.arange(-(-lo // step) * step, hi + 1, step)
-        if len(choices) == 0:
-            raise ValueError(f"no length in [{lo}, {hi}] is a multiple of {step}")
+        shared_window = split != "bin1"  # train, val and bin0 draw from one window: keep them disjoint
         seen: dict[str, None] = {}  # insertion-ordered: the split never depends on set order
         attempts = 0
-        while len(seen) < n and attempts < 50 * n:
+        while len(seen) < n and attempts < 500 * n:
             attempts += 1
-            seen.setdefault(self.sample(rng, int(rng.choice(choices))), None)
+            s = self.draw(rng, lo, hi)
+            if s is None or (shared_window and window_split(s) != split):
+                continue
+            seen.setdefault(s, None)
         strings = list(seen)
         index = {c: i + 1 for i, c in enumerate(self.alphabet)}
         return {
@@ -114,10 +163,15 @@ def _membership_targets(member_prefixes: list[bool]) -> list[list[int]]:
 class Parity(FormalLanguage):
     """Binary strings with an even number of 1s."""
 
-    def sample(self, rng, length):
-        bits = rng.integers(0, 2, size=length)
-        if bits.sum() % 2:
-            bits[-1] ^= 1  # the last bit fixes the parity, so every string is in the language
+    def draw(self, rng, lo, hi):
+        n = stopping_length(rng, lo, hi)
+        if n < lo:
+            return None
+        bits = rng.integers(0, 2, size=n)
+        if bits.sum() % 2:  # the source appends a 1 to an odd string, dropping it past hi
+            if n + 1 > hi:
+                return None
+            bits = np.append(bits, 1)
         return "".join(map(str, bits))
 
     def targets(self, s):
@@ -129,17 +183,18 @@ class Parity(FormalLanguage):
 
 
 class _CountLanguage(FormalLanguage):
-    """Languages defined by counts of 0s and 1s; strings drawn uniformly, kept if in L."""
+    """Languages defined by counts of 0s and 1s; grown like Parity, kept if in L."""
 
     def member(self, zeros: int, ones: int) -> bool:
         raise NotImplementedError
 
-    def sample(self, rng, length):
-        while True:
-            bits = rng.integers(0, 2, size=length)
-            ones = int(bits.sum())
-            if self.member(length - ones, ones):
-                return "".join(map(str, bits))
+    def draw(self, rng, lo, hi):
+        n = stopping_length(rng, lo, hi)
+        if n < lo:
+            return None
+        bits = rng.integers(0, 2, size=n)
+        ones = int(bits.sum())
+        return "".join(map(str, bits)) if self.member(n - ones, ones) else None
 
     def targets(self, s):
         zeros = ones = 0
@@ -177,16 +232,32 @@ class Tomita3(FormalLanguage):
     DELTA = {(0, "0"): 0, (0, "1"): 1, (1, "0"): 3, (1, "1"): 0, (2, "0"): 3, (2, "1"): 1, (3, "0"): 2, (3, "1"): 4}
     ACCEPT = (0, 1, 2)
 
-    def sample(self, rng, length):
-        while True:  # a random walk that avoids the dead state, kept when it ends accepting
-            q, out = 0, []
-            for _ in range(length):
-                options = [c for c in "01" if self.DELTA.get((q, c), 4) != 4]
-                c = options[int(rng.integers(len(options)))]
-                q = self.DELTA[(q, c)]
-                out.append(c)
-            if q in self.ACCEPT:
-                return "".join(out)
+    def draw(self, rng, lo, hi):
+        """Bhattamishra et al.'s Tomita 3 strings: a uniform length filled run by run."""
+        length = int(rng.integers(lo, hi + 1))
+        runs, total, last_toss, last_ones = [], 0, None, 0
+        while total < length:
+            left = length - total
+            toss = "01"[int(rng.integers(2))]
+            if toss == "1":
+                count = int(rng.integers(left + 1))
+                last_ones = count if (last_toss == "0" and count) else last_ones + count
+            elif last_toss is None or last_ones % 2 == 0:
+                count = int(rng.integers(left + 1))
+            else:  # 0s after an odd run of 1s: an even count keeps the string in the language
+                count = 2 * int(rng.integers(left // 2 + 1))
+            runs.append(toss * count)
+            total += count
+            if count:
+                last_toss = toss
+        s = "".join(runs)
+        return s if self.accepts(s) else None
+
+    def accepts(self, s: str) -> bool:
+        q = 0
+        for c in s:
+            q = self.DELTA.get((q, c), 4)
+        return q in self.ACCEPT
 
     def targets(self, s):
         q, out = 0, []

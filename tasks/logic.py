@@ -8,9 +8,26 @@ natural-logic relation between them, decided by truth tables over the 2^6 = 64 a
     label:   2 = "⊐" (reverse entailment): every model of (f and a) satisfies (d or f),
              but d=1, f=0 satisfies only the first.
 
-Surface form (Tran et al. 2018 / Bowman): a binary node is ``( x ( op y ) )``, a negation
-``( not x )``, a variable a bare letter. Each formula with k operators is a uniformly random
-split of k into a unary or binary node; not is chosen with probability 1/3.
+The generator is that of Bowman et al. (``propositionallogic/generate_neg_set_data.py`` in
+their vector-entailment repository, whose files train0..12 / test0..12 Tran et al. 2018 and
+[HALT Table 2] use), re-implemented:
+
+* a pair draws 4 of the 6 variables; both formulas use only those;
+* a formula is ``node(12)``: ``node(m)`` is, when m >= 2, a binary node ``( x ( op y ) )``
+  with probability 4/9 (op = and / or, 1/2 each) whose operands are ``node(m // 2)``, else a
+  variable; then the node is negated, ``( not x )``, with probability 1/3. So trees are at
+  most three binary levels deep (12 -> 6 -> 3 -> 1) and carry 0..22 operators;
+* a pair is rejected when either formula is a contradiction or a tautology (its set of
+  satisfying assignments is empty or all 64): such formulas can only stand in ≡ / ⊏ / ⊐ to
+  others, a shortcut for entailment, and MacCartney's relations are not defined for them;
+* a pair's operator count (and, or, not) is that of its larger formula, capped at 12: bin 12
+  holds every pair whose larger formula has 12 or more operators (Bowman's ``min(max(...),
+  12)``). Train and val hold bins 0..``train_max_ops`` (6), each test split ``ops<k>`` bin k.
+
+Each split is drawn by rejection from this one distribution, so a split's operator-count mix
+and label mix are Bowman's natural ones. Duplicate pairs are dropped within a split (Bowman
+de-duplicates each bin); val and train are disjoint by a stable content hash (``crc32 % 20
+== 0`` reserved for val); test pairs have more operators than any train pair.
 
 Relations on the sets of satisfying assignments S1, S2 of the universe U (|U| = 64), tested
 in this order, the first that holds wins (so the label is always unique):
@@ -23,17 +40,10 @@ in this order, the first that holds wins (so the label is always unique):
     5 ‿  cover                S1 ∩ S2 ≠ ∅ and S1 ∪ S2 = U
     6 #  independence         otherwise
 
-Edge cases (MacCartney's relations assume non-empty, non-universal sets; ours need not be):
-entailment is tested before exclusion, so a contradiction (S = ∅) forward-entails every
-satisfiable formula and a tautology is reverse-entailed by every non-tautology; ∅ vs U is ⊏
-(not ^); two contradictions (or two tautologies) are ≡. Because ⊏ and ⊐ are adjacent in the
-order and every other test is symmetric, swapping the two formulas keeps ≡ ^ | ‿ # and swaps
-⊏ with ⊐.
-
-The number of operators of a pair is that of its larger formula: one side gets exactly k
-operators, the other uniform(0, k) (sides shuffled). Train (and val): k <= 6; each test split
-``ops<k>`` for k = 7..12. Val and train are disjoint by a stable content hash
-(``crc32 % 20 == 0`` reserved for val); test pairs have more operators than any train pair.
+For sets that are neither empty nor U (all the generator produces) this is Bowman's
+``compute_label``. ``relation`` still answers for empty or universal sets, by the same order:
+a contradiction ⊏ every satisfiable formula, ∅ vs U is ⊏, two contradictions are ≡. Swapping
+the two formulas keeps ≡ ^ | ‿ # and swaps ⊏ with ⊐.
 """
 from __future__ import annotations
 
@@ -52,7 +62,15 @@ TOK = {s: i for i, s in enumerate(VOCAB)}
 FULL = (1 << 64) - 1
 # bit j of a variable's mask = its value in assignment j (variable i is bit i of j)
 VAR_MASKS = [sum(1 << j for j in range(64) if (j >> i) & 1) for i in range(6)]
+# Bowman et al.'s generator: a formula is node(MAXLEN); a node with maxlen >= 2 is binary with
+# probability P_BINARY (its `operators` list: and, or, and, or and five leaves), and any node is
+# negated with probability P_NOT (`neg_or_nones`: not, none, none); a pair uses PAIR_VARS of
+# the six variables; operator counts are capped at OPS_CAP for binning.
+MAXLEN = 12
+P_BINARY = 4 / 9
 P_NOT = 1 / 3
+PAIR_VARS = 4
+OPS_CAP = 12
 
 
 def relation(s1: int, s2: int) -> int:
@@ -73,20 +91,40 @@ def relation(s1: int, s2: int) -> int:
     return 6
 
 
-def random_formula(rng: random.Random, k: int) -> tuple[list[str], int]:
-    """A random formula with exactly k operators: (tokens, truth-table mask)."""
-    if k == 0:
-        v = rng.randrange(6)
-        return [VARS[v]], VAR_MASKS[v]
+def degenerate(mask: int) -> bool:
+    """True for a contradiction (no satisfying assignment) or a tautology (all 64)."""
+    return mask == 0 or mask == FULL
+
+
+def bowman_formula(rng: random.Random, variables: list[int], maxlen: int = MAXLEN) -> tuple[list[str], int, int]:
+    """One formula drawn as Bowman et al.'s ``create_sub_statement(variables, maxlen)``:
+    (tokens, truth-table mask, number of operators)."""
+    if maxlen >= 2 and rng.random() < P_BINARY:
+        lt, lm, ln = bowman_formula(rng, variables, maxlen // 2)
+        rt, rm, rn = bowman_formula(rng, variables, maxlen // 2)
+        if rng.random() < 0.5:
+            toks, mask = ["(", *lt, "(", "and", *rt, ")", ")"], lm & rm
+        else:
+            toks, mask = ["(", *lt, "(", "or", *rt, ")", ")"], lm | rm
+        n_ops = ln + rn + 1
+    else:
+        v = variables[rng.randrange(len(variables))]
+        toks, mask, n_ops = [VARS[v]], VAR_MASKS[v], 0
     if rng.random() < P_NOT:
-        toks, m = random_formula(rng, k - 1)
-        return ["(", "not", *toks, ")"], FULL & ~m
-    left = rng.randrange(k)  # operators in the left operand, 0..k-1
-    lt, lm = random_formula(rng, left)
-    rt, rm = random_formula(rng, k - 1 - left)
-    if rng.random() < 0.5:
-        return ["(", *lt, "(", "and", *rt, ")", ")"], lm & rm
-    return ["(", *lt, "(", "or", *rt, ")", ")"], lm | rm
+        return ["(", "not", *toks, ")"], FULL & ~mask, n_ops + 1
+    return toks, mask, n_ops
+
+
+def bowman_pair(rng: random.Random):
+    """One pair as Bowman et al. draw it, or None when either formula is a contradiction or a
+    tautology (their generator skips the pair): (tokens_a, mask_a, tokens_b, mask_b, bin)
+    with bin = min(max(operators of a, operators of b), OPS_CAP)."""
+    variables = rng.sample(range(len(VARS)), PAIR_VARS)
+    ta, ma, na = bowman_formula(rng, variables)
+    tb, mb, nb = bowman_formula(rng, variables)
+    if degenerate(ma) or degenerate(mb):
+        return None
+    return ta, ma, tb, mb, min(max(na, nb), OPS_CAP)
 
 
 def truth_table(tokens: list[str]) -> int:
@@ -125,7 +163,7 @@ class LogicalInference(Task):
 
     kind = "pair_classify"
     num_classes = 7
-    version = "1"
+    version = "2"  # 2: Bowman et al.'s sampler, no tautologies / contradictions, bin 12 = 12+
 
     def __init__(self, n_train: int = 100000, n_val: int = 5000, n_test: int = 5000,
                  train_max_ops: int = 6, test_ops: list | None = None, start_end: bool = True,
@@ -133,9 +171,12 @@ class LogicalInference(Task):
         super().__init__(data_seed)
         self.n_train, self.n_val, self.n_test = n_train, n_val, n_test
         self.train_max_ops = train_max_ops
-        self.test_ops = list(test_ops) if test_ops is not None else list(range(7, 13))
+        self.test_ops = list(test_ops) if test_ops is not None else list(range(7, OPS_CAP + 1))
         if min(self.test_ops) <= train_max_ops:
             raise TaskError("logic: test operator counts must exceed train_max_ops")
+        if max(self.test_ops) > OPS_CAP:
+            raise TaskError(f"logic: operator counts are binned up to {OPS_CAP} (bin {OPS_CAP} = {OPS_CAP} or more, "
+                            f"as Bowman et al.); got test_ops={self.test_ops}")
         self.start_end = start_end
 
     @property
@@ -152,7 +193,7 @@ class LogicalInference(Task):
     def generate(self, split, rng):
         if split in ("train", "val"):
             n, ks = (self.n_train if split == "train" else self.n_val), None
-        elif split.startswith("ops") and int(split[3:]) in self.test_ops:
+        elif split.startswith("ops") and split[3:].isdigit() and int(split[3:]) in self.test_ops:
             n, ks = self.n_test, int(split[3:])
         else:
             raise TaskError(f"logic: unknown split {split!r}")
@@ -164,13 +205,14 @@ class LogicalInference(Task):
         tries = 0
         while len(out["label"]) < n:
             tries += 1
-            if tries > 200 * n + 10000:
+            if tries > 1000 * n + 10000:  # bin 12 takes ~100 draws per pair
                 raise TaskError(f"logic: could not draw {n} distinct pairs for {split}")
-            k = ks if ks is not None else rng.randint(1, self.train_max_ops)
-            ta, ma = random_formula(rng, k)
-            tb, mb = random_formula(rng, rng.randint(0, k))
-            if rng.random() < 0.5:
-                ta, ma, tb, mb = tb, mb, ta, ma
+            pair = bowman_pair(rng)
+            if pair is None:  # a tautology or contradiction on either side: skipped, as Bowman
+                continue
+            ta, ma, tb, mb, k = pair
+            if (k > self.train_max_ops) if ks is None else (k != ks):
+                continue
             key = " ".join(ta) + " | " + " ".join(tb)
             if key in seen:
                 continue
@@ -180,7 +222,7 @@ class LogicalInference(Task):
             out["tokens"].append(self._encode(ta))
             out["tokens2"].append(self._encode(tb))
             out["label"].append(relation(ma, mb))
-            out["length"].append(k)  # "length" = operator count, for per-k reporting
+            out["length"].append(k)  # "length" = operator-count bin, for per-k reporting
         return out
 
     def length_bin(self, length):
@@ -190,3 +232,27 @@ class LogicalInference(Task):
         a = " ".join(VOCAB[t] for t in example["tokens"])
         b = " ".join(VOCAB[t] for t in example["tokens2"])
         return f"{a}  {RELATIONS[example['label']]}  {b}"
+
+
+def split_stats(task: LogicalInference) -> list[str]:
+    """One line per split: size, % of pairs with a tautology or contradiction on either side
+    (recomputed from the tokens), and the label distribution in %."""
+    import numpy as np
+
+    lines = [f"{'split':8s} {'n':>7s} {'degenerate%':>11s}  " + " ".join(f"{r:>5s}" for r in RELATIONS)]
+    for split in task.splits():
+        d = task.generate(split, np.random.default_rng(task.split_seed(split)))
+        strip = (lambda t: t[1:-1]) if task.start_end else (lambda t: t)
+        deg = sum(degenerate(truth_table([VOCAB[i] for i in strip(a)])) or degenerate(truth_table([VOCAB[i] for i in strip(b)]))
+                  for a, b in zip(d["tokens"], d["tokens2"]))
+        counts = np.bincount(d["label"], minlength=len(RELATIONS)) / len(d["label"])
+        lines.append(f"{split:8s} {len(d['label']):7d} {100 * deg / len(d['label']):11.1f}  "
+                     + " ".join(f"{100 * c:5.1f}" for c in counts))
+    return lines
+
+
+if __name__ == "__main__":  # python -m tasks.logic [n_train n_val n_test]: the numbers in docs/tasks.md
+    import sys
+
+    sizes = [int(a) for a in sys.argv[1:4]] or [135000, 5000, 5000]
+    print("\n".join(split_stats(LogicalInference(*sizes))))

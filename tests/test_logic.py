@@ -1,11 +1,13 @@
-"""Logical inference: relations on hand-worked pairs, symmetry properties, generator labels."""
+"""Logical inference: relations on hand-worked pairs, symmetry properties, generator labels,
+and Bowman et al.'s generator (no tautologies or contradictions, operator-count bins)."""
 import itertools
 import random
 
 import numpy as np
 import pytest
 
-from tasks.logic import RELATIONS, VARS, VOCAB, LogicalInference, random_formula, relation, truth_table
+from tasks.logic import (OPS_CAP, RELATIONS, VARS, VOCAB, LogicalInference, TaskError, bowman_formula, bowman_pair,
+                         relation, truth_table)
 
 
 def models(formula: str) -> frozenset:
@@ -65,14 +67,43 @@ def test_hand_worked_relations(a, b, expected):
     assert rel(a, b) == expected
 
 
+def n_ops(formula: str) -> int:
+    return sum(w in ("and", "or", "not") for w in formula.split())
+
+
 def test_truth_tables_match_brute_force():
     rng = random.Random(0)
-    for k in range(0, 9):
-        toks, mask = random_formula(rng, k)
+    for _ in range(300):
+        variables = rng.sample(range(6), 4)
+        toks, mask, ops = bowman_formula(rng, variables)
         brute = models(" ".join(toks))
         bits = {tuple(bool((j >> i) & 1) for i in range(6)) for j in range(64) if (mask >> j) & 1}
         assert bits == brute
         assert truth_table(toks) == mask
+        assert ops == n_ops(" ".join(toks))
+        assert {w for w in toks if w in VARS} <= {VARS[v] for v in variables}
+
+
+def test_sampler_matches_bowman_probabilities():
+    """Hand-computed from Bowman et al.'s generator: the root is binary with probability 4/9
+    (`operators` = and, or, and, or + five leaves) and any node is negated with probability 1/3
+    (`neg_or_nones` = not, none, none), so a formula has no operator with probability
+    5/9 * 2/3 = 10/27. Binary nesting stops at three levels (maxlen 12 -> 6 -> 3 -> 1): at most
+    7 binary operators and 15 negations."""
+    rng = random.Random(2)
+    n, no_op, root_binary, most_binary = 20000, 0, 0, 0
+    for _ in range(n):
+        toks, _, ops = bowman_formula(rng, [0, 1, 2, 3])
+        no_op += ops == 0
+        body = toks[2:-1] if toks[:2] == ["(", "not"] else toks
+        root_binary += len(body) > 1 and body[1] != "not"
+        binary = sum(w in ("and", "or") for w in toks)
+        most_binary = max(most_binary, binary)
+        assert binary <= 7 and ops - binary <= 15
+    tol = 4 * (0.25 / n) ** 0.5  # four standard deviations at worst
+    assert abs(no_op / n - 10 / 27) < tol
+    assert abs(root_binary / n - 4 / 9) < tol
+    assert most_binary == 7
 
 
 def test_relation_symmetries():
@@ -80,8 +111,10 @@ def test_relation_symmetries():
     swap = {"⊏": "⊐", "⊐": "⊏"}
     seen = set()
     for _ in range(3000):
-        _, m1 = random_formula(rng, rng.randint(0, 4))
-        _, m2 = random_formula(rng, rng.randint(0, 4))
+        pair = bowman_pair(rng)
+        if pair is None:
+            continue
+        _, m1, _, m2, _ = pair
         r12, r21 = RELATIONS[relation(m1, m2)], RELATIONS[relation(m2, m1)]
         assert r21 == swap.get(r12, r12)  # ≡ ^ | ‿ # symmetric, ⊏ / ⊐ swap
         seen.add(r12)
@@ -96,11 +129,16 @@ def words(tokens):
 
 def test_generated_labels_and_operator_counts():
     task = LogicalInference(n_train=300, n_val=60, n_test=40)
+    assert task.test_splits() == [f"ops{k}" for k in range(7, 13)]
     for split in task.splits():
         d = task.generate(split, np.random.default_rng(task.split_seed(split)))
+        assert len(d["label"]) == {"train": 300, "val": 60}.get(split, 40)
+        larger = []
         for t1, t2, label, k in zip(d["tokens"], d["tokens2"], d["label"], d["length"]):
             a, b = words(t1), words(t2)
             s1, s2 = models(a), models(b)
+            # Bowman's generator skips tautologies and contradictions (brute force over 64 rows)
+            assert 0 < len(s1) < 64 and 0 < len(s2) < 64, (a, b)
             # the seven relations recomputed from sets of assignments, independently
             full = 64
             if s1 == s2: exp = "≡"
@@ -111,12 +149,38 @@ def test_generated_labels_and_operator_counts():
             elif len(s1 | s2) == full: exp = "‿"
             else: exp = "#"
             assert RELATIONS[label] == exp, (a, b)
-            ops = [sum(w in ("and", "or", "not") for w in x.split()) for x in (a, b)]
-            assert max(ops) == k
+            # a pair's bin: its larger formula's operator count, 12 standing for 12 or more
+            larger.append(max(n_ops(a), n_ops(b)))
+            assert k == min(larger[-1], 12)
+            assert len({w for w in (a + " " + b).split() if w in VARS}) <= 4  # 4 variables per pair
             if split in ("train", "val"):
-                assert 1 <= k <= 6
+                assert 0 <= k <= 6
             else:
                 assert k == int(split[3:])
+        if split == "ops12":
+            assert max(larger) > 12  # the last bin is open-ended, as Bowman's test12
+
+
+def test_test_ops_beyond_the_last_bin_are_refused():
+    with pytest.raises(TaskError):
+        LogicalInference(test_ops=[7, OPS_CAP + 1])
+    with pytest.raises(TaskError):
+        LogicalInference(test_ops=[6, 7])
+
+
+def test_no_degenerate_pairs_at_scale_and_entailment_not_inflated():
+    """Over 3000 train pairs: no formula is a tautology or contradiction (checked by the task's
+    truth tables, which test_truth_tables_match_brute_force ties to brute force), and the
+    entailment labels are not inflated by them: before the fix a pair with a degenerate side
+    could only be ≡ / ⊏ / ⊐, which took ⊏ + ⊐ to ~27% of train; Bowman's distribution has ~21%."""
+    task = LogicalInference(n_train=3000, n_val=10, n_test=10)
+    d = task.generate("train", np.random.default_rng(task.split_seed("train")))
+    full = (1 << 64) - 1
+    for t1, t2 in zip(d["tokens"], d["tokens2"]):
+        for t in (t1, t2):
+            assert truth_table([VOCAB[i] for i in t[1:-1]]) not in (0, full)
+    entail = np.isin(d["label"], [1, 2]).mean()
+    assert 0.17 < entail < 0.25
 
 
 def test_splits_deterministic_and_train_val_disjoint():

@@ -1,0 +1,248 @@
+"""The paper presets and generated data say what the papers say.
+
+Every value asserted here is read off a paper (section cited) or computed by hand from the
+source generator's definition, not from our code: a preset or generator that drifts from
+the papers fails here.
+"""
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import bench
+from bench.config import TRAIN_DEFAULTS, resolve_run
+from bench.registry import Registry
+from models.transformer import NoPE, Transformer
+from tasks.flipflop import FlipFlop
+
+REG = Registry()
+LANGUAGES = ["parity", "tomita3", "tomita5", "tomita6", "d2", "d4"]
+RSA_HOSTS = ["rsa-transformer", "rsa-transformer-I", "rsa-transformer-II", "rsa-transformer-III", "rsa-transformer-IV"]
+LRA = ["lra-listops", "lra-text", "lra-retrieval", "lra-image", "lra-pathfinder"]
+
+
+def resolve(model: str, task: str, preset: str = "paper") -> dict:
+    """The resolved config as a run's record holds it."""
+    return resolve_run(REG, model, task, preset).public()
+
+
+# ---- [RSA §4.2, App. E.2, Table 2]: formal languages ------------------------------------------
+
+@pytest.mark.parametrize("task", LANGUAGES)
+@pytest.mark.parametrize("model", ["transformer", *RSA_HOSTS])
+def test_rsa_table2_hosts_use_absolute_sinusoidal_positions(model, task):
+    """[RSA §4.2]: the baseline is the vanilla Transformer with absolute sinusoidal PE, and the
+    RSA-Transformer only modifies its self-attention layers."""
+    cfg = resolve(model, task)
+    assert cfg["model"]["target"] == "models.transformer:Transformer"
+    assert cfg["model"]["params"]["pos_encoding"] == "sinusoidal"
+
+
+@pytest.mark.parametrize("task", LANGUAGES)
+def test_rsa_table2_settings(task):
+    """[RSA App. E.2]: 3 layers, 5 heads, embedding size 20, Adam at 0.005 halved every 5
+    epochs, 25 epochs without early stopping; the tested weights are the last epoch's."""
+    cfg = resolve("transformer", task)
+    m, t = cfg["model"]["params"], cfg["train"]
+    assert (m["n_layers"], m["n_heads"], m["d_model"]) == (3, 5, 20)
+    assert (t["optimizer"], t["lr"], t["schedule"], t["step_every_epochs"], t["step_gamma"]) == ("adam", 0.005, "step", 5, 0.5)
+    assert t["max_epochs"] == 25 and t["patience"] == 0
+    assert "select" in TRAIN_DEFAULTS and t["select"] == "last"
+    assert resolve("transformer", task, "small")["train"]["select"] == TRAIN_DEFAULTS["select"]  # paper preset only
+
+
+@pytest.mark.parametrize("model, kinds", [
+    ("rsa-transformer-I", [5, 0, 0, 0, 0, 0]), ("rsa-transformer-II", [3, 0, 0, 2, 0, 0]),
+    ("rsa-transformer-III", [3, 1, 1, 0, 0, 0]), ("rsa-transformer-IV", [3, 0, 0, 0, 1, 1]),
+])
+def test_rsa_table2_cases(model, kinds):
+    """[RSA Table 2] cases I-IV: (k1, ..., k6) over 5 heads."""
+    cfg = resolve(model, "parity")
+    assert cfg["model"]["params"]["rsa"]["kinds"] == kinds and cfg["model"]["params"]["n_heads"] == 5
+
+
+@pytest.mark.parametrize("task", LANGUAGES)
+def test_rsa_table2_data_sizes(task):
+    """[RSA App. E.2]: train and bin 0 in [2, 50] ([2, 100] for D_n), bin 1 in [51, 100]
+    ([101, 200]); 10k train / 2k per bin (D_n: 5k / 1k)."""
+    t = bench.build_task(task, preset="paper")
+    dn = task.startswith("d")
+    assert (t.min_len, t.max_len, t.bin1_max_len) == ((2, 100, 200) if dn else (2, 50, 100))
+    assert (t.n_train, t.n_test) == ((5000, 1000) if dn else (10000, 2000))
+
+
+def test_nope_keeps_no_positions_at_the_formal_paper_preset():
+    """The sinusoidal override reaches every entry based on transformer; nope must stay NoPE."""
+    assert resolve("nope", "parity")["model"]["params"]["pos_encoding"] == "none"
+    assert isinstance(bench.build_model("nope", task="parity", preset="paper"), NoPE)
+
+
+def test_transformer_star_is_a_transformer_with_dai_relative_positions():
+    """[RSA §4.2] Transformer* = the vanilla Transformer with its absolute PE replaced by the
+    learnable relative PE of Dai et al. 2019. With the relative terms (W_R, u, v) zeroed it must
+    compute exactly a Transformer without positions (same blocks, embedding, final LN), on any
+    input length the formal languages have (one segment, no memory)."""
+    cfg = resolve("transformer-star", "d4")
+    p = cfg["model"]["params"]
+    assert cfg["model"]["target"] == "models.xl:TransformerXL" and p["mem_len"] == 0
+    assert p["segment_len"] >= bench.build_task("d4", preset="paper").bin1_max_len
+    star = bench.build_model("transformer-star", task="d4", preset="paper").eval()
+    plain = Transformer(star.vocab_size, True, d_model=20, n_heads=5, n_layers=3, d_ff=80, dropout=0.0,
+                        pos_encoding="none").eval()
+    src = dict(star.named_parameters())
+    with torch.no_grad():
+        for name, param in plain.named_parameters():
+            theirs = name.replace("embed.embed.", "embed.").replace("blocks.", "layers.").replace(".attn.", ".attn.mha.")
+            param.copy_(src[theirs])
+        for name, param in star.named_parameters():
+            if name.endswith(("attn.u", "attn.v", "attn.r_proj.weight")):
+                param.zero_()
+    torch.manual_seed(0)
+    tokens = torch.randint(1, star.vocab_size, (3, 180))
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    mask[1, 150:] = False
+    tokens[~mask] = 0
+    with torch.no_grad():
+        a, b = star(tokens, mask).hidden, plain(tokens, mask).hidden
+    assert torch.allclose(a[mask], b[mask], atol=1e-5)
+
+
+def test_transformer_star_positions_are_what_orders_its_input():
+    """A one-layer causal stack without positions cannot see the order of the prefix at the last
+    position [NOPE]; Transformer*'s relative positions can."""
+    torch.manual_seed(1)
+    star = bench.build_model("transformer-star", task="parity", preset="paper", n_layers=1).eval()
+    nope = bench.build_model("nope", task="parity", preset="paper", n_layers=1).eval()
+    tokens = torch.tensor([[1, 1, 2, 1, 2, 2, 2, 1]])
+    permuted = torch.tensor([[2, 1, 2, 2, 1, 2, 1, 1]])  # same multiset, same last token
+    with torch.no_grad():
+        assert torch.allclose(nope(tokens).hidden[0, -1], nope(permuted).hidden[0, -1], atol=1e-5)
+        assert not torch.allclose(star(tokens).hidden[0, -1], star(permuted).hidden[0, -1], atol=1e-3)
+
+
+# ---- formal-language data as Bhattamishra et al.'s generator draws it ---------------------------
+
+def strings(task, split):
+    d = task.generate(split, np.random.default_rng(task.split_seed(split)))
+    return ["".join(task.vocab[t] for t in toks) for toks in d["tokens"]]
+
+
+@pytest.mark.parametrize("task", LANGUAGES)
+def test_train_val_and_bin0_are_disjoint(task):
+    """The source splits train and bin 0 from one de-duplicated pool: no test string is trained on."""
+    t = bench.build_task(task, preset="small", n_train=1500, n_val=200, n_test=300)
+    train, val, bin0 = (set(strings(t, s)) for s in ("train", "val", "bin0"))
+    assert (len(train), len(val), len(bin0)) == (1500, 200, 300)
+    assert not train & bin0 and not train & val and not val & bin0
+
+
+def _stop_probs(lo, hi):
+    """Bhattamishra et al.: each step stops with s = 1 / (1 + L), L = (lo + hi) // 2, cut at hi.
+    Returns (P(exactly n symbols) for n < hi, P(reaching hi))."""
+    s = 1 / (1 + (lo + hi) // 2)
+    return (lambda n: (1 - s) ** n * s), (1 - s) ** hi
+
+
+def test_parity_bin1_share_at_the_maximum_length():
+    """Parity bin 1 [51, 100]: a string reaching 100 is kept if even (1/2); an odd string of 99
+    becomes 100 with the appended 1; odd strings of 51..98 move up by one, none is lost."""
+    p, p_hi = _stop_probs(51, 100)
+    at_hi = p_hi / 2 + p(99) / 2
+    kept = sum(p(n) for n in range(51, 100)) + p_hi / 2
+    expected = at_hi / kept  # 0.359
+    got = np.mean([len(s) == 100 for s in strings(bench.build_task("parity", preset="paper"), "bin1")])
+    assert abs(got - expected) < 0.035  # 2000 strings: 3 standard deviations
+
+
+def test_tomita5_bin1_share_at_the_maximum_length():
+    """Tomita 5 keeps a string iff #0 and #1 are even: probability 1/2 at even lengths, 0 at odd."""
+    p, p_hi = _stop_probs(51, 100)
+    expected = p_hi / (sum(p(n) for n in range(52, 100, 2)) + p_hi)  # 0.70
+    got = np.mean([len(s) == 100 for s in strings(bench.build_task("tomita5", preset="paper"), "bin1")])
+    assert abs(got - expected) < 0.035
+
+
+def test_tomita3_strings_are_a_few_long_runs():
+    """The source fills a uniform length with runs whose lengths are uniform over what is left,
+    so a string has ~3 runs; a uniform walk over Tomita 3 strings would have ~length/2."""
+    got = strings(bench.build_task("tomita3", preset="small", n_train=1000), "train")
+    runs = [len(re.findall("0+|1+", s)) for s in got]
+    assert np.mean(runs) < 4.5 and np.mean([len(s) for s in got]) > 20
+
+
+# ---- [HALT App. A]: ListOps, logic, flip-flop, LRA --------------------------------------------
+
+@pytest.mark.parametrize("task", LRA)
+@pytest.mark.parametrize("model", ["gut", "gut-no-gate", "gut-no-global-halt", "gut-no-transition"])
+def test_gut_upper_bound_on_lra_is_15(model, task):
+    """[HALT App. A] "For LRA tasks ... For GUT, we use an upperbound layer as 15"."""
+    assert resolve(model, task)["model"]["params"]["max_layers"] == 15
+
+
+@pytest.mark.parametrize("model", ["ut", "gut"])
+def test_logic_settings(model):
+    """[HALT App. A]: batch 256, lr 7e-4, AdamW wd 0.1, linear warm-up 4000, UT/GUT bound 15, beta 0."""
+    cfg = resolve(model, "logic")
+    m, t = cfg["model"]["params"], cfg["train"]
+    assert (m["max_layers"], m["beta"]) == (15, 0.0)
+    assert (t["batch_size"], t["lr"], t["optimizer"], t["weight_decay"], t["warmup_steps"]) == (256, 7e-4, "adamw", 0.1, 4000)
+
+
+@pytest.mark.parametrize("model", ["tlb", "gutlb"])
+def test_logic_and_flipflop_chunking(model):
+    """[HALT App. A]: chunk size 10 and 10 memory slots for TLB / GUTLB, in logic and in flip-flop."""
+    for task in ("logic", "flipflop"):
+        p = resolve(model, task)["model"]["params"]
+        assert (p["chunk_size"], p["memory_slots"]) == (10, 10)
+
+
+def test_flipflop_reports_last_read_accuracy_first():
+    """[HALT §6.6] "We show the accuracy of the models in predicting the last read value"."""
+    assert FlipFlop.report_metrics[0] == "last_acc"
+    t = bench.build_task("flipflop", preset="paper")
+    assert (t.n_train, t.n_test, t.n_val_each, t.train_len, t.train_p_i) == (160000, 10000, 1000, 512, 0.8)
+    assert (t.test_lens, t.test_p_i) == ([512, 1024], [0.1, 0.8, 0.98])
+
+
+def test_logic_paper_data():
+    """[HALT Table 2]: train on <= 6 operators, test 7..12 (Bowman's files train0..6 / test7..12)."""
+    t = bench.build_task("logic", preset="paper")
+    assert t.train_max_ops == 6 and t.test_splits() == [f"ops{k}" for k in range(7, 13)]
+
+
+# ---- [RSA §4.4, App. E.4, Fig. 5]: copy ---------------------------------------------------------
+
+def test_copy_s_and_l_differ_only_in_training_size():
+    """[RSA Fig. 5]: S = 6400 training sequences, L = 12800; everything else the same."""
+    for model in ("rsa-brt", "tlb"):
+        s, l = resolve(model, "copy-s"), resolve(model, "copy-l")
+        assert (s["task"]["params"]["n_train"], l["task"]["params"]["n_train"]) == (6400, 12800)
+        assert s["model"] == l["model"] and s["train"] == l["train"]
+        assert {**s["task"]["params"], "n_train": 0} == {**l["task"]["params"], "n_train": 0}
+    m, t = s["model"]["params"], s["train"]
+    assert (m["n_layers"], m["n_heads"]) == (4, 8)  # [RSA App. E.4]
+    assert (t["batch_size"], t["optimizer"], t["lr"], t["schedule"], t["step_every_epochs"], t["step_gamma"]) == (
+        16, "adam", 1e-4, "step", 5, 0.5)
+
+
+@pytest.mark.parametrize("task", ["copy-s", "copy-l"])
+def test_copy_protocol_one_model_per_maximum_length(task):
+    """A model trained on lengths up to L is tested at L: the preset's L = 512, any other by --set."""
+    assert bench.build_task(task, preset="paper").test_splits() == ["len512"]
+    for length in (128, 256, 384):
+        t = bench.build_task(task, preset="paper", max_len=length)
+        assert t.test_splits() == [f"len{length}"]
+        lengths = t.generate("train", np.random.default_rng(0))["length"]
+        assert max(lengths) <= length
+
+
+def test_every_paper_preset_resolves_for_every_model_it_sizes():
+    """Each family a paper preset names resolves on that task (no stray keys, no broken merges)."""
+    for task in REG.task_names():
+        entry = REG.task_entry(task)
+        if "paper" not in entry["presets"]:
+            continue
+        for fam in entry["presets"]["paper"].get("family") or {}:
+            resolve(fam, task)
+
