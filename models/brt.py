@@ -31,9 +31,9 @@ import torch
 from torch import Tensor, nn
 
 from .base import Backbone, BackboneOutput
-from .layers import FeedForward, MultiHeadAttention
+from .layers import FeedForward, MultiHeadAttention, RelativeAttention, TransformerBlock, project_relative, rsa_gate_stats
 from .layers.memory import init_slots, keep_where
-from .xl import RelativeAttention, SegmentMemory, XLLayer, context_key_mask, rsa_gate_stats
+from .xl import SegmentMemory, segment_mask_bias
 
 GATES = ("fixed", "lstm")
 
@@ -86,12 +86,13 @@ class BlockRecurrentLayer(nn.Module):
         self.gate_attn, self.gate_ffn = Gate(d_model), Gate(d_model)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x, mem, c, *, causal, key_mask, block_mask):
-        # x (B, W, d), mem (B, M, d) | None, c (B, S, d), block_mask (B, W)
+    def forward(self, x, c, *, cached, block_mask, **attn):
+        # x (B, W, d), c (B, S, d), cached (B, M, d) | None, block_mask (B, W);
+        # attn: the relative self-attention's key_mask, causal, rel, mask_bias
         hx = self.ln_x(x)
-        ctx = hx if mem is None else torch.cat((self.ln_x(mem), hx), dim=1)  # (B, M+W, d)
+        ctx = hx if cached is None else torch.cat((self.ln_x(cached), hx), dim=1)  # (B, M+W, d)
         hc = self.ln_c(c) + self.state_ids  # (B, S, d)
-        x = x + self.drop(self.token_self(hx, ctx, causal=causal, key_mask=key_mask) + self.token_cross(hx, context=hc))
+        x = x + self.drop(self.token_self(hx, ctx, **attn) + self.token_cross(hx, context=hc))
         x = x + self.drop(self.x_ffn(self.ln_x_ffn(x)))
         h = self.state_self(hc) + self.state_cross(hc, context=hx, key_mask=block_mask)  # (B, S, d)
         c_new = self.gate_attn(c, self.drop(h))
@@ -131,7 +132,7 @@ class BlockRecurrentTransformer(Backbone):
         self.layers = nn.ModuleList(
             BlockRecurrentLayer(d_model, n_heads, d_ff, n_state, gate=gate, **kw)
             if l == self.recurrent_index
-            else XLLayer(d_model, n_heads, d_ff, **kw)
+            else TransformerBlock(d_model, n_heads, d_ff, relative=True, **kw)  # an XL layer
             for l in range(n_layers)
         )
         self.state0 = init_slots(n_state, d_model)
@@ -141,26 +142,39 @@ class BlockRecurrentTransformer(Backbone):
     def initial_state(self, batch: int) -> BRTState:
         return BRTState(None, self.state0.expand(batch, -1, -1))
 
-    def forward_block(self, tokens: Tensor, mask: Tensor, state: BRTState) -> tuple[Tensor, BRTState]:
-        """One block (B, W) -> (hidden (B, W, d), state for the next block)."""
+    def relative_positions(self, max_dist: int, device) -> list[Tensor]:
+        """Every layer's W_R R of its relative self-attention, distances -max_dist..max_dist."""
+        attns = [layer.token_self if l == self.recurrent_index else layer.attn for l, layer in enumerate(self.layers)]
+        return project_relative(attns, max_dist, device)  # (H, 2 max_dist + 1, hd) each
+
+    def forward_block(
+        self, tokens: Tensor, mask: Tensor, state: BRTState, rel: list[Tensor] | None = None
+    ) -> tuple[Tensor, BRTState]:
+        """One block (B, W) -> (hidden (B, W, d), state for the next block). ``rel``: the layers'
+        relative positions (``relative_positions``), built here when None."""
         x = self.drop(self.embed(tokens))  # (B, W, d)
-        key_mask = context_key_mask(self.causal, state.cache, mask)
+        key_mask, mask_bias = segment_mask_bias(self.causal, state.cache, mask)  # shared by every layer
+        if rel is None:
+            rel = self.relative_positions(tokens.shape[1] + (0 if state.cache is None else state.cache.mask.shape[1]) - 1, x.device)
         c, inputs = state.c, []
         for l, layer in enumerate(self.layers):
             inputs.append(x)
-            mem = None if state.cache is None else state.cache.mems[l]
+            cached = None if state.cache is None else state.cache.mems[l]
+            attn = dict(causal=self.causal, key_mask=key_mask, rel=rel[l], mask_bias=mask_bias)
             if l == self.recurrent_index:
-                x, c = layer(x, mem, c, causal=self.causal, key_mask=key_mask, block_mask=mask)
+                x, c = layer(x, c, cached=cached, block_mask=mask, **attn)
             else:
-                x = layer(x, mem, causal=self.causal, key_mask=key_mask)
+                x = layer(x, cached=cached, **attn)
         # The XL cache keeps exactly the previous block (sliding window of 2W keys).
         return self.ln_out(x), BRTState(SegmentMemory.extend(None, inputs, mask, self.block_size), c)
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
         mask = self.full_mask(tokens, mask)  # (B, T)
+        W = self.block_size
+        rel = self.relative_positions(2 * min(W, tokens.shape[1]) - 1, tokens.device)  # once per forward
         state, outs = self.initial_state(tokens.shape[0]), []
-        for s in range(0, tokens.shape[1], self.block_size):
-            h, state = self.forward_block(tokens[:, s : s + self.block_size], mask[:, s : s + self.block_size], state)
+        for s in range(0, tokens.shape[1], W):
+            h, state = self.forward_block(tokens[:, s : s + W], mask[:, s : s + W], state, rel)
             outs.append(h)
         hidden = torch.cat(outs, dim=1)  # (B, T, d)
         return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=rsa_gate_stats(self))

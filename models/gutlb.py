@@ -24,9 +24,9 @@ from torch import Tensor
 
 from .base import BackboneOutput
 from .layers import positions_from_mask
-from .layers.gated import RecurrentBlock
-from .layers.halting import DepthHalting
-from .layers.memory import MemoryRead, keep_where
+from .layers.gated import RecurrentBlock, gate_mean, mean_over_iterations
+from .layers.halting import DepthHalting, take
+from .layers.memory import keep_where
 from .tlb import TLB
 
 
@@ -59,11 +59,9 @@ class GUTLB(TLB):
             attn_dropout=attn_dropout, chunk_size=chunk_size, memory_slots=memory_slots,
             update_layers=update_layers, attn_backend=attn_backend,
         )
-        read = MemoryRead(d_model, n_heads, dropout=dropout, attn_dropout=attn_dropout, backend=attn_backend)
         self.block = RecurrentBlock(
-            d_model, n_heads, d_ff, gate=gate, dropout=dropout, attn_dropout=attn_dropout,
-            rotary="xpos", backend=attn_backend, read=read,
-        )
+            d_model, n_heads, d_ff, gate=gate, dropout=dropout, attn_dropout=attn_dropout, backend=attn_backend, read=True,
+        )  # its attention takes TLB's xPos tables (self.rotary)
         self.halting = DepthHalting(
             d_model, max_layers, global_halt=global_halt, transition=transition, causal=causal,
             mode=mode, threshold=threshold, bias_init=halt_bias_init,
@@ -71,19 +69,20 @@ class GUTLB(TLB):
         self.attend_to_mixture = not global_halt  # token-level ablation follows Alg. 1
         self.beta = beta
         self._chunks: list[tuple[Tensor, Tensor, Tensor]] = []  # (ponder, depth, chunk has tokens)
-        self._gates: list[Tensor] = []
+        self._gates: list[tuple[Tensor, Tensor]] = []  # (mean gate, any real token) per iteration
 
     def forward_chunk(self, tokens: Tensor, mask: Tensor, memory: Tensor) -> tuple[Tensor, Tensor]:
         c0 = self.drop(self.embed(tokens))  # C_0 (B, g, d)
-        positions = positions_from_mask(mask)  # xPos restarts in every chunk
-        key_mask = None if self.causal or bool(mask.all()) else mask
+        rope = self.rotary.tables(positions_from_mask(mask))  # xPos restarts in every chunk
+        key_mask = None if self.causal else mask
 
-        def step(c: Tensor, s: Tensor, rows: Tensor) -> Tensor:  # one iteration of the shared block
-            km = None if key_mask is None else key_mask[rows]
-            ctx = s if self.attend_to_mixture else None
-            out = self.block(c, context=ctx, positions=positions[rows], key_mask=km, causal=self.causal, memory=memory[rows])
-            if self.block.last_gate is not None and bool(mask[rows].any()):
-                self._gates.append(self.block.last_gate[mask[rows]].mean())
+        def step(c: Tensor, s: Tensor, rows: Tensor | None) -> Tensor:  # one iteration of the shared block
+            out = self.block(
+                c, context=s if self.attend_to_mixture else None, memory=take(memory, rows),
+                rope=rope.rows(rows), key_mask=take(key_mask, rows), causal=self.causal,
+            )
+            if self.block.last_gate is not None:
+                self._gates.append(gate_mean(self.block.last_gate, take(mask, rows)))
             return out
 
         res = self.halting(step, c0, mask)
@@ -102,7 +101,7 @@ class GUTLB(TLB):
         out.stats["halt_depth"] = ((depth * real_f).sum(1) / n_real).detach()  # mean iterations per chunk
         out.stats["total_depth"] = (depth * real_f).sum(1).detach()  # iterations over all chunks
         if self._gates:
-            out.stats["gate_mean"] = float(torch.stack(self._gates).mean())
+            out.stats["gate_mean"] = mean_over_iterations(self._gates)
         if self.beta:
             out.aux_loss = self.beta * ((ponder * real_f).sum(1) / n_real).mean()
         self._chunks, self._gates = [], []

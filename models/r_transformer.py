@@ -4,6 +4,7 @@ Layer i (pre-LN residual sublayers, as in the authors' code):
     x = x + LocalRNN(LN x)          repeated ``rnn_per_layer`` times   (eqs. 2-3, local structure)
     x = x + MHA(LN x)               causal over the whole prefix       (eqs. 4-6, global dependencies)
     x = x + FFN(LN x)               ReLU by default                    (eq. 7)
+(the last two lines are the shared pre-LN ``TransformerBlock``, without positions).
 Order information comes only from the LocalRNN windows (left-padded, so causal) and, in the
 decoder, from causal masking: no positional encoding anywhere.
 
@@ -15,10 +16,9 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from .base import Backbone, BackboneOutput
-from .layers import FeedForward, MultiHeadAttention
+from .layers import TransformerBlock
+from .layers.feedforward import ACTIVATIONS
 from .layers.local_rnn import LocalRNN
-
-ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 
 
 class RTransformerLayer(nn.Module):
@@ -26,18 +26,14 @@ class RTransformerLayer(nn.Module):
         super().__init__()
         self.ln_rnn = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(rnn_per_layer))
         self.rnns = nn.ModuleList(LocalRNN(d_model, window, cell) for _ in range(rnn_per_layer))
-        self.ln_attn = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(d_model, n_heads, rotary=None, backend=backend)
-        self.ln_ffn = nn.LayerNorm(d_model)
-        self.ffn = FeedForward(d_model, d_ff, dropout)
-        self.ffn.act = ACTIVATIONS[activation]()  # eq. 7 uses ReLU; the shared FFN defaults to GELU
         self.drop = nn.Dropout(dropout)
+        # MHA (no positions) + FFN (eq. 7: ReLU by default)
+        self.block = TransformerBlock(d_model, n_heads, d_ff, dropout=dropout, backend=backend, activation=activation)
 
     def forward(self, x: Tensor, key_mask: Tensor | None, causal: bool) -> Tensor:  # (B, T, d)
         for ln, rnn in zip(self.ln_rnn, self.rnns):
             x = x + self.drop(rnn(ln(x)))
-        x = x + self.drop(self.attn(self.ln_attn(x), key_mask=key_mask, causal=causal))  # no positions
-        return x + self.drop(self.ffn(self.ln_ffn(x)))
+        return self.block(x, key_mask=key_mask, causal=causal)
 
 
 class RTransformer(Backbone):
@@ -68,8 +64,7 @@ class RTransformer(Backbone):
         self.ln_out = nn.LayerNorm(d_model)
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
-        mask = self.full_mask(tokens, mask)  # (B, T)
-        key_mask = None if (self.causal or bool(mask.all())) else mask
+        key_mask = None if (self.causal or mask is None) else mask.bool()  # no sync to skip an all-real mask
         x = self.drop(self.embed(tokens))  # (B, T, d)
         for layer in self.layers:
             x = layer(x, key_mask, self.causal)

@@ -31,27 +31,8 @@ import torch
 from torch import Tensor, nn
 
 from .base import Backbone, BackboneOutput
-from .layers import FeedForward, MultiHeadAttention, positions_from_mask
-from .layers.memory import MemoryRead, MemoryUpdate, init_slots, keep_where
-from .xl import rsa_gate_stats
-
-
-class TLBLayer(nn.Module):
-    """One chunk-processing layer: Attention1 (self, xPos) -> Attention2 (memory read) -> FFN."""
-
-    def __init__(self, d_model, n_heads, d_ff, *, dropout=0.0, attn_dropout=0.0, backend="sdpa", rsa=None):
-        super().__init__()
-        self.ln_attn = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(d_model, n_heads, rotary="xpos", backend=backend, dropout=attn_dropout, rsa=rsa)
-        self.read = MemoryRead(d_model, n_heads, dropout=dropout, attn_dropout=attn_dropout, backend=backend)
-        self.ln_ffn = nn.LayerNorm(d_model)
-        self.ffn = FeedForward(d_model, d_ff, dropout)
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, c: Tensor, memory: Tensor, *, positions: Tensor, key_mask: Tensor | None, causal: bool) -> Tensor:
-        c = c + self.drop(self.attn(self.ln_attn(c), pos_q=positions, key_mask=key_mask, causal=causal))
-        c = self.read(c, memory)
-        return c + self.drop(self.ffn(self.ln_ffn(c)))  # (B, g, d)
+from .layers import Rotary, TransformerBlock, positions_from_mask, rsa_gate_stats
+from .layers.memory import MemoryUpdate, init_slots, keep_where
 
 
 class TLB(Backbone):
@@ -78,12 +59,14 @@ class TLB(Backbone):
         self.chunk_size, self.n_chunks = chunk_size, n_chunks
         kw = dict(dropout=dropout, attn_dropout=attn_dropout, backend=attn_backend)
         self.embed = nn.Embedding(vocab_size, d_model)
-        self.layers = nn.ModuleList(TLBLayer(d_model, n_heads, d_ff, rsa=rsa, **kw) for _ in range(n_layers))
+        # chunk-processing layers: Attention1 (self, xPos) -> Attention2 (memory read) -> FFN
+        self.layers = nn.ModuleList(TransformerBlock(d_model, n_heads, d_ff, rsa=rsa, read=True, **kw) for _ in range(n_layers))
         self.updates = nn.ModuleList(MemoryUpdate(d_model, n_heads, d_ff, **kw) for _ in range(update_layers))
         self.memory0 = init_slots(memory_slots, d_model)  # M^0
         self.drop = nn.Dropout(dropout)
         self.ln_out = nn.LayerNorm(d_model)
         self.ln_mem = nn.LayerNorm(d_model)
+        self.rotary = Rotary(d_model // n_heads, use_xpos=True)  # weightless: one for every layer
 
     def chunk_length(self, T: int) -> int:
         """g for TLB; ceil(T / k) for TLB-FR (n_chunks = k > 0 takes precedence)."""
@@ -95,19 +78,22 @@ class TLB(Backbone):
     def forward_chunk(self, tokens: Tensor, mask: Tensor, memory: Tensor) -> tuple[Tensor, Tensor]:
         """One chunk (B, g) and M^t (B, S, d) -> (per-token states (B, g, d), M^{t+1})."""
         c = self.drop(self.embed(tokens))  # C_0 (B, g, d)
-        positions = positions_from_mask(mask)  # xPos restarts in every chunk
-        key_mask = None if self.causal or bool(mask.all()) else mask
+        rope = self.rotary.tables(positions_from_mask(mask))  # xPos restarts in every chunk; shared by the layers
+        key_mask = None if self.causal else mask  # causal + right padding: real tokens never see pads
         for layer in self.layers:
-            c = layer(c, memory, positions=positions, key_mask=key_mask, causal=self.causal)
+            c = layer(c, memory=memory, rope=rope, key_mask=key_mask, causal=self.causal)
         new_memory = memory
         for update in self.updates:
             new_memory = update(new_memory, c, mask)
         return self.ln_out(c), keep_where(mask.any(-1), new_memory, memory)
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
-        mask = self.full_mask(tokens, mask)  # (B, T)
         B, T = tokens.shape
-        g = self.chunk_length(int(mask.sum(-1).max()))  # trailing padding never changes the chunking
+        # TLB-FR's chunk length follows the longest real sequence (trailing padding never changes
+        # the chunking): a data-dependent shape, so it reads the lengths (one host sync). TLB's doesn't.
+        longest = T if (self.n_chunks <= 0 or mask is None) else int(mask.sum(-1).max())
+        mask = self.full_mask(tokens, mask)  # (B, T)
+        g = self.chunk_length(longest)
         memory, outs = self.initial_memory(B), []
         for s in range(0, T, g):
             h, memory = self.forward_chunk(tokens[:, s : s + g], mask[:, s : s + g], memory)

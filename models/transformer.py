@@ -4,6 +4,8 @@
     x_l = Block_l(x_{l-1})   l = 1..L            pre-LN, rotary/xPos inside attention if chosen
     h   = LN(x_L)
 
+The rotary tables and the key mask are built once per forward and shared by every layer.
+
 NoPE: a causal decoder with no positional encoding at all. Causal masking alone lets it
 recover positions: one layer is blind to the order of the prefix (the last position's output
 is invariant to permuting it); two or more layers are fully position-sensitive.
@@ -13,7 +15,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from .base import Backbone, BackboneOutput
-from .layers import TokenEmbedding, TransformerBlock, positions_from_mask
+from .layers import TokenEmbedding, TransformerBlock, make_rotary, positions_from_mask, rsa_gate_stats
 
 
 class Transformer(Backbone):
@@ -34,24 +36,25 @@ class Transformer(Backbone):
     ):
         super().__init__(vocab_size, causal, d_model)
         self.embed = TokenEmbedding(vocab_size, d_model, pos_encoding, max_len, dropout)
-        rotary = self.embed.rotary
         self.blocks = nn.ModuleList(
-            TransformerBlock(d_model, n_heads, d_ff, dropout=dropout, attn_dropout=attn_dropout, rotary=rotary, backend=attn_backend, rsa=rsa)
+            TransformerBlock(d_model, n_heads, d_ff, dropout=dropout, attn_dropout=attn_dropout, backend=attn_backend, rsa=rsa)
             for _ in range(n_layers)
         )
+        self.rotary = make_rotary(pos_encoding, d_model // n_heads)  # weightless: one for every layer
         self.ln_out = nn.LayerNorm(d_model)
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
+        # Right padding: with causal masking real positions never see pads, so no key mask needed;
+        # without a mask there is nothing to hide (decided here, not by asking the device).
+        key_mask = None if (self.causal or mask is None) else mask.bool()
         mask = self.full_mask(tokens, mask)  # (B, T)
         positions = positions_from_mask(mask)  # (B, T)
         x = self.embed(tokens, positions)  # (B, T, d)
-        # Right padding: with causal masking real positions never see pads, so no key mask needed.
-        key_mask = None if (self.causal or bool(mask.all())) else mask
+        rope = None if self.rotary is None else self.rotary.tables(positions)  # (B, 1, T, hd) each
         for block in self.blocks:
-            x = block(x, positions=positions, key_mask=key_mask, causal=self.causal)
+            x = block(x, rope=rope, key_mask=key_mask, causal=self.causal)
         # RSA hosts report each layer's REM gate sigmoid(mu) [RSA Fig. 3: the share of recurrence].
-        stats = {f"rsa_gate_l{i}": b.attn.rsa_gate() for i, b in enumerate(self.blocks) if b.attn.rem is not None}
-        return BackboneOutput(hidden=self.ln_out(x), aux_loss=self.zero_aux(x), stats=stats)
+        return BackboneOutput(hidden=self.ln_out(x), aux_loss=self.zero_aux(x), stats=rsa_gate_stats(self))
 
 
 class NoPE(Transformer):

@@ -20,9 +20,9 @@ import torch
 from torch import Tensor, nn
 
 from .base import Backbone, BackboneOutput
-from .layers import TokenEmbedding, positions_from_mask
-from .layers.gated import RecurrentBlock
-from .layers.halting import DepthHalting
+from .layers import TokenEmbedding, make_rotary, positions_from_mask
+from .layers.gated import RecurrentBlock, gate_mean, mean_over_iterations
+from .layers.halting import DepthHalting, take
 
 
 def last_real_state(hidden: Tensor, mask: Tensor) -> Tensor:
@@ -60,10 +60,8 @@ class UT(Backbone):
         if pool not in ("mean", "end"):
             raise ValueError(f"pool must be 'mean' or 'end', got {pool!r}")
         self.embed = TokenEmbedding(vocab_size, d_model, pos_encoding, max_len, dropout)
-        self.block = RecurrentBlock(
-            d_model, n_heads, d_ff, gate=gate, dropout=dropout, attn_dropout=attn_dropout,
-            rotary=self.embed.rotary, backend=attn_backend,
-        )
+        self.block = RecurrentBlock(d_model, n_heads, d_ff, gate=gate, dropout=dropout, attn_dropout=attn_dropout, backend=attn_backend)
+        self.rotary = make_rotary(pos_encoding, d_model // n_heads)
         self.halting = DepthHalting(
             d_model, max_layers, global_halt=global_halt, transition=transition, causal=causal,
             mode=mode, threshold=threshold, bias_init=halt_bias_init,
@@ -75,24 +73,26 @@ class UT(Backbone):
         self.ln_out = nn.LayerNorm(d_model)
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
+        key_mask = None if (self.causal or mask is None) else mask.bool()  # no sync to skip an all-real mask
         mask = self.full_mask(tokens, mask)  # (B, T)
         positions = positions_from_mask(mask)  # (B, T)
-        key_mask = None if (self.causal or bool(mask.all())) else mask
-        gates: list[Tensor] = []
+        rope = None if self.rotary is None else self.rotary.tables(positions)  # once, for every iteration
+        gates: list[tuple[Tensor, Tensor]] = []
 
-        def step(h: Tensor, s: Tensor, rows: Tensor) -> Tensor:  # one shared-block iteration
-            km = None if key_mask is None else key_mask[rows]
-            ctx = s if self.attend_to_mixture else None
-            out = self.block(h, context=ctx, positions=positions[rows], key_mask=km, causal=self.causal)
+        def step(h: Tensor, s: Tensor, rows: Tensor | None) -> Tensor:  # one shared-block iteration
+            out = self.block(
+                h, context=s if self.attend_to_mixture else None, rope=None if rope is None else rope.rows(rows),
+                key_mask=take(key_mask, rows), causal=self.causal,
+            )
             if self.block.last_gate is not None:
-                gates.append(self.block.last_gate[mask[rows]].mean())
+                gates.append(gate_mean(self.block.last_gate, take(mask, rows)))
             return out
 
         res = self.halting(step, self.embed(tokens, positions), mask)
         hidden = self.ln_out(res.output)  # (B, T, d)
         stats: dict = {"halt_depth": res.depth.detach()}
         if gates:
-            stats["gate_mean"] = float(torch.stack(gates).mean())
+            stats["gate_mean"] = mean_over_iterations(gates)
         pooled = last_real_state(hidden, mask) if (self.pool == "end" and not self.causal) else None
         aux = self.beta * res.ponder.mean() if self.beta else self.zero_aux(hidden)
         return BackboneOutput(hidden=hidden, aux_loss=aux, stats=stats, pooled=pooled)

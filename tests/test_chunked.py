@@ -17,7 +17,8 @@ import torch.nn.functional as F
 
 from models.brt import BlockRecurrentTransformer, FixedGate, LSTMGate
 from models.tlb import TLB, TLBFixedRecurrence
-from models.xl import RelativeAttention, TransformerXL, sinusoid
+from models.layers.relative import RelativeAttention, sinusoid
+from models.xl import TransformerXL
 
 torch.set_num_threads(1)
 V = 12
@@ -67,10 +68,10 @@ def naive_relative_attention(att: RelativeAttention, x, ctx, causal, key_mask):
     if key_mask is not None:
         allowed = allowed & key_mask.view(B, 1, 1, Tk)
     out = scores.masked_fill(~allowed, float("-inf")).softmax(-1) @ v
-    if mha.rem is not None:  # RSA: (1 - s) softmax + s P with the non-square REM [RSA App. D.2]
-        s = torch.sigmoid(mha.rsa_mu)
+    if mha.rsa is not None:  # RSA: (1 - s) softmax + s P with the non-square REM [RSA App. D.2]
+        s = torch.sigmoid(mha.rsa.mu)
         vr = v if key_mask is None else v * key_mask.view(B, 1, Tk, 1)
-        out = (1 - s) * out + s * (mha.rem.matrix(Tq, Tk, Tk - Tq, causal) @ vr)
+        out = (1 - s) * out + s * (mha.rsa.rem.matrix(Tq, Tk, Tk - Tq, causal) @ vr)
     return mha.o_proj(mha.merge_heads(out))
 
 

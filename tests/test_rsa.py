@@ -34,11 +34,11 @@ def test_gate_one_zero_qk_reproduces_linear_recurrence():
     with torch.no_grad():
         mha.q_proj.weight.zero_()
         mha.k_proj.weight.zero_()
-        mha.rsa_mu.fill_(60.0)  # sigmoid(60) == 1 in float64 up to 1e-26
+        mha.rsa.mu.fill_(60.0)  # sigmoid(60) == 1 in float64 up to 1e-26
     x = torch.randn(2, 19, 24, dtype=torch.float64)
-    decay, theta, kind = mha.rem.head_params()
+    decay, theta, kind = mha.rsa.rem.head_params()
     v = mha.split_heads(mha.v_proj(x))
-    want = mha.o_proj(mha.merge_heads(step_by_step(v, kind.tolist(), decay.detach(), theta.detach(), mha.rem.dil_of)))
+    want = mha.o_proj(mha.merge_heads(step_by_step(v, kind.tolist(), decay.detach(), theta.detach(), mha.rsa.rem.dil_of)))
     torch.testing.assert_close(mha(x, causal=True), want)
 
 
@@ -49,10 +49,10 @@ def test_gate_mixes_softmax_and_rem_per_eq4():
     x = torch.randn(2, 11, 16, dtype=torch.float64)
     s = torch.sigmoid(torch.tensor(0.3, dtype=torch.float64))
     v = mha.split_heads(mha.v_proj(x))
-    rem = mha.merge_heads(mha.rem(v, causal=True))
+    rem = mha.merge_heads(mha.rsa.rem(v, causal=True))
     # o_proj is linear and bias-free, so the mixture commutes with it.
     torch.testing.assert_close(mha(x, causal=True), (1 - s) * plain(x, causal=True) + s * mha.o_proj(rem))
-    assert mha.rsa_stats()["gate"] == pytest.approx(float(s))
+    assert mha.rsa.stats()["gate"] == pytest.approx(float(s))
 
 
 def test_memory_plus_segment_uses_shifted_lags():
@@ -126,21 +126,21 @@ def test_rem_decay_is_learned_from_data():
     student = MultiHeadAttention(4, 1, rsa={"kinds": [1, 0, 0, 0, 0, 0]})
     with torch.no_grad():
         for m in (teacher, student):
-            m.rsa_mu.fill_(30.0)
+            m.rsa.mu.fill_(30.0)
             m.q_proj.weight.zero_()
             m.k_proj.weight.zero_()
             for p in ("v_proj", "o_proj"):
                 getattr(m, p).weight.copy_(torch.eye(4))
-        teacher.rem.eta.fill_(0.9)  # lambda = 0.716
-        student.rem.eta.fill_(-1.0)  # lambda = -0.762: the wrong sign to start with
-    opt = torch.optim.Adam([student.rem.eta], lr=0.05)
+        teacher.rsa.rem.eta.fill_(0.9)  # lambda = 0.716
+        student.rsa.rem.eta.fill_(-1.0)  # lambda = -0.762: the wrong sign to start with
+    opt = torch.optim.Adam([student.rsa.rem.eta], lr=0.05)
     for _ in range(150):
         x = torch.randn(8, 40, 4)
         loss = torch.nn.functional.mse_loss(student(x, causal=True), teacher(x, causal=True).detach())
         opt.zero_grad()
         loss.backward()
         opt.step()
-    assert float(torch.tanh(student.rem.eta.detach())) == pytest.approx(float(torch.tanh(torch.tensor(0.9))), abs=0.02)
+    assert float(torch.tanh(student.rsa.rem.eta.detach())) == pytest.approx(float(torch.tanh(torch.tensor(0.9))), abs=0.02)
 
 
 @pytest.mark.parametrize("n_heads", [4, 6])
@@ -151,7 +151,7 @@ def test_gated_mix_gradients_match_finite_differences(n_heads):
 def check_gated_mix_gradients(n_heads: int = 6, device: str = "cpu"):
     """The hand-written mix (RSA heads first, the rest plain) against torch.autograd.gradcheck,
     with attention in (B, T, H, hd) memory and P V time-last as the FFT leaves it."""
-    from models.layers.attention import _GatedMix
+    from models.layers.rsa import _GatedMix
 
     torch.manual_seed(0)
     B, T, hd, k = 2, 5, 3, 4

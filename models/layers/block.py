@@ -1,10 +1,23 @@
-"""Pre-LayerNorm Transformer block [HALT §3]: A = x + MHA(LN x);  y = A + FFN(LN A)."""
+"""The pre-LayerNorm Transformer block [HALT §3], shared by every family that has one:
+
+    A = x + Attn(LN x, LN context)       attention: plain multi-head (rotary or none), or
+                                         Transformer-XL relative (``relative=True``)
+    A = Read(A, M)                       TLB only (``read=True``): the chunk reads the memory slots
+    y = A + FFN(LN A)
+
+The keys and values are LN x (self-attention), LN context (UT attends to its halting mixture),
+or [LN cached; LN x] (XL / BRT: the cached previous segment, then the segment itself).
+``RecurrentBlock`` (``gated.py``) reuses ``mix`` and replaces the last residual by a gate.
+"""
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
 from .feedforward import FeedForward
+from .memory import MemoryRead
+from .relative import RelativeAttention
 
 
 class TransformerBlock(nn.Module):
@@ -16,19 +29,37 @@ class TransformerBlock(nn.Module):
         *,
         dropout: float = 0.0,
         attn_dropout: float = 0.0,
-        rotary: str | None = None,
         backend: str = "sdpa",
         rsa: dict | None = None,
+        relative: bool = False,
+        read: bool = False,
+        activation: str = "gelu",
     ):
         super().__init__()
         self.ln_attn = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(d_model, n_heads, rotary=rotary, backend=backend, dropout=attn_dropout, rsa=rsa)
+        Attention = RelativeAttention if relative else MultiHeadAttention
+        kw = dict(attn_dropout=attn_dropout) if relative else dict(dropout=attn_dropout)
+        self.attn = Attention(d_model, n_heads, backend=backend, rsa=rsa, **kw)
+        self.read = MemoryRead(d_model, n_heads, dropout=dropout, attn_dropout=attn_dropout, backend=backend) if read else None
         self.ln_ffn = nn.LayerNorm(d_model)
-        self.ffn = FeedForward(d_model, d_ff, dropout)
+        self.ffn = FeedForward(d_model, d_ff, dropout, activation)
         self.drop = nn.Dropout(dropout)
 
-    def forward(
-        self, x: Tensor, *, positions: Tensor | None = None, key_mask: Tensor | None = None, causal: bool = False
-    ) -> Tensor:  # (B, T, d) -> (B, T, d)
-        x = x + self.drop(self.attn(self.ln_attn(x), pos_q=positions, key_mask=key_mask, causal=causal))
-        return x + self.drop(self.ffn(self.ln_ffn(x)))
+    def mix(
+        self, x: Tensor, *, context: Tensor | None = None, cached: Tensor | None = None, memory: Tensor | None = None, **attn
+    ) -> Tensor:
+        """A (B, T, d): the attention sublayer, then the memory read if any. ``attn``: the attention's
+        own arguments (key_mask, causal, and rope for plain attention or rel, mask_bias for relative)."""
+        h = self.ln_attn(x)  # (B, T, d)
+        if context is not None:
+            ctx = self.ln_attn(context)  # (B, Tk, d)
+        elif cached is not None:
+            ctx = torch.cat((self.ln_attn(cached), h), dim=1)  # (B, M+T, d)
+        else:
+            ctx = None
+        a = x + self.drop(self.attn(h, context=ctx, **attn))
+        return a if self.read is None else self.read(a, memory)
+
+    def forward(self, x: Tensor, **kw) -> Tensor:  # (B, T, d) -> (B, T, d)
+        a = self.mix(x, **kw)
+        return a + self.drop(self.ffn(self.ln_ffn(a)))

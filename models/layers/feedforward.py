@@ -1,12 +1,17 @@
-"""Position-wise feed-forward network: Linear(d, ff) - GELU - Linear(ff, d) [HALT §3]."""
+"""Position-wise feed-forward network: Linear(d, ff) - GELU - Linear(ff, d) [HALT §3]
+(ReLU for the R-Transformer [RT eq. 7])."""
 from torch import Tensor, nn
+
+ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 
 
 class FeedForward(nn.Module):
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "gelu"):
         super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; choose one of {', '.join(ACTIVATIONS)}")
         self.up = nn.Linear(d_model, d_ff)
-        self.act = nn.GELU()
+        self.act = ACTIVATIONS[activation]()
         self.down = nn.Linear(d_ff, d_model)
         self.drop = nn.Dropout(dropout)
 

@@ -6,19 +6,20 @@
     G       = sigmoid(W_g2 GELU(W_g1 LN(A) + b_g1) + b_g2)   (eq. 10; gate width d_gff = d_ff)
     H_l     = G * H_inter + (1 - G) * H_{l-1}                (eq. 11)
 
-With ``gate=False`` it is the plain pre-LN block of UT (H_l = H_inter). UT's Alg. 1 attends
-from H_{l-1} to the halting mixture S_{l-1}, hence the ``context`` argument.
+With ``gate=False`` it is the plain pre-LN block of UT (H_l = H_inter): the first two lines
+are ``TransformerBlock.mix``. UT's Alg. 1 attends from H_{l-1} to the halting mixture S_{l-1},
+hence the ``context`` argument.
 """
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from .attention import MultiHeadAttention
+from .block import TransformerBlock
 from .feedforward import FeedForward
 
 
-class RecurrentBlock(nn.Module):
+class RecurrentBlock(TransformerBlock):
     def __init__(
         self,
         d_model: int,
@@ -29,36 +30,17 @@ class RecurrentBlock(nn.Module):
         d_gate: int | None = None,
         dropout: float = 0.0,
         attn_dropout: float = 0.0,
-        rotary: str | None = None,
         backend: str = "sdpa",
-        read: nn.Module | None = None,
+        read: bool = False,
     ):
-        super().__init__()
-        self.ln_attn = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(d_model, n_heads, rotary=rotary, backend=backend, dropout=attn_dropout)
-        self.read = read  # GUTLB: a module mapping (A, memory) -> A with memory integrated
-        self.ln_ffn = nn.LayerNorm(d_model)
-        self.ffn = FeedForward(d_model, d_ff, dropout)
+        super().__init__(d_model, n_heads, d_ff, dropout=dropout, attn_dropout=attn_dropout, backend=backend, read=read)
         # The gate is a second FFN (same shape as eq. 4's) squashed by a sigmoid.
         self.gate = FeedForward(d_model, d_gate or d_ff, dropout) if gate else None
-        self.drop = nn.Dropout(dropout)
         self.last_gate: Tensor | None = None  # (b, T, d) kept for statistics
 
-    def forward(
-        self,
-        x: Tensor,
-        *,
-        context: Tensor | None = None,
-        positions: Tensor | None = None,
-        key_mask: Tensor | None = None,
-        causal: bool = False,
-        memory: Tensor | None = None,
-    ) -> Tensor:  # (b, T, d) -> (b, T, d)
-        q = self.ln_attn(x)
-        kv = None if context is None else self.ln_attn(context)
-        a = x + self.drop(self.attn(q, context=kv, pos_q=positions, pos_k=positions, key_mask=key_mask, causal=causal))
-        if self.read is not None:
-            a = self.read(a, memory)
+    def forward(self, x: Tensor, **kw) -> Tensor:  # (b, T, d) -> (b, T, d)
+        """``kw``: ``TransformerBlock.mix``'s (context, memory) and the attention's (rope, key_mask, causal)."""
+        a = self.mix(x, **kw)
         z = self.ln_ffn(a)
         h_inter = a + self.drop(self.ffn(z))  # eq. 9
         if self.gate is None:
@@ -66,3 +48,18 @@ class RecurrentBlock(nn.Module):
         g = torch.sigmoid(self.gate(z))  # eq. 10
         self.last_gate = g.detach()
         return g * h_inter + (1 - g) * x  # eq. 11
+
+
+def gate_mean(gate: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Mean gate value over the real positions of one iteration, and whether there were any:
+    gate (b, T, d), mask (b, T) -> two 0-dim tensors, kept on the device (no sync per step)."""
+    m = mask.unsqueeze(-1).to(gate.dtype)  # (b, T, 1)
+    n = m.sum() * gate.shape[-1]
+    return (gate * m).sum() / n.clamp_min(1.0), n > 0
+
+
+def mean_over_iterations(means: list[tuple[Tensor, Tensor]]) -> Tensor:
+    """Average of the per-iteration means of ``gate_mean``, over iterations that saw real tokens."""
+    value, seen = (torch.stack(x) for x in zip(*means))
+    seen = seen.to(value.dtype)
+    return (value * seen).sum() / seen.sum().clamp_min(1.0)

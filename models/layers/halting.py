@@ -34,8 +34,9 @@ from torch import Tensor, nn
 
 HALTING_MODES = ("halt", "upperbound", "no-halt")
 
-# step(h_prev (b, T, d), s_prev (b, T, d), rows (b,) indices into the full batch) -> h_new (b, T, d)
-StepFn = Callable[[Tensor, Tensor, Tensor], Tensor]
+# step(h_prev (b, T, d), s_prev (b, T, d), rows) -> h_new (b, T, d); rows: (b,) indices into the
+# full batch of the sequences still running, or None while that is every sequence (no gather)
+StepFn = Callable[[Tensor, Tensor, "Tensor | None"], Tensor]
 
 
 class HaltingUnit(nn.Module):
@@ -100,17 +101,19 @@ class DepthHalting(nn.Module):
         self.unit = None if mode == "no-halt" else HaltingUnit(d_model, transition, bias_init)
 
     def forward(self, step: StepFn, h0: Tensor, mask: Tensor) -> HaltingOutput:
+        """Host syncs: none in ``upperbound`` / ``no-halt`` modes; in ``halt`` mode one per
+        iteration (whether any sequence finished: early exit changes the batch's shape)."""
         B, T, _ = h0.shape
-        rows = torch.arange(B, device=h0.device)
         if self.unit is None:
             h = h0
             for _ in range(self.max_iters):
-                h = step(h, h, rows)
+                h = step(h, h, None)
             full = torch.full((B,), float(self.max_iters), device=h0.device)
             return HaltingOutput(h, torch.zeros(B, device=h0.device), full)
 
         P = T if self.per_position else 1
         valid = mask if self.per_position else torch.ones(B, 1, dtype=torch.bool, device=h0.device)  # (B, P)
+        rows: Tensor | None = None  # the running sequences' indices; None = all, in order
         h, s = h0, h0  # H_0, and S_0 = H_0 (Alg. 1 attends to S_{l-1})
         m = mask
         acc = torch.zeros_like(h0)  # sum_{l'} alpha_{l'} H_{l'}              (b, T, d)
@@ -119,13 +122,19 @@ class DepthHalting(nn.Module):
         ponder = h0.new_zeros(B, P)  # sum_j alpha_j (j + 1)
         steps = h0.new_zeros(B, P)  # iterations received
         halted = ~valid  # padding positions never count as running
-        done: list[tuple[Tensor, ...]] = []  # (rows, S, ponder, steps, valid) of finished sequences
+        # pool(H_{l-1}) carried over from the last iteration's pool(H_l): exact for one unit per
+        # sequence (a sequence is frozen or updated as a whole); a prefix mean over partly frozen
+        # positions is not pool(H_l), so per-position units pool again
+        reuse_pool = self.transition and not self.per_position
+        x_prev = None
+        done: list[tuple] = []  # (rows, S, ponder, total, steps) of finished sequences; rows None = all
 
         for l in range(1, self.max_iters + 1):
             h_new = step(h, s, rows)  # H_l   (b, T, d)
-            x = halting_input(h, m, self.per_position, self.global_halt)  # pool(H_{l-1})  (b, P, d)
+            x = halting_input(h, m, self.per_position, self.global_halt) if x_prev is None else x_prev  # pool(H_{l-1})
             if self.transition:
-                x = torch.cat([x, halting_input(h_new, m, self.per_position, self.global_halt)], -1)  # eq. 17
+                x_new = halting_input(h_new, m, self.per_position, self.global_halt)  # pool(H_l), eq. 17
+                x = torch.cat([x, x_new], -1)
             a_hat = self.unit(x)  # alpha_hat_{l-1}  (b, P)
             live = ~halted
             live_f = live.to(h0.dtype)
@@ -136,26 +145,42 @@ class DepthHalting(nn.Module):
             remain = torch.where(live, remain * (1 - a_hat), remain)
             ponder = ponder + alpha * l  # H_{l-1} costs (l-1)+1
             steps = steps + live_f
+            if reuse_pool:
+                x_prev = torch.where(live.unsqueeze(-1), x_new, x[..., : x_new.shape[-1]])  # pool(H_l) as frozen
             h = torch.where(live.unsqueeze(-1), h_new, h)  # halted units stay read-only
             s = (1 - total).unsqueeze(-1) * h + acc  # S_l, eqs. 7 / 16 (unchanged where frozen)
             halted = halted | (total >= self.threshold)
 
-            if self.mode == "halt" or l == self.max_iters:
-                fin = halted.all(-1) if l < self.max_iters else torch.ones_like(rows, dtype=torch.bool)
-                if bool(fin.any()):
-                    done.append((rows[fin], s[fin], ponder[fin], total[fin], steps[fin], valid[rows[fin]]))
+            if l == self.max_iters:  # every sequence still running finishes here
+                done.append((rows, s, ponder, total, steps))
+            elif self.mode == "halt":  # early exit: drop the sequences whose units all halted
+                fin = halted.all(-1)  # (b,)
+                n_fin = int(fin.sum())  # the host sync that early exit needs
+                if n_fin == fin.shape[0]:
+                    done.append((rows, s, ponder, total, steps))
+                    break
+                if n_fin:
+                    idx = torch.arange(B, device=h0.device) if rows is None else rows
+                    done.append((idx[fin], s[fin], ponder[fin], total[fin], steps[fin]))
                     keep = ~fin
-                    if not bool(keep.any()):
-                        break
-                    rows, h, s, acc = rows[keep], h[keep], s[keep], acc[keep]
+                    rows, h, s, acc = idx[keep], h[keep], s[keep], acc[keep]
                     total, remain, ponder, steps, halted = total[keep], remain[keep], ponder[keep], steps[keep], halted[keep]
+                    x_prev = None if x_prev is None else x_prev[keep]
                     m = mask[rows]
 
-        order = torch.cat([d[0] for d in done])
-        inv = torch.argsort(order)  # put finished sequences back in batch order
-        out = torch.cat([d[1] for d in done])[inv]
-        pond = torch.cat([d[2] + (1 - d[3]) * d[4] for d in done])[inv]  # + remainder cost (1 - H) n
-        stp = torch.cat([d[4] for d in done])[inv]
-        vf = torch.cat([d[5] for d in done])[inv].to(h0.dtype)
+        pond = [d[2] + (1 - d[3]) * d[4] for d in done]  # + remainder cost (1 - H) n
+        if len(done) == 1 and done[0][0] is None:  # every sequence ran to the end: already in order
+            out, pond, stp = done[0][1], pond[0], done[0][4]
+        else:
+            inv = torch.argsort(torch.cat([d[0] for d in done]))  # put finished sequences back in batch order
+            out = torch.cat([d[1] for d in done])[inv]
+            pond = torch.cat(pond)[inv]
+            stp = torch.cat([d[4] for d in done])[inv]
+        vf = valid.to(h0.dtype)
         n_valid = vf.sum(-1).clamp_min(1.0)
         return HaltingOutput(out, (pond * vf).sum(-1) / n_valid, (stp * vf).sum(-1) / n_valid)
+
+
+def take(x: Tensor | None, rows: Tensor | None) -> Tensor | None:
+    """``x`` (B, ...) restricted to the running sequences: ``x`` itself while all of them run."""
+    return x if rows is None or x is None else x[rows]

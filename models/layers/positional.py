@@ -3,10 +3,15 @@
 
 Positions come from the padding mask, ``cumsum(mask) - 1``, so left padding and packed
 chunks (TLB restarts positions per chunk) are handled by the caller passing positions.
+
+Every table here is built on the positions' device from shapes and device tensors only (no
+``.item()``, no CPU-built table copied over): a model builds its rotary tables once per
+forward (``Rotary.tables``) and every layer applies them (``apply_rotary``).
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -25,13 +30,41 @@ def _rotate_half(x: Tensor) -> Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
+class RotaryTables(NamedTuple):
+    """cos, sin and the xPos scale (None for RoPE) of one set of positions, each (B, 1, T, hd)
+    for positions (B, T) or (T, hd) for positions (T,): broadcastable to q and k (B, H, T, hd)."""
+
+    cos: Tensor
+    sin: Tensor
+    scale: Tensor | None
+
+    def rows(self, rows: Tensor | None) -> "RotaryTables":
+        """The tables of a subset of the batch (UT / GUT halting drops finished sequences)."""
+        if rows is None:
+            return self
+        return RotaryTables(self.cos[rows], self.sin[rows], None if self.scale is None else self.scale[rows])
+
+
+def apply_rotary(q: Tensor, k: Tensor, rope_q: RotaryTables, rope_k: RotaryTables | None = None) -> tuple[Tensor, Tensor]:
+    """Rotate q and k (B, H, T*, hd) by their positions' angles; xPos scales q up and k down.
+    ``rope_k`` defaults to ``rope_q`` (self-attention: keys at the queries' positions)."""
+    rope_k = rope_q if rope_k is None else rope_k
+    q = q * rope_q.cos.to(q.dtype) + _rotate_half(q) * rope_q.sin.to(q.dtype)
+    k = k * rope_k.cos.to(k.dtype) + _rotate_half(k) * rope_k.sin.to(k.dtype)
+    if rope_q.scale is not None:
+        q = q * rope_q.scale.to(q.dtype)
+        k = k / rope_k.scale.to(k.dtype)
+    return q, k
+
+
 class Rotary(nn.Module):
     """Rotary embedding, optionally with the xPos scale (Sun et al., 2023).
 
     xPos multiplies q by zeta^(n/scale_base) and k by zeta^(-n/scale_base), so the logit
     between positions m and n decays like zeta^((m-n)/scale_base): relative and length-stable.
-    The scale exponent uses positions shifted by a shared ``center``; the shift cancels in
-    q.k and keeps zeta^(+-n) inside float range on long inputs.
+    The scale exponent uses positions shifted by a shared ``center`` (half the largest
+    position, kept on the device); the shift cancels in q.k and keeps zeta^(+-n) inside float
+    range on long inputs. The module has no weights: one per model serves every layer.
     """
 
     def __init__(self, head_dim: int, use_xpos: bool = True, scale_base: float = 512.0, base: float = 10000.0):
@@ -45,41 +78,39 @@ class Rotary(nn.Module):
         self.use_xpos = use_xpos
         self.scale_base = scale_base
 
-    def _cos_sin_scale(self, pos: Tensor, center: float) -> tuple[Tensor, Tensor, Tensor | None]:
-        # pos: (B, T) or (T,) -> broadcastable to (B, 1, T, hd)
+    def tables(self, pos: Tensor, center: Tensor | None = None) -> RotaryTables:
+        """Positions (B, T) or (T,) -> their cos / sin / scale tables; ``center`` (a 0-dim tensor)
+        defaults to max(pos) / 2."""
         angles = pos.float().unsqueeze(-1) * self.inv_freq  # (..., T, hd/2)
-        angles = torch.cat((angles, angles), dim=-1)
-        if pos.dim() == 2:
-            angles = angles.unsqueeze(1)  # (B, 1, T, hd)
+        angles = torch.cat((angles, angles), dim=-1)  # (..., T, hd)
         scale = None
         if self.use_xpos:
+            center = pos.max() / 2 if center is None else center
             expo = (pos.float() - center).unsqueeze(-1) / self.scale_base
-            scale = self.zeta ** expo  # (..., T, hd/2)
+            scale = self.zeta**expo  # (..., T, hd/2)
             scale = torch.cat((scale, scale), dim=-1)
-            if pos.dim() == 2:
-                scale = scale.unsqueeze(1)
-        return angles.cos(), angles.sin(), scale
+        cos, sin = angles.cos(), angles.sin()
+        if pos.dim() == 2:  # (B, T, hd) -> (B, 1, T, hd): one table for every head
+            cos, sin, scale = cos.unsqueeze(1), sin.unsqueeze(1), None if scale is None else scale.unsqueeze(1)
+        return RotaryTables(cos, sin, scale)
 
     def forward(self, q: Tensor, k: Tensor, pos_q: Tensor, pos_k: Tensor) -> tuple[Tensor, Tensor]:
-        # q: (B, H, Tq, hd), k: (B, H, Tk, hd); pos_*: (B, T*) or (T*,)
-        center = float(max(pos_q.max().item(), pos_k.max().item())) / 2 if self.use_xpos else 0.0
-        cos_q, sin_q, sc_q = self._cos_sin_scale(pos_q, center)
-        cos_k, sin_k, sc_k = self._cos_sin_scale(pos_k, center)
-        q = q * cos_q.to(q.dtype) + _rotate_half(q) * sin_q.to(q.dtype)
-        k = k * cos_k.to(k.dtype) + _rotate_half(k) * sin_k.to(k.dtype)
-        if self.use_xpos:
-            q = q * sc_q.to(q.dtype)
-            k = k / sc_k.to(k.dtype)
-        return q, k
+        # q: (B, H, Tq, hd), k: (B, H, Tk, hd); pos_*: (B, T*) or (T*,), one center for both
+        center = torch.maximum(pos_q.max(), pos_k.max()) / 2 if self.use_xpos else None
+        return apply_rotary(q, k, self.tables(pos_q, center), self.tables(pos_k, center))
 
 
-def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
-    pos = torch.arange(n_positions, dtype=torch.float32).unsqueeze(1)
-    div = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-    table = torch.zeros(n_positions, d_model)
-    table[:, 0::2] = torch.sin(pos * div)
-    table[:, 1::2] = torch.cos(pos * div[: d_model // 2])
-    return table
+def make_rotary(pos_encoding: str, head_dim: int) -> Rotary | None:
+    """The model's rotary module for ``xpos`` / ``rope``, None for the other encodings."""
+    return Rotary(head_dim, use_xpos=(pos_encoding == "xpos")) if pos_encoding in ROTARY else None
+
+
+def sinusoidal(positions: Tensor, d_model: int) -> Tensor:
+    """(...) positions -> (..., d) absolute sinusoids, sin / cos interleaved (Vaswani et al.):
+    PE[n, 2i] = sin(n w_i), PE[n, 2i+1] = cos(n w_i), w_i = 10000^(-2i/d)."""
+    div = torch.exp(torch.arange(0, d_model, 2, device=positions.device, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    angles = positions.float().unsqueeze(-1) * div  # (..., ceil(d/2))
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)[..., :d_model]
 
 
 class AbsolutePositionalEmbedding(nn.Module):
@@ -97,15 +128,15 @@ class AbsolutePositionalEmbedding(nn.Module):
             nn.init.normal_(self.table.weight, std=0.02)
 
     def forward(self, positions: Tensor) -> Tensor:  # (B, T) -> (B, T, d)
-        if self.kind == "learned":
-            if int(positions.max()) >= self.max_len:
-                raise ValueError(
-                    f"learned positions go up to {self.max_len - 1} but the input has position "
-                    f"{int(positions.max())}; raise model.max_len or use sinusoidal/xpos"
-                )
-            return self.table(positions)
-        n = int(positions.max()) + 1
-        return sinusoidal_table(n, self.d_model).to(positions.device)[positions]
+        if self.kind == "sinusoidal":
+            return sinusoidal(positions, self.d_model)
+        # Positions from the mask stay below the input length: checking the length needs no sync.
+        if positions.shape[-1] > self.max_len:
+            raise ValueError(
+                f"learned positions go up to {self.max_len - 1} but the input is {positions.shape[-1]} tokens long; "
+                "raise model.max_len or use sinusoidal/xpos"
+            )
+        return self.table(positions)
 
 
 class TokenEmbedding(nn.Module):
@@ -118,7 +149,6 @@ class TokenEmbedding(nn.Module):
         self.embed = nn.Embedding(vocab_size, d_model)
         absolute = pos_encoding in ("sinusoidal", "learned")
         self.abs_pos = AbsolutePositionalEmbedding(pos_encoding, d_model, max_len) if absolute else None
-        self.rotary = pos_encoding if pos_encoding in ("xpos", "rope") else None
         self.drop = nn.Dropout(dropout)
 
     def forward(self, tokens: Tensor, positions: Tensor) -> Tensor:  # (B, T) -> (B, T, d)

@@ -29,7 +29,6 @@ head dilated by d reaches lags up to K d.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 import torch
 from torch import Tensor, nn
@@ -37,7 +36,6 @@ from torch import Tensor, nn
 REM_PATHS = ("fft", "dense")
 
 
-@lru_cache(maxsize=None)
 def _fast_len(n: int) -> int:
     """Smallest 2^a, 3 * 2^a or 9 * 2^a >= n: the FFT sizes pocketfft handles fastest. Sizes with
     factors 5 or 3^3 are smaller but slower (measured on CPU: 768 beats 720 by ~35%,
@@ -151,7 +149,11 @@ class REM(nn.Module):
         self.register_buffer("order", order, persistent=False)
         self.in_head_order = bool((order == torch.arange(n_heads)).all())  # skip the gather (and its backward)
         self.register_buffer("is_cos", torch.tensor([kind_of[h] == 1 for h in self.cyc_heads], dtype=torch.bool), persistent=False)
-        self.groups = [(d, torch.tensor([h for h in range(n_heads) if dil_of[h] == d])) for d in sorted(set(dil_of))]
+        self.register_buffer("dilation", torch.tensor(dil_of, dtype=torch.long), persistent=False)
+        # Heads grouped by dilation factor; the head indices are buffers, so they live on the device.
+        self.group_dilations = sorted(set(dil_of))
+        for i, d in enumerate(self.group_dilations):
+            self.register_buffer(f"group_heads_{i}", torch.tensor([h for h in range(n_heads) if dil_of[h] == d]), persistent=False)
         # Paper init [RSA §3]: eta over [-2,-1] U [1,2], nu over [1,2], theta = pi/4.
         self.eta = nn.Parameter(_spread_eta(len(self.reg_heads)))
         nu = torch.empty(len(self.cyc_heads))
@@ -213,12 +215,12 @@ class REM(nn.Module):
         vt = torch.nn.functional.pad(v, (0, 0, left, right)) if left or right else v  # (B, H, N, hd)
         N = vt.shape[2]
         kern = self.kernel(min(self.lag_cap, N - 1), scale)  # (H, K'+1), shared by every dilation group
-        if len(self.groups) == 1:  # every head has the same dilation: no gather / scatter
-            out = self._conv_dilated(vt, kern, self.groups[0][0], causal)
+        if len(self.group_dilations) == 1:  # every head has the same dilation: no gather / scatter
+            out = self._conv_dilated(vt, kern, self.group_dilations[0], causal)
         else:
             out = torch.empty_like(vt)
-            for d, idx in self.groups:
-                idx = idx.to(v.device)
+            for i, d in enumerate(self.group_dilations):
+                idx = getattr(self, f"group_heads_{i}")  # (heads with dilation d,)
                 out = out.index_copy(1, idx, self._conv_dilated(vt.index_select(1, idx), kern[idx], d, causal))
         start = offset + left
         return out[:, :, start : start + Tq]
@@ -258,9 +260,11 @@ class REM(nn.Module):
         if not causal:
             lag = lag.abs()  # P_mask + P_mask^T
         lag = lag.clamp_min(0)  # masked: lags <= 0 map to power 0, which is 0
-        dil = torch.tensor(self.dil_of, device=dev).view(-1, 1, 1)  # (H, 1, 1)
+        dil = self.dilation.view(-1, 1, 1)  # (H, 1, 1)
         power = torch.where(lag % dil == 0, lag // dil, torch.zeros_like(lag))  # (H, Tq, Tk), L_d of App. D.1
-        f = self.kernel(max(1, int(power.max())))  # (H, max power + 1), zero at power 0 and above K
+        # the largest lag bounds the largest power, from the shapes alone (no host sync)
+        max_lag = max(Tq - 1 + offset, 0 if causal else Tk - 1 - offset)
+        f = self.kernel(max(1, max_lag))  # (H, max_lag + 1), zero at power 0 and above K
         return torch.gather(f, 1, power.flatten(1)).view(power.shape)
 
     def extra_repr(self) -> str:
