@@ -1,4 +1,4 @@
-"""Command line: bench run | eval | compare | curves | list | validate.
+"""Command line: bench run | eval | compare | curves | list | validate | explain.
 
 Bad input prints one line ("bench: error: ...") on stderr and exits with status 2. A run stopped
 by SIGINT / SIGTERM checkpoints, says how to resume and exits with 130 / 143."""
@@ -116,12 +116,17 @@ def cmd_compare(args, registry) -> int:
             raise UserError("--run needs --tasks to know what to train")
         if args.jobs < 1 or args.runs_per_gpu < 1:
             raise UserError("--jobs and --runs-per-gpu take a whole number >= 1")
+        profile = None
+        if args.launcher == "slurm":  # a bad profile stops the grid before anything runs
+            from .grid.slurm import load_profile
+
+            profile = load_profile(args.slurm_profile, args.slurm or ())
         grid = plan_grid(registry, models, tasks, parse_seeds(args), args.preset, args.set, Path(args.out), rerun=args.rerun)
         for cell, why in grid.incompatible:
             print(f"skipped: {cell.model} on {cell.task}: {why}", file=sys.stderr)
         print(f"grid: {len(grid.todo)} to train, {len(grid.finished)} already finished", flush=True)
         failed = run_grid(registry, grid.todo, Path(args.out), jobs=args.jobs, launcher=args.launcher, runs_per_gpu=args.runs_per_gpu,
-                          trainer_args=_trainer_kwargs(args), rerun=args.rerun, profile=args.slurm_profile)
+                          trainer_args=_trainer_kwargs(args), rerun=args.rerun, profile=profile)
     tag = overrides_tag(args.set)
     records = load_records(Path(args.out), models, tasks, args.preset, tag)
     if not tasks:
@@ -196,6 +201,23 @@ def cmd_validate(args, registry) -> int:
     return 0
 
 
+def cmd_explain(args, registry) -> int:
+    import json
+
+    from tabulate import tabulate
+
+    from .config import resolve_run
+
+    _check_names(registry, [args.model], [args.task])
+    config = resolve_run(registry, args.model, args.task, args.preset, args.set or None)
+    m, t = config.model, config.task
+    print(f"{m.name} ({m.target}) on {t.name} ({t.target}), preset {config.preset}")
+    rows = [[section, key, value if isinstance(value, str) else json.dumps(value), source]
+            for section, key, value, source in config.explain()]
+    print(tabulate(rows, headers=["section", "key", "value", "source"], tablefmt="simple", disable_numparse=True))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="bench", description="Recurrent Transformer families side by side on one task suite.")
     p.add_argument("--registry", help="registry.yaml to use (default: the repository's, or $BENCH_REGISTRY)")
@@ -241,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--runs-per-gpu", dest="runs_per_gpu", type=int, default=1, help="--run on GPUs: cells sharing one GPU")
     c.add_argument("--launcher", default="local", choices=["local", "slurm"], help="--run: where cells run (slurm: through submitit)")
     c.add_argument("--slurm-profile", dest="slurm_profile", help="--launcher slurm: YAML with partition, time, array parallelism ...")
+    c.add_argument("--slurm", action="append", metavar="KEY=VALUE", help="--launcher slurm: one profile setting, e.g. partition=gpu (over the profile's)")
     c.add_argument("--rerun", action="store_true", help="--run: train every cell again, finished or not")
     c.add_argument("--quiet", action="store_true", help="(kept for compatibility: cells always log to files)")
     lightning_args(c)
@@ -269,6 +292,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("validate", help="check registry.yaml: inheritance, imports, parameters")
     v.add_argument("path", nargs="?")
+
+    x = sub.add_parser("explain", help="every resolved value of a run's config and where it comes from")
+    x.add_argument("--model", required=True)
+    x.add_argument("--task", required=True)
+    x.add_argument("--preset", default="small", help="smoke | small | paper (default: small)")
+    x.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="overrides, as for bench run")
     return p
 
 
@@ -279,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     from .report.reproduce import cmd_reproduce
 
     handlers = {"run": cmd_run, "eval": cmd_eval, "compare": cmd_compare, "curves": cmd_curves, "list": cmd_list, "validate": cmd_validate,
+                "explain": cmd_explain,
                 "reproduce": cmd_reproduce}
     try:
         args = build_parser().parse_args(argv)

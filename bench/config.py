@@ -1,20 +1,26 @@
-"""Resolving a run: (model entry, task entry, preset, overrides, seed) -> one full config.
+"""Resolving a run: (model entry, task entry, preset, --set) -> a RunConfig whose every value
+knows where it came from (`bench explain` prints them).
 
-Precedence, lowest first:
-  model:  constructor defaults < model entry params < preset.model (keys the class accepts)
-          < preset.family[entry or any of its bases] < --set model.key=value
-  data:   task constructor defaults < task entry params < preset.data < --set data.key=value
-  train:  TRAIN_DEFAULTS < preset.train < --set train.key=value
+Precedence, lowest first; each later source replaces a value (nested dicts merge key by key;
+bench/spec.py:layer is the merge, the resolve_* functions below list each section's sources):
+  model:  constructor default < base entry B (the most general base first) < registry entry M
+          < preset E.P.model (keys the model class accepts)
+          < preset E.P.family.F (F: M's bases, the most general first, then M itself) < --set model.*
+  data:   constructor default < base entry B < registry entry T < preset E.P.data < --set data.*
+  train:  TRAIN_DEFAULTS < preset E.P.train < --set train.*
+where E.P is preset P as written under task T or one of its bases (the most general first).
+model.causal: true when the task needs a causal model; else the explicit value (--set or the
+registry entry); else true only for a model class without a bidirectional mode.
 """
 from __future__ import annotations
 
-import copy
 import inspect
 
 import yaml
 
 from .errors import UserError
-from .registry import Registry, constructor_params, deep_merge, import_model_class, import_task_class, suggest, type_ok
+from .registry import Registry, constructor_params, import_model_class, import_task_class, suggest, type_ok
+from .spec import DEFAULT, ModelSpec, RunConfig, TaskSpec, layer
 
 TRAIN_DEFAULTS = {
     "optimizer": "adamw",  # adamw | adam
@@ -94,51 +100,80 @@ def check_overrides(section: str, given: dict, defaults: dict, what: str) -> Non
             raise UserError(f"--set train.{key}={value!r}: choose one of {', '.join(CHOICES[key])}")
 
 
-def resolve_task(registry: Registry, task: str, preset: str, overrides: dict) -> dict:
+def _entry_layers(entries: dict, lineage: list[str]) -> list[tuple[str, dict | None]]:
+    """The params of an entry and its bases, the most general base first."""
+    name = lineage[0]
+    return [(f"registry entry {e}" if e == name else f"base entry {e}", entries[e].get("params")) for e in reversed(lineage)]
+
+
+def _preset_parts(registry: Registry, task: str, preset: str) -> list[tuple[str, dict]]:
+    """('E.P', preset P as written under E) for task ``task`` and its bases E, the most general first."""
+    lineage = registry.task_entry(task)["lineage"]
+    parts = [(e, (registry.raw_tasks[e].get("presets") or {}).get(preset)) for e in reversed(lineage)]
+    return [(f"{e}.{preset}", part) for e, part in parts if part]
+
+
+def _defaults(accepted: dict) -> dict:
+    return {k: v for k, v in accepted.items() if v is not inspect.Parameter.empty}
+
+
+def resolve_task(registry: Registry, task: str, preset: str, overrides: dict) -> TaskSpec:
     entry = registry.task_entry(task)
-    pre = registry.preset(task, preset)
+    registry.preset(task, preset)
     cls = import_task_class(entry["target"], f"tasks.{task}")
     accepted = constructor_params(cls, skip=("self",))
-    check_overrides("data", overrides.get("data", {}), {**accepted, **entry["params"]}, f"task {task!r}")
-    params = deep_merge(deep_merge(entry["params"], pre["data"]), overrides.get("data", {}))
+    given = overrides.get("data", {})
+    check_overrides("data", given, {**accepted, **entry["params"]}, f"task {task!r}")
+    values, sources = layer([(DEFAULT, _defaults(accepted)), *_entry_layers(registry.raw_tasks, entry["lineage"]),
+                             *((f"preset {where}.data", part.get("data")) for where, part in _preset_parts(registry, task, preset)),
+                             ("--set", given)])
     for key, default in accepted.items():
-        if key not in params and default is inspect.Parameter.empty:
+        if key not in values and default is inspect.Parameter.empty:
             raise UserError(f"task {task!r}: parameter {key!r} has no default; set it in registry.yaml or with --set data.{key}=...")
-    return {"name": task, "target": entry["target"], "params": params, "preset": preset, "_cls": cls, "_preset": pre}
+    return TaskSpec(task, entry["target"], cls, values, preset, sources)
 
 
-def resolve_train(pre: dict, overrides: dict) -> dict:
-    train = copy.deepcopy(TRAIN_DEFAULTS)
-    check_overrides("train", pre.get("train", {}), TRAIN_DEFAULTS, "training")
+def resolve_train(registry: Registry, task: TaskSpec, overrides: dict) -> tuple[dict, dict]:
+    parts = [(f"preset {where}.train", part.get("train") or {}) for where, part in _preset_parts(registry, task.name, task.preset)]
+    for _, given in parts:
+        check_overrides("train", given, TRAIN_DEFAULTS, "training")
     check_overrides("train", overrides.get("train", {}), TRAIN_DEFAULTS, "training")
-    train.update(pre.get("train", {}))
-    train.update(overrides.get("train", {}))
-    return train
+    return layer([("TRAIN_DEFAULTS", TRAIN_DEFAULTS), *parts, ("--set", overrides.get("train", {}))])
 
 
-def resolve_model(registry: Registry, model: str, task_cls, pre: dict | None, overrides: dict) -> dict:
+def resolve_model(registry: Registry, model: str, task: TaskSpec | None, overrides: dict) -> ModelSpec:
+    """The model's params; with ``task``, its preset's sizes and family overrides apply and its causality."""
     entry = registry.model_entry(model)
     cls = import_model_class(entry["target"], f"models.{model}")
     accepted = constructor_params(cls)
     bad = set(entry["params"]) - set(accepted) - {"causal"}
     if bad:
         raise UserError(f"registry model {model!r}: params {', '.join(sorted(bad))} not accepted by {entry['target']}")
-    params = {k: v for k, v in accepted.items() if v is not inspect.Parameter.empty}
-    params = deep_merge(params, entry["params"])
-    pre = pre or {"model": {}, "family": {}}
-    params = deep_merge(params, {k: v for k, v in pre["model"].items() if k in accepted})
+    parts = _preset_parts(registry, task.name, task.preset) if task is not None else []
+    families = []
     for fam in reversed(entry["lineage"]):  # most general first, the entry itself last
-        fam_params = (pre.get("family") or {}).get(fam) or {}
-        unknown = set(fam_params) - set(accepted)
-        if unknown:
-            raise UserError(f"preset family override for {fam!r}: {', '.join(sorted(unknown))} not accepted by {entry['target']}")
-        params = deep_merge(params, fam_params)
-    model_over = dict(overrides.get("model", {}))
-    explicit_causal = model_over.pop("causal", params.pop("causal", None))
-    check_overrides("model", model_over, accepted, f"model {model!r}")
-    params = deep_merge(params, model_over)
-    causal = _resolve_causal(model, cls, task_cls, explicit_causal)
-    return {"name": model, "target": entry["target"], "params": params, "causal": causal, "_cls": cls}
+        for where, part in parts:
+            fam_params = (part.get("family") or {}).get(fam) or {}
+            unknown = set(fam_params) - set(accepted)
+            if unknown:
+                raise UserError(f"preset family override for {fam!r}: {', '.join(sorted(unknown))} not accepted by {entry['target']}")
+            families.append((f"preset {where}.family.{fam}", fam_params))
+    given = overrides.get("model", {})
+    check_overrides("model", {k: v for k, v in given.items() if k != "causal"}, accepted, f"model {model!r}")
+    params, sources = layer([(DEFAULT, _defaults(accepted)), *_entry_layers(registry.raw_models, entry["lineage"]),
+                             *((f"preset {where}.model", {k: v for k, v in (part.get("model") or {}).items() if k in accepted})
+                               for where, part in parts),
+                             *families, ("--set", given)])
+    explicit, explicit_source = params.pop("causal", None), sources.pop("causal", None)
+    task_cls = task.cls if task is not None else None
+    causal = _resolve_causal(model, cls, task_cls, explicit)
+    if getattr(task_cls, "requires_causal", None):
+        sources["causal"] = f"task {task.name} needs a causal model"
+    elif explicit is not None:
+        sources["causal"] = explicit_source
+    else:
+        sources["causal"] = "bidirectional unless set" if cls.supports_bidirectional else f"{cls.__name__} is causal-only"
+    return ModelSpec(model, entry["target"], cls, params, causal, sources)
 
 
 def _resolve_causal(model: str, cls, task_cls, explicit) -> bool:
@@ -146,9 +181,7 @@ def _resolve_causal(model: str, cls, task_cls, explicit) -> bool:
         raise UserError(f"--set model.causal={explicit!r}: expected true or false")
     requires = getattr(task_cls, "requires_causal", None) if task_cls is not None else None
     if requires and explicit is False:
-        raise UserError(
-            "task needs a causal model (its targets depend only on the prefix), but model.causal=false was set; drop it"
-        )
+        raise UserError("task needs a causal model (its targets depend only on the prefix), but model.causal=false was set; drop it")
     if requires and not cls.supports_causal:
         raise UserError(f"model {model!r} cannot run causally, and the task needs a causal model")
     if explicit is True and not cls.supports_causal:
@@ -162,17 +195,9 @@ def _resolve_causal(model: str, cls, task_cls, explicit) -> bool:
     return not cls.supports_bidirectional
 
 
-def resolve_run(registry: Registry, model: str, task: str, preset: str, overrides=None) -> dict:
+def resolve_run(registry: Registry, model: str, task: str, preset: str, overrides=None) -> RunConfig:
     ov = parse_overrides(overrides)
     t = resolve_task(registry, task, preset, ov)
-    m = resolve_model(registry, model, t["_cls"], t["_preset"], ov)
-    train = resolve_train(t["_preset"], ov)
-    return {"model": m, "task": t, "train": train, "preset": preset}
-
-
-def public(config: dict) -> dict:
-    """The JSON-able part of a resolved config (drops the imported classes)."""
-    def strip(d):
-        return {k: v for k, v in d.items() if not k.startswith("_")}
-
-    return {"model": strip(config["model"]), "task": strip(config["task"]), "train": config["train"], "preset": config["preset"]}
+    m = resolve_model(registry, model, t, ov)
+    train, train_sources = resolve_train(registry, t, ov)
+    return RunConfig(m, t, train, preset, train_sources)

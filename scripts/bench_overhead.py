@@ -78,11 +78,11 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     cfg = resolve_run(Registry(), args.model, args.task, args.preset, ["train.optimizer=adamw", "train.schedule=constant", "train.warmup_steps=0"])
-    train = cfg["train"]
-    task = instantiate_task(cfg["task"])
+    train = cfg.train
+    task = instantiate_task(cfg.task)
     data = TaskData(task, train["batch_size"], train["eval_batch_size"], seed=0)
     torch.manual_seed(0)
-    template = TaskModule(instantiate_model(cfg["model"], task.vocab_size), task, train, steps_per_epoch=1)
+    template = TaskModule(instantiate_model(cfg.model, task.vocab_size), task, train, steps_per_epoch=1)
     times = {"bare": [], "lightning": [], "lightning_fit": []}
     for r in range(args.rounds + 1):  # round 0 warms up both paths and is discarded
         bare_t = bare_epoch(copy.deepcopy(template), data.train_loader(), train)

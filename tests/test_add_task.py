@@ -55,7 +55,7 @@ def test_the_example_validates_and_generates_what_it_says(readme_registry):
         for model in ("transformer", "lstm"):
             resolve_run(readme_registry, model, "majority", preset)  # every preset resolves for every family
     paper = resolve_run(readme_registry, "transformer", "majority", "paper")
-    assert paper["model"]["params"]["n_layers"] == 6 and paper["task"]["params"]["max_len"] == 50
+    assert paper.model.params["n_layers"] == 6 and paper.task.params["max_len"] == 50
 
 
 def test_the_example_trains_and_reports_per_length(readme_registry, tmp_path):

@@ -52,14 +52,14 @@ def plan_grid(registry, models: list[str], tasks: list[str], seeds: list[int], p
     with the settings the registry gives today).
     Cells a model cannot run (a causal task for a bidirectional-only model) are set aside with
     the reason; any other bad input stops the grid before anything runs."""
-    from ..config import public, resolve_run
+    from ..config import resolve_run
 
     plan = GridPlan()
     for task in tasks:
         registry.preset(task, preset)
         for model in models:
             try:
-                current = public(resolve_run(registry, model, task, preset, overrides))
+                current = resolve_run(registry, model, task, preset, overrides).public()
             except UserError as exc:
                 if "causal" not in str(exc):
                     raise
@@ -127,6 +127,10 @@ def run_grid(registry, cells: list[Cell], out: Path, *, jobs: int = 1, launcher:
     """Train the cells; returns the failed ones with a one-line reason (empty: all succeeded)."""
     if not cells:
         return []
+    if launcher == "local":
+        from .local import start_fork_server
+
+        start_fork_server()
     prepare_data(registry, cells)
     registry_path = str(registry.path)
     if launcher == "local":

@@ -1,7 +1,8 @@
 """The local launcher: cells as separate processes, ``jobs`` at a time, each exactly ``bench run``.
 
-On the CPU a cell is a fork of this process (the libraries are imported once, so a small cell
-starts in milliseconds, not seconds) and the CPU threads are divided among the jobs
+On the CPU a cell is forked from a fork server that has imported the libraries once (a small
+cell starts in milliseconds, not seconds; the server never ran a torch op, so forking is safe
+even when this process has started OpenMP threads) and the CPU threads are divided among the jobs
 (``train.num_threads``, not part of a run's identity). On a GPU machine a cell is a fresh
 ``python -m bench run`` process (CUDA does not survive a fork) that sees one GPU through
 CUDA_VISIBLE_DEVICES; ``runs_per_gpu`` cells may share one. Each cell's output goes to a log
@@ -46,8 +47,23 @@ def _forked_cell(argv: list[str], env: dict, log: str) -> None:
         signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
     from ..cli import main
 
+    code = main(argv)
     sys.stdout.flush()
-    os._exit(main(argv))
+    sys.exit(code)
+
+
+def _fork_server():
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["bench.cli", "bench.runner.lifecycle", "bench.grid.local"])
+    return context
+
+
+def start_fork_server() -> None:
+    """Start the server early (it imports the libraries while the grid prepares its data)."""
+    import multiprocessing.forkserver
+
+    _fork_server()
+    multiprocessing.forkserver.ensure_running()
 
 
 class CellProcess:
@@ -61,7 +77,7 @@ class CellProcess:
                                              env={**os.environ, **env}, start_new_session=True)
             self.pid = self.proc.pid
         else:
-            self.proc = multiprocessing.get_context("fork").Process(target=_forked_cell, args=(argv, env, str(log)))
+            self.proc = _fork_server().Process(target=_forked_cell, args=(argv, env, str(log)))
             self.proc.start()
             self.pid = self.proc.pid
 

@@ -246,10 +246,10 @@ def cell_records(out: Path, model: str, task: str, preset: str, overrides: list[
 
 def current_config(registry, model: str, task: str, preset: str, overrides: list[str]) -> dict | None:
     """What a run of this cell would be made with today (None: the cell cannot run)."""
-    from ..config import public, resolve_run
+    from ..config import resolve_run
 
     try:
-        return public(resolve_run(registry, model, task, preset, overrides))
+        return resolve_run(registry, model, task, preset, overrides).public()
     except UserError:
         return None
 

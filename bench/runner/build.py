@@ -8,26 +8,27 @@ from tasks.base import TaskError
 from ..config import parse_overrides, resolve_model, resolve_task
 from ..errors import UserError
 from ..registry import Registry
+from ..spec import ModelSpec, TaskSpec
 
 
 def _registry(registry) -> Registry:
     return registry if isinstance(registry, Registry) else Registry(registry)
 
 
-def instantiate_task(resolved: dict):
+def instantiate_task(spec: TaskSpec):
     try:
-        return resolved["_cls"].build(resolved["name"], resolved["params"])
+        return spec.cls.build(spec.name, spec.params)
     except (TaskError, ValueError, TypeError) as exc:
-        raise UserError(f"task {resolved['name']!r}: {exc}") from None
+        raise UserError(f"task {spec.name!r}: {exc}") from None
 
 
-def instantiate_model(resolved: dict, vocab_size: int):
+def instantiate_model(spec: ModelSpec, vocab_size: int):
     try:
-        return resolved["_cls"](vocab_size, resolved["causal"], **resolved["params"])
+        return spec.cls(vocab_size, spec.causal, **spec.params)
     except (ValueError, TypeError) as exc:
-        raise UserError(f"model {resolved['name']!r}: {exc}") from None
+        raise UserError(f"model {spec.name!r}: {exc}") from None
     except (RuntimeError, MemoryError) as exc:  # negative sizes, allocator failures
-        raise UserError(f"model {resolved['name']!r} cannot be built with {_sizes(resolved['params'])}: {_first_line(exc)}") from None
+        raise UserError(f"model {spec.name!r} cannot be built with {_sizes(spec.params)}: {_first_line(exc)}") from None
 
 
 def _sizes(params: dict) -> str:
@@ -67,14 +68,13 @@ def build_model(name: str, task=None, vocab_size: int | None = None, causal: boo
     if causal is not None:
         ov["model.causal"] = causal
     ov = parse_overrides(ov)
-    pre, task_cls = None, None
+    resolved_task = None
     if task is not None:
         task_name = task if isinstance(task, str) else task.name
         resolved_task = resolve_task(reg, task_name, preset, parse_overrides({}))
-        pre, task_cls = resolved_task["_preset"], resolved_task["_cls"]
         if isinstance(task, str):
             task = instantiate_task(resolved_task)
         vocab_size = task.vocab_size
     if vocab_size is None:
         raise UserError("build_model needs a task or a vocab_size")
-    return instantiate_model(resolve_model(reg, name, task_cls, pre, ov), vocab_size)
+    return instantiate_model(resolve_model(reg, name, resolved_task, ov), vocab_size)

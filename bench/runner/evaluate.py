@@ -43,10 +43,10 @@ def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator
         raise UserError(f"checkpoint {str(ckpt)!r} of record {str(path)!r} is missing; rerun the run with --rerun to recreate it")
     overrides = [*rec.get("overrides", []), *data_overrides]
     config = resolve_run(registry, rec["model"], rec["task"], rec["preset"], overrides)
-    train = config["train"]
-    task = instantiate_task(config["task"])
+    train = config.train
+    task = instantiate_task(config.task)
     data = TaskData(task, train["batch_size"], train["eval_batch_size"], rec["seed"])
-    module = TaskModule(instantiate_model(config["model"], task.vocab_size), task, train, steps_per_epoch=1)
+    module = TaskModule(instantiate_model(config.model, task.vocab_size), task, train, steps_per_epoch=1)
     trainer = L.Trainer(accelerator=accelerator or "auto", devices=1, logger=False, enable_progress_bar=False, enable_model_summary=False,
                         precision=train["precision"])
     splits = ["val", *task.test_splits()]

@@ -36,7 +36,7 @@ import torch
 
 from tasks.base import TaskError
 
-from ..config import public, resolve_run
+from ..config import RunConfig, resolve_run
 from ..data import TaskData
 from ..errors import RunFailed, UserError
 from ..records import base_record, config_changes, device_info, ensure_writable, record_path, run_folder, write_json_atomic
@@ -60,14 +60,14 @@ class RunPlan:
     preset: str
     seed: int
     overrides: list | dict | None
-    config: dict
+    config: RunConfig
     record: Path
     trainer_kwargs: dict
     world_size: int
 
     @property
     def train(self) -> dict:
-        return self.config["train"]
+        return self.config.train
 
     @property
     def folder(self) -> Path:
@@ -100,7 +100,7 @@ def run(model: str, task: str, preset: str = "small", seed: int = 0, out: str | 
 def _run(model, task, preset, seed, out, overrides, registry, trainer_kwargs, progress, logger, rerun, callbacks) -> dict:
     plan = plan_run(model, task, preset, seed, out, overrides, registry, trainer_kwargs)
     done = finished_record(plan.record)
-    changed = config_changes(done.get("config"), public(plan.config)) if done else None
+    changed = config_changes(done.get("config"), plan.config.public()) if done else None
     if changed and not rerun:  # the registry changed since: the record is not this cell's result any more
         print(f"bench: {plan.record} was made with other settings ({changed}); training it again", file=sys.stderr)
         rerun = True
@@ -110,9 +110,9 @@ def _run(model, task, preset, seed, out, overrides, registry, trainer_kwargs, pr
     if rerun or (plan.record.exists() and done is None):  # start over: a rerun, or after a failed run
         shutil.rmtree(plan.folder, ignore_errors=True)
     trainer = make_trainer(plan, task_obj, data, progress, logger, callbacks or [])
-    check_attention_backend(plan.config["model"]["params"], trainer.strategy.root_device)
+    check_attention_backend(plan.config.model.params, trainer.strategy.root_device)
     record = base_record(model, task, preset, seed, overrides)
-    record.update({"status": "running", "config": public(plan.config), "param_count": sum(p.numel() for p in module.parameters()),
+    record.update({"status": "running", "config": plan.config.public(), "param_count": sum(p.numel() for p in module.parameters()),
                    "primary_metric": task_obj.metric, "report_metrics": list(task_obj.report_metrics)})
     t0 = time.perf_counter()
     try:
@@ -168,14 +168,17 @@ def build(plan: RunPlan):
     train = plan.train
     torch.set_num_threads(train["num_threads"] or min(os.cpu_count() or 1, 8))
     L.seed_everything(plan.seed, workers=True, verbose=False)
-    task_obj = instantiate_task(plan.config["task"])
+    task_obj = instantiate_task(plan.config.task)
     try:
         data = TaskData(task_obj, train["batch_size"], train["eval_batch_size"], plan.seed)
     except TaskError as exc:
         raise UserError(f"task {plan.task!r}: {exc}") from None
-    backbone = instantiate_model(plan.config["model"], task_obj.vocab_size)
+    backbone = instantiate_model(plan.config.model, task_obj.vocab_size)
     if train["compile"]:
-        backbone = torch.compile(backbone)
+        from torch import _dynamo
+
+        _dynamo.config.allow_rnn = True  # LSTM/GRU layers trace into the graph (docs/perf.md)
+        backbone.compile()  # in place: parameter names (and so checkpoints) stay those of the eager module
     batches = math.ceil(math.ceil(len(data.splits["train"]) / plan.world_size) / train["batch_size"])  # per rank
     steps_per_epoch = math.ceil(batches / train["accumulate_grad_batches"])
     first_val = train["val_every_steps"] or steps_per_epoch
@@ -190,15 +193,18 @@ def make_trainer(plan: RunPlan, task_obj, data: TaskData, progress, logger: str,
 
     train = plan.train
     ckpt_dir = str(plan.last_ckpt.parent)
+    # every validation's checkpoints are written when it ends (not at the end of the training
+    # epoch), so a stop right after a validation resumes from that validation
+    at_validation = dict(save_on_train_epoch_end=False, enable_version_counter=False)
     callbacks = [ValidationHistory(task_obj.metric), RNGState(), *extra_callbacks,
                  ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val_metric", mode="max", save_top_k=1,
-                                 save_weights_only=True, enable_version_counter=False),
-                 ModelCheckpoint(dirpath=ckpt_dir, filename="last", enable_version_counter=False),  # every validation
+                                 save_weights_only=True, **at_validation),
+                 ModelCheckpoint(dirpath=ckpt_dir, filename="last", **at_validation),
                  ModelCheckpoint(dirpath=ckpt_dir, filename="last", enable_version_counter=False,
                                  train_time_interval=timedelta(minutes=train["checkpoint_every_min"])),
                  GracefulStop(str(plan.last_ckpt))]  # after the ModelCheckpoints (see its docstring)
     if train["patience"]:
-        callbacks.append(EarlyStopping(monitor="val_metric", mode="max", patience=train["patience"]))
+        callbacks.append(EarlyStopping(monitor="val_metric", mode="max", patience=train["patience"], check_on_train_epoch_end=False))
     mode = ("bar" if sys.stdout.isatty() else "lines") if progress in ("auto", True) else (progress or "none")
     if mode == "lines":
         callbacks.append(LineProgress(task_obj.metric))

@@ -1,0 +1,89 @@
+"""A resolved run: small frozen objects whose every value knows its source, and the one merge
+that makes them (`layer`). The precedence of the sources is bench/config.py's docstring."""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+DEFAULT = "constructor default"
+
+
+def layer(layers: list[tuple[str, dict | None]]) -> tuple[dict, dict]:
+    """The one merge of bench/config.py's precedence: named layers, lowest first ->
+    (values, {dotted key: the source its value came from}); nested dicts merge key by key."""
+    values, sources = {}, {}
+    for source, given in layers:
+        _merge(values, sources, given or {}, source, "")
+    return values, sources
+
+
+def _merge(values: dict, sources: dict, given: dict, source: str, prefix: str) -> None:
+    for key, value in given.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and isinstance(values.get(key), dict):
+            if value:
+                sources.pop(path, None)
+            _merge(values[key], sources, value, source, path + ".")
+            continue
+        values[key] = copy.deepcopy(value)
+        for stale in [p for p in sources if p == path or p.startswith(path + ".")]:
+            del sources[stale]
+        sources.update(dict.fromkeys(flat({path: value}), source))
+
+
+def flat(values: dict, prefix: str = "") -> dict:
+    """{'rsa': {'kinds': [5, 0]}, 'd_model': 20} -> {'rsa.kinds': [5, 0], 'd_model': 20} (an empty dict is a leaf)."""
+    out = {}
+    for key, value in values.items():
+        out.update(flat(value, f"{prefix}{key}.") if isinstance(value, dict) and value else {f"{prefix}{key}": value})
+    return out
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    target: str
+    cls: type
+    params: dict  # every constructor parameter with a value, defaults included
+    causal: bool
+    sources: dict  # dotted param key (and "causal") -> source
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    target: str
+    cls: type
+    values: dict  # every constructor parameter with a value, defaults included
+    preset: str
+    sources: dict  # dotted param key -> source
+
+    @property
+    def params(self) -> dict:
+        """What the registry, the preset and --set give (the class fills in its own defaults)."""
+        given = {path.split(".")[0] for path, source in self.sources.items() if source != DEFAULT}
+        return {k: v for k, v in self.values.items() if k in given}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: ModelSpec
+    task: TaskSpec
+    train: dict
+    preset: str
+    train_sources: dict
+
+    def public(self) -> dict:
+        """The config as run records hold it (JSON; the classes and sources left out)."""
+        m, t = self.model, self.task
+        return copy.deepcopy({"model": {"name": m.name, "target": m.target, "params": m.params, "causal": m.causal},
+                              "task": {"name": t.name, "target": t.target, "params": t.params, "preset": t.preset},
+                              "train": self.train, "preset": self.preset})
+
+    def explain(self) -> list[tuple[str, str, object, str]]:
+        """(section, key, value, source) for every resolved value; section.key is its --set name."""
+        m, t = self.model, self.task
+        return [*(("model", k, v, m.sources[k]) for k, v in flat(m.params).items()),
+                ("model", "causal", m.causal, m.sources["causal"]),
+                *(("data", k, v, t.sources[k]) for k, v in flat(t.values).items()),
+                *(("train", k, v, self.train_sources[k]) for k, v in self.train.items())]
