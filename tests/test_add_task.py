@@ -1,34 +1,22 @@
 """The README's "Adding a task" worked example (one file + one entry), taken from the README
 text itself, validates, generates what its docstring says and trains end to end."""
-import re
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from conftest import readme_example
 
 import bench
 from bench.config import resolve_run
 from bench.registry import Registry
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
 def readme_registry(tmp_path, monkeypatch):
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Adding a task: one file, one entry", 1)[1].split("\n## ", 1)[0]
-    code = re.search(r"`tasks/majority.py`:\n\n```python\n(.*?)```", section, re.S).group(1)
-    entry = re.search(r"under `tasks:`\n\n```yaml\n(.*?)```", section, re.S).group(1)
-    package = tmp_path / "readme_tasks"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "majority.py").write_text(code)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    reg, _ = readme_example(tmp_path, monkeypatch, "majority.py", "tasks", "readme_tasks")
     monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
-    reg = yaml.safe_load((ROOT / "registry.yaml").read_text())
-    reg["tasks"].update(yaml.safe_load(entry.replace("tasks.majority:", "readme_tasks.majority:")))
     path = tmp_path / "registry.yaml"
     path.write_text(yaml.safe_dump(reg, allow_unicode=True))
     yield Registry(path)

@@ -187,20 +187,11 @@ def test_registry_inheritance():
 
 def test_readme_add_a_model_example_works(tmp_path, monkeypatch):
     """The README's worked example (one file + one entry) really runs."""
-    import re
     import sys
 
-    readme = (ROOT / "README.md").read_text()
-    code = re.search(r"`models/highway.py`:\n\n```python\n(.*?)```", readme, re.S).group(1)
-    entry = re.search(r"under `models:`\n\n```yaml\n(.*?)```", readme, re.S).group(1)
-    pkg = tmp_path / "readme_models"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "highway.py").write_text(code)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    reg = yaml.safe_load((ROOT / "registry.yaml").read_text())
-    new = yaml.safe_load(entry.replace("models.highway", "readme_models.highway"))
-    reg["models"].update(new)
+    from conftest import readme_example
+
+    reg, _ = readme_example(tmp_path, monkeypatch, "highway.py", "models", "readme_models")
     path = tmp_path / "registry.yaml"
     path.write_text(yaml.safe_dump(reg))
     registry = Registry(path)
