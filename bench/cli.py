@@ -103,7 +103,7 @@ def _print_summary(records: list[dict]) -> None:
 def cmd_compare(args, registry) -> int:
     from tabulate import tabulate
 
-    from .grid import plan_grid, run_grid
+    from .grid import launcher_profile, plan_grid, run_grid
     from .records import overrides_tag
     from .report.leaderboard import STAT_TEXT, load_records, plot, seeds_note, table, write_tables
 
@@ -116,11 +116,7 @@ def cmd_compare(args, registry) -> int:
             raise UserError("--run needs --tasks to know what to train")
         if args.jobs < 1 or args.runs_per_gpu < 1:
             raise UserError("--jobs and --runs-per-gpu take a whole number >= 1")
-        profile = None
-        if args.launcher == "slurm":  # a bad profile stops the grid before anything runs
-            from .grid.slurm import load_profile
-
-            profile = load_profile(args.slurm_profile, args.slurm or ())
+        profile = launcher_profile(args.launcher, args.slurm_profile, args.slurm)
         grid = plan_grid(registry, models, tasks, parse_seeds(args), args.preset, args.set, Path(args.out), rerun=args.rerun)
         for cell, why in grid.incompatible:
             print(f"skipped: {cell.model} on {cell.task}: {why}", file=sys.stderr)

@@ -84,21 +84,33 @@ def current_umask() -> int:
     return mask
 
 
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write by rename (a reader never sees half a file), readable like any other file (0644 under
-    the usual umask; mkstemp alone would leave 0600)."""
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write by rename (a reader, or a resume after a kill, never sees half a file), readable like
+    any other file (0644 under the usual umask; mkstemp alone would leave 0600)."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
     try:
         os.fchmod(fd, 0o666 & ~current_umask())
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=False, default=str)
-            f.write("\n")
+        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def read_record(path: Path) -> dict:
+    """A record's contents, or {} when it is missing or unreadable."""
+    try:
+        rec = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return rec if isinstance(rec, dict) else {}
 
 
 def git_commit() -> dict:

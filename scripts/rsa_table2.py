@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from bench.records import overrides_tag  # noqa: E402
 from bench.report.leaderboard import load_records, mean_std_percent  # noqa: E402
-from bench.report.reproduce import load_table  # noqa: E402
+from bench.report.tables import load_table  # noqa: E402
 
 TABLE = load_table("rsa-table2")
 LANGUAGES = list(dict.fromkeys(c.task for c in TABLE.columns))

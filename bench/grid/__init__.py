@@ -4,14 +4,13 @@ SLURM through submitit); what a cell does is ``bench run`` for one seed, the sam
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UserError
-from ..records import config_changes, record_path
+from ..records import config_changes, read_record, record_path
 
 
 @dataclass(frozen=True)
@@ -67,18 +66,10 @@ def plan_grid(registry, models: list[str], tasks: list[str], seeds: list[int], p
                 continue
             for seed in seeds:
                 cell = Cell(model, task, preset, seed, tuple(overrides or ()))
-                rec = _read(record_path(out, model, task, preset, seed, overrides, world_size))
+                rec = read_record(record_path(out, model, task, preset, seed, overrides, world_size))
                 done = rec.get("status") == "ok" and not config_changes(rec.get("config"), current)
                 (plan.finished if done and not rerun else plan.todo).append(cell)
     return plan
-
-
-def _read(path: Path) -> dict:
-    try:
-        rec = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return rec if isinstance(rec, dict) else {}
 
 
 def prepare_data(registry, cells: list[Cell]) -> None:
@@ -120,6 +111,16 @@ class Progress:
         if detail and not ok:
             line += f"\n       {detail}"
         print(line, file=self.stream, flush=True)
+
+
+def launcher_profile(launcher: str, path: str | None, settings=()) -> dict | None:
+    """The validated SLURM profile for ``--launcher slurm`` (None for local): called before the
+    grid is planned, so a bad profile stops everything before anything runs."""
+    if launcher != "slurm":
+        return None
+    from .slurm import load_profile
+
+    return load_profile(path, settings or ())
 
 
 def run_grid(registry, cells: list[Cell], out: Path, *, jobs: int = 1, launcher: str = "local", runs_per_gpu: int = 1,

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from ..records import write_atomic
+
 MISSING = "—"
 
 
@@ -151,9 +153,7 @@ def write_tables(out: Path, preset: str, models: list[str], tasks: list[str], he
     writer.writerow(headers)
     writer.writerows(rows)
     for path, text in ((md, md_text), (csv_path, buf.getvalue())):
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        write_atomic(path, text)
     return md, csv_path
 
 

@@ -39,7 +39,7 @@ from tasks.base import TaskError
 from ..config import RunConfig, resolve_run
 from ..data import TaskData
 from ..errors import RunFailed, UserError
-from ..records import base_record, config_changes, device_info, ensure_writable, record_path, run_folder, write_json_atomic
+from ..records import base_record, config_changes, device_info, read_record, ensure_writable, record_path, run_folder, write_json_atomic
 from .build import _registry, check_attention_backend, instantiate_model, instantiate_task
 from .callbacks import GracefulStop, LineProgress, RNGState, RunInterrupted, ValidationHistory
 from .checkpoint_io import AtomicCheckpointIO
@@ -154,12 +154,7 @@ def world_size_of(trainer_kwargs: dict) -> int:
 
 
 def finished_record(path: Path) -> dict | None:
-    import json
-
-    try:
-        rec = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+    rec = read_record(path)
     return rec if rec.get("status") == "ok" else None
 
 

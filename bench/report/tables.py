@@ -1,0 +1,208 @@
+"""The papers' tables as YAML (``tables/*.yaml``): the schema, loading with inheritance, and
+the checks that a table names only registry models and tasks. ``bench reproduce``
+(bench/report/reproduce.py) puts our records beside the numbers loaded here.
+
+Schema of a results table (lm-evaluation-harness style: short entries, a shared base)::
+
+    title: "[RSA Table 2] formal languages ..."   # one line, shown by --list
+    source: "[RSA Table 2], fractions as printed"  # where the paper's numbers come from
+    base: other-table        # optional: inherit that file's keys; this file's are merged on top
+    preset: paper            # the registry preset matching the paper (--preset P: a proxy, said so)
+    seeds: [0, 1, 2]         # seeds expected per cell; only these are read and trained
+    metric: acc              # a metric of the record's split (acc, token_acc, last_acc), or
+                             # minutes_per_epoch (train_time_s / epochs_run / 60)
+    stat: mean               # mean (± std, the default) | median: the paper's statistic
+    paper_units: percent     # how the paper prints: percent | fraction | minutes
+    delta: points            # points: ours - paper (default) | ratio: ours / paper
+    set: [train.max_epochs=5]    # optional overrides for every cell
+    tasks: [d2, d4]          # columns = every task x every split ...
+    splits: [bin0, bin1]     #   ... or {paper: [...], small: [...]} when split names follow the preset
+    columns:                 # ... or an explicit list instead of tasks x splits
+      - {task: listops, split: test, label: "upper bound 10", set: [model.max_layers=10]}
+    rows:
+      - model: transformer   # a registry entry (prefer entries to `set`)
+        label: "GUT Upperbound"      # optional, default the model name
+        set: [model.mode=upperbound] # optional row overrides
+        paper: [0.2, 0.2, 1, 0.08]   # in column order; or {task: [per split]}; a value may be
+                                     # [mean, std]; null = not reported (the whole row may be null)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ..errors import UserError
+from ..registry import deep_merge, suggest
+
+TABLES_DIR = Path(__file__).resolve().parents[2] / "tables"
+TABLE_KEYS = {"title", "source", "base", "preset", "seeds", "metric", "stat", "paper_units", "delta", "set", "tasks", "splits",
+              "columns", "rows", "kind", "checks"}
+ROW_KEYS, COLUMN_KEYS = {"model", "label", "set", "paper"}, {"task", "split", "label", "set"}
+PAPER_UNITS = {"percent": 1.0, "fraction": 100.0, "minutes": 1.0}  # factor to our display unit (%, or minutes)
+
+
+@dataclass(frozen=True)
+class Column:
+    task: str
+    split: str
+    label: str
+    set: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Row:
+    model: str
+    label: str
+    set: tuple[str, ...] = ()
+    paper: tuple = ()  # per column: (mean, std or None) in our display unit, or None
+
+
+@dataclass
+class Table:
+    name: str
+    title: str
+    source: str
+    preset: str
+    seeds: list[int]
+    kind: str = "results"
+    metric: str = "acc"
+    stat: str = "mean"
+    delta: str = "points"
+    set: tuple[str, ...] = ()
+    columns: list[Column] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    checks: list[dict] = field(default_factory=list)
+
+    @property
+    def unit(self) -> str:
+        return "min" if self.metric == "minutes_per_epoch" else "%"
+
+    def cell_set(self, row: Row, col: Column) -> list[str]:
+        return [*self.set, *row.set, *col.set]
+
+
+# ---- loading --------------------------------------------------------------------------------
+
+def table_names(folder: Path = TABLES_DIR) -> list[str]:
+    return sorted(p.stem for p in Path(folder).glob("*.yaml"))
+
+
+def _raw(name: str, folder: Path, chain: tuple = ()) -> dict:
+    path = Path(folder) / f"{name}.yaml"
+    if not path.is_file():
+        raise UserError(f"unknown table {name!r}; {suggest(name, table_names(folder))} (see 'bench reproduce --list')")
+    if name in chain:
+        raise UserError(f"tables/{name}.yaml: base cycle {' -> '.join((*chain, name))}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise UserError(f"tables/{path.name} is not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"tables/{path.name} must be a mapping (title, preset, seeds, tasks, splits, rows, ...)")
+    unknown = set(raw) - TABLE_KEYS
+    if unknown:
+        raise UserError(f"tables/{path.name}: unknown key(s) {', '.join(sorted(unknown))}; {suggest(sorted(unknown)[0], sorted(TABLE_KEYS))}")
+    if raw.get("base"):
+        raw = deep_merge(_raw(raw["base"], folder, (*chain, name)), {k: v for k, v in raw.items() if k != "base"})
+    return raw
+
+
+def load_table(name: str, preset: str | None = None, folder: Path = TABLES_DIR) -> Table:
+    """The table ``name`` with its columns for ``preset`` (default: the table's own)."""
+    raw = _raw(name, folder)
+    where = f"tables/{name}.yaml"
+    for key in ("title", "source", "preset", "seeds"):
+        if key not in raw:
+            raise UserError(f"{where}: missing {key!r}")
+    seeds = raw["seeds"]
+    if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
+        raise UserError(f"{where}: seeds must be a list of integers, e.g. [0, 1, 2]")
+    table = Table(name=name, title=raw["title"], source=raw["source"], preset=raw["preset"], seeds=seeds,
+                  kind=raw.get("kind", "results"))
+    if table.kind == "checks":
+        table.checks = list(raw.get("checks") or [])
+        if not table.checks:
+            raise UserError(f"{where}: a checks table needs a non-empty 'checks' list")
+        return table
+    if table.kind != "results":
+        raise UserError(f"{where}: kind must be results or checks, got {table.kind!r}")
+    table.metric, table.stat, table.delta = raw.get("metric", "acc"), raw.get("stat", "mean"), raw.get("delta", "points")
+    table.set = tuple(raw.get("set") or ())
+    units = raw.get("paper_units", "percent")
+    for key, value, valid in (("stat", table.stat, ("mean", "median")), ("delta", table.delta, ("points", "ratio")),
+                              ("paper_units", units, tuple(PAPER_UNITS))):
+        if value not in valid:
+            raise UserError(f"{where}: {key} must be one of {', '.join(valid)}, got {value!r}")
+    if (units == "minutes") != (table.metric == "minutes_per_epoch"):
+        raise UserError(f"{where}: paper_units minutes goes with metric minutes_per_epoch, and only with it")
+    table.columns = _columns(raw, preset or table.preset, where)
+    if not raw.get("rows"):
+        raise UserError(f"{where}: 'rows' must list at least one row")
+    table.rows = [_row(r, table.columns, PAPER_UNITS[units], where) for r in raw["rows"]]
+    return table
+
+
+def _columns(raw: dict, preset: str, where: str) -> list[Column]:
+    if raw.get("columns"):
+        cols = []
+        for c in raw["columns"]:
+            if not isinstance(c, dict) or "task" not in c or set(c) - COLUMN_KEYS:
+                raise UserError(f"{where}: a column is {{task, split, label, set}}, got {c!r}")
+            cols.append(Column(c["task"], c.get("split", ""), c.get("label") or f"{c['task']}:{c.get('split', '')}", tuple(c.get("set") or ())))
+        return cols
+    tasks, splits = raw.get("tasks"), raw.get("splits")
+    if not tasks or not splits:
+        raise UserError(f"{where}: give 'tasks' and 'splits', or 'columns'")
+    if isinstance(splits, dict):
+        if preset not in splits:
+            raise UserError(f"{where}: no splits for preset {preset!r} (it has: {', '.join(splits)}); split names follow the preset here")
+        splits = splits[preset]
+    return [Column(t, s, f"{t}:{s}" if len(tasks) > 1 else s) for t in tasks for s in splits]
+
+
+def _row(r: dict, columns: list[Column], factor: float, where: str) -> Row:
+    if not isinstance(r, dict) or "model" not in r or set(r) - ROW_KEYS:
+        raise UserError(f"{where}: a row is {{model, label, set, paper}}, got {r!r}")
+    paper = r.get("paper")
+    if paper is None:
+        values = [None] * len(columns)
+    elif isinstance(paper, dict):  # {task: [value per split of that task, in column order]}; a task left out: n/r
+        per_task = {t: [c for c in columns if c.task == t] for t in dict.fromkeys(c.task for c in columns)}
+        for task, given in paper.items():
+            if task not in per_task or not isinstance(given, list) or len(given) != len(per_task[task]):
+                raise UserError(f"{where}: row {r['model']}: paper.{task} must list one value per split of a column task")
+        values = [paper[c.task][per_task[c.task].index(c)] if c.task in paper else None for c in columns]
+    else:
+        values = list(paper)
+    if len(values) != len(columns):
+        raise UserError(f"{where}: row {r['model']}: {len(values)} paper values for {len(columns)} columns")
+    return Row(r["model"], r.get("label") or r["model"], tuple(r.get("set") or ()), tuple(_paper_value(v, factor, where) for v in values))
+
+
+def _paper_value(v, factor: float, where: str):
+    if v is None:
+        return None
+    mean, std = (v[0], v[1]) if isinstance(v, list) and len(v) == 2 else (v, None)
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in ([mean] if std is None else [mean, std])):
+        raise UserError(f"{where}: a paper value is a number, [mean, std] or null, got {v!r}")
+    return (mean * factor, None if std is None else std * factor)
+
+
+def check_names(table: Table, registry) -> None:
+    """Every model and task the table names is in the registry (else the registry's one-line error)."""
+    if table.kind == "checks":
+        from .checks import check_specs
+
+        for spec in check_specs(table):
+            for model in spec.get("models", []):
+                registry.model_entry(model)
+            for task in spec.get("tasks", []):
+                registry.task_entry(task)
+        return
+    for row in table.rows:
+        registry.model_entry(row.model)
+    for col in table.columns:
+        registry.task_entry(col.task)
