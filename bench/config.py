@@ -45,6 +45,7 @@ TRAIN_DEFAULTS = {
     "select": "best_val",  # best_val: test the best-on-validation weights | last: the final weights
     "checkpoint_every_min": 10.0,  # the resume checkpoint is also written this often (and at every validation)
     "compile": False,  # torch.compile the backbone (not part of a run's identity)
+    "watch_splits": [],  # test splits also scored at every validation, logged as <split>_<metric>; never selects
 }
 CHOICES = {
     "optimizer": ("adamw", "adam"),

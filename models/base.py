@@ -40,6 +40,11 @@ class Backbone(nn.Module):
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:  # pragma: no cover
         raise NotImplementedError
 
+    def learned(self) -> dict:
+        """Interpretable learned scalars of every submodule that reports them (``learned()``, e.g.
+        RSA's gate and REM lambda / gamma / theta), keyed by module path: run records keep them."""
+        return {name: m.learned() for name, m in self.named_modules() if m is not self and callable(getattr(m, "learned", None))}
+
     @staticmethod
     def zero_aux(ref: Tensor) -> Tensor:
         return ref.new_zeros(())

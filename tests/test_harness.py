@@ -54,6 +54,35 @@ def test_best_validation_weights_are_tested(tmp_path):
     assert rec["best_val"] == best == rec["metrics"]["val"]["acc"]
 
 
+def test_watched_split_is_scored_at_every_validation_and_never_selects(tmp_path):
+    """train.watch_splits logs bin1 at each validation; with select=last the tested weights are
+    the last validation's, so its logged bin1 equals the record's bin1; selection stays on val."""
+    rec = bench.run(model="transformer", task="parity", preset="smoke", seed=0, out=tmp_path, progress=False,
+                    overrides=["train.max_epochs=3", "train.select=last", "train.watch_splits=[bin1]"])
+    history = rec["val_history"]
+    assert len(history) == 3 and all("bin1_acc" in h for h in history)
+    assert history[-1]["bin1_acc"] == rec["metrics"]["bin1"]["acc"]
+    assert history[-1]["acc"] == rec["metrics"]["val"]["acc"]
+    curve = (Path(rec["path"]).with_suffix("") / "metrics.csv").read_text().splitlines()
+    assert "bin1_acc" in curve[0].split(",") and len(curve) == 4
+    plain = bench.run(model="transformer", task="parity", preset="smoke", seed=0, out=tmp_path / "plain", progress=False,
+                      overrides=["train.max_epochs=3", "train.select=last"])
+    assert Path(plain["path"]).name == Path(rec["path"]).name  # not part of the run's identity
+    assert plain["metrics"] == rec["metrics"]  # watching changes nothing that is trained or tested
+
+
+def test_rsa_record_holds_the_tested_rem_parameters(tmp_path):
+    import torch
+
+    rec = bench.run(model="rsa-transformer", task="parity", preset="smoke", seed=0, out=tmp_path, progress=False,
+                    overrides=["train.max_epochs=1", "train.select=last"])
+    state = torch.load(rec["checkpoint"], map_location="cpu", weights_only=False)["state_dict"]
+    layer0 = rec["learned"]["blocks.0.attn.rsa"]
+    assert layer0["gate"] == pytest.approx(float(torch.sigmoid(state["backbone.blocks.0.attn.rsa.mu"])))
+    assert layer0["lambda_h0"] == pytest.approx(float(torch.tanh(state["backbone.blocks.0.attn.rsa.rem.eta"][0])))
+    assert layer0["theta_h3"] == pytest.approx(float(state["backbone.blocks.0.attn.rsa.rem.theta"][1]))
+
+
 def test_nan_loss_gives_a_failed_record(tmp_path):
     reg_path = tmp_path / "registry.yaml"
     reg = yaml.safe_load((ROOT / "registry.yaml").read_text())
@@ -101,6 +130,8 @@ BAD = [
     (["run", "--model", "transformer", "--task", "copy", "--set", "data.max_len=5"], "too short"),
     (["run", "--model", "transformer", "--task", "parity", "--out", "/proc/nope"], "cannot be written"),
     (["compare", "--models", "transformer,lstn"], "did you mean 'lstm'"),
+    (["run", "--model", "transformer", "--task", "parity", "--preset", "smoke", "--set", "train.watch_splits=[bin7]"],
+     "has no test split 'bin7'"),
     (["run", "--model", "transformer", "--task", "parity", "--preset", "smoke", "--accelerator", "cpu",
       "--set", "model.attn_backend=xformers"], "runs on CUDA only"),
 ]

@@ -201,3 +201,17 @@ def test_init_follows_the_paper():
 def test_bad_configs_raise(kinds, dilations, match):
     with pytest.raises(ValueError, match=match):
         REM(5, kinds, dilations)
+
+
+def test_init_overrides_set_lambda_and_theta():
+    """eta_init / theta_init (ablations): one value for every head or one per head, in head
+    order within each kind; the kernel then starts at tanh(eta)^p and gamma^p cos(p theta)."""
+    rem = REM(5, [3, 1, 1, 0, 0, 0], eta_init=[-2.0, -1.0, 0.5], theta_init=math.pi)
+    torch.testing.assert_close(rem.eta.detach(), torch.tensor([-2.0, -1.0, 0.5]))
+    torch.testing.assert_close(rem.theta.detach(), torch.full((2,), math.pi))
+    k = rem.kernel(4).detach()  # (H, 5): p = 0..4
+    torch.testing.assert_close(k[1, 1:], torch.tanh(torch.tensor(-1.0)) ** torch.arange(1.0, 5.0))
+    gamma = torch.sigmoid(rem.nu.detach()[0])
+    torch.testing.assert_close(k[3, 1:], gamma ** torch.arange(1.0, 5.0) * torch.tensor([-1.0, 1.0, -1.0, 1.0]), atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="3 regular heads"):
+        REM(5, [3, 1, 1, 0, 0, 0], eta_init=[1.0, 2.0])

@@ -52,7 +52,7 @@ def test_gate_mixes_softmax_and_rem_per_eq4():
     rem = mha.merge_heads(mha.rsa.rem(v, causal=True))
     # o_proj is linear and bias-free, so the mixture commutes with it.
     torch.testing.assert_close(mha(x, causal=True), (1 - s) * plain(x, causal=True) + s * mha.o_proj(rem))
-    assert mha.rsa.stats()["gate"] == pytest.approx(float(s))
+    assert mha.rsa.learned()["gate"] == pytest.approx(float(s))
 
 
 def test_memory_plus_segment_uses_shifted_lags():

@@ -164,6 +164,10 @@ def build(plan: RunPlan):
     torch.set_num_threads(train["num_threads"] or min(os.cpu_count() or 1, 8))
     L.seed_everything(plan.seed, workers=True, verbose=False)
     task_obj = instantiate_task(plan.config.task)
+    unknown = [s for s in train["watch_splits"] if s not in task_obj.test_splits()]
+    if unknown:
+        raise UserError(f"train.watch_splits: {plan.task!r} has no test split {unknown[0]!r}; "
+                        f"its test splits are {', '.join(task_obj.test_splits())}")
     try:
         data = TaskData(task_obj, train["batch_size"], train["eval_batch_size"], plan.seed)
     except TaskError as exc:
@@ -250,7 +254,8 @@ def fit(plan: RunPlan, trainer: L.Trainer, module: TaskModule, data: TaskData) -
     train_loader.position = lambda: (trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_progress.current.processed)
     resume = str(plan.last_ckpt) if plan.last_ckpt.is_file() else None
     try:
-        trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=data.eval_loader("val"), ckpt_path=resume)
+        val_loaders = [data.eval_loader(s) for s in ["val", *plan.train["watch_splits"]]]  # index 0 selects
+        trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=val_loaders, ckpt_path=resume)
     except torch.OutOfMemoryError as exc:
         raise UserError(f"out of memory at step {trainer.global_step} with train.batch_size={plan.train['batch_size']} "
                         f"({str(exc).splitlines()[0]}); lower train.batch_size or the model size") from None
@@ -280,6 +285,7 @@ def summarize(plan: RunPlan, trainer: L.Trainer, module: TaskModule, tested: dic
         "best_epoch": best["epoch"], "best_step": best["step"], "best_val": best[history.metric],
         "last_val": history.entries[-1][history.metric],
         "val_history": history.entries,
+        "learned": module.backbone.learned(),  # e.g. RSA gates and REM parameters of the tested weights
         "epochs_run": trainer.current_epoch, "steps_run": trainer.global_step,
         "resumed_from": module.resumed_from,
         "wall_time_s": wall,  # this session's; train_time_s adds up every session of the run

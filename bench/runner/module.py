@@ -205,6 +205,8 @@ class TaskModule(L.LightningModule):
             curve["train_loss"] = float(self.trainer.strategy.reduce(mean_loss, reduce_op="mean"))  # over ranks
             self.train_tokens += int(self._tokens)
             self._loss_sum = self._loss_count = self._tokens = None
+        for i, split in enumerate(self.train_cfg.get("watch_splits", []), start=1):  # logged, never selected on
+            curve[f"{split}_{self.metric}"] = self.last_eval[i][self.metric]
         if self.trainer.optimizers:
             curve["lr"] = self.trainer.optimizers[0].param_groups[0]["lr"]
         self.log_dict(curve, prog_bar=False, logger=True, on_epoch=True, batch_size=1)

@@ -62,6 +62,14 @@ def _spread_eta(n: int) -> Tensor:
     return torch.where(s <= 1.0, s - 2.0, s)
 
 
+def _init_values(value, n: int, name: str, what: str) -> Tensor:
+    """One float for every head, or a list of one float per head."""
+    values = [float(v) for v in value] if isinstance(value, (list, tuple)) else [float(value)] * n
+    if len(values) != n:
+        raise ValueError(f"rsa {name} lists {len(values)} values but the layer has {n} {what} heads; give one value or {n}")
+    return torch.tensor(values)
+
+
 def _time_last_padded(x: Tensor, n: int) -> Tensor:
     """(B, G, N, hd) -> (B, G, hd, n) contiguous, zero past N: the layout the FFT runs fastest on,
     made in one copy (zeroing only the tail, not the whole buffer as F.pad would)."""
@@ -113,7 +121,8 @@ class REM(nn.Module):
     one int for all. ``forward(v, n_queries, offset, causal)`` returns ``P V``.
     """
 
-    def __init__(self, n_heads: int, kinds, dilations=None, lag_cap: int = 200, path: str = "fft"):
+    def __init__(self, n_heads: int, kinds, dilations=None, lag_cap: int = 200, path: str = "fft",
+                 eta_init=None, theta_init=None):
         super().__init__()
         kinds = [int(k) for k in kinds]
         if len(kinds) != 6 or min(kinds) < 0:
@@ -154,14 +163,17 @@ class REM(nn.Module):
         self.group_dilations = sorted(set(dil_of))
         for i, d in enumerate(self.group_dilations):
             self.register_buffer(f"group_heads_{i}", torch.tensor([h for h in range(n_heads) if dil_of[h] == d]), persistent=False)
-        # Paper init [RSA §3]: eta over [-2,-1] U [1,2], nu over [1,2], theta = pi/4.
-        self.eta = nn.Parameter(_spread_eta(len(self.reg_heads)))
+        # Paper init [RSA §3]: eta over [-2,-1] U [1,2], nu over [1,2], theta = pi/4. ``eta_init`` /
+        # ``theta_init`` (one value, or one per regular / cyclical head) replace it, for ablations.
+        self.eta = nn.Parameter(_init_values(eta_init, len(self.reg_heads), "eta_init", "regular") if eta_init is not None
+                                else _spread_eta(len(self.reg_heads)))
         nu = torch.empty(len(self.cyc_heads))
         for kind in (1, 2):  # spread within each cyclical kind, so cos and sin heads both cover [1,2]
             idx = [i for i, h in enumerate(self.cyc_heads) if kind_of[h] == kind]
             nu[idx] = _spread(len(idx), 1.0, 2.0)
         self.nu = nn.Parameter(nu)
-        self.theta = nn.Parameter(torch.full((len(self.cyc_heads),), math.pi / 4))
+        self.theta = nn.Parameter(_init_values(math.pi / 4 if theta_init is None else theta_init, len(self.cyc_heads),
+                                               "theta_init", "cyclical"))
         self._power_cache: dict = {}
 
     # ---- kernel values ------------------------------------------------------------------

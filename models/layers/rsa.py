@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from .rem import REM
 
-RSA_KEYS = {"kinds", "dilations", "mu_init", "lag_cap", "path"}
+RSA_KEYS = {"kinds", "dilations", "mu_init", "lag_cap", "path", "eta_init", "theta_init"}
 
 
 class _GatedMix(torch.autograd.Function):
@@ -65,7 +65,8 @@ def gated_mix(s_pv: Tensor, attn: Tensor, c: Tensor) -> Tensor:
 
 class RSA(nn.Module):
     """The REMs and the gate mu of one attention layer; ``config`` is the registry's ``rsa`` dict:
-    kinds (k1..k6, summing to at most n_heads), dilations, mu_init, lag_cap, path."""
+    kinds (k1..k6, summing to at most n_heads), dilations, mu_init, lag_cap, path, and optionally
+    eta_init / theta_init (replacing the paper's initialisation of lambda = tanh(eta) and theta)."""
 
     def __init__(self, n_heads: int, config: dict):
         super().__init__()
@@ -77,7 +78,8 @@ class RSA(nn.Module):
         if n_rsa > n_heads:
             raise ValueError(f"rsa kinds {list(config['kinds'])} sum to {n_rsa} but the layer has only n_heads={n_heads}")
         self.rem = REM(
-            n_rsa, config["kinds"], config.get("dilations"), lag_cap=config.get("lag_cap", 200), path=config.get("path", "fft")
+            n_rsa, config["kinds"], config.get("dilations"), lag_cap=config.get("lag_cap", 200), path=config.get("path", "fft"),
+            eta_init=config.get("eta_init"), theta_init=config.get("theta_init"),
         )
         self.mu = nn.Parameter(torch.tensor(float(config.get("mu_init", 1.0))))
 
@@ -98,8 +100,8 @@ class RSA(nn.Module):
         """sigmoid(mu), detached, on the device: the share of P V in every RSA head's output."""
         return torch.sigmoid(self.mu.detach())
 
-    def stats(self) -> dict:
-        """Gate sigmoid(mu) and per-head lambda / gamma / theta, as floats (for reports, not per step)."""
+    def learned(self) -> dict:
+        """Gate sigmoid(mu) and per-head lambda / gamma / theta, as floats (for records, not per step)."""
         stats = {"gate": float(self.gate())}
         with torch.no_grad():
             decay, theta, kind = self.rem.head_params()
