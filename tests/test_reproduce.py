@@ -1,5 +1,6 @@
 """bench reproduce: paper tables from tables/*.yaml beside fake run records (no training)."""
 import csv
+from pathlib import Path
 
 import pytest
 
@@ -19,16 +20,21 @@ def write_record(out, model, task, seed, metrics, preset="paper", overrides=None
 
 
 def cell(result, row, column):
-    """The (ours, paper, Δ) texts of one cell of a built table."""
-    line = next(r for r in result["rows"] if r[0] == row)
-    i = result["headers"].index(f"{column} ours")
+    """The (ours, paper, Δ) texts of one cell of a built table (wide, or long: task, row, splits)."""
+    if result["headers"][0] == "task":
+        task, split = column.split(":")
+        line = next(r for r in result["rows"] if r[:2] == [task, row])
+        i = result["headers"].index(f"{split} ours")
+    else:
+        line = next(r for r in result["rows"] if r[0] == row)
+        i = result["headers"].index(f"{column} ours")
     return tuple(line[i:i + 3])
 
 
-def printed_row(text, label):
-    """The stripped cells of a github-format table's row."""
-    line = next(line for line in text.splitlines() if line.startswith(f"| {label} "))
-    return [c.strip() for c in line.split("|")[1:-1]]
+def printed_row(text, *labels):
+    """The stripped cells of a github-format table's row whose first cells are ``labels``."""
+    rows = ([c.strip() for c in line.split("|")[1:-1]] for line in text.splitlines() if line.startswith("| "))
+    return next(r for r in rows if r[:len(labels)] == list(labels))
 
 
 @pytest.fixture
@@ -66,7 +72,29 @@ def test_records_made_with_settings_the_registry_no_longer_gives_are_marked(tmp_
     result = build(load_table("rsa-table2"), tmp_path, "paper", registry)
     assert cell(result, "transformer", "parity:bin0")[0] == "50.0 (1)"
     assert cell(result, "transformer", "tomita3:bin0")[0] == "50.0 (1) †"
-    assert f"in 1 of 2 (model, task) cells; model.d_model 999 -> {now['model']['params']['d_model']}" in result["stale"]
+    assert f"(1 of 36 (model, task) cells; model.d_model 999 -> {now['model']['params']['d_model']})" in result["stale"]
+    assert result["present"] == 1  # a stale record is shown, not counted as present
+
+
+def test_a_cell_with_current_records_leaves_its_stale_ones_out(tmp_path, registry):
+    from bench.report.reproduce import current_config
+
+    now = current_config(registry, "transformer", "parity", "paper", [])
+    old = {**now, "model": {**now["model"], "params": {**now["model"]["params"], "pos_encoding": "xpos"}}}
+    write_record(tmp_path, "transformer", "parity", 0, {"bin0": 0.5, "bin1": 0.0}, config=now)
+    write_record(tmp_path, "transformer", "parity", 1, {"bin0": 0.7, "bin1": 0.1}, config=now)
+    write_record(tmp_path, "transformer", "parity", 2, {"bin0": 1.0, "bin1": 1.0}, config=old)  # partly rerun
+    result = build(load_table("rsa-table2"), tmp_path, "paper", registry)
+    assert cell(result, "transformer", "parity:bin0") == ("60.0 ± 14.1 (2)", "29", "+31.0")  # seeds 0, 1 only
+    assert result["present"] == 2 and result["stale"] == ""
+
+
+def test_several_tasks_with_several_splits_print_long():
+    """RSA Table 2 (6 languages x 2 bins): one row per (language, model), (ours, paper, Δ) per bin."""
+    result = build(load_table("rsa-table2"), Path("/nonexistent"), "paper")
+    assert result["headers"] == ["task", "row"] + [f"{b} {w}" for b in ("bin0", "bin1") for w in ("ours", "paper", "Δ")]
+    assert len(result["rows"]) == 6 * 6 and result["rows"][0][:2] == ["d2", "transformer"]
+    assert cell(result, "rsa-transformer-III", "parity:bin1") == (MISSING, "62", MISSING)
 
 
 def test_cli_prints_the_table_and_writes_markdown_csv_and_plot(runs, capsys):
@@ -76,7 +104,7 @@ def test_cli_prints_the_table_and_writes_markdown_csv_and_plot(runs, capsys):
     folder = runs / "reproduce"
     md = (folder / "rsa-table2.md").read_text()
     assert f"`bench reproduce rsa-table2 --out {runs}`" in md
-    assert printed_row(md, "transformer")[13:16] == ["30.0 ± 10.0 (3)", "29", "+1.0"]  # parity bin 0
+    assert printed_row(md, "parity", "transformer")[2:5] == ["30.0 ± 10.0 (3)", "29", "+1.0"]  # bin 0
     rows = list(csv.DictReader((folder / "rsa-table2.csv").open()))
     parity0 = next(r for r in rows if r["row"] == "transformer" and r["column"] == "parity:bin0")
     assert float(parity0["delta"]) == pytest.approx(1.0)

@@ -112,42 +112,62 @@ def _delta_text(d: float | None, kind: str) -> str:
 
 def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     """Headers, rows, per-cell numbers, and the runs found / expected (a run is a model, task,
-    override set and seed: one run fills every column of its task). With a registry, a cell
-    whose records were made with settings the registry no longer gives is marked STALE."""
-    headers = ["row"] + [f"{c.label} {what}" for c in table.columns for what in ("ours", "paper", "Δ")]
-    rows, cells, present, expected, stale_runs = [], [], set(), set(), {}
+    override set and seed: one run fills every column of its task). With a registry, records
+    made with settings the registry no longer gives are left out of a cell that has current
+    ones, and marked STALE where they are all it has.
+
+    Layout: one row per table row and (ours, paper, Δ) per column; a table of several tasks
+    with several splits each (RSA Table 2) is printed long instead, one row per (task, row)
+    and (ours, paper, Δ) per split, as the papers print it."""
+    texts, cells, present, expected, stale_runs = {}, [], set(), set(), {}
     scale = 100.0 if table.unit == "%" else 1.0
     for row in table.rows:
-        line = [row.label]
         for col, paper in zip(table.columns, row.paper):
             run = (row.model, col.task, tuple(sorted(table.cell_set(row, col))))
             recs = cell_records(out, row.model, col.task, preset, table.cell_set(row, col), table.seeds)
             ok = [r for r in recs if r.get("status") == "ok"]
             failed = len(recs) - len(ok)
+            mark = ""
+            if registry is not None and ok:
+                if run not in stale_runs:
+                    current = current_config(registry, row.model, col.task, preset, table.cell_set(row, col))
+                    stale_runs[run] = {r["seed"]: stale(r, current) for r in ok}
+                fresh = [r for r in ok if not stale_runs[run][r["seed"]]]
+                ok, mark = (fresh, "") if fresh else (ok, f" {STALE}")
             expected.add(run)
-            present.update((*run, r["seed"]) for r in ok)
+            present.update((*run, r["seed"]) for r in ok if not mark)
             raw = [v for v in (record_value(r, col.split, table.metric) for r in ok) if v is not None and not math.isnan(v)]
             values = [v * scale for v in raw]
             center = _summary(values, table.stat)
             d = _delta(center, paper, table.delta)
-            text = "FAIL" if failed and not ok else _ours_text(raw, center, table)
+            text = "FAIL" if failed and not ok else _ours_text(raw, center, table) + mark
             if failed and ok:
                 text += f" (FAIL {failed}/{len(recs)})"
-            if registry is not None and ok:
-                if run not in stale_runs:
-                    current = current_config(registry, row.model, col.task, preset, table.cell_set(row, col))
-                    stale_runs[run] = next((why for why in (stale(r, current) for r in ok) if why), None)
-                text += f" {STALE}" if stale_runs[run] else ""
-            line += [text, _paper_text(paper), _delta_text(d, table.delta)]
+            texts[row.label, col.label] = [text, _paper_text(paper), _delta_text(d, table.delta)]
             cells.append({"row": row.label, "model": row.model, "task": col.task, "split": col.split, "column": col.label,
                           "n": len(values), "failed": failed, "ours": center, "ours_std": _std(values),
-                          "paper": None if paper is None else paper[0], "paper_std": None if paper is None else paper[1], "delta": d})
-        rows.append(line)
-    reasons = sorted({why for why in stale_runs.values() if why})
+                          "paper": None if paper is None else paper[0], "paper_std": None if paper is None else paper[1], "delta": d,
+                          "stale": bool(mark)})
+    headers, rows = _layout(table, texts)
+    only_stale = [run for run, by_seed in stale_runs.items() if all(by_seed.values())]
+    reasons = sorted({why for run in only_stale for why in stale_runs[run].values() if why})
     return {"headers": headers, "rows": rows, "cells": cells, "present": len(present), "expected": len(expected) * len(table.seeds),
-            "stale": (f"{STALE} = records made with settings the registry no longer gives for that cell "
-                      f"(in {sum(map(bool, stale_runs.values()))} of {len(stale_runs)} (model, task) cells; {'; '.join(reasons[:3])}): "
-                      "rerun them to compare the current setting") if reasons else ""}
+            "stale": (f"{STALE} = only records made with settings the registry no longer gives for that cell "
+                      f"({len(only_stale)} of {len(expected)} (model, task) cells; {'; '.join(reasons[:3])}): "
+                      "rerun them to compare the current setting; they do not count as present") if reasons else ""}
+
+
+def _layout(table: Table, texts: dict) -> tuple[list[str], list[list[str]]]:
+    tasks = list(dict.fromkeys(c.task for c in table.columns))
+    if len(tasks) == 1 or len(table.columns) == len(tasks):  # wide: a column per (task, split)
+        headers = ["row"] + [f"{c.label} {what}" for c in table.columns for what in ("ours", "paper", "Δ")]
+        return headers, [[r.label] + [t for c in table.columns for t in texts[r.label, c.label]] for r in table.rows]
+    splits = list(dict.fromkeys(c.split for c in table.columns))
+    label = {(c.task, c.split): c.label for c in table.columns}
+    headers = ["task", "row"] + [f"{split} {what}" for split in splits for what in ("ours", "paper", "Δ")]
+    rows = [[task, r.label] + [t for split in splits for t in texts.get((r.label, label.get((task, split))), ["", "", ""])]
+            for task in tasks for r in table.rows]
+    return headers, rows
 
 
 def _std(values: list[float]) -> float | None:
