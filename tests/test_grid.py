@@ -56,3 +56,12 @@ def test_concurrent_first_use_of_a_fresh_data_cache(tmp_path):
     assert len({out for out, _ in results}) == 1  # everyone read the same data
     folders = sorted(p.name.split("-")[0] for p in (cache / "parity").iterdir() if p.is_dir())
     assert folders == ["bin0", "bin1", "train", "val"]  # one per split, and the orphan is gone
+
+
+def test_a_users_thread_count_wins_over_the_launchers_share():
+    from bench.grid import Cell
+
+    assert Cell("lstm", "parity", "smoke", 0).threads_argv(2) == ["--set", "train.num_threads=2"]
+    mine = Cell("lstm", "parity", "smoke", 0, ("train.num_threads=1", "train.lr=0.01"))
+    assert mine.threads_argv(2) == []
+    assert mine.argv(Path("out"), None, {}, False).count("train.num_threads=1") == 1

@@ -25,6 +25,13 @@ class Cell:
     def name(self) -> str:
         return f"{self.model} on {self.task} ({self.preset}), seed {self.seed}"
 
+    def threads_argv(self, share: int) -> list[str]:
+        """``--set train.num_threads=<share>`` (a launcher's division of the CPU), unless the
+        user set train.num_threads for the grid: theirs wins."""
+        if any(item.partition("=")[0].strip() == "train.num_threads" for item in self.overrides):
+            return []
+        return ["--set", f"train.num_threads={share}"]
+
     def argv(self, out: Path, registry_path: str | None, trainer_args: dict, rerun: bool) -> list[str]:
         """The ``bench run`` command line of this cell (a launcher may append settings that do
         not change what is learned, such as train.num_threads)."""

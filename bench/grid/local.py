@@ -115,7 +115,7 @@ def run_local(cells: list[Cell], out: Path, registry_path: str, *, jobs: int, ru
                 argv = cell.argv(out, registry_path, trainer_args, rerun)
                 env = {k: v for k, v in slots[slot].items() if k != "BENCH_THREADS"}
                 if "BENCH_THREADS" in slots[slot]:
-                    argv += ["--set", f"train.num_threads={slots[slot]['BENCH_THREADS']}"]
+                    argv += cell.threads_argv(slots[slot]["BENCH_THREADS"])
                 log = logs / f"{cell.task}--{cell.model}--seed{cell.seed}.log"
                 proc = CellProcess(argv, env, log, fresh)
                 running[proc.pid] = (proc, cell, slot, time.perf_counter())

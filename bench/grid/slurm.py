@@ -278,7 +278,7 @@ class CellChunk:
             shutil.rmtree(run_folder(record), ignore_errors=True)
             self._cleared.add(cell)
         threads = self.threads or len(os.sched_getaffinity(0))
-        argv = cell.argv(Path(self.out), self.registry_path, self.trainer_args, rerun=False) + ["--set", f"train.num_threads={threads}"]
+        argv = cell.argv(Path(self.out), self.registry_path, self.trainer_args, rerun=False) + cell.threads_argv(threads)
         command = shlex.split(self.cell_command) if self.cell_command else [sys.executable, "-m", "bench"]
         log = Path(self.logs) / f"{cell.task}--{cell.model}--seed{cell.seed}.log"
         t0 = time.perf_counter()
