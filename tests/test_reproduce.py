@@ -183,13 +183,18 @@ def test_every_table_loads_and_names_registry_models_and_tasks(registry):
         assert all(len(row.paper) == len(table.columns) for row in table.rows)
 
 
-def test_list_names_every_table_with_its_record_count(tmp_path, capsys):
+def test_list_names_every_table_with_its_record_count(tmp_path, capsys, registry):
+    from bench.report.reproduce import current_config
+
     write_record(tmp_path, "transformer", "parity", 0, {"bin0": 0.2, "bin1": 0.0})
+    now = current_config(registry, "transformer", "d2", "paper", [])
+    old = {**now, "model": {**now["model"], "params": {**now["model"]["params"], "pos_encoding": "xpos"}}}
+    write_record(tmp_path, "transformer", "d2", 0, {"bin0": 0.2, "bin1": 0.0}, config=old)
     assert main(["reproduce", "--list", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert all(name in printed for name in table_names())
     rsa = next(line for line in printed.splitlines() if line.startswith("rsa-table2 "))
-    assert "2/72 cells" in rsa  # one record fills parity bin 0 and bin 1
+    assert "2/72 cells (+2 † stale only)" in rsa  # a record fills bin 0 and bin 1; the d2 one is stale
     assert "5 computed, 0/2 from records, 1 not implemented" in printed
 
 

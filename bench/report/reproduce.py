@@ -267,7 +267,9 @@ def plan(table: Table, registry, preset: str, out: Path) -> tuple[list, list]:
 
 # ---- command --------------------------------------------------------------------------------
 
-def list_tables(out: Path, folder: Path = TABLES_DIR) -> list[list[str]]:
+def list_tables(out: Path, folder: Path = TABLES_DIR, registry=None) -> list[list[str]]:
+    """One line per table: name, preset, cells with records (made with today's settings, when a
+    registry is given; cells holding only stale records are counted apart), title."""
     rows = []
     for name in table_names(folder):
         table = load_table(name, folder=folder)
@@ -276,8 +278,10 @@ def list_tables(out: Path, folder: Path = TABLES_DIR) -> list[list[str]]:
 
             have = checks_summary(table, out, table.preset)
         else:
-            done = [c for c in build(table, out, table.preset)["cells"] if c["n"]]
-            have = f"{len(done)}/{len(table.rows) * len(table.columns)} cells"
+            cells = build(table, out, table.preset, registry)["cells"]
+            current = sum(1 for c in cells if c["n"] and not c["stale"])
+            old = sum(1 for c in cells if c["n"] and c["stale"])
+            have = f"{current}/{len(cells)} cells" + (f" (+{old} {STALE} stale only)" if old else "")
         rows.append([name, table.preset, have, table.title])
     return rows
 
@@ -287,7 +291,7 @@ def cmd_reproduce(args, registry) -> int:
 
     out = Path(args.out)
     if args.list_tables:
-        print(tabulate(list_tables(out), headers=["table", "preset", "with records", "description"], tablefmt="simple"))
+        print(tabulate(list_tables(out, registry=registry), headers=["table", "preset", "with records", "description"], tablefmt="simple"))
         return 0
     if not args.table:
         raise UserError("name a table (e.g. bench reproduce rsa-table2) or pass --list")
