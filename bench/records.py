@@ -41,7 +41,9 @@ def config_changes(made_with: dict | None, current: dict | None) -> str | None:
     """The learning-relevant settings a record was made with that a run of the same cell would
     not use today, e.g. "model.pos_encoding 'xpos' -> 'sinusoidal'" (a preset edited after the
     run); None when there are none. Keys a record lacks count as their default for train and are
-    skipped for model and data (parameters added later)."""
+    skipped for model and data (parameters added later). The data generator's version counts too:
+    a record that does not name one was made before versions were recorded, i.e. version "1"
+    unless scripts/backfill_data_version.py read its version from the record's commit."""
     from .config import TRAIN_DEFAULTS
 
     if not made_with or not current:
@@ -51,6 +53,9 @@ def config_changes(made_with: dict | None, current: dict | None) -> str | None:
              ("train", {**TRAIN_DEFAULTS, **made_with.get("train", {})}, current["train"])]
     diffs = [f"{section}.{key} {old[key]!r} -> {new[key]!r}" for section, old, new in pairs
              for key in sorted(old.keys() & new.keys()) if old[key] != new[key] and f"{section}.{key}" not in NOT_IDENTITY]
+    old_version, new_version = made_with["task"].get("version", "1"), current["task"].get("version", "1")
+    if old_version != new_version:
+        diffs.append(f"data version {old_version!r} -> {new_version!r}")
     return ", ".join(diffs) or None
 
 

@@ -77,7 +77,8 @@ class RunConfig:
         """The config as run records hold it (JSON; the classes and sources left out)."""
         m, t = self.model, self.task
         return copy.deepcopy({"model": {"name": m.name, "target": m.target, "params": m.params, "causal": m.causal},
-                              "task": {"name": t.name, "target": t.target, "params": t.params, "preset": t.preset},
+                              "task": {"name": t.name, "target": t.target, "params": t.params, "preset": t.preset,
+                                       "version": t.cls.version},  # the generator's version: a bump means other data
                               "train": self.train, "preset": self.preset})
 
     def explain(self) -> list[tuple[str, str, object, str]]:

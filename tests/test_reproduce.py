@@ -212,3 +212,19 @@ def test_nope_checks_pass_and_say_what_is_not_there(tmp_path, registry):
     assert status[:5] == ["pass"] * 5  # the computed properties of [NOPE §3]
     assert status[5].startswith("not implemented")
     assert status[6:] == ["missing records", "missing records"]
+
+
+def test_a_record_of_an_older_data_version_is_stale(tmp_path, registry):
+    """Logic's generator is version 2: a record made on version 1 data (or naming no version,
+    i.e. made before versions were recorded) is retrained, whatever its parameters."""
+    from bench.records import config_changes
+    from bench.report.reproduce import current_config
+
+    now = current_config(registry, "transformer", "logic", "small", [])
+    assert now["task"]["version"] == "2"
+    assert config_changes(now, now) is None
+    v1 = {**now, "task": {**now["task"], "version": "1"}}
+    unrecorded = {**now, "task": {k: v for k, v in now["task"].items() if k != "version"}}
+    assert config_changes(v1, now) == "data version '1' -> '2'" == config_changes(unrecorded, now)
+    listops = current_config(registry, "transformer", "listops", "small", [])  # never bumped: "1" either way
+    assert config_changes({**listops, "task": {k: v for k, v in listops["task"].items() if k != "version"}}, listops) is None
