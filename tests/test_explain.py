@@ -93,8 +93,9 @@ def test_public_is_the_record_config():
     """Records hold this structure; the task's params are only those given (the class fills in its defaults)."""
     cfg = resolve_run(REG, "transformer", "copy", "smoke", ["data.n_train=100"]).public()
     assert list(cfg) == ["model", "task", "train", "preset"]
-    assert list(cfg["model"]) == ["name", "target", "params", "causal"] and list(cfg["task"]) == ["name", "target", "params", "preset"]
+    assert list(cfg["model"]) == ["name", "target", "params", "causal"] and list(cfg["task"]) == ["name", "target", "params", "preset", "version"]
     assert cfg["task"]["params"] == {"max_len": 40, "test_lengths": [40], "n_train": 100, "n_val": 64, "n_test": 64}
+    assert cfg["task"]["version"] == "1"  # the copy generator was never bumped
     assert cfg["model"]["params"]["d_model"] == 32 and cfg["model"]["params"]["attn_backend"] == "sdpa"
     assert json.loads(json.dumps(cfg)) == cfg
 
