@@ -18,12 +18,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from bench.records import NOT_IDENTITY, read_record  # noqa: E402
+from bench.records import identity_overrides, read_record  # noqa: E402
 
 
 def variant(rec: dict) -> str:
-    items = [o for o in rec.get("overrides", []) if o.partition("=")[0] not in NOT_IDENTITY]
-    return ", ".join(items) or "(preset)"
+    return ", ".join(identity_overrides(rec.get("overrides"))) or "(preset)"
 
 
 def heads(layer: dict) -> str:

@@ -66,10 +66,8 @@ class ValidationHistory(L.Callback):
     def on_validation_end(self, trainer, module):
         if trainer.sanity_checking or 0 not in module.last_eval:
             return
-        entry = {"epoch": trainer.current_epoch, "step": trainer.global_step, self.metric: module.last_eval[0][self.metric]}
-        for i, split in enumerate(module.train_cfg.get("watch_splits", []), start=1):  # train.watch_splits
-            entry[f"{split}_{self.metric}"] = module.last_eval[i][self.metric]
-        self.entries.append(entry)
+        self.entries.append({"epoch": trainer.current_epoch, "step": trainer.global_step,
+                             self.metric: module.last_eval[0][self.metric], **module.watched()})
 
     def best(self) -> dict | None:
         """The first validation with the highest metric (ModelCheckpoint keeps the same one: it

@@ -205,11 +205,16 @@ class TaskModule(L.LightningModule):
             curve["train_loss"] = float(self.trainer.strategy.reduce(mean_loss, reduce_op="mean"))  # over ranks
             self.train_tokens += int(self._tokens)
             self._loss_sum = self._loss_count = self._tokens = None
-        for i, split in enumerate(self.train_cfg.get("watch_splits", []), start=1):  # logged, never selected on
-            curve[f"{split}_{self.metric}"] = self.last_eval[i][self.metric]
+        curve.update(self.watched())
         if self.trainer.optimizers:
             curve["lr"] = self.trainer.optimizers[0].param_groups[0]["lr"]
         self.log_dict(curve, prog_bar=False, logger=True, on_epoch=True, batch_size=1)
+
+    def watched(self) -> dict:
+        """The last validation's scores of train.watch_splits (eval loaders 1.., after val), as
+        ``<split>_<metric>``: logged and kept in the history, never selected on."""
+        return {f"{split}_{self.metric}": self.last_eval[i][self.metric]
+                for i, split in enumerate(self.train_cfg.get("watch_splits", []), start=1)}
 
     def on_train_end(self):
         self.check_finite()
