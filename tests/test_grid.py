@@ -65,3 +65,26 @@ def test_a_users_thread_count_wins_over_the_launchers_share():
     mine = Cell("lstm", "parity", "smoke", 0, ("train.num_threads=1", "train.lr=0.01"))
     assert mine.threads_argv(2) == []
     assert mine.argv(Path("out"), None, {}, False).count("train.num_threads=1") == 1
+
+
+def test_a_grid_trains_every_cell_at_one_seed_before_any_at_the_next(tmp_path, monkeypatch):
+    """Seed-major order, whatever order the plan gave (reproduce plans one model at a time):
+    a grid stopped part-way leaves every cell with the same number of seeds, give or take one."""
+    import bench.grid as grid
+    import bench.grid.local as local
+    from bench.grid import Cell
+
+    planned = [Cell(m, t, "smoke", s) for m in ("lstm", "transformer") for t in ("parity", "d2") for s in (1, 0, 2)]
+    seen = []
+    monkeypatch.setattr(local, "start_fork_server", lambda: None)
+    monkeypatch.setattr(grid, "prepare_data", lambda registry, cells: None)
+    monkeypatch.setattr(local, "run_local", lambda cells, *a, **k: seen.extend(cells) or [])
+
+    class Registry:
+        path = tmp_path / "registry.yaml"
+
+    assert grid.run_grid(Registry(), planned, tmp_path) == []
+    assert [c.seed for c in seen] == [1] * 4 + [0] * 4 + [2] * 4  # seeds in the order given
+    pairs = [(c.model, c.task) for c in seen]
+    assert pairs[:4] == [("lstm", "parity"), ("lstm", "d2"), ("transformer", "parity"), ("transformer", "d2")]
+    assert pairs[:4] == pairs[4:8] == pairs[8:]

@@ -130,11 +130,20 @@ def launcher_profile(launcher: str, path: str | None, settings=()) -> dict | Non
     return load_profile(path, settings or ())
 
 
+def seed_major(cells: list[Cell]) -> list[Cell]:
+    """The cells with every (model, task) at its first seed before any at its second, and so on
+    (seeds in the order given, cells of one seed in plan order): a grid stopped part-way leaves a
+    table with as many seeds in every cell as it could, not some cells finished and others empty."""
+    rank = {seed: i for i, seed in reversed(list(enumerate(c.seed for c in cells)))}
+    return sorted(cells, key=lambda c: rank[c.seed])
+
+
 def run_grid(registry, cells: list[Cell], out: Path, *, jobs: int = 1, launcher: str = "local", runs_per_gpu: int = 1,
              trainer_args: dict | None = None, rerun: bool = False, profile: str | None = None) -> list[tuple[Cell, str]]:
-    """Train the cells; returns the failed ones with a one-line reason (empty: all succeeded)."""
+    """Train the cells, seed-major; returns the failed ones with a one-line reason (empty: all succeeded)."""
     if not cells:
         return []
+    cells = seed_major(cells)
     if launcher == "local":
         from .local import start_fork_server
 
