@@ -131,11 +131,10 @@ def launcher_profile(launcher: str, path: str | None, settings=()) -> dict | Non
 
 
 def seed_major(cells: list[Cell]) -> list[Cell]:
-    """The cells with every (model, task) at its first seed before any at its second, and so on
-    (seeds in the order given, cells of one seed in plan order): a grid stopped part-way leaves a
-    table with as many seeds in every cell as it could, not some cells finished and others empty."""
-    rank = {seed: i for i, seed in reversed(list(enumerate(c.seed for c in cells)))}
-    return sorted(cells, key=lambda c: rank[c.seed])
+    """The cells by seed, smallest first (cells of one seed in plan order): every (model, task)
+    at its first missing seed before any at its next, so a grid stopped part-way leaves a table
+    with as many seeds in every cell as it could, not some cells finished and others empty."""
+    return sorted(cells, key=lambda c: c.seed)
 
 
 def run_grid(registry, cells: list[Cell], out: Path, *, jobs: int = 1, launcher: str = "local", runs_per_gpu: int = 1,
