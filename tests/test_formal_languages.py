@@ -1,5 +1,6 @@
 """Formal-language generators checked against independent membership definitions."""
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -89,3 +90,24 @@ def test_dn_sampler_covers_depths():
             d += 1 if c == "a" else -1
             depths.add(d)
     assert depths == {0, 1, 2, 3, 4}
+
+
+def test_error_positions_script_finds_each_wrong_position_and_its_triple():
+    """scripts/error_positions.py: hand-made predictions for two strings of lengths 3 and 2 (one
+    pad): string 0 wrong at position 1 only, string 1 wrong at position 0; an error in the pad
+    is not counted."""
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("error_positions", Path(__file__).resolve().parent.parent / "scripts" / "error_positions.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    labels = torch.tensor([[[1, 1], [0, 1], [1, 0]], [[1, 0], [0, 1], [0, 0]]])
+    pred = labels.clone()
+    pred[0, 1] = torch.tensor([1, 1])  # string 0, position 1: allows a symbol the target forbids
+    pred[1, 0] = torch.tensor([0, 0])  # string 1, position 0
+    pred[1, 2] = torch.tensor([1, 1])  # padding: ignored
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    tokens = torch.tensor([[1, 1, 2], [2, 1, 0]])
+    assert script.wrong_positions(pred, labels, mask, tokens) == [(0, 1, (0, 1), (1, 1), 1), (1, 0, (1, 0), (0, 0), 2)]

@@ -31,7 +31,9 @@ def read_record(path: Path) -> dict:
     return rec
 
 
-def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator: str | None = None) -> dict:
+def rebuild_run(path: Path, data_overrides: list[str], registry):
+    """A finished run, rebuilt from its record: (record, checkpoint path, task, data, module with
+    untrained weights; Lightning's ``ckpt_path`` or ``load_state_dict`` puts the tested ones in)."""
     rec = read_record(path)
     if rec["status"] != "ok":
         raise UserError(f"record {str(path)!r} has status {rec['status']!r}; only finished runs (status ok) have a tested checkpoint")
@@ -47,6 +49,12 @@ def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator
     task = instantiate_task(config.task)
     data = TaskData(task, train["batch_size"], train["eval_batch_size"], rec["seed"])
     module = TaskModule(instantiate_model(config.model, task.vocab_size), task, train, steps_per_epoch=1)
+    return rec, ckpt, task, data, module
+
+
+def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator: str | None = None) -> dict:
+    rec, ckpt, task, data, module = rebuild_run(path, data_overrides, registry)
+    train = module.train_cfg
     trainer = L.Trainer(accelerator=accelerator or "auto", devices=1, logger=False, enable_progress_bar=False, enable_model_summary=False,
                         precision=train["precision"])
     splits = ["val", *task.test_splits()]
