@@ -9,6 +9,12 @@ import torch
 from tasks.base import IGNORE
 
 
+def tag_positions_ok(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per position of a 'tag' task, whether every label's sign is right: (B, T, K) logits and
+    {0, 1} labels, (B, T) mask -> (B, T) bool (False at padding)."""
+    return ((logits > 0) == (labels > 0.5)).all(-1) & mask
+
+
 def example_outcomes(kind: str, logits: torch.Tensor, batch: dict) -> dict:
     """Per-example correctness for one batch. Returns 1-D tensors of length B."""
     if kind in ("classify", "pair_classify"):
@@ -17,7 +23,7 @@ def example_outcomes(kind: str, logits: torch.Tensor, batch: dict) -> dict:
         return {"correct": correct, "tok_correct": correct.long(), "n_scored": ones, "last_correct": correct.float()}
     if kind == "tag":
         mask = batch["mask"]
-        pos_ok = ((logits > 0) == (batch["labels"] > 0.5)).all(-1) & mask  # (B, T)
+        pos_ok = tag_positions_ok(logits, batch["labels"], mask)  # (B, T)
         n = mask.sum(-1)
         tok = pos_ok.sum(-1)
         last = pos_ok.gather(1, (n - 1).clamp_min(0).unsqueeze(1)).squeeze(1).float()

@@ -21,11 +21,14 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 
-def wrong_positions(pred, labels, mask, tokens) -> list[tuple[int, int, tuple, tuple, int]]:
-    """(string, position, target labels, predicted labels, symbol read) for every wrong position:
-    pred and labels (B, T, K) in {0, 1}, mask (B, T) bool, tokens (B, T)."""
-    wrong = (pred != labels).any(-1) & mask  # (B, T)
-    return [(b, t, tuple(labels[b, t].int().tolist()), tuple(pred[b, t].int().tolist()), int(tokens[b, t]))
+def wrong_positions(logits, labels, mask, tokens) -> list[tuple[int, int, tuple, tuple, int]]:
+    """(string, position, target labels, predicted labels, symbol read) for every wrong position,
+    wrong as the run's metric scores it (``bench.metrics.tag_positions_ok``): logits (B, T, K),
+    labels (B, T, K) in {0, 1}, mask (B, T) bool, tokens (B, T)."""
+    from bench.metrics import tag_positions_ok
+
+    wrong = ~tag_positions_ok(logits, labels, mask) & mask  # (B, T)
+    return [(b, t, tuple(labels[b, t].int().tolist()), tuple((logits[b, t] > 0).int().tolist()), int(tokens[b, t]))
             for b, t in wrong.nonzero().tolist()]
 
 
@@ -50,7 +53,7 @@ def main(argv=None) -> int:
     for batch in data.eval_loader(args.split):
         with torch.no_grad():
             logits, _, _ = forward_batch(module.backbone, module.head, batch)
-        for b, t, target, predicted, symbol in wrong_positions((logits > 0).int(), batch["labels"].int(), batch["mask"], batch["tokens"]):
+        for b, t, target, predicted, symbol in wrong_positions(logits, batch["labels"], batch["mask"], batch["tokens"]):
             wrong_strings.add(strings + b)
             by_position[t] += 1
             by_kind[(target, predicted, vocab[symbol])] += 1

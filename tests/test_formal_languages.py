@@ -110,4 +110,5 @@ def test_error_positions_script_finds_each_wrong_position_and_its_triple():
     pred[1, 2] = torch.tensor([1, 1])  # padding: ignored
     mask = torch.tensor([[True, True, True], [True, True, False]])
     tokens = torch.tensor([[1, 1, 2], [2, 1, 0]])
-    assert script.wrong_positions(pred, labels, mask, tokens) == [(0, 1, (0, 1), (1, 1), 1), (1, 0, (1, 0), (0, 0), 2)]
+    logits = 4.0 * pred - 2.0  # positive where a symbol is predicted allowed
+    assert script.wrong_positions(logits, labels, mask, tokens) == [(0, 1, (0, 1), (1, 1), 1), (1, 0, (1, 0), (0, 0), 2)]
