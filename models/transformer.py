@@ -2,7 +2,7 @@
 
     x_0 = Embed(tokens) (+ absolute PE)          (B, T, d)
     x_l = Block_l(x_{l-1})   l = 1..L            pre-LN, rotary/xPos inside attention if chosen
-    h   = LN(x_L)
+    h   = LN(x_L)                                (post-LN with norm_first=False: h = x_L)
 
 The rotary tables and the key mask are built once per forward and shared by every layer.
 
@@ -33,15 +33,17 @@ class Transformer(Backbone):
         attn_backend: str = "sdpa",
         max_len: int = 4096,
         rsa: dict | None = None,
+        norm_first: bool = True,
     ):
         super().__init__(vocab_size, causal, d_model)
         self.embed = TokenEmbedding(vocab_size, d_model, pos_encoding, max_len, dropout)
         self.blocks = nn.ModuleList(
-            TransformerBlock(d_model, n_heads, d_ff, dropout=dropout, attn_dropout=attn_dropout, backend=attn_backend, rsa=rsa)
+            TransformerBlock(d_model, n_heads, d_ff, dropout=dropout, attn_dropout=attn_dropout, backend=attn_backend,
+                             rsa=rsa, norm_first=norm_first)
             for _ in range(n_layers)
         )
         self.rotary = make_rotary(pos_encoding, d_model // n_heads)  # weightless: one for every layer
-        self.ln_out = nn.LayerNorm(d_model)
+        self.ln_out = nn.LayerNorm(d_model) if norm_first else nn.Identity()  # post-LN blocks end normalised
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
         # Right padding: with causal masking real positions never see pads, so no key mask needed;

@@ -32,6 +32,9 @@ de-duplicated pool, so no bin0 string is a training string. Here every split kee
 seed, and a string of that window belongs to one split by a stable content hash
 (``crc32(string) % 20``: 0-2 bin0, 3 val, 4-19 train), so the three are disjoint.
 
+``start_symbol=True`` (off by default, as in both papers) puts a ``<s>`` before every string,
+labelled with the target of the empty prefix (``start_target``); ``length`` stays the string's.
+
 Worked example, Parity, string 0110:
 
     tokens   0      1      1      0
@@ -91,6 +94,7 @@ class FormalLanguage(Task):
         max_len: int | None = None,
         bin1_max_len: int | None = None,
         bin_width: int = 10,
+        start_symbol: bool = False,
         data_seed: int = 1234,
     ):
         super().__init__(data_seed)
@@ -104,10 +108,11 @@ class FormalLanguage(Task):
             )
         self.n_train, self.n_val, self.n_test = n_train, n_val, n_test
         self.bin_width = bin_width
+        self.start_symbol = start_symbol
 
     @property
     def vocab(self) -> list[str]:
-        return ["<pad>", *self.alphabet]
+        return ["<pad>", *self.alphabet, *(["<s>"] if self.start_symbol else [])]
 
     def test_splits(self) -> list[str]:
         return ["bin0", "bin1"]
@@ -134,6 +139,10 @@ class FormalLanguage(Task):
     def targets(self, s: str) -> list[list[int]]:
         raise NotImplementedError
 
+    def start_target(self) -> list[int]:
+        """The target after reading the empty prefix: the label of the start symbol, if any."""
+        raise NotImplementedError
+
     # --- generation ------------------------------------------------------------------------
     def generate(self, split: str, rng: np.random.Generator) -> dict:
         n = {"train": self.n_train, "val": self.n_val}.get(split, self.n_test)
@@ -149,10 +158,12 @@ class FormalLanguage(Task):
             seen.setdefault(s, None)
         strings = list(seen)
         index = {c: i + 1 for i, c in enumerate(self.alphabet)}
+        start = [len(self.alphabet) + 1] if self.start_symbol else []  # "<s>", scored with start_target
+        first = [self.start_target()] if self.start_symbol else []
         return {
-            "tokens": [[index[c] for c in s] for s in strings],
-            "labels": [self.targets(s) for s in strings],
-            "length": [len(s) for s in strings],
+            "tokens": [start + [index[c] for c in s] for s in strings],
+            "labels": [first + self.targets(s) for s in strings],
+            "length": [len(s) for s in strings],  # the string's length, without "<s>"
         }
 
 
@@ -181,6 +192,9 @@ class Parity(FormalLanguage):
             out.append(ones % 2 == 0)
         return _membership_targets(out)
 
+    def start_target(self):
+        return _membership_targets([True])[0]  # no 1s: even
+
 
 class _CountLanguage(FormalLanguage):
     """Languages defined by counts of 0s and 1s; grown like Parity, kept if in L."""
@@ -204,6 +218,9 @@ class _CountLanguage(FormalLanguage):
             zeros += c == "0"
             out.append(self.member(zeros, ones))
         return _membership_targets(out)
+
+    def start_target(self):
+        return _membership_targets([self.member(0, 0)])[0]
 
 
 class Tomita5(_CountLanguage):
@@ -263,8 +280,15 @@ class Tomita3(FormalLanguage):
         q, out = 0, []
         for c in s:
             q = self.DELTA.get((q, c), 4)
-            out.append([int(self.DELTA.get((q, n), 4) in self.ACCEPT) for n in "01"])
+            out.append(self._next_ok(q))
         return out
+
+    def start_target(self):
+        return self._next_ok(0)
+
+    def _next_ok(self, q: int) -> list[int]:
+        """[w0 in L, w1 in L] for a prefix w that leaves the DFA in state q."""
+        return [int(self.DELTA.get((q, n), 4) in self.ACCEPT) for n in "01"]
 
 
 class StarFreeDn(FormalLanguage):
@@ -310,8 +334,15 @@ class StarFreeDn(FormalLanguage):
         d, out = 0, []
         for c in s:
             d += 1 if c == "a" else -1
-            out.append([int(d < self.depth), int(d > 0)])
+            out.append(self._next_ok(d))
         return out
+
+    def start_target(self):
+        return self._next_ok(0)
+
+    def _next_ok(self, depth: int) -> list[int]:
+        """[a may follow, b may follow] at this depth."""
+        return [int(depth < self.depth), int(depth > 0)]
 
 
 class D2(StarFreeDn):

@@ -30,10 +30,11 @@ def decode(task, tokens):
     return "".join(task.vocab[t] for t in tokens)
 
 
-def expected_labels(cls, s: str):
+def expected_labels(cls, s: str, from_empty: bool = False):
+    """The label after every prefix of s (from the empty prefix on, if from_empty)."""
     member = MEMBER[cls]
     out = []
-    for t in range(1, len(s) + 1):
+    for t in range(0 if from_empty else 1, len(s) + 1):
         prefix = s[:t]
         if cls in (Parity, Tomita5, Tomita6):
             out.append([0, 1] if member(prefix) else [1, 0])
@@ -57,6 +58,21 @@ def test_strings_and_labels_match_independent_definitions(cls, split):
         assert lo <= len(s) == length <= hi
         assert MEMBER[cls](s), f"{cls.__name__} generated a non-member: {s}"
         assert labels == expected_labels(cls, s)
+
+
+@pytest.mark.parametrize("cls", list(MEMBER))
+def test_start_symbol_reads_the_same_strings_one_position_later_labelled_from_the_empty_prefix(cls):
+    plain, started = cls(n_train=80), cls(n_train=80, start_symbol=True)
+    a = plain.generate("train", np.random.default_rng(0))
+    b = started.generate("train", np.random.default_rng(0))
+    assert started.vocab == [*plain.vocab, "<s>"]
+    assert b["length"] == a["length"]
+    for tokens, labels, plain_tokens in zip(b["tokens"], b["labels"], a["tokens"]):
+        assert started.vocab[tokens[0]] == "<s>" and tokens[1:] == plain_tokens
+        s = decode(plain, plain_tokens)
+        assert labels == expected_labels(cls, s, from_empty=True)
+    # by hand: the empty prefix is in Parity, Tomita 5 and 6; Tomita 3 and D_n allow 0 / 1 and only a next
+    assert started.start_target() == {Parity: [0, 1], Tomita5: [0, 1], Tomita6: [0, 1], Tomita3: [1, 1], D2: [1, 0], D4: [1, 0]}[cls]
 
 
 def test_worked_examples_in_docstring():

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from models.layers.attention import attend
+from models.layers.block import TransformerBlock
 from models.layers.positional import Rotary
 from models.transformer import NoPE, Transformer
 
@@ -19,6 +20,46 @@ def test_sdpa_matches_math_reference(causal, tq, tk, with_mask, with_bias):
     bias = torch.randn(1, 3, tq, tk) if with_bias else None
     kw = dict(causal=causal, key_mask=key_mask if with_mask else None, bias=bias)
     torch.testing.assert_close(attend(q, k, v, backend="sdpa", **kw), attend(q, k, v, backend="math", **kw), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_block_matches_torch_encoder_layer_pre_and_post_ln(norm_first):
+    """Our block against torch.nn.TransformerEncoderLayer (GELU, no biases, causal) with the same
+    weights: pre-LN x + Attn(LN x), then + FFN(LN .); post-LN LN(x + Attn x), then LN(. + FFN .)."""
+    torch.manual_seed(0)
+    d, h, ff = 16, 4, 32
+    ours = TransformerBlock(d, h, ff, norm_first=norm_first).eval()
+    ref = torch.nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, activation="gelu", batch_first=True,
+                                           norm_first=norm_first, bias=False).eval()
+    with torch.no_grad():
+        for ln in (ours.ln_attn, ours.ln_ffn):  # torch's bias-free LayerNorm: scale only
+            ln.weight.uniform_(0.5, 1.5)
+            ln.bias.zero_()
+        ours.ffn.up.bias.zero_()
+        ours.ffn.down.bias.zero_()
+        a = ours.attn
+        ref.self_attn.in_proj_weight.copy_(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
+        ref.self_attn.out_proj.weight.copy_(a.o_proj.weight)
+        ref.linear1.weight.copy_(ours.ffn.up.weight)
+        ref.linear2.weight.copy_(ours.ffn.down.weight)
+        ref.norm1.weight.copy_(ours.ln_attn.weight)
+        ref.norm2.weight.copy_(ours.ln_ffn.weight)
+    x = torch.randn(2, 7, d)
+    want = ref(x, src_mask=torch.nn.Transformer.generate_square_subsequent_mask(7), is_causal=True)
+    torch.testing.assert_close(ours(x, causal=True), want, atol=1e-5, rtol=1e-4)
+
+
+def test_post_ln_transformer_has_no_final_norm_and_differs_from_pre_ln():
+    torch.manual_seed(0)
+    pre = Transformer(11, causal=True, d_model=16, n_heads=4, n_layers=2, d_ff=32, dropout=0.0)
+    post = Transformer(11, causal=True, d_model=16, n_heads=4, n_layers=2, d_ff=32, dropout=0.0, norm_first=False)
+    assert isinstance(post.ln_out, torch.nn.Identity)
+    post.load_state_dict({k: v for k, v in pre.state_dict().items() if not k.startswith("ln_out")})
+    tokens = torch.randint(1, 11, (2, 9))
+    h = post(tokens).hidden
+    # each post-LN block ends in a LayerNorm (unit scale, zero shift at init): every position is normalised
+    torch.testing.assert_close(h.mean(-1), torch.zeros(2, 9), atol=1e-5, rtol=0)
+    assert not torch.allclose(h, pre(tokens).hidden, atol=1e-3)
 
 
 def test_causal_non_square_is_aligned_to_the_end():

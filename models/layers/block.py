@@ -5,6 +5,9 @@
     A = Read(A, M)                       TLB only (``read=True``): the chunk reads the memory slots
     y = A + FFN(LN A)
 
+``norm_first=False`` gives the post-LN block of Vaswani et al. (2017) instead (torch's
+``nn.TransformerEncoderLayer`` default): A = LN(x + Attn(x, context)), y = LN(A + FFN(A)).
+
 The keys and values are LN x (self-attention), LN context (UT attends to its halting mixture),
 or [LN cached; LN x] (XL / BRT: the cached previous segment, then the segment itself).
 ``RecurrentBlock`` (``gated.py``) reuses ``mix`` and replaces the last residual by a gate.
@@ -34,8 +37,12 @@ class TransformerBlock(nn.Module):
         relative: bool = False,
         read: bool = False,
         activation: str = "gelu",
+        norm_first: bool = True,
     ):
         super().__init__()
+        if read and not norm_first:
+            raise ValueError("the memory read (TLB) is defined for the pre-LN block only; use norm_first=True")
+        self.norm_first = norm_first
         self.ln_attn = nn.LayerNorm(d_model)
         Attention = RelativeAttention if relative else MultiHeadAttention
         kw = dict(attn_dropout=attn_dropout) if relative else dict(dropout=attn_dropout)
@@ -50,6 +57,9 @@ class TransformerBlock(nn.Module):
     ) -> Tensor:
         """A (B, T, d): the attention sublayer, then the memory read if any. ``attn``: the attention's
         own arguments (key_mask, causal, and rope for plain attention or rel, mask_bias for relative)."""
+        if not self.norm_first:  # post-LN: attend to the raw stream, normalise the sum
+            ctx = context if cached is None else torch.cat((cached, x), dim=1)  # (B, Tk, d) or None
+            return self.ln_attn(x + self.drop(self.attn(x, context=ctx, **attn)))
         h = self.ln_attn(x)  # (B, T, d)
         if context is not None:
             ctx = self.ln_attn(context)  # (B, Tk, d)
@@ -62,4 +72,6 @@ class TransformerBlock(nn.Module):
 
     def forward(self, x: Tensor, **kw) -> Tensor:  # (B, T, d) -> (B, T, d)
         a = self.mix(x, **kw)
+        if not self.norm_first:
+            return self.ln_ffn(a + self.drop(self.ffn(a)))
         return a + self.drop(self.ffn(self.ln_ffn(a)))
