@@ -51,7 +51,7 @@ def test_params_are_the_bound_constructor_arguments():
     # D2 forwards **kwargs to FormalLanguage: the parent's defaults are recorded too
     d2 = D2(max_len=30)
     assert d2.params == {"n_train": 5000, "n_val": 500, "n_test": 1000, "max_len": 30, "min_len": None,
-                         "bin1_max_len": None, "bin_width": 10, "data_seed": 1234}
+                         "bin1_max_len": None, "bin_width": 10, "start_symbol": False, "data_seed": 1234}
     assert D2.build("d2-short", {"max_len": 30}).name == "d2-short"
     with pytest.raises(TypeError, match="Parity: .*'colour'"):
         Parity(colour=1)
