@@ -3,6 +3,7 @@
     python scripts/bench_rsa.py                       # T = 512, 2048, 8192 on CPU
     python scripts/bench_rsa.py --lengths 512 --reps 3 --out results/perf/rsa_cpu.md
     python scripts/bench_rsa.py --device cuda --dtype bf16 --batch 8 --reps 20   # GPU, bf16 autocast
+    python scripts/bench_rsa.py --device cuda --compile   # adds plain+compile, rsa+compile (torch.compile)
 
 Three variants of the same causal Transformer (models/transformer.py, 2 layers, d=128, 4 heads):
 ``plain`` (no REM), ``rsa`` (REM P V by FFT, the default path) and ``rsa-dense`` (P built as
@@ -21,12 +22,12 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from models.transformer import Transformer  # noqa: E402
+from scripts._bench_util import emit, seconds  # noqa: E402
 
 VARIANTS = {"plain": None, "rsa": "fft", "rsa-dense": "dense"}  # variant -> REM path
 DENSE_MAX_T = 4096  # dense REMs at 8192 need > 4 GB per step: too much for a shared CPU machine
@@ -35,7 +36,7 @@ DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 def build(variant: str, args):
     torch.manual_seed(0)
-    path = VARIANTS[variant]
+    path = VARIANTS[variant.removesuffix("+compile")]
     rsa = None if path is None else {"kinds": args.kinds, "mu_init": 1.0, "lag_cap": 200, "path": path}
     model = Transformer(
         args.vocab, True, d_model=args.d_model, n_heads=args.heads, n_layers=args.layers, d_ff=args.d_ff,
@@ -43,7 +44,7 @@ def build(variant: str, args):
     ).to(args.device)
     head = torch.nn.Linear(args.d_model, args.vocab).to(args.device)
     opt = torch.optim.Adam(list(model.parameters()) + list(head.parameters()), lr=1e-4)
-    return model, head, opt
+    return (torch.compile(model) if variant.endswith("+compile") else model), head, opt
 
 
 def autocast(device: torch.device, dtype):
@@ -61,17 +62,6 @@ def step(model, head, opt, tokens, dtype=None):
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
-
-
-def timed_step(built, tokens, dtype) -> float:
-    cuda = tokens.device.type == "cuda"
-    if cuda:
-        torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    step(*built, tokens, dtype)
-    if cuda:
-        torch.cuda.synchronize()
-    return time.perf_counter() - t0
 
 
 def peak_step_bytes(built, tokens, dtype) -> int | None:
@@ -118,8 +108,10 @@ def main() -> None:
     ap.add_argument("--dtype", default="fp32", choices=sorted(DTYPES), help="bf16 / fp16: autocast, as bench run's precision=bf16-mixed")
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--dense-max", type=int, default=DENSE_MAX_T, help="longest T for the dense-REM variant")
+    ap.add_argument("--compile", action="store_true", help="add plain+compile and rsa+compile (torch.compile) rows")
     ap.add_argument("--out", default=None, help="also write the table (Markdown) to this file")
     args = ap.parse_args()
+    variants_all = list(VARIANTS) + (["plain+compile", "rsa+compile"] if args.compile else [])
     lengths = [int(t) for t in args.lengths.split(",")]
     args.kinds = [int(k) for k in args.kinds.split(",")]
     args.d_ff = args.d_ff or 2 * args.d_model
@@ -133,19 +125,19 @@ def main() -> None:
 
     rows = []
     for T in lengths:
-        variants = [v for v in VARIANTS if v != "rsa-dense" or T <= args.dense_max]
+        variants = [v for v in variants_all if v != "rsa-dense" or T <= args.dense_max]
         built = {v: build(v, args) for v in variants}
         tokens = torch.randint(0, args.vocab, (args.batch, T), device=args.device)
         times = {v: [] for v in variants}
         for v in variants:
-            for _ in range(1 if args.device.type == "cpu" else 3):  # warm-up (CUDA: kernels, cuFFT plans)
+            for _ in range(1 if args.device.type == "cpu" and "compile" not in v else 3):  # warm-up: kernels, cuFFT plans, compilation
                 step(*built[v], tokens, dtype)
         reps = args.reps if T <= 2048 else max(2, args.reps // 2)
         for _ in range(reps):
             for v in variants:
-                times[v].append(timed_step(built[v], tokens, dtype))
+                times[v].append(seconds(tokens.device, step, *built[v], tokens, dtype))
         base = statistics.median(times["plain"])
-        for v in VARIANTS:
+        for v in variants_all:
             if v not in times:
                 gb = 3 * 4 * args.layers * sum(args.kinds) * T * T / 2**30  # P, its grad and P@V's saved copy, fp32
                 rows.append((T, v, None, None, None, f"skipped (dense REMs would need ~{gb:.0f} GB)"))
@@ -173,12 +165,7 @@ def main() -> None:
     for T, v, med, mem, peak, note in rows:
         lines.append(f"| {T} | {v} | {'-' if med is None else f'{med * 1e3:.2f}'} | {note} | "
                      f"{'-' if mem is None else f'{mem:.1f}'} | {'-' if peak is None else f'{peak:.1f}'} |")
-    table = "\n".join(lines)
-    print("\n" + table)
-    if args.out:
-        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-        with open(args.out, "w") as f:
-            f.write("# " + " ".join(["python"] + sys.argv) + "\n\n" + table + "\n")
+    emit("\n".join(lines), args.out)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from bench.records import overrides_tag  # noqa: E402
 from bench.report.leaderboard import load_records, mean_std_percent  # noqa: E402
 from bench.report.tables import load_table  # noqa: E402
+from scripts._bench_util import emit  # noqa: E402
 
 TABLE = load_table("rsa-table2")
 LANGUAGES = list(dict.fromkeys(c.task for c in TABLE.columns))
@@ -82,11 +83,7 @@ def main() -> None:
             lines.append(
                 f"| {task} | {model} | {seeds} | {mean_std_percent(b0)} | {mean_std_percent(b1)} | {per_seed} | {ref_s} | {gates(recs)} | {epochs} | {commits} |"
             )
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text("# " + " ".join(["python"] + sys.argv) + "\n\n" + text + "\n")
+    emit("\n".join(lines), args.out)
 
 
 if __name__ == "__main__":

@@ -114,11 +114,11 @@ def test_sdpa_kernels_match_the_math_backend(causal, dtype):
 
 
 def test_xformers_is_optional():
-    """Without xformers installed the sdpa default runs and xformers says so clearly."""
+    """Without a working xformers the sdpa default runs and xformers says why in one line."""
     if xformers_available():
-        pytest.skip("xformers is installed; tests/test_transformer.py compares it with sdpa")
+        pytest.skip("xformers works here; tests/test_transformer.py compares it with sdpa")
     q = torch.randn(1, 2, 8, 16, device="cuda")
-    with pytest.raises((ImportError, RuntimeError)):
+    with pytest.raises(RuntimeError, match="the xformers backend (needs the xformers package|finds no kernel)"):
         attend(q, q, q, backend="xformers")
 
 
@@ -134,10 +134,10 @@ def test_bench_run_trains_on_the_gpu_in_bf16(tmp_path):
 
 def test_xformers_backend_without_xformers_is_one_clear_error(tmp_path):
     if xformers_available():
-        pytest.skip("xformers is installed")
+        pytest.skip("xformers works here")
     from bench.errors import UserError
 
-    with pytest.raises(UserError, match="needs the xformers package"):
+    with pytest.raises(UserError, match="model.attn_backend=xformers (needs the xformers package|finds no kernel)"):
         bench.run(model="transformer", task="parity", preset="smoke", seed=0, out=tmp_path, progress=False,
                   overrides=["model.attn_backend=xformers"])
     assert not list(tmp_path.rglob("*.json"))

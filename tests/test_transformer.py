@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from models.layers.attention import attend
+from models.layers.attention import attend, xformers_unusable
 from models.layers.block import TransformerBlock
 from models.layers.positional import Rotary
 from models.transformer import NoPE, Transformer
@@ -83,7 +83,8 @@ def test_xformers_backend_refuses_cpu_with_a_clear_message():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_xformers_matches_sdpa_on_gpu():
-    pytest.importorskip("xformers")
+    if (why := xformers_unusable()) is not None:
+        pytest.skip(f"the xformers backend {why}")
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 4, 33, 64, device="cuda") for _ in range(3))
     key_mask = torch.ones(2, 33, dtype=torch.bool, device="cuda")

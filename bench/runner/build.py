@@ -46,12 +46,12 @@ def check_attention_backend(params: dict, device: torch.device) -> None:
     """xformers is optional and CUDA only: say so before training rather than fail in step one."""
     if params.get("attn_backend") != "xformers":
         return
-    from models.layers import xformers_available
+    from models.layers import xformers_unusable
 
     if device.type != "cuda":
         raise UserError(f"model.attn_backend=xformers runs on CUDA only and this run is on {device.type}; use model.attn_backend=sdpa")
-    if not xformers_available():
-        raise UserError("model.attn_backend=xformers needs the xformers package (pip install xformers, built for your CUDA torch); or use model.attn_backend=sdpa")
+    if (why := xformers_unusable()) is not None:
+        raise UserError(f"model.attn_backend=xformers {why}; or use model.attn_backend=sdpa")
 
 
 def build_task(name: str, preset: str = "smoke", registry=None, **data_overrides):

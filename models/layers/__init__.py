@@ -1,5 +1,5 @@
 """Parts shared by the model families: attention dispatch, positions, FFN, blocks, RSA."""
-from .attention import ATTENTION_BACKENDS, MultiHeadAttention, additive_mask, attend, xformers_available
+from .attention import ATTENTION_BACKENDS, MultiHeadAttention, additive_mask, attend, xformers_available, xformers_unusable
 from .block import TransformerBlock
 from .feedforward import FeedForward
 from .positional import (
@@ -33,4 +33,5 @@ __all__ = [
     "project_relative",
     "rsa_gate_stats",
     "xformers_available",
+    "xformers_unusable",
 ]

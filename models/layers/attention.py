@@ -12,6 +12,8 @@ j <= i + (Tk - Tq), so "memory + new tokens" attention is causal over the new to
 """
 from __future__ import annotations
 
+import functools
+
 import math
 
 import torch
@@ -92,17 +94,37 @@ def attend(
     raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(ATTENTION_BACKENDS)}")
 
 
-def xformers_available() -> bool:
+@functools.lru_cache(maxsize=None)
+def xformers_unusable() -> str | None:
+    """Why the xformers backend cannot run here, or None when it can.
+
+    Importing is not enough: a wheel built for another torch / CUDA imports, then finds no kernel
+    ("xFormers can't load C++/CUDA extensions"). So one tiny bf16 causal call is tried as well.
+    """
     try:
-        import xformers.ops  # noqa: F401
+        import xformers.ops as xops
     except Exception:
-        return False
-    return torch.cuda.is_available()
+        return "needs the xformers package (pip install xformers, built for your CUDA torch)"
+    if not torch.cuda.is_available():
+        return "runs on CUDA only and torch sees no CUDA device"
+    q = torch.zeros(1, 8, 1, 16, device="cuda", dtype=torch.bfloat16)
+    try:
+        xops.memory_efficient_attention(q, q, q, attn_bias=xops.LowerTriangularMask())
+    except Exception as e:  # NotImplementedError: "No operator found ... wasn't build with CUDA support"
+        return (f"finds no kernel in the installed xformers ({type(e).__name__}; it was likely built for another "
+                f"torch than {torch.__version__}: reinstall xformers to match your torch)")
+    return None
+
+
+def xformers_available() -> bool:
+    return xformers_unusable() is None
 
 
 def _attend_xformers(q, k, v, causal, key_mask, bias, dropout_p):
     if not q.is_cuda:
         raise RuntimeError("the xformers backend runs on CUDA only; use model.attn_backend=sdpa on CPU")
+    if (why := xformers_unusable()) is not None:
+        raise RuntimeError(f"the xformers backend {why}; use model.attn_backend=sdpa")
     import xformers.ops as xops
 
     B, H, Tq, hd = q.shape
