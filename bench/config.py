@@ -44,6 +44,7 @@ TRAIN_DEFAULTS = {
     "deterministic": True,
     "select": "best_val",  # best_val: test the best-on-validation weights | last: the final weights
     "checkpoint_every_min": 10.0,  # the resume checkpoint is also written this often (and at every validation)
+    "progress_every_min": 5.0,  # piped output: a training line this often between validations (0: only at validations)
     "compile": False,  # torch.compile the backbone (not part of a run's identity)
     "watch_splits": [],  # test splits also scored at every validation, logged as <split>_<metric>; never selects
 }

@@ -20,7 +20,8 @@ SCHEMA = 1
 
 #: --set keys that change how a run executes, not what it learns: not part of its identity,
 #: so `bench compare` finds a run whatever threads or evaluation batch it was made with
-NOT_IDENTITY = ("train.num_threads", "train.eval_batch_size", "train.compile", "train.checkpoint_every_min", "train.watch_splits")
+NOT_IDENTITY = ("train.num_threads", "train.eval_batch_size", "train.compile", "train.checkpoint_every_min", "train.progress_every_min",
+                "train.watch_splits")
 
 
 def identity_overrides(overrides: list[str] | dict | None) -> list[str]:

@@ -134,26 +134,36 @@ class GracefulStop(Checkpoint):
 
 
 class LineProgress(L.Callback):
-    """One line per validation: step, epoch, train loss, validation metric, elapsed, ETA."""
+    """One line per validation: step, epoch, train loss, validation metric, elapsed, ETA; and, when
+    validations are far apart (a 10k-step epoch), a training line at most every ``every_s`` seconds."""
 
-    def __init__(self, metric: str, stream=None):
-        self.metric, self.total = metric, 0
+    def __init__(self, metric: str, stream=None, every_s: float = 300.0):
+        self.metric, self.total, self.every_s = metric, 0, every_s
         self.stream = stream or sys.stdout
-        self._t0 = self._step0 = None
+        self._t0 = self._step0 = self._last = None
 
     def on_train_start(self, trainer, module):
         self._t0, self._step0 = time.perf_counter(), trainer.global_step
-        self.total = module.total_steps
+        self._last, self.total = self._t0, module.total_steps
+
+    def _line(self, trainer, extra: list[str], loss=None):
+        now = time.perf_counter()
+        step, elapsed = trainer.global_step, now - self._t0
+        done = step - self._step0
+        eta = elapsed / done * (self.total - step) if done > 0 and self.total > 0 else float("nan")
+        loss = trainer.callback_metrics.get("train_loss") if loss is None else loss
+        parts = [f"step {step}/{self.total}", f"epoch {trainer.current_epoch}",
+                 f"loss {float(loss):.4f}" if loss is not None else "loss -", *extra,
+                 f"elapsed {elapsed:.0f}s", f"eta {eta:.0f}s" if eta == eta else "eta -"]
+        print("  ".join(parts), file=self.stream, flush=True)
+        self._last = now
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        if self.every_s > 0 and trainer.is_global_zero and time.perf_counter() - self._last >= self.every_s:
+            running = module._loss_sum / module._loss_count if module._loss_count is not None else None
+            self._line(trainer, ["training"], loss=running)  # loss: mean since the last validation
 
     def on_validation_end(self, trainer, module):
         if trainer.sanity_checking or not trainer.is_global_zero or 0 not in module.last_eval or self._t0 is None:
             return
-        step, elapsed = trainer.global_step, time.perf_counter() - self._t0
-        done = step - self._step0
-        eta = elapsed / done * (self.total - step) if done > 0 and self.total > 0 else float("nan")
-        loss = trainer.callback_metrics.get("train_loss")
-        parts = [f"step {step}/{self.total}", f"epoch {trainer.current_epoch}",
-                 f"loss {float(loss):.4f}" if loss is not None else "loss -",
-                 f"val {self.metric} {100 * module.last_eval[0][self.metric]:.1f}",
-                 f"elapsed {elapsed:.0f}s", f"eta {eta:.0f}s" if eta == eta else "eta -"]
-        print("  ".join(parts), file=self.stream, flush=True)
+        self._line(trainer, [f"val {self.metric} {100 * module.last_eval[0][self.metric]:.1f}"])

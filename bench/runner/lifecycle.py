@@ -206,7 +206,7 @@ def make_trainer(plan: RunPlan, task_obj, data: TaskData, progress, logger: str,
         callbacks.append(EarlyStopping(monitor="val_metric", mode="max", patience=train["patience"], check_on_train_epoch_end=False))
     mode = ("bar" if sys.stdout.isatty() else "lines") if progress in ("auto", True) else (progress or "none")
     if mode == "lines":
-        callbacks.append(LineProgress(task_obj.metric))
+        callbacks.append(LineProgress(task_obj.metric, every_s=60 * train["progress_every_min"]))
     kwargs = dict(
         max_epochs=train["max_epochs"], max_steps=train["max_steps"], gradient_clip_val=train["grad_clip"] or None,
         accumulate_grad_batches=train["accumulate_grad_batches"], precision=train["precision"],
