@@ -19,7 +19,7 @@ def test_compare_run_jobs_trains_cells_in_parallel_reports_failures_and_resumes(
     registry = tmp_path / "registry.yaml"
     registry.write_text(yaml.safe_dump(reg))
     out = tmp_path / "out"
-    argv = ["--registry", str(registry), "compare", "--models", "lstm,exploding", "--tasks", "parity", "--preset", "smoke",
+    argv = ["--registry", str(registry), "compare", "--models", "exploding,lstm", "--tasks", "parity", "--preset", "smoke",
             "--seeds", "0,1", "--set", "train.max_epochs=2", "--run", "--jobs", "2", "--out", str(out)]
     code = main(argv)
     printed = capsys.readouterr()
@@ -28,6 +28,8 @@ def test_compare_run_jobs_trains_cells_in_parallel_reports_failures_and_resumes(
     progress = [ln for ln in printed.out.splitlines() if ln.startswith("[")]
     assert len(progress) == 4 and progress[-1].startswith("[4/4]")
     assert sum("FAIL exploding" in ln for ln in progress) == 2 and sum("ok   lstm" in ln for ln in progress) == 2
+    details = [ln for ln in printed.out.splitlines() if "(log: " in ln]  # each failure names its own cell's log
+    assert sorted(ln.rsplit("/", 1)[1] for ln in details) == ["parity--exploding--seed0.log)", "parity--exploding--seed1.log)"]
     records = {p.parent.name + "/" + p.name: json.loads(p.read_text()) for p in out.rglob("seed*.json")}
     assert sorted(r["status"] for r in records.values()) == ["failed", "failed", "ok", "ok"]
     assert all(r["config"]["train"]["num_threads"] == max(1, (os.cpu_count() or 1) // 2) for r in records.values())

@@ -118,9 +118,9 @@ def run_local(cells: list[Cell], out: Path, registry_path: str, *, jobs: int, ru
                     argv += cell.threads_argv(slots[slot]["BENCH_THREADS"])
                 log = logs / f"{cell.task}--{cell.model}--seed{cell.seed}.log"
                 proc = CellProcess(argv, env, log, fresh)
-                running[proc.pid] = (proc, cell, slot, time.perf_counter())
+                running[proc.pid] = (proc, cell, slot, log, time.perf_counter())
             time.sleep(0.05)
-            for pid, (proc, cell, slot, t0) in list(running.items()):
+            for pid, (proc, cell, slot, log, t0) in list(running.items()):
                 code = proc.poll()
                 if code is None:
                     continue
