@@ -277,6 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--list", dest="list_tables", action="store_true", help="list the tables and how many cells have records")
     rp.add_argument("--preset", help="use this preset instead of the table's (a proxy: the note says so)")
     rp.add_argument("--models", help="only the rows of these models")
+    rp.add_argument("--seeds", help="these seeds instead of the table's, e.g. 0 or 0,1,2")
+    rp.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
+                    help="an override for every cell, after the table's own (e.g. a proxy with more data)")
     rp.add_argument("--out", default="results", help="folder holding runs/; tables go to OUT/reproduce/")
     rp.add_argument("--run", action="store_true", help="first train the table's missing (row, column, seed) runs")
     rp.add_argument("--jobs", type=int, default=1, help="--run: cells trained at the same time (default 1)")

@@ -122,6 +122,28 @@ def test_another_preset_is_called_a_proxy_and_written_apart(tmp_path, capsys):
     assert (tmp_path / "reproduce" / "halt-table2--small.md").exists()
 
 
+def test_seeds_and_set_pick_the_records_of_a_proxy_and_write_apart(tmp_path, capsys):
+    """--set adds overrides to every cell (records under their tag), --seeds replaces the table's
+    seeds; the outputs carry the overrides' tag and never overwrite the table's own."""
+    more = ["data.n_train=60000", "train.lr=0.0007"]
+    write_record(tmp_path, "tlb", "logic", 0, {f"ops{k}": 0.6 for k in range(7, 13)}, preset="small", overrides=more)
+    write_record(tmp_path, "tlb", "logic", 0, {f"ops{k}": 0.5 for k in range(7, 13)}, preset="small")  # the preset's own
+    argv = ["reproduce", "halt-table2", "--preset", "small", "--models", "tlb", "--out", str(tmp_path), "--seeds", "0"]
+    assert main(argv + [arg for item in more for arg in ("--set", item)]) == 0
+    printed = capsys.readouterr().out
+    assert printed_row(printed, "tlb")[:4] == ["tlb", "60.0 (1)", "76.66 ± 0.77", "-16.7"]  # 60 - 76.66
+    assert "1/1 runs present (seeds 0 per cell); overrides: data.n_train=60000 train.lr=0.0007" in printed
+    made = sorted(p.name for p in (tmp_path / "reproduce").glob("*.md"))
+    assert len(made) == 1 and made[0].startswith("halt-table2--small--set-")
+    assert "--seeds 0 --set data.n_train=60000 --set train.lr=0.0007`" in (tmp_path / "reproduce" / made[0]).read_text()
+    assert main(argv[:-2]) == 0  # without them: the preset's records, 3 seeds, its own file
+    assert "1/3 runs present" in capsys.readouterr().out and (tmp_path / "reproduce" / "halt-table2--small.md").exists()
+    for bad, message in (("train.lr", "train.lr"), ("train.nope=1", "nope")):
+        assert main(argv + ["--set", bad]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1
+
+
 TOY = """
 title: toy
 source: "made up"

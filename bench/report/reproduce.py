@@ -4,8 +4,10 @@ Each table is one YAML file in ``tables/`` (the file name is the table's name); 
 is adding a file. ``bench reproduce --list`` lists them; ``bench reproduce NAME`` prints rows =
 the table's rows, and per column (task, split) our value (mean ± std over seeds, n seeds; ``—``
 when no record exists, never 0), the paper's and the difference; it writes Markdown, CSV and a
-plot under ``OUT/reproduce/NAME[--PRESET].*``. ``--run`` first trains the missing cells through
-the grid machinery of ``bench compare --run``.
+plot under ``OUT/reproduce/NAME[--PRESET][--set-TAG].*``. ``--run`` first trains the missing cells
+through the grid machinery of ``bench compare --run``. ``--seeds`` and ``--set`` change the
+table's seeds and add overrides to every cell (after the table's own: a proxy of a table, e.g.
+more data at the small preset; the outputs' names carry the overrides' tag).
 
 Records are read from ``OUT/runs/<task>/<preset>/<model>/seed<N>[-<tag>].json``, the tag being
 the hash of the cell's learning-relevant overrides (table + row + column ``set``). A cell whose
@@ -18,9 +20,11 @@ from __future__ import annotations
 import csv
 import io
 import math
+import shlex
 import sys
 from pathlib import Path
 
+from ..config import parse_overrides
 from ..errors import UserError
 from ..records import ensure_writable, write_atomic
 from ..registry import PRESETS, suggest
@@ -193,8 +197,13 @@ def note(table: Table, preset: str, present: int, expected: int, out: Path) -> s
 
 # ---- outputs --------------------------------------------------------------------------------
 
-def output_stem(out: Path, table: Table, preset: str) -> Path:
-    return Path(out) / "reproduce" / (table.name + (f"--{preset}" if preset != table.preset else ""))
+def output_stem(out: Path, table: Table, preset: str, overrides: list[str] = ()) -> Path:
+    """OUT/reproduce/<table>[--<preset>][--set-<tag>]: a proxy preset or extra overrides never
+    overwrite the table at its own settings."""
+    from ..records import overrides_tag
+
+    tag = overrides_tag(list(overrides))
+    return Path(out) / "reproduce" / (table.name + (f"--{preset}" if preset != table.preset else "") + (f"--set-{tag}" if tag else ""))
 
 
 def write_outputs(stem: Path, title: str, command: str, note_text: str, headers: list[str], rows: list[list], csv_rows: list[dict]) -> list[Path]:
@@ -310,6 +319,17 @@ def cmd_reproduce(args, registry) -> int:
         if bad:
             raise UserError(f"--models: {bad!r} is not a row of {table.name}; {suggest(bad, rows)}")
         table.rows = [r for r in table.rows if r.model in keep]
+    if args.seeds is not None:
+        from ..cli import parse_seeds
+
+        table.seeds = parse_seeds(args)
+    if args.set:  # after the table's own settings: the user's win
+        from ..config import resolve_run
+
+        parse_overrides(args.set)  # one line for a malformed item, before anything is read or trained
+        table.set = [*table.set, *args.set]
+        if table.kind != "checks":  # an unknown key or a wrong type: one line, whatever the cell
+            resolve_run(registry, table.rows[0].model, table.columns[0].task, preset, table.cell_set(table.rows[0], table.columns[0]))
     for task in dict.fromkeys(c.task for c in table.columns):
         registry.preset(task, preset)  # one line naming the task when it lacks the preset
     failed = []
@@ -322,9 +342,10 @@ def cmd_reproduce(args, registry) -> int:
             print(f"skipped: {cell.model} on {cell.task}: {why}", file=sys.stderr)
         print(f"grid: {len(todo)} run(s) to train", flush=True)
         failed = run_grid(registry, todo, out, jobs=args.jobs, launcher=args.launcher, trainer_args={}, profile=profile)
-    stem = output_stem(out, table, preset)
+    stem = output_stem(out, table, preset, args.set or [])
     command = " ".join(["bench reproduce", table.name, f"--out {out}", *([f"--preset {preset}"] if args.preset else []),
-                        *([f"--models {args.models}"] if args.models else [])])
+                        *([f"--models {args.models}"] if args.models else []), *([f"--seeds {args.seeds}"] if args.seeds else []),
+                        *(f"--set {shlex.quote(item)}" for item in args.set or [])])
     if table.kind == "checks":
         from .checks import run_checks
 
