@@ -5,9 +5,11 @@
 #   bash scripts/gpu_grid.sh OUT TASK MODELS SEEDS [--set KEY=VALUE ...]
 #   e.g. bash scripts/gpu_grid.sh results flipflop transformer,ut,gut,tlb,gutlb,tlb-fr 0    # [HALT Table 3]
 #        bash scripts/gpu_grid.sh results copy-s brt,rsa-brt,tlb,rsa-tlb 0,1               # [RSA Fig. 5]
-# In a short lease (a lent machine), start it detached and watch it:
-#   setsid nohup bash scripts/gpu_grid.sh results flipflop transformer 0 > grid.log 2>&1 &
-#   tail -n 3 results/logs/grid-*/*.log      # one line per validation: step, metric, elapsed, ETA
+# In a short lease (a lent machine), start it detached with OUT outside the repository (a machine
+# whose tree is re-synced between calls deletes files there that git neither tracks nor ignores,
+# records and curves included: results/halt_flipflop.md), watch it, copy records out as they finish:
+#   setsid nohup bash scripts/gpu_grid.sh /tmp/results flipflop transformer 0 --set train.progress_every_min=1 > grid.log 2>&1 &
+#   tail -n 2 /tmp/results/logs/grid-*/*.log   # a line a minute: step, loss, elapsed, ETA; one per validation
 set -u
 USAGE="usage: gpu_grid.sh OUT TASK MODELS SEEDS [--set KEY=VALUE ...]"
 OUT=${1:?$USAGE}; TASK=${2:?$USAGE}; MODELS=${3:?$USAGE}; SEEDS=${4:?$USAGE}; shift 4
