@@ -326,9 +326,11 @@ def cmd_reproduce(args, registry) -> int:
     if args.set:  # after the table's own settings: the user's win
         from ..config import resolve_run
 
-        parse_overrides(args.set)  # one line for a malformed item, before anything is read or trained
         table.set = [*table.set, *args.set]
-        if table.kind != "checks":  # an unknown key or a wrong type: one line, whatever the cell
+        # a malformed item, an unknown key or a wrong type: one line, before anything is read or trained
+        if table.kind == "checks":
+            parse_overrides(args.set)
+        else:
             resolve_run(registry, table.rows[0].model, table.columns[0].task, preset, table.cell_set(table.rows[0], table.columns[0]))
     for task in dict.fromkeys(c.task for c in table.columns):
         registry.preset(task, preset)  # one line naming the task when it lacks the preset

@@ -160,8 +160,7 @@ class LineProgress(L.Callback):
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         if self.every_s > 0 and trainer.is_global_zero and time.perf_counter() - self._last >= self.every_s:
-            running = module._loss_sum / module._loss_count if module._loss_count is not None else None
-            self._line(trainer, ["training"], loss=running)  # loss: mean since the last validation
+            self._line(trainer, ["training"], loss=module.running_loss())  # loss: mean since the last validation
 
     def on_validation_end(self, trainer, module):
         if trainer.sanity_checking or not trainer.is_global_zero or 0 not in module.last_eval or self._t0 is None:

@@ -172,6 +172,10 @@ class TaskModule(L.LightningModule):
         if (self.global_step % NONFINITE_CHECK_EVERY == 0) and self._nonfinite is not None:
             self.check_finite()
 
+    def running_loss(self) -> Tensor | None:
+        """Mean training loss over the batches since the last validation (None before any)."""
+        return None if self._loss_count is None else self._loss_sum / self._loss_count
+
     def check_finite(self) -> None:
         """One host sync every NONFINITE_CHECK_EVERY steps and before every validation."""
         if self._nonfinite is not None and int(self._nonfinite) > 0:
@@ -201,7 +205,7 @@ class TaskModule(L.LightningModule):
             return
         curve = {"val_metric": self.last_eval[0][self.metric], "global_step": float(self.global_step), "train_time_s": self.train_time_s}
         if self._loss_count is not None:  # train loss since the previous validation (mean over batches)
-            mean_loss = torch.as_tensor(self._loss_sum / self._loss_count, device=self.device)
+            mean_loss = torch.as_tensor(self.running_loss(), device=self.device)
             curve["train_loss"] = float(self.trainer.strategy.reduce(mean_loss, reduce_op="mean"))  # over ranks
             self.train_tokens += int(self._tokens)
             self._loss_sum = self._loss_count = self._tokens = None
