@@ -13,6 +13,10 @@ import torch
 from torch import Tensor, nn
 
 
+class StreamingUnsupported(RuntimeError):
+    """A backbone asked to stream that cannot (bidirectional, or TLB-FR: chunks need the whole length)."""
+
+
 @dataclass
 class BackboneOutput:
     hidden: Tensor  # (B, T, d), already final-normalised
@@ -44,6 +48,31 @@ class Backbone(nn.Module):
         """Interpretable learned scalars of every submodule that reports them (``learned()``, e.g.
         RSA's gate and REM lambda / gamma / theta), keyed by module path: run records keep them."""
         return {name: m.learned() for name, m in self.named_modules() if m is not self and callable(getattr(m, "learned", None))}
+
+    # ---- streaming contract (optional; causal backbones only) -------------------------------
+    # state = model.init_state(batch_size, device)        a plain object: tensors, ints, lists,
+    #                                                      dicts and tuples of them; nothing kept
+    #                                                      in module attributes, so one model serves
+    #                                                      many streams and torch.save(state) works
+    # out, state = model.step(tokens[B, t], state)        any t >= 1, calls of any sizes in any order;
+    #                                                      out.hidden (B, t, d) for the t new positions
+    # Feeding a sequence through ``step`` in pieces of any size gives the per-position states of
+    # one full ``forward`` (eval mode; fp32 to ~1e-5). Streams have no padding: every token is real.
+    # A family that cannot stream by its definition leaves ``supports_streaming`` False and
+    # raises StreamingUnsupported naming itself.
+    supports_streaming: ClassVar[bool] = False
+
+    def init_state(self, batch_size: int, device: torch.device | str | None = None):
+        raise StreamingUnsupported(self.streaming_refusal())
+
+    def step(self, tokens: Tensor, state) -> tuple[BackboneOutput, object]:
+        raise StreamingUnsupported(self.streaming_refusal())
+
+    def streaming_refusal(self) -> str:
+        """Why this backbone cannot stream (one line); families override with their reason."""
+        if not self.causal:
+            return f"{type(self).__name__} is bidirectional here: only causal backbones stream"
+        return f"{type(self).__name__} has no streaming path (init_state / step)"
 
     @staticmethod
     def zero_aux(ref: Tensor) -> Tensor:
