@@ -1,4 +1,4 @@
-"""Command line: bench run | eval | compare | curves | list | validate | explain.
+"""Command line: bench run | eval | compare | curves | cost | list | validate | explain.
 
 Bad input prints one line ("bench: error: ...") on stderr and exits with status 2. A run stopped
 by SIGINT / SIGTERM checkpoints, says how to resume and exits with 130 / 143."""
@@ -214,6 +214,33 @@ def cmd_explain(args, registry) -> int:
     return 0
 
 
+def cmd_cost(args, registry) -> int:
+    """`bench cost`: training step cost (LRA Table 2's shape), --halting (HALT Table 5), --stream."""
+    from tabulate import tabulate
+
+    from .cost import HALTING_MODELS, Setup, parse_positive_ints, run_cost
+
+    if args.halting and args.stream:
+        raise UserError("--halting and --stream are separate measurements; give one of them")
+    mode = "halting" if args.halting else "streaming" if args.stream else "training"
+    models = _names(args.models, "models") if args.models else (list(HALTING_MODELS) if args.halting else None)
+    if models is None:
+        raise UserError("--models is required (e.g. --models transformer,ut,gut); --halting defaults to ut,gut,gutlb")
+    _check_names(registry, models, [args.task])
+    setup = Setup(task=args.task, preset=args.preset, lengths=parse_positive_ints(args.lengths, "lengths", "512,1024"),
+                  batch=args.batch, device=args.device, dtype=args.dtype, compile=args.compile, repeats=args.repeats,
+                  warmup=args.warmup, overrides=args.set or [])
+    bounds = parse_positive_ints(args.bounds, "bounds", "10,20,40") if args.halting else None
+    result = run_cost(registry, models, setup, Path(args.out), mode=mode, bounds=bounds, decode_tokens=args.decode_tokens,
+                      progress=None if args.quiet else lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    for key, value in result["header"].items():
+        print(f"# {key}: {', '.join(value) if isinstance(value, list) else value}")
+    print(tabulate(result["table"], headers=result["headers"], tablefmt="simple", disable_numparse=True))
+    for path in result["files"]:
+        print(f"wrote {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="bench", description="Recurrent Transformer families side by side on one task suite.")
     p.add_argument("--registry", help="registry.yaml to use (default: the repository's, or $BENCH_REGISTRY)")
@@ -286,6 +313,25 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--launcher", default="local", choices=["local", "slurm"], help="--run: where cells run")
     rp.add_argument("--slurm-profile", dest="slurm_profile", help="--launcher slurm: YAML with partition, time, ...")
 
+    co = sub.add_parser("cost", help="step time, memory, ops and host syncs per model and length (--halting, --stream)")
+    co.add_argument("--models", help="registry models, e.g. ut,gut,tlb (transformer, the reference, is always added)")
+    co.add_argument("--task", required=True, help="the task whose preset sizes the models and whose head and loss are used")
+    co.add_argument("--preset", default="small", help="smoke | small | paper (default: small)")
+    co.add_argument("--lengths", default="512", help="sequence lengths, e.g. 1024,2048,4096 (default 512)")
+    co.add_argument("--batch", type=int, help="batch size (default: the preset's train.batch_size)")
+    co.add_argument("--device", default="cpu", help="cpu | cuda (default cpu)")
+    co.add_argument("--dtype", default="fp32", help="fp32 | bf16 (autocast) (default fp32)")
+    co.add_argument("--compile", action="store_true", help="torch.compile the backbone; compile + first step reported apart")
+    co.add_argument("--repeats", type=int, default=3, help="timed steps per model and length, interleaved across models (default 3)")
+    co.add_argument("--warmup", type=int, default=1, help="untimed steps after the counted one (default 1)")
+    co.add_argument("--halting", action="store_true", help="HALT Table 5: modes halt / upperbound / no-halt at --bounds")
+    co.add_argument("--bounds", default="10,20,40", help="--halting: max_layers bounds (default 10,20,40)")
+    co.add_argument("--stream", action="store_true", help="prefill and per-token decoding of streaming models (init_state / step)")
+    co.add_argument("--decode-tokens", dest="decode_tokens", type=int, default=32, help="--stream: single-token steps per repeat (default 32)")
+    co.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override for every model, e.g. model.max_len=8192")
+    co.add_argument("--out", default="results/cost", help="folder for the .md / .csv / .json (default results/cost)")
+    co.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
     ls = sub.add_parser("list", help="list registry models and tasks")
     ls.add_argument("what", nargs="?", choices=["models", "tasks"])
 
@@ -308,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
 
     handlers = {"run": cmd_run, "eval": cmd_eval, "compare": cmd_compare, "curves": cmd_curves, "list": cmd_list, "validate": cmd_validate,
                 "explain": cmd_explain,
-                "reproduce": cmd_reproduce}
+                "reproduce": cmd_reproduce, "cost": cmd_cost}
     try:
         args = build_parser().parse_args(argv)
         if not args.command:
