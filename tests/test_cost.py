@@ -1,0 +1,245 @@
+"""`bench cost` (bench/cost.py): the op / sync counter and the saved-bytes measure against
+hand-computed values, ratios to the Transformer, OOM cells, bad input, --stream with a test
+double that streams, and the files' header. Tiny models only; nothing here times anything."""
+import json
+import sys
+
+import pytest
+import torch
+import yaml
+from torch import nn
+
+from bench import cost
+from bench.cli import main
+from bench.registry import Registry
+from conftest import ROOT
+from models.base import Backbone, BackboneOutput
+
+TINY = ["--task", "flipflop", "--preset", "smoke", "--batch", "2", "--repeats", "2", "--warmup", "0", "--quiet"]
+
+
+# ---- test doubles, registered through a registry file that adds them --------------------------
+class StreamingToy(Backbone):
+    """A causal backbone with an explicit state: a decaying running sum h (B, d) and a cache of
+    every embedded token (B, n, d) that grows by one row per token; out_t = h_t + mean(cache)."""
+
+    supports_bidirectional = False
+    supports_streaming = True
+
+    def __init__(self, vocab_size: int, causal: bool, d_model: int = 16):
+        super().__init__(vocab_size, causal, d_model)
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.decay = 0.5
+
+    def init_state(self, batch_size, device=None):
+        return {"h": torch.zeros(batch_size, self.d_model, device=device), "cache": torch.zeros(batch_size, 0, self.d_model, device=device)}
+
+    def step(self, tokens, state):
+        x = self.embed(tokens)  # (B, t, d)
+        h, cache, outs = state["h"], state["cache"], []
+        for i in range(x.shape[1]):
+            h = self.decay * h + x[:, i]
+            cache = torch.cat([cache, x[:, i: i + 1]], dim=1)
+            outs.append(h + cache.mean(1))
+        hidden = torch.stack(outs, 1)
+        return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden)), {"h": h, "cache": cache}
+
+    def forward(self, tokens, mask=None):
+        out, _ = self.step(tokens, self.init_state(tokens.shape[0], tokens.device))
+        return out
+
+
+class BidirectionalOnly(Backbone):
+    supports_causal = False
+
+    def __init__(self, vocab_size: int, causal: bool, d_model: int = 16):
+        super().__init__(vocab_size, causal, d_model)
+        self.embed = nn.Embedding(vocab_size, d_model)
+
+    def forward(self, tokens, mask=None):
+        hidden = self.embed(tokens)
+        return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden))
+
+
+@pytest.fixture(scope="module")
+def toy_registry(tmp_path_factory):
+    module = __name__  # as pytest imported this file; the registry's targets import it from sys.modules
+    assert sys.modules[module].StreamingToy is StreamingToy
+    reg = yaml.safe_load((ROOT / "registry.yaml").read_text())
+    reg["models"]["streaming-toy"] = {"target": f"{module}:StreamingToy", "description": "test double"}
+    reg["models"]["bidirectional-only"] = {"target": f"{module}:BidirectionalOnly", "description": "test double"}
+    path = tmp_path_factory.mktemp("registry") / "registry.yaml"
+    path.write_text(yaml.safe_dump(reg, allow_unicode=True))
+    return path
+
+
+# ---- the counter --------------------------------------------------------------------------------
+def test_op_counter_counts_kernels_not_views():
+    x = torch.randn(4, 8)
+    with cost.OpCounter() as c:
+        y = x + 1  # aten.add
+        z = y * 2  # aten.mul
+        w = z.view(-1)  # aten.view: a view, no kernel
+        s = w.sum()  # aten.sum
+        e = torch.empty(3)  # aten.empty: an allocation, no kernel
+    assert (c.ops, c.all_ops, c.syncs) == (3, 5, 0)
+    assert dict(c.by_name) == {"aten.add": 1, "aten.mul": 1, "aten.sum": 1}
+    assert s.shape == () and e.shape == (3,)
+
+
+@pytest.mark.parametrize("k", [0, 1, 3])
+def test_each_item_is_one_sync(k):
+    x = torch.randn(5)
+    with cost.OpCounter() as c:
+        for _ in range(k):
+            x.sum().item()  # aten.sum + aten._local_scalar_dense
+    assert (c.ops, c.syncs) == (2 * k, k)
+
+
+def test_boolean_mask_indexing_and_bool_are_syncs_integer_indexing_is_not():
+    x = torch.arange(6.0)
+    with cost.OpCounter() as c:
+        x[torch.tensor([0, 2])]  # integer index: no host read
+    assert c.syncs == 0
+    with cost.OpCounter() as c:
+        x[x > 2]  # gt, then index with a boolean mask: the size is read on the host
+        bool(x.sum() > 0)  # sum, gt, _local_scalar_dense
+    assert c.syncs == 2
+    assert dict(c.sync_names) == {"aten.index": 1, "aten._local_scalar_dense": 1}
+
+
+def test_the_optimizers_host_counters_are_not_syncs():
+    p = nn.Parameter(torch.randn(3))
+    opt = torch.optim.Adam([p])
+    p.grad = torch.ones(3)
+    opt.step()  # creates the state: step counter on the host
+    counters = {s["step"].data_ptr() for s in opt.state.values()}
+    with cost.OpCounter() as plain:
+        opt.step()
+    with cost.OpCounter(counters) as told:
+        opt.step()
+    assert plain.syncs >= 1 and told.syncs == 0 and told.ops == plain.ops
+
+
+def test_saved_bytes_of_a_known_graph():
+    x = torch.randn(4, 8, requires_grad=True)  # 128 bytes
+    with cost.SavedBytes() as saved:
+        y = x.exp()  # saves its result y (128 B)
+        z = y.sin()  # saves y again: the same storage, counted once
+        w = z * x  # saves z (128 B) and x (128 B)
+    assert saved.nbytes == 3 * 128
+    with cost.SavedBytes(exclude=[x]) as saved:  # x as a parameter: resident anyway
+        (x.exp().sin() * x).sum()
+    assert saved.nbytes == 2 * 128
+    w.sum().backward()
+
+
+def test_state_bytes_walks_nested_containers():
+    state = {"a": torch.zeros(2, 3), "b": [torch.zeros(4, dtype=torch.int64), (torch.zeros(1, dtype=torch.bfloat16), 7)], "c": None}
+    assert cost.state_bytes(state) == 2 * 3 * 4 + 4 * 8 + 2
+
+
+# ---- the command ---------------------------------------------------------------------------------
+def test_ratios_to_the_transformer(tmp_path, capsys):
+    assert main(["cost", "--models", "lstm", "--lengths", "8,16", *TINY, "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "flipflop_smoke_train_cpu.json").read_text())["rows"]
+    assert [(r["model"], r["length"]) for r in rows] == [("transformer", 8), ("lstm", 8), ("transformer", 16), ("lstm", 16)]
+    for length in (8, 16):
+        ref, lstm = (next(r for r in rows if r["model"] == m and r["length"] == length) for m in ("transformer", "lstm"))
+        for key in ("step_s", "tokens_per_s", "peak_bytes", "ops"):
+            assert ref[f"{key}_ratio"] == 1.0
+            assert lstm[f"{key}_ratio"] == pytest.approx(lstm[key] / ref[key])
+        assert ref["tokens_per_s"] == pytest.approx(2 * length / ref["step_s"])
+        assert ref["syncs"] == 0 and ref["syncs_ratio"] is None  # 0 syncs: no ratio
+        assert ref["peak_bytes"] == ref["saved_bytes"] > 0
+    assert rows[2]["saved_bytes"] > rows[0]["saved_bytes"]  # activations grow with the length
+    out = capsys.readouterr().out
+    assert "transformer" in out and "(1.00)" in out and "T=16 ms/step" in out
+
+
+def test_cost_of_the_rows_is_what_add_ratios_says():
+    rows = [{"model": "transformer", "length": 4, "step_s": 2.0, "ops": 100},
+            {"model": "ut", "length": 4, "step_s": 5.0, "ops": 250},
+            {"model": "ut", "length": 4, "status": cost.OOM}]
+    cost.add_ratios(rows, keys=("step_s", "ops"))
+    assert [r["step_s_ratio"] for r in rows] == [1.0, 2.5, None] and rows[1]["ops_ratio"] == 2.5
+
+
+def test_out_of_memory_is_a_cell(tmp_path, monkeypatch):
+    real = cost.TrainingStep.__call__
+
+    def step(self, batch):
+        if self.name == "lstm" and batch["tokens"].shape[1] == 16:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(self, batch)
+
+    monkeypatch.setattr(cost.TrainingStep, "__call__", step)
+    assert main(["cost", "--models", "lstm", "--lengths", "8,16", *TINY, "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "flipflop_smoke_train_cpu.json").read_text())["rows"]
+    cells = {(r["model"], r["length"]): r for r in rows}
+    assert cells["lstm", 16]["status"] == "OOM" and "step_s" not in cells["lstm", 16]
+    assert cells["lstm", 8]["status"] == "ok" and cells["transformer", 16]["status"] == "ok"
+    assert "| OOM" in (tmp_path / "flipflop_smoke_train_cpu.md").read_text()
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--models", "transformr", "--task", "flipflop"], "unknown model 'transformr'"),
+    (["--models", "lstm", "--task", "flipflop", "--lengths", "512,0"], "--lengths takes positive whole numbers"),
+    (["--models", "lstm", "--task", "flipflop", "--lengths", "1k"], "--lengths takes positive whole numbers"),
+    (["--models", "lstm", "--task", "flipflop", "--dtype", "fp16"], "choose fp32 or bf16"),
+    (["--models", "lstm", "--task", "flipflop", "--halting"], "has no halting modes"),
+    (["--models", "lstm", "--task", "flipflop", "--stream", "--halting"], "separate measurements"),
+    (["--models", "bidirectional-only", "--task", "flipflop"], "cannot run causally"),
+    (["--models", "lstm", "--task", "flipflop", "--preset", "paper", "--lengths", "8192"], "max_len 4096 < length 8192"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, says, tmp_path, capsys, toy_registry):
+    out = tmp_path / "out"
+    assert main(["--registry", str(toy_registry), "cost", *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bench: error:") and says in err and "\n" not in err
+    assert not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible")
+def test_cuda_without_a_gpu_is_bad_input(tmp_path, capsys):
+    assert main(["cost", "--models", "lstm", "--task", "flipflop", "--device", "cuda", "--out", str(tmp_path / "out")]) == 2
+    assert "no CUDA GPU" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def test_files_carry_the_header(tmp_path):
+    assert main(["cost", "--models", "lstm", "--lengths", "8", *TINY, "--out", str(tmp_path)]) == 0
+    md, csv_text = (tmp_path / "flipflop_smoke_train_cpu.md").read_text(), (tmp_path / "flipflop_smoke_train_cpu.csv").read_text()
+    head = json.loads((tmp_path / "flipflop_smoke_train_cpu.json").read_text())["header"]
+    for key in ("models", "shapes", "dtype", "compile", "device", "torch", "commit", "date", "inputs", "memory"):
+        assert key in head and f"- **{key}**:" in md and f"# {key}:" in csv_text
+    assert head["torch"] == torch.__version__ and head["shapes"] == "batch 2 x length 8" and "random tokens" in head["inputs"]
+    assert "| transformer |" in md
+
+
+def test_halting_ratios_to_no_halt():
+    setup = cost.Setup(task="flipflop", preset="smoke", lengths=[8], batch=2, repeats=1, warmup=0)
+    rows = cost.measure_halting(Registry(), ["ut"], setup, bounds=[2])
+    assert [(r["model"], r["bound"], r["mode"]) for r in rows] == [("ut", 2, "halt"), ("ut", 2, "upperbound"), ("ut", 2, "no-halt")]
+    no_halt = rows[2]
+    assert no_halt["step_s_ratio"] == 1.0 and no_halt["halt_depth"] == 2.0  # no halting: every position runs the bound
+    assert rows[0]["step_s_ratio"] == pytest.approx(rows[0]["step_s"] / no_halt["step_s"])
+    assert 1.0 <= rows[0]["halt_depth"] <= 2.0
+    assert rows[0]["epoch_min"] == pytest.approx(256 / 2 * rows[0]["step_s"] / 60)  # smoke: n_train 256
+
+
+def test_stream_rows(tmp_path, capsys, toy_registry):
+    args = ["--registry", str(toy_registry), "cost", "--stream", "--models", "streaming-toy", "--lengths", "4,16",
+            "--decode-tokens", "5", *TINY, "--out", str(tmp_path)]
+    assert main(args) == 0
+    rows = json.loads((tmp_path / "flipflop_smoke_stream_cpu.json").read_text())["rows"]
+    toy = {r["length"]: r for r in rows if r["model"] == "streaming-toy"}
+    ref = [r for r in rows if r["model"] == "transformer"]
+    assert [r["status"] for r in ref] == ["no streaming (Transformer has no streaming path (init_state / step))"] * 2
+    d, b = 32, 2  # the smoke preset's d_model, --batch
+    for length, r in toy.items():
+        assert r["status"] == "ok" and r["decode_steps"] == 2 * 5  # 5 per repeat, 2 repeats
+        assert r["state_bytes"] == b * d * 4 + b * length * d * 4  # h, and one cached row per context token
+        assert r["prefill_s"] > 0 and 0 < r["decode_s"] <= r["decode_p90_s"]
+        assert r["decode_s_ratio"] is None  # the Transformer does not stream on this branch
+    assert (tmp_path / "flipflop_smoke_stream_cpu.png").stat().st_size > 0
+    assert "no streaming (Transformer" in capsys.readouterr().out
