@@ -31,6 +31,9 @@ step so that the optimizer's state exists; it warms up too, ``warmup`` more step
   drain: ``_local_scalar_dense`` (.item(), int(), float(), bool() of a tensor), ``nonzero``,
   ``masked_select``, ``unique``-family, ``equal``, ``repeat_interleave`` with tensor repeats
   and no output_size, and ``index`` / ``index_put_`` with a boolean index (x[mask]).
+  Reads of the optimizer's step counters are not syncs: torch.optim keeps them on the host.
+* fwd_bwd_ops / fwd_bwd_syncs (files only): the same counts over forward, loss and backward
+  alone (no clipping, no optimizer), the measure of issue 25's cross-check.
 * peak memory: on CUDA, torch.cuda.max_memory_allocated over a step (weights, gradients,
   optimizer state and activations). On the CPU, the bytes of the distinct storages that
   autograd saves for backward during the step's forward (torch.autograd.graph.saved_tensors_hooks;
@@ -376,7 +379,8 @@ def measure_steps(steps: dict[str, TrainingStep], setup: Setup, lengths: list[in
             row = cells[name, length] = {"model": name, "length": length, "batch": step.batch_size, "status": "ok"}
             batch = data[name, length] = random_batch(step.task, step.batch_size, length, device, gen)
             say(f"T={length} {name}: counting ops")
-            _cell_guard(row, lambda row=row, step=step, batch=batch: row.update(instrumented_step(step, batch)))
+            _cell_guard(row, lambda row=row, step=step, batch=batch: row.update(
+                instrumented_step(step, batch), **{f"fwd_bwd_{k}": v for k, v in count_forward_backward(step, batch).items()}))
             step.release()
     if setup.compile:
         for step in steps.values():
@@ -481,7 +485,7 @@ def measure_halting(registry, models: list[str], setup: Setup, bounds: list[int]
         if not {"mode", "max_layers"} <= set(config.model.params):
             raise UserError(f"--halting: model {name!r} has no halting modes (no mode / max_layers parameter); "
                             f"use depth-recurrent models such as {', '.join(HALTING_MODELS)}")
-    steps, overrides = {}, {}
+    overrides = {}
     for name in models:
         for bound in bounds:
             for mode in HALTING_MODES:
