@@ -63,6 +63,8 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from models.base import StreamingUnsupported
+
 from .config import resolve_run
 from .errors import UserError
 from .runner.build import instantiate_model, instantiate_task
@@ -525,11 +527,17 @@ def measure_streaming(registry, models: list[str], setup: Setup, decode_tokens: 
         task = instantiate_task(config.task)
         torch.manual_seed(0)
         backbone = instantiate_model(config.model, task.vocab_size).to(device).eval()
-        if getattr(backbone, "supports_streaming", False):
-            backbones[name] = (backbone, task, setup.batch or config.train["batch_size"])
+        batch = setup.batch or config.train["batch_size"]
+        refusal = None if backbone.supports_streaming and backbone.causal else backbone.streaming_refusal()
+        if refusal is None:
+            try:  # a family may refuse by its definition at run time (e.g. chunks that need the whole length)
+                backbone.init_state(batch, device)
+            except StreamingUnsupported as exc:
+                refusal = str(exc)
+        if refusal is None:
+            backbones[name] = (backbone, task, batch)
         else:
-            for length in setup.lengths:
-                rows.append({"model": name, "length": length, "status": f"no streaming ({backbone.streaming_refusal()})"})
+            rows += [{"model": name, "length": length, "status": f"no streaming ({refusal})"} for length in setup.lengths]
     for length in setup.lengths:
         gen = torch.Generator().manual_seed(length)
         cells, prefill, decode = {}, {n: [] for n in backbones}, {n: [] for n in backbones}
@@ -589,7 +597,7 @@ def _cell(row: dict, key: str, fmt) -> str:
 
 
 def _spread(row: dict) -> str:
-    if row.get("status", "ok") != "ok" or "step_s" not in row:
+    if row.get("status", "ok") != "ok" or "step_s" not in row or row["repeats"] < 2:
         return ""
     half = (row["step_max_s"] - row["step_min_s"]) / 2
     return f"±{100 * half / row['step_s']:.0f}%"

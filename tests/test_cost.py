@@ -13,7 +13,7 @@ from bench import cost
 from bench.cli import main
 from bench.registry import Registry
 from conftest import ROOT
-from models.base import Backbone, BackboneOutput
+from models.base import Backbone, BackboneOutput, StreamingUnsupported
 
 TINY = ["--task", "flipflop", "--preset", "smoke", "--batch", "2", "--repeats", "2", "--warmup", "0", "--quiet"]
 
@@ -49,6 +49,13 @@ class StreamingToy(Backbone):
         return out
 
 
+class RefusingToy(StreamingToy):
+    """Has the streaming methods but refuses when asked, as a family that needs the whole length."""
+
+    def init_state(self, batch_size, device=None):
+        raise StreamingUnsupported("RefusingToy needs the whole sequence to cut its chunks")
+
+
 class BidirectionalOnly(Backbone):
     supports_causal = False
 
@@ -67,6 +74,7 @@ def toy_registry(tmp_path_factory):
     assert sys.modules[module].StreamingToy is StreamingToy
     reg = yaml.safe_load((ROOT / "registry.yaml").read_text())
     reg["models"]["streaming-toy"] = {"target": f"{module}:StreamingToy", "description": "test double"}
+    reg["models"]["refusing-toy"] = {"target": f"{module}:RefusingToy", "description": "test double"}
     reg["models"]["bidirectional-only"] = {"target": f"{module}:BidirectionalOnly", "description": "test double"}
     path = tmp_path_factory.mktemp("registry") / "registry.yaml"
     path.write_text(yaml.safe_dump(reg, allow_unicode=True))
@@ -228,13 +236,14 @@ def test_halting_ratios_to_no_halt():
 
 
 def test_stream_rows(tmp_path, capsys, toy_registry):
-    args = ["--registry", str(toy_registry), "cost", "--stream", "--models", "streaming-toy", "--lengths", "4,16",
+    args = ["--registry", str(toy_registry), "cost", "--stream", "--models", "streaming-toy,refusing-toy", "--lengths", "4,16",
             "--decode-tokens", "5", *TINY, "--out", str(tmp_path)]
     assert main(args) == 0
     rows = json.loads((tmp_path / "flipflop_smoke_stream_cpu.json").read_text())["rows"]
     toy = {r["length"]: r for r in rows if r["model"] == "streaming-toy"}
     ref = [r for r in rows if r["model"] == "transformer"]
     assert [r["status"] for r in ref] == ["no streaming (Transformer has no streaming path (init_state / step))"] * 2
+    assert [r["status"] for r in rows if r["model"] == "refusing-toy"] == ["no streaming (RefusingToy needs the whole sequence to cut its chunks)"] * 2
     d, b = 32, 2  # the smoke preset's d_model, --batch
     for length, r in toy.items():
         assert r["status"] == "ok" and r["decode_steps"] == 2 * 5  # 5 per repeat, 2 repeats
