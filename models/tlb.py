@@ -102,12 +102,3 @@ class TLB(Backbone):
         pooled = self.ln_mem(memory).mean(dim=1)  # (B, d) LN(final memory), mean over slots
         stats = {"n_chunks": float(len(outs)), **rsa_gate_stats(self)}
         return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=stats, pooled=pooled)
-
-
-class TLBFixedRecurrence(TLB):
-    """TLB-FR [HALT §6.6]: a fixed number of chunks (5), so chunks grow with the length."""
-
-    def __init__(self, vocab_size: int, causal: bool, n_chunks: int = 5, **kwargs):
-        if n_chunks < 1:
-            raise ValueError(f"tlb-fr needs n_chunks >= 1, got {n_chunks}")
-        super().__init__(vocab_size, causal, n_chunks=n_chunks, **kwargs)

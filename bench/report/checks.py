@@ -22,6 +22,20 @@ case over seeds: the largest change for ``same`` (passes below TOL), the smalles
 - ``swap_first_two``: X' = X with its first two tokens swapped ([NOPE Fig. 1]); per position
   t >= 3 (after the pair, where the tokens are the same again) the change |f(X)_t - f(X')_t|
   (max of them for ``same``, min for ``differs``).
+
+Claims of a results table (``claims:`` in tables/*.yaml, schema in bench/report/tables.py): the
+paper's qualitative findings over its cells, e.g. "TLB beats the Transformer on ListOps 500-600",
+judged on our per-seed values by one rule (``RULE``): for "A beats B" on a cell pair, with
+d = mean_A - mean_B (mean_B - mean_A where lower is better) and s = max(std_A, std_B) (sample
+std over seeds):
+
+    holds          d >  s         (both cells with >= 2 seeds)
+    does not hold  d < -s
+    inconclusive   |d| <= s, or a cell with fewer than 2 seeds
+
+A claim over several pairs ("each GUT ablation loses to GUT") holds when every pair holds, does
+not hold when any pair does not, and is inconclusive otherwise. The same rule on the paper's
+printed mean ± std says whether the paper's own numbers support the claim as encoded.
 """
 from __future__ import annotations
 
@@ -180,3 +194,95 @@ def checks_summary(table, out: Path, preset: str) -> str:
     have = sum(_record_check(s, table, out, preset)[1] != "missing records" for s in record)
     missing = len(specs) - computed - len(record)
     return f"{computed} computed, {have}/{len(record)} from records, {missing} not implemented"
+
+
+# ---- claims over a results table's cells ----------------------------------------------------
+
+HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
+RULE = ("A beats B when mean_A - mean_B > max(std_A, std_B) (sample std over seeds, >= 2 seeds each); does not hold when "
+        "mean_B - mean_A > max(std_A, std_B); inconclusive otherwise; over several pairs: holds if every pair holds, "
+        "does not hold if any does not; paper = the same rule on the paper's mean ± std")
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    m = sum(values) / len(values)
+    return m, (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+
+
+def compare(mean_a: float, mean_b: float, spread: float, lower_is_better: bool = False, digits: int = 1) -> tuple[str, str]:
+    """(verdict, why) for "A beats B" from the two means and the spread s they must differ by."""
+    d = mean_b - mean_a if lower_is_better else mean_a - mean_b
+    f = f"{{:.{digits}f}}"
+    if d > spread:
+        return HOLDS, f"Δ {d:+.{digits}f} > {f.format(spread)}"
+    if d < -spread:
+        return FAILS, f"Δ {d:+.{digits}f} < -{f.format(spread)}"
+    return UNSURE, f"|Δ| {f.format(abs(d))} ≤ {f.format(spread)}"
+
+
+def judge(a: list[float], b: list[float], lower_is_better: bool = False, digits: int = 1) -> tuple[str, str]:
+    """(verdict, why) for "A beats B" from the per-seed values of the two cells."""
+    if len(a) < 2 or len(b) < 2:
+        return UNSURE, f"n = {len(a)} vs {len(b)} (< 2 seeds)"
+    (ma, sa), (mb, sb) = _mean_std(a), _mean_std(b)
+    return compare(ma, mb, max(sa, sb), lower_is_better, digits)
+
+
+def judge_paper(a, b, lower_is_better: bool = False, digits: int = 1) -> tuple[str, str]:
+    """The rule on the paper's (mean, std or None) pair; without a printed std, means only."""
+    if a is None or b is None:
+        return "n/r", "not reported"
+    if a[1] is None or b[1] is None:
+        verdict, why = compare(a[0], b[0], 0.0, lower_is_better, digits)
+        return verdict, why + " (means only: no spread printed)"
+    return compare(a[0], b[0], max(a[1], b[1]), lower_is_better, digits)
+
+
+def _aggregate(results: list[tuple[str, str]]) -> tuple[str, str]:
+    """One verdict over a claim's pairs, with the first pair that decides it."""
+    if len(results) == 1:
+        return results[0]
+    verdicts = [v for v, _ in results]
+    k, held, failed = len(results), verdicts.count(HOLDS), verdicts.count(FAILS)
+    if held == k:
+        return HOLDS, f"all {k} pairs hold"
+    counts = f"of {k} pairs {held} hold, {failed} do not, {k - held - failed} inconclusive"
+    first = next(why for v, why in results if v == (FAILS if failed else v) and v != HOLDS)
+    return (FAILS if failed else UNSURE), f"{counts}; e.g. {first}"
+
+
+def _cell_text(row: str, values: list[float], digits: int) -> str:
+    if not values:
+        return f"{row} — (0)"
+    m, s = _mean_std(values) if len(values) > 1 else (values[0], None)
+    return f"{row} {m:.{digits}f}" + ("" if s is None else f" ± {s:.{digits}f}") + f" ({len(values)})"
+
+
+def run_claims(table, values: dict) -> dict:
+    """Each claim of a results table judged on ``values`` ({(row label, column label): (per-seed
+    values in display units, stale)}) and on the paper's numbers. Comparisons naming a row the
+    table no longer has (``--models``) are left out; a claim left with none is not shown."""
+    from .reproduce import STALE
+
+    digits = 2 if table.unit == "min" else 1
+    paper = {(r.label, c.label): p for r in table.rows for c, p in zip(table.columns, r.paper)}
+    rows = []
+    for claim in table.claims:
+        pairs = [p for p in claim.comparisons if p.better in values and p.than in values]
+        if not pairs:
+            continue
+        ours, theirs = [], []
+        for p in pairs:
+            (ra, ca), (rb, cb) = p.better, p.than
+            where = ca if ca == cb else f"{ca} vs {cb}"
+            va, stale_a = values[p.better]
+            vb, stale_b = values[p.than]
+            verdict, why = judge(va, vb, claim.lower_is_better, digits)
+            mark = f" {STALE}" if stale_a or stale_b else ""
+            ours.append((verdict, f"{_cell_text(ra, va, digits)} vs {_cell_text(rb, vb, digits)} on {where}{mark}: {why}"))
+            pv, pwhy = judge_paper(paper.get(p.better), paper.get(p.than), claim.lower_is_better, digits)
+            theirs.append((pv, f"{ra} vs {rb} on {where}: {pwhy}"))
+        (verdict, why), (pverdict, _) = _aggregate(ours), _aggregate(theirs)
+        rows.append([claim.text, claim.source, verdict, why, pverdict])
+    headers = ["claim", "source", "ours", "why", "paper"]
+    return {"headers": headers, "rows": rows, "csv": [dict(zip(headers, r)) for r in rows], "rule": RULE}

@@ -13,7 +13,10 @@ Records are read from ``OUT/runs/<task>/<preset>/<model>/seed<N>[-<tag>].json``,
 the hash of the cell's learning-relevant overrides (table + row + column ``set``). A cell whose
 records were made with settings the registry no longer resolves to (a preset edited since) is
 marked † and the note names the differences. A table with ``kind: checks`` (e.g.
-nope-properties) lists checks instead of cells: bench/report/checks.py. The YAML schema: bench/report/tables.py.
+nope-properties) lists checks instead of cells: bench/report/checks.py. A results table's
+``claims`` (the paper's findings over its cells) are judged beside the numbers, printed and
+written to the Markdown and to ``...--claims.csv`` (bench/report/checks.py:run_claims). The YAML
+schema: bench/report/tables.py.
 """
 from __future__ import annotations
 
@@ -123,7 +126,7 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     Layout: one row per table row and (ours, paper, Δ) per column; a table of several tasks
     with several splits each (RSA Table 2) is printed long instead, one row per (task, row)
     and (ours, paper, Δ) per split, as the papers print it."""
-    texts, cells, present, expected, stale_runs = {}, [], set(), set(), {}
+    texts, cells, present, expected, stale_runs, values_by_cell = {}, [], set(), set(), {}, {}
     scale = 100.0 if table.unit == "%" else 1.0
     for row in table.rows:
         for col, paper in zip(table.columns, row.paper):
@@ -142,6 +145,7 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
             present.update((*run, r["seed"]) for r in ok if not mark)
             raw = [v for v in (record_value(r, col.split, table.metric) for r in ok) if v is not None and not math.isnan(v)]
             values = [v * scale for v in raw]
+            values_by_cell[row.label, col.label] = (values, bool(mark))
             center = _summary(values, table.stat)
             d = _delta(center, paper, table.delta)
             text = "FAIL" if failed and not ok else _ours_text(raw, center, table) + mark
@@ -155,7 +159,8 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     headers, rows = _layout(table, texts)
     only_stale = [run for run, by_seed in stale_runs.items() if all(by_seed.values())]
     reasons = sorted({why for run in only_stale for why in stale_runs[run].values() if why})
-    return {"headers": headers, "rows": rows, "cells": cells, "present": len(present), "expected": len(expected) * len(table.seeds),
+    return {"headers": headers, "rows": rows, "cells": cells, "values": values_by_cell,
+            "present": len(present), "expected": len(expected) * len(table.seeds),
             "stale": (f"{STALE} = only records made with settings the registry no longer gives for that cell "
                       f"({len(only_stale)} of {len(expected)} (model, task) cells; {'; '.join(reasons[:3])}): "
                       "rerun them to compare the current setting; they do not count as present") if reasons else ""}
@@ -206,18 +211,32 @@ def output_stem(out: Path, table: Table, preset: str, overrides: list[str] = ())
     return Path(out) / "reproduce" / (table.name + (f"--{preset}" if preset != table.preset else "") + (f"--set-{tag}" if tag else ""))
 
 
-def write_outputs(stem: Path, title: str, command: str, note_text: str, headers: list[str], rows: list[list], csv_rows: list[dict]) -> list[Path]:
-    from tabulate import tabulate
-
-    md, csv_path = stem.with_suffix(".md"), stem.with_suffix(".csv")
-    write_atomic(md, f"# {title}\n\n`{command}`\n\n{note_text}.\n\n{tabulate(rows, headers=headers, tablefmt='github', disable_numparse=True)}\n")
+def _csv_text(csv_rows: list[dict]) -> str:
     buf = io.StringIO()
     if csv_rows:
         writer = csv.DictWriter(buf, fieldnames=list(csv_rows[0]))
         writer.writeheader()
         writer.writerows(csv_rows)
-    write_atomic(csv_path, buf.getvalue())
-    return [md, csv_path]
+    return buf.getvalue()
+
+
+def write_outputs(stem: Path, title: str, command: str, note_text: str, headers: list[str], rows: list[list], csv_rows: list[dict],
+                  claims: dict | None = None) -> list[Path]:
+    """NAME.md (the table, and the claims when given) and NAME.csv; the claims also to NAME--claims.csv."""
+    from tabulate import tabulate
+
+    md, csv_path = stem.with_suffix(".md"), stem.with_suffix(".csv")
+    text = f"# {title}\n\n`{command}`\n\n{note_text}.\n\n{tabulate(rows, headers=headers, tablefmt='github', disable_numparse=True)}\n"
+    if claims:
+        text += (f"\n## The paper's claims\n\nRule: {claims['rule']}.\n\n"
+                 f"{tabulate(claims['rows'], headers=claims['headers'], tablefmt='github', disable_numparse=True)}\n")
+    write_atomic(md, text)
+    write_atomic(csv_path, _csv_text(csv_rows))
+    paths = [md, csv_path]
+    if claims:
+        paths.append(stem.with_name(stem.name + "--claims.csv"))
+        write_atomic(paths[-1], _csv_text(claims["csv"]))
+    return paths
 
 
 def plot(stem: Path, table: Table, cells: list[dict], preset: str) -> Path | None:
@@ -354,14 +373,21 @@ def cmd_reproduce(args, registry) -> int:
         result = run_checks(table, out, preset, registry)
         paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["csv"])
     else:
+        from .checks import run_claims
+
         result = build(table, out, preset, registry)
         result["note"] = note(table, preset, result["present"], result["expected"], out) + (f"; {result['stale']}" if result["stale"] else "")
-        paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["cells"])
+        claims = run_claims(table, result["values"]) if table.claims else None
+        claims = claims if claims and claims["rows"] else None
+        paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["cells"], claims)
         png = plot(stem, table, result["cells"], preset)
         paths += [png] if png else []
     print(f"{table.title}\n")
     print(tabulate(result["rows"], headers=result["headers"], tablefmt="github", disable_numparse=True))
     print(f"({result['note']})")
+    if table.kind != "checks" and claims:
+        print(f"\nThe paper's claims (rule: {claims['rule']}):\n")
+        print(tabulate(claims["rows"], headers=claims["headers"], tablefmt="github", disable_numparse=True))
     print("wrote " + ", ".join(map(str, paths)))
     if failed:
         print(f"{len(failed)} run(s) failed: " + "; ".join(c.name for c, _ in failed), file=sys.stderr)

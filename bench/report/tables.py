@@ -25,6 +25,24 @@ Schema of a results table (lm-evaluation-harness style: short entries, a shared 
         set: [model.mode=upperbound] # optional row overrides
         paper: [0.2, 0.2, 1, 0.08]   # in column order; or {task: [per split]}; a value may be
                                      # [mean, std]; null = not reported (the whole row may be null)
+    claims:                  # optional: the paper's qualitative findings over cells (bench/report/checks.py
+                             # judges each: holds / does not hold / inconclusive)
+      - text: "TLB beats the Transformer on ListOps 500-600"
+        source: "[HALT §6.4]"
+        better: {model: tlb, split: len500_600}
+        than: {model: transformer, split: len500_600}
+      - text: "each GUT ablation loses to GUT near-IID"
+        source: "[HALT §6.4]"
+        split: test                  # claim-wide split(s), for sides that name none
+        better: gut                  # a side: a model, a list (each of them), or {model(s), split(s)}
+        than: [gut-no-global-halt, gut-no-gate, gut-no-transition]
+        lower_is_better: false       # optional; true by default for minutes_per_epoch
+
+A side's ``model`` is a row label, or the model of exactly one row; its ``split`` a column
+label, or the split of exactly one column (a split named for another preset, in a table whose
+splits follow the preset, maps by position: T512_p98 -> T128_p98 at the small preset). Every
+model of ``better`` is compared with every model of ``than``, on each split pair (a list of
+splits on both sides pairs by position; one split is used for every pair).
 """
 from __future__ import annotations
 
@@ -38,7 +56,8 @@ from ..registry import deep_merge, suggest
 
 TABLES_DIR = Path(__file__).resolve().parents[2] / "tables"
 TABLE_KEYS = {"title", "source", "base", "preset", "seeds", "metric", "stat", "paper_units", "delta", "set", "tasks", "splits",
-              "columns", "rows", "kind", "checks"}
+              "columns", "rows", "kind", "checks", "claims"}
+CLAIM_KEYS, SIDE_KEYS = {"text", "source", "better", "than", "split", "splits", "lower_is_better"}, {"model", "models", "split", "splits"}
 ROW_KEYS, COLUMN_KEYS = {"model", "label", "set", "paper"}, {"task", "split", "label", "set"}
 PAPER_UNITS = {"percent": 1.0, "fraction": 100.0, "minutes": 1.0}  # factor to our display unit (%, or minutes)
 
@@ -59,6 +78,21 @@ class Row:
     paper: tuple = ()  # per column: (mean, std or None) in our display unit, or None
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """One ordered pair of cells, by row and column label: ``better`` is claimed above ``than``."""
+    better: tuple[str, str]  # (row label, column label)
+    than: tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Claim:
+    text: str
+    source: str
+    comparisons: tuple[Comparison, ...]
+    lower_is_better: bool = False
+
+
 @dataclass
 class Table:
     name: str
@@ -74,6 +108,7 @@ class Table:
     columns: list[Column] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     checks: list[dict] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
 
     @property
     def unit(self) -> str:
@@ -142,6 +177,10 @@ def load_table(name: str, preset: str | None = None, folder: Path = TABLES_DIR) 
     if not raw.get("rows"):
         raise UserError(f"{where}: 'rows' must list at least one row")
     table.rows = [_row(r, table.columns, PAPER_UNITS[units], where) for r in raw["rows"]]
+    claims = raw.get("claims") or []
+    if not isinstance(claims, list):
+        raise UserError(f"{where}: 'claims' must be a list of {{text, source, better, than}}")
+    table.claims = [_claim(c, i + 1, table, raw.get("splits"), preset or table.preset, where) for i, c in enumerate(claims)]
     return table
 
 
@@ -206,3 +245,69 @@ def check_names(table: Table, registry) -> None:
         registry.model_entry(row.model)
     for col in table.columns:
         registry.task_entry(col.task)
+
+
+# ---- claims ---------------------------------------------------------------------------------
+
+def _side(side, default_splits, what: str) -> tuple[list[str], list[str]]:
+    """(models, splits) of one side of a claim: a model, a list of models, or a mapping."""
+    if isinstance(side, (str, list)):
+        side = {"models" if isinstance(side, list) else "model": side}
+    if not isinstance(side, dict) or set(side) - SIDE_KEYS or not (("model" in side) ^ ("models" in side)):
+        raise UserError(f"{what} is a model, a list of models, or {{model | models, split | splits}}, got {side!r}")
+    models = side.get("models", side.get("model"))
+    splits = side.get("splits", side.get("split", default_splits))
+    models, splits = ([x] if isinstance(x, str) else list(x or []) for x in (models, splits))
+    if not models or not splits or not all(isinstance(x, str) for x in models + splits):
+        raise UserError(f"{what} needs at least one model and one split (on the side or the claim), got {side!r}")
+    return models, splits
+
+
+def _row_label(name: str, table: Table, what: str) -> str:
+    labels = [r.label for r in table.rows]
+    if name in labels:
+        return name
+    matches = [r.label for r in table.rows if r.model == name]
+    if len(matches) == 1:
+        return matches[0]
+    why = f"names the model of {len(matches)} rows (use a row label)" if matches else suggest(name, labels)
+    raise UserError(f"{what}: {name!r} is not a row of the table; {why}")
+
+
+def _column_label(name: str, table: Table, raw_splits, preset: str, what: str) -> str:
+    labels = [c.label for c in table.columns]
+    if name in labels:
+        return name
+    matches = [c.label for c in table.columns if c.split == name]
+    if not matches and isinstance(raw_splits, dict):  # a split named for another preset: by position
+        for other in raw_splits.values():
+            if name in other and preset in raw_splits and other.index(name) < len(raw_splits[preset]):
+                mapped = raw_splits[preset][other.index(name)]
+                matches = [c.label for c in table.columns if c.split == mapped]
+                break
+    if len(matches) == 1:
+        return matches[0]
+    why = f"names the split of {len(matches)} columns (use a column label)" if matches else suggest(name, labels)
+    raise UserError(f"{what}: {name!r} is not a column of the table; {why}")
+
+
+def _claim(c, i: int, table: Table, raw_splits, preset: str, where: str) -> Claim:
+    what = f"{where}, claim {i}"
+    if not isinstance(c, dict) or not {"text", "source", "better", "than"} <= set(c) or set(c) - CLAIM_KEYS:
+        raise UserError(f"{what}: a claim is {{text, source, better, than}} (optional split(s), lower_is_better), got {c!r}")
+    default = c.get("splits", c.get("split"))
+    (better, b_splits), (than, t_splits) = _side(c["better"], default, f"{what}, better"), _side(c["than"], default, f"{what}, than")
+    if len(b_splits) != len(t_splits) and 1 not in (len(b_splits), len(t_splits)):
+        raise UserError(f"{what}: better has {len(b_splits)} splits and than {len(t_splits)}: give the same number, or one on a side")
+    n = max(len(b_splits), len(t_splits))
+    b_splits, t_splits = (s * n if len(s) == 1 else s for s in (b_splits, t_splits))
+    rows = {m: _row_label(m, table, what) for m in better + than}
+    cols = {s: _column_label(s, table, raw_splits, preset, what) for s in b_splits + t_splits}
+    pairs = tuple(Comparison((rows[a], cols[sa]), (rows[b], cols[sb]))
+                  for sa, sb in zip(b_splits, t_splits) for a in better for b in than if (rows[a], cols[sa]) != (rows[b], cols[sb]))
+    if not pairs:
+        raise UserError(f"{what}: compares nothing (better and than name the same cells)")
+    lower = c.get("lower_is_better", table.metric == "minutes_per_epoch")
+    if not isinstance(lower, bool):
+        raise UserError(f"{what}: lower_is_better is true or false, got {lower!r}")
+    return Claim(str(c["text"]), str(c["source"]), pairs, lower)

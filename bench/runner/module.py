@@ -108,12 +108,16 @@ def lr_lambda(train: dict, steps_per_epoch: int, total_steps: int):
 
 
 def forward_batch(backbone: nn.Module, head: Head, batch: dict):
-    """Runs the backbone (twice for pair tasks) and the head. Returns logits, aux loss, stats."""
+    """Runs the backbone (twice for pair tasks) and the head. Returns logits, aux loss, stats.
+
+    Pair tasks: the aux (ACT) loss is the mean of the two encodings' losses, as in the [HALT]
+    reference code (models/sentence_pair_framework.py: (aux_loss1.mean() + aux_loss2.mean()) / 2),
+    so beta weighs the same ponder cost on a pair task as on a single-sequence one."""
     out = backbone(batch["tokens"], batch["mask"])
     if head.kind == "pair_classify":
         out2 = backbone(batch["tokens2"], batch["mask2"])
         stats = {k: (v + out2.stats[k]) / 2 if k in out2.stats else v for k, v in out.stats.items()}
-        return head(out, batch["mask"], out2, batch["mask2"]), out.aux_loss + out2.aux_loss, stats
+        return head(out, batch["mask"], out2, batch["mask2"]), (out.aux_loss + out2.aux_loss) / 2, stats
     return head(out, batch["mask"]), out.aux_loss, out.stats
 
 
