@@ -324,3 +324,21 @@ def test_generate_refuses_bad_input(copy_run, capsys, argv, message):
     assert main(["generate", str(copy_run), *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_readme_add_a_model_example_streams(tmp_path, monkeypatch):
+    """The README's worked example carries the optional streaming part; it meets the contract."""
+    import sys
+
+    from conftest import readme_example
+
+    readme_example(tmp_path, monkeypatch, "highway.py", "models", "readme_stream_models")
+    from readme_stream_models.highway import Highway
+
+    torch.manual_seed(0)
+    model = Highway(11, True, d_model=16).eval()
+    tokens = tokens_for(7)
+    with torch.no_grad():
+        hidden, _ = stream(model, tokens, [1, 5, 17])
+        assert (hidden - model(tokens).hidden).abs().max().item() < TOL
+    sys.modules.pop("readme_stream_models.highway", None)
