@@ -21,8 +21,8 @@ Streaming (causal): every layer caches the keys and values of [previous block; c
 prefix]; the recurrent layer also keeps the current block's normalised inputs LN x, which the
 horizontal direction reads once the block completes. Then c_{t+1} is computed exactly as in
 ``forward`` and every cache keeps the finished block (the next block's XL cache). State: {"pos":
-position within the block, "layers": [{"k", "v"}], "c": (B, S, d), "block": (B, pos, d)}, bounded
-by 2W keys per layer.
+position within the block, "layers": [{"k", "v", "r"}] (``RelativeAttention.init_cache``), "c":
+(B, S, d), "block": (B, pos, d)}, bounded by 2W keys per layer.
 
 Causality: tokens of block t read only c_t, built from blocks < t, and attend causally over
 [previous block; current block]; so a causal BRT never lets position t see positions > t.
@@ -40,6 +40,7 @@ from torch import Tensor, nn
 from .base import Backbone, BackboneOutput, StreamingUnsupported
 from .layers import FeedForward, MultiHeadAttention, RelativeAttention, TransformerBlock, project_relative, rsa_gate_stats
 from .layers.memory import init_slots, keep_where
+from .layers.relative import keep_last
 from .xl import SegmentMemory, segment_mask_bias
 
 GATES = ("fixed", "lstm")
@@ -232,7 +233,7 @@ class BlockRecurrentTransformer(Backbone):
             if pos == W:  # block complete: update the recurrent state, keep the block as the XL cache
                 layer = self.layers[self.recurrent_index]
                 c = layer.horizontal(c, layer.ln_c(c) + layer.state_ids, block)
-                caches = [{k: t[:, :, t.shape[2] - W :] for k, t in cache.items()} for cache in caches]
+                caches = [keep_last(cache, W) for cache in caches]
                 pos, block = 0, block[:, :0]
         hidden = torch.cat(outs, dim=1)  # (B, t, d)
         out = BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=rsa_gate_stats(self))

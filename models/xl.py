@@ -21,7 +21,8 @@ prefix] (a memory position's key is its cached layer input's key, so caching key
 caching the memory); when a segment completes, every cache keeps its last ``mem_len`` positions,
 which is the next segment's memory. Tokens fed in any pieces are cut at the forward's segment
 boundaries, so every position sees exactly the keys it sees in ``forward``. State: {"pos": position
-within the current segment, "layers": [{"k", "v"} (B, H, <= mem_len + segment_len, hd)]}, bounded.
+within the current segment, "layers": [{"k", "v"} (B, H, <= mem_len + segment_len, hd), and "r" the
+projected relative positions of the distances seen (H, <= mem_len + segment_len, hd)]}, bounded.
 
 Causal (LM tasks): queries see memory and the current segment up to themselves; position t
 never depends on positions > t. Non-causal (classification): attention is bidirectional
@@ -37,6 +38,7 @@ from torch import Tensor, nn
 
 from .base import Backbone, BackboneOutput, StreamingUnsupported
 from .layers import TransformerBlock, additive_mask, project_relative, rsa_gate_stats
+from .layers.relative import keep_last
 
 
 @dataclass
@@ -155,7 +157,7 @@ class TransformerXL(Backbone):
             caches, pos, start = new_caches, pos + piece.shape[1], start + piece.shape[1]
             outs.append(self.ln_out(x))
             if pos == S:  # segment complete: its last mem_len layer inputs become the memory
-                caches = [{k: c[:, :, max(c.shape[2] - self.mem_len, 0) :] for k, c in cache.items()} for cache in caches]
+                caches = [keep_last(cache, self.mem_len) for cache in caches]
                 pos = 0
         hidden = torch.cat(outs, dim=1)  # (B, t, d)
         return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=rsa_gate_stats(self)), {"pos": pos, "layers": caches}

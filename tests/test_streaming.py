@@ -177,7 +177,7 @@ def test_memory_bounded_state_stops_growing(name):
     # 30 and 60 tokens are the same phase of segments / blocks of 5: the same size
     assert numel(bounded_part(model, long)) == numel(bounded_part(model, short))
     if isinstance(model, TransformerXL):  # memory plus at most one segment per layer
-        per_position = 2 * 2 * model.d_model  # k and v, batch 2
+        per_position = (2 * 2 + 1) * model.d_model  # k and v of batch 2, and the distance's projection
         assert numel(long) <= len(model.layers) * per_position * (model.mem_len + model.segment_len)
 
 

@@ -133,9 +133,12 @@ class RelativeAttention(nn.Module):
 
     # ---- streaming: causal attention over a cache of the context's keys and values ----------
     def init_cache(self, batch_size: int, device=None) -> dict:
-        """An empty context: keys k and values v (B, H, 0, hd). The host trims it (XL: to the
-        memory at a segment's end; BRT: to the finished block)."""
-        return {k: v for k, v in self.mha.init_cache(batch_size, device).items() if k != "rem"}
+        """An empty context: keys k and values v (B, H, 0, hd), which the host trims (``keep_last``:
+        XL to the memory at a segment's end, BRT to the finished block), and r (H, 0, hd): W_R R of
+        the distances 0, 1, ... seen so far, so a step projects only distances it has not seen."""
+        cache = self.mha.init_cache(batch_size, device)
+        r = self.r_proj.weight.new_zeros(self.mha.n_heads, 0, self.mha.head_dim, device=device)
+        return {"k": cache["k"], "v": cache["v"], "r": r}
 
     def step(self, x: Tensor, cache: dict) -> tuple[Tensor, dict]:
         """t new positions x (B, t, d), already normalised, attend causally to the cached context
@@ -147,7 +150,17 @@ class RelativeAttention(nn.Module):
         q = mha.split_heads(mha.q_proj(x))  # (B, H, t, hd)
         k = torch.cat((cache["k"], mha.split_heads(mha.k_proj(x))), dim=2)  # (B, H, Tk, hd)
         v = torch.cat((cache["v"], mha.split_heads(mha.v_proj(x))), dim=2)
-        Tk = k.shape[2]
-        r = self.project(sinusoid(torch.arange(Tk - 1, -t, -1, device=x.device), self.d_model))  # (H, Tk+t-1, hd)
+        Tk, seen = k.shape[2], cache["r"]
+        if seen.shape[1] < Tk:  # project the distances not seen yet
+            new = self.project(sinusoid(torch.arange(seen.shape[1], Tk, device=x.device), self.d_model))
+            seen = torch.cat((seen, new), dim=1)  # (H, >= Tk, hd)
+        # distances Tk-1 .. 0, then -1 .. -(t-1): those are masked (causal), so zeros serve
+        r = torch.cat((seen[:, :Tk].flip(1), seen.new_zeros(seen.shape[0], t - 1, seen.shape[2])), dim=1)  # (H, Tk+t-1, hd)
         mask_bias = additive_mask(x.shape[0], t, Tk, True, None, x.device)
-        return self._attend(q, k, v, r, mask_bias, key_mask=None, causal=True), {"k": k, "v": v}
+        return self._attend(q, k, v, r, mask_bias, key_mask=None, causal=True), {"k": k, "v": v, "r": seen}
+
+
+def keep_last(cache: dict, n: int) -> dict:
+    """A ``RelativeAttention`` cache keeping the keys and values of its last n positions."""
+    start = max(cache["k"].shape[2] - n, 0)
+    return {**cache, "k": cache["k"][:, :, start:], "v": cache["v"][:, :, start:]}
