@@ -342,3 +342,23 @@ def test_readme_add_a_model_example_streams(tmp_path, monkeypatch):
         hidden, _ = stream(model, tokens, [1, 5, 17])
         assert (hidden - model(tokens).hidden).abs().max().item() < TOL
     sys.modules.pop("readme_stream_models.highway", None)
+
+
+@pytest.mark.parametrize("read", [False, True])
+def test_block_step_equals_block_forward(read):
+    """TransformerBlock.step (with the TLB memory read when the block has one) against the block's
+    forward over the whole chunk, with rotary positions."""
+    from models.layers import Rotary, TransformerBlock
+
+    torch.manual_seed(0)
+    block = TransformerBlock(16, 2, 32, read=read).eval()
+    rotary = Rotary(8, use_xpos=False)
+    x, memory = torch.randn(2, 13, 16), torch.randn(2, 3, 16)
+    with torch.no_grad():
+        full = block(x, rope=rotary.tables(torch.arange(13)), causal=True, memory=memory)
+        cache, outs, n = block.init_cache(2), [], 0
+        for t in (1, 5, 7):
+            y, cache = block.step(x[:, n : n + t], cache, rope=rotary.tables(torch.arange(n, n + t)), memory=memory)
+            outs.append(y)
+            n += t
+    assert (torch.cat(outs, dim=1) - full).abs().max().item() < TOL

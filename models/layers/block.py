@@ -84,13 +84,13 @@ class TransformerBlock(nn.Module):
     def init_cache(self, batch_size: int, device=None) -> dict:
         return self.attn.init_cache(batch_size, device)
 
-    def step(self, x: Tensor, cache: dict, **attn) -> tuple[Tensor, dict]:
+    def step(self, x: Tensor, cache: dict, *, memory: Tensor | None = None, **attn) -> tuple[Tensor, dict]:
         """Streaming: x (B, t, d) the new positions, ``cache`` this layer's attention cache ->
-        (y (B, t, d), new cache). ``attn``: the attention's step arguments (rope / key_scale)."""
-        if self.read is not None:
-            raise ValueError("the block with a memory read (TLB) streams through its host model, not TransformerBlock.step")
+        (y (B, t, d), new cache). ``attn``: the attention's step arguments (rope / key_scale);
+        ``memory``: the slots the memory read attends to (TLB), if the block has one."""
         if not self.norm_first:  # post-LN: attend to the raw stream, normalise the sum
             y, cache = self.attn.step(x, cache, **attn)
             return self.ffn_residual(self.ln_attn(x + self.drop(y))), cache
         y, cache = self.attn.step(self.ln_attn(x), cache, **attn)
-        return self.ffn_residual(x + self.drop(y)), cache
+        a = x + self.drop(y)
+        return self.ffn_residual(a if self.read is None else self.read(a, memory)), cache
