@@ -198,8 +198,11 @@ def cmd_list(args, registry) -> int:
         rows = []
         for name in registry.model_names():
             e = registry.model_entry(name)
-            cls = import_model_class(e["target"], f"models.{name}")
-            streams = "yes" if cls.supports_causal and cls.supports_streaming else "no"  # init_state / step (causal)
+            try:
+                cls = import_model_class(e["target"], f"models.{name}")
+                streams = "yes" if cls.supports_causal and cls.supports_streaming else "no"  # init_state / step (causal)
+            except UserError:  # a broken target: `bench validate` says why; the listing still shows the entry
+                streams = "?"
             rows.append([name, e.get("base_name", " <- ".join(e["lineage"][1:]) or ""), streams, e.get("description", "")])
         print(tabulate(rows, headers=["model", "based on", "streams", "description"], tablefmt="simple"))
     if what == "all":

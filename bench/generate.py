@@ -28,7 +28,7 @@ def load_tested(record: str | Path, data_overrides: list[str], registry, device:
     from .runner.evaluate import rebuild_run
 
     rec, ckpt, task, data, module = rebuild_run(Path(record), data_overrides, registry)
-    checkpoint = torch.load(ckpt, map_location="cpu", weights_only=False)  # the run's own Lightning checkpoint
+    checkpoint = torch.load(ckpt, map_location="cpu", weights_only=True)  # tensors, ints and strings only (callbacks.py)
     module.load_state_dict(checkpoint["state_dict"])
     module.to(device or "cpu").eval()
     if not module.backbone.supports_streaming or not module.backbone.causal:

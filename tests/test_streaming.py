@@ -372,3 +372,13 @@ def test_block_step_equals_block_forward(read):
             outs.append(y)
             n += t
     assert (torch.cat(outs, dim=1) - full).abs().max().item() < TOL
+
+
+def test_bench_list_shows_which_models_stream(capsys):
+    from bench.cli import main
+
+    assert main(["list", "models"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:] if line.strip()}
+    for name in CAUSAL:
+        assert ("yes" in rows[name]) == (name in STREAMING), name
+    assert "no" in rows["tlb-fr"]
