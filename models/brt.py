@@ -17,6 +17,13 @@ Gates (``gate``):
 The paper concatenates the two attention outputs and projects them with one linear map; the
 sum of two attentions, each with its own output projection, is the same function class.
 
+Streaming (causal): every layer caches the keys and values of [previous block; current block
+prefix]; the recurrent layer also keeps the current block's normalised inputs LN x, which the
+horizontal direction reads once the block completes. Then c_{t+1} is computed exactly as in
+``forward`` and every cache keeps the finished block (the next block's XL cache). State: {"pos":
+position within the block, "layers": [{"k", "v", "r"}] (``RelativeAttention.init_cache``), "c":
+(B, S, d), "block": (B, pos, d)}, bounded by 2W keys per layer.
+
 Causality: tokens of block t read only c_t, built from blocks < t, and attend causally over
 [previous block; current block]; so a causal BRT never lets position t see positions > t.
 Gradients flow through the state across all blocks of a sequence (the model's recurrence),
@@ -30,9 +37,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .base import Backbone, BackboneOutput
+from .base import Backbone, BackboneOutput, StreamingUnsupported
 from .layers import FeedForward, MultiHeadAttention, RelativeAttention, TransformerBlock, project_relative, rsa_gate_stats
 from .layers.memory import init_slots, keep_where
+from .layers.relative import keep_last
 from .xl import SegmentMemory, segment_mask_bias
 
 GATES = ("fixed", "lstm")
@@ -92,12 +100,27 @@ class BlockRecurrentLayer(nn.Module):
         hx = self.ln_x(x)
         ctx = hx if cached is None else torch.cat((self.ln_x(cached), hx), dim=1)  # (B, M+W, d)
         hc = self.ln_c(c) + self.state_ids  # (B, S, d)
-        x = x + self.drop(self.token_self(hx, ctx, **attn) + self.token_cross(hx, context=hc))
-        x = x + self.drop(self.x_ffn(self.ln_x_ffn(x)))
+        x = self.vertical(x, hx, hc, self.token_self(hx, ctx, **attn))
+        return x, keep_where(block_mask.any(-1), self.horizontal(c, hc, hx, block_mask), c)
+
+    def vertical(self, x, hx, hc, self_attn):
+        """x' = x + SelfAttn_rel + CrossAttn(LN x -> LN c_t + e); x'' = x' + FFN(LN x')."""
+        x = x + self.drop(self_attn + self.token_cross(hx, context=hc))
+        return x + self.drop(self.x_ffn(self.ln_x_ffn(x)))
+
+    def horizontal(self, c, hc, hx, block_mask=None):
+        """c_{t+1} from c_t (B, S, d) and the block's LN x (B, W, d): attention, then the two gates."""
         h = self.state_self(hc) + self.state_cross(hc, context=hx, key_mask=block_mask)  # (B, S, d)
         c_new = self.gate_attn(c, self.drop(h))
-        c_new = self.gate_ffn(c_new, self.drop(self.c_ffn(self.ln_c_ffn(c_new))))
-        return x, keep_where(block_mask.any(-1), c_new, c)
+        return self.gate_ffn(c_new, self.drop(self.c_ffn(self.ln_c_ffn(c_new))))
+
+    def step(self, x, c, cache, block):
+        """Streaming, t new positions of the current block: x (B, t, d), c = c_t, ``cache`` the
+        token self-attention's, ``block`` (B, pos, d) the block's LN x so far -> (x'', cache, block)."""
+        hx = self.ln_x(x)
+        self_attn, cache = self.token_self.step(hx, cache)
+        x = self.vertical(x, hx, self.ln_c(c) + self.state_ids, self_attn)
+        return x, cache, torch.cat((block, hx), dim=1)
 
 
 @dataclass
@@ -107,6 +130,8 @@ class BRTState:
 
 
 class BlockRecurrentTransformer(Backbone):
+    supports_streaming = True
+
     def __init__(
         self,
         vocab_size: int,
@@ -178,3 +203,38 @@ class BlockRecurrentTransformer(Backbone):
             outs.append(h)
         hidden = torch.cat(outs, dim=1)  # (B, T, d)
         return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=rsa_gate_stats(self))
+
+    # ---- streaming -----------------------------------------------------------------------
+    def init_state(self, batch_size: int, device=None) -> dict:
+        if not self.causal:
+            raise StreamingUnsupported(self.streaming_refusal())
+        caches = [(layer.token_self if l == self.recurrent_index else layer).init_cache(batch_size, device)
+                  for l, layer in enumerate(self.layers)]
+        c = self.state0.detach().expand(batch_size, -1, -1).to(device or self.state0.device).clone()
+        return {"pos": 0, "layers": caches, "c": c, "block": c.new_zeros(batch_size, 0, self.d_model)}
+
+    def step(self, tokens: Tensor, state: dict) -> tuple[BackboneOutput, dict]:
+        if not self.causal:
+            raise StreamingUnsupported(self.streaming_refusal())
+        W, pos, caches, c, block = self.block_size, state["pos"], state["layers"], state["c"], state["block"]
+        outs, start = [], 0
+        while start < tokens.shape[1]:
+            piece = tokens[:, start : start + W - pos]  # never crosses a block boundary
+            x = self.drop(self.embed(piece))  # (B, t, d)
+            new_caches = []
+            for l, (layer, cache) in enumerate(zip(self.layers, caches)):
+                if l == self.recurrent_index:
+                    x, cache, block = layer.step(x, c, cache, block)
+                else:
+                    x, cache = layer.step(x, cache)
+                new_caches.append(cache)
+            caches, pos, start = new_caches, pos + piece.shape[1], start + piece.shape[1]
+            outs.append(self.ln_out(x))
+            if pos == W:  # block complete: update the recurrent state, keep the block as the XL cache
+                layer = self.layers[self.recurrent_index]
+                c = layer.horizontal(c, layer.ln_c(c) + layer.state_ids, block)
+                caches = [keep_last(cache, W) for cache in caches]
+                pos, block = 0, block[:, :0]
+        hidden = torch.cat(outs, dim=1)  # (B, t, d)
+        out = BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=rsa_gate_stats(self))
+        return out, {"pos": pos, "layers": caches, "c": c, "block": block}

@@ -8,6 +8,9 @@ Layer i (pre-LN residual sublayers, as in the authors' code):
 Order information comes only from the LocalRNN windows (left-padded, so causal) and, in the
 decoder, from causal masking: no positional encoding anywhere.
 
+Streaming (causal): each LocalRNN keeps its last M-1 inputs, each attention a KV cache (no
+positions to continue).
+
 The paper targets autoregressive tasks; with ``causal=False`` (classification) attention becomes
 bidirectional over real tokens while the LocalRNN windows stay left-to-right.
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from .base import Backbone, BackboneOutput
+from .base import Backbone, BackboneOutput, StreamingUnsupported
 from .layers import TransformerBlock
 from .layers.feedforward import ACTIVATIONS
 from .layers.local_rnn import LocalRNN
@@ -35,8 +38,25 @@ class RTransformerLayer(nn.Module):
             x = x + self.drop(rnn(ln(x)))
         return self.block(x, key_mask=key_mask, causal=causal)
 
+    def init_state(self, batch_size: int, device=None) -> dict:
+        d = self.block.ln_attn.normalized_shape[0]
+        dtype = self.block.ln_attn.weight.dtype
+        return {"rnn": [rnn.init_state(batch_size, d, device, dtype) for rnn in self.rnns],
+                "attn": self.block.init_cache(batch_size, device)}
+
+    def step(self, x: Tensor, state: dict) -> tuple[Tensor, dict]:  # x (B, t, d): new positions
+        windows = []
+        for ln, rnn, prev in zip(self.ln_rnn, self.rnns, state["rnn"]):
+            y, prev = rnn.step(ln(x), prev)
+            x = x + self.drop(y)
+            windows.append(prev)
+        x, cache = self.block.step(x, state["attn"])
+        return x, {"rnn": windows, "attn": cache}
+
 
 class RTransformer(Backbone):
+    supports_streaming = True
+
     def __init__(
         self,
         vocab_size: int,
@@ -69,3 +89,18 @@ class RTransformer(Backbone):
         for layer in self.layers:
             x = layer(x, key_mask, self.causal)
         return BackboneOutput(hidden=self.ln_out(x), aux_loss=self.zero_aux(x))
+
+    def init_state(self, batch_size: int, device=None) -> list:
+        if not self.causal:
+            raise StreamingUnsupported(self.streaming_refusal())
+        return [layer.init_state(batch_size, device) for layer in self.layers]
+
+    def step(self, tokens: Tensor, state: list) -> tuple[BackboneOutput, list]:
+        if not self.causal:
+            raise StreamingUnsupported(self.streaming_refusal())
+        x = self.drop(self.embed(tokens))  # (B, t, d)
+        new_state = []
+        for layer, layer_state in zip(self.layers, state):
+            x, layer_state = layer.step(x, layer_state)
+            new_state.append(layer_state)
+        return BackboneOutput(hidden=self.ln_out(x), aux_loss=self.zero_aux(x)), new_state

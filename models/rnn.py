@@ -2,18 +2,23 @@
 
 Causal: a unidirectional stack, h_t depends on x_1..x_t only. Bidirectional: forward and
 backward stacks of d/2 units each, concatenated, for classification tasks.
+
+Streaming (causal): the state is the stack's last hidden state h (GRU) or (h, c) (LSTM),
+(n_layers, B, d) each.
 """
 from __future__ import annotations
 
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .base import Backbone, BackboneOutput
+from .base import Backbone, BackboneOutput, StreamingUnsupported
 
 CELLS = {"lstm": nn.LSTM, "gru": nn.GRU}
 
 
 class RNN(Backbone):
+    supports_streaming = True
+
     def __init__(
         self,
         vocab_size: int,
@@ -51,3 +56,16 @@ class RNN(Backbone):
             h, _ = self.rnn(packed)
             h, _ = pad_packed_sequence(h, batch_first=True, total_length=tokens.shape[1])
         return BackboneOutput(hidden=self.ln_out(h), aux_loss=self.zero_aux(h))
+
+    def init_state(self, batch_size: int, device=None):
+        if not self.causal:
+            raise StreamingUnsupported(self.streaming_refusal())
+        w = self.embed.weight
+        h = w.new_zeros(self.rnn.num_layers, batch_size, self.d_model, device=device)  # what the forward starts from
+        return (h, h.clone()) if isinstance(self.rnn, nn.LSTM) else h
+
+    def step(self, tokens: Tensor, state) -> tuple[BackboneOutput, object]:
+        if not self.causal:
+            raise StreamingUnsupported(self.streaming_refusal())
+        h, state = self.rnn(self.drop(self.embed(tokens)), state)  # (B, t, d)
+        return BackboneOutput(hidden=self.ln_out(h), aux_loss=self.zero_aux(h)), state

@@ -6,19 +6,27 @@
 
 The rotary tables and the key mask are built once per forward and shared by every layer.
 
+Streaming (causal): each layer keeps a KV cache of every earlier position (``MultiHeadAttention
+.step``); the new tokens' positions continue from the number already seen, for the absolute
+encodings and for rotary/xPos alike (RSA: plus each layer's O(1) REM state). State:
+{"n": tokens seen, "layers": [per-layer cache]}; it grows with the stream, as attention does.
+
 NoPE: a causal decoder with no positional encoding at all. Causal masking alone lets it
 recover positions: one layer is blind to the order of the prefix (the last position's output
 is invariant to permuting it); two or more layers are fully position-sensitive.
 """
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
-from .base import Backbone, BackboneOutput
+from .base import Backbone, BackboneOutput, StreamingUnsupported
 from .layers import TokenEmbedding, TransformerBlock, make_rotary, positions_from_mask, rsa_gate_stats
 
 
 class Transformer(Backbone):
+    supports_streaming = True
+
     def __init__(
         self,
         vocab_size: int,
@@ -57,6 +65,36 @@ class Transformer(Backbone):
             x = block(x, rope=rope, key_mask=key_mask, causal=self.causal)
         # RSA hosts report each layer's REM gate sigmoid(mu) [RSA Fig. 3: the share of recurrence].
         return BackboneOutput(hidden=self.ln_out(x), aux_loss=self.zero_aux(x), stats=rsa_gate_stats(self))
+
+    # ---- streaming -----------------------------------------------------------------------
+    def init_state(self, batch_size: int, device=None) -> dict:
+        if not self.causal:
+            raise StreamingUnsupported(self.streaming_refusal())
+        return {"n": 0, "layers": [block.init_cache(batch_size, device) for block in self.blocks]}
+
+    def step(self, tokens: Tensor, state: dict) -> tuple[BackboneOutput, dict]:
+        if not self.causal:
+            raise StreamingUnsupported(self.streaming_refusal())
+        B, t = tokens.shape
+        n = state["n"]
+        abs_pos = self.embed.abs_pos
+        if abs_pos is not None and abs_pos.kind == "learned" and n + t > abs_pos.max_len:
+            raise ValueError(f"learned positions go up to {abs_pos.max_len - 1} but the stream reaches position {n + t - 1}; "
+                             "raise model.max_len or use sinusoidal/xpos")
+        positions = torch.arange(n, n + t, device=tokens.device)  # (t,): the stream continues
+        x = self.embed(tokens, positions.expand(B, t))  # (B, t, d)
+        rope = key_scale = None
+        if self.rotary is not None:
+            center = torch.tensor((n + t - 1) / 2, device=tokens.device)  # the forward's max(pos) / 2 at this length
+            rope = self.rotary.tables(positions, center)  # (t, hd) each
+            if rope.scale is not None:  # every cached key rescaled to the new center
+                key_scale = self.rotary.xpos_scale(torch.arange(n + t, device=tokens.device), center)  # (n+t, hd)
+        caches = []
+        for block, cache in zip(self.blocks, state["layers"]):
+            x, cache = block.step(x, cache, rope=rope, key_scale=key_scale)
+            caches.append(cache)
+        out = BackboneOutput(hidden=self.ln_out(x), aux_loss=self.zero_aux(x), stats=rsa_gate_stats(self))
+        return out, {"n": n + t, "layers": caches}
 
 
 class NoPE(Transformer):

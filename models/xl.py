@@ -16,6 +16,14 @@ a (T, M+T, d) tensor (``models/layers/relative.py``). It enters ``attend`` as an
 so any backend serves. R and each layer's projection W_R R are built once per forward, the
 attention mask once per segment; every layer and segment shares them.
 
+Streaming (causal): each layer caches the keys and values of its context, [memory; segment
+prefix] (a memory position's key is its cached layer input's key, so caching keys and values is
+caching the memory); when a segment completes, every cache keeps its last ``mem_len`` positions,
+which is the next segment's memory. Tokens fed in any pieces are cut at the forward's segment
+boundaries, so every position sees exactly the keys it sees in ``forward``. State: {"pos": position
+within the current segment, "layers": [{"k", "v"} (B, H, <= mem_len + segment_len, hd), and "r" the
+projected relative positions of the distances seen (H, <= mem_len + segment_len, hd)]}, bounded.
+
 Causal (LM tasks): queries see memory and the current segment up to themselves; position t
 never depends on positions > t. Non-causal (classification): attention is bidirectional
 *within* the segment and also reads the memory of earlier segments, but never later segments;
@@ -28,8 +36,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .base import Backbone, BackboneOutput
+from .base import Backbone, BackboneOutput, StreamingUnsupported
 from .layers import TransformerBlock, additive_mask, project_relative, rsa_gate_stats
+from .layers.relative import keep_last
 
 
 @dataclass
@@ -66,6 +75,8 @@ def segment_mask_bias(causal: bool, memory: SegmentMemory | None, mask: Tensor) 
 
 
 class TransformerXL(Backbone):
+    supports_streaming = True
+
     def __init__(
         self,
         vocab_size: int,
@@ -124,3 +135,29 @@ class TransformerXL(Backbone):
             outs.append(h)
         hidden = torch.cat(outs, dim=1)  # (B, T, d)
         return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=rsa_gate_stats(self))
+
+    # ---- streaming -----------------------------------------------------------------------
+    def init_state(self, batch_size: int, device=None) -> dict:
+        if not self.causal:
+            raise StreamingUnsupported(self.streaming_refusal())
+        return {"pos": 0, "layers": [layer.init_cache(batch_size, device) for layer in self.layers]}
+
+    def step(self, tokens: Tensor, state: dict) -> tuple[BackboneOutput, dict]:
+        if not self.causal:
+            raise StreamingUnsupported(self.streaming_refusal())
+        S, pos, caches, outs = self.segment_len, state["pos"], state["layers"], []
+        start = 0
+        while start < tokens.shape[1]:
+            piece = tokens[:, start : start + S - pos]  # never crosses a segment boundary
+            x = self.drop(self.embed(piece))  # (B, t, d)
+            new_caches = []
+            for layer, cache in zip(self.layers, caches):
+                x, cache = layer.step(x, cache)
+                new_caches.append(cache)
+            caches, pos, start = new_caches, pos + piece.shape[1], start + piece.shape[1]
+            outs.append(self.ln_out(x))
+            if pos == S:  # segment complete: its last mem_len layer inputs become the memory
+                caches = [keep_last(cache, self.mem_len) for cache in caches]
+                pos = 0
+        hidden = torch.cat(outs, dim=1)  # (B, t, d)
+        return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=rsa_gate_stats(self)), {"pos": pos, "layers": caches}

@@ -9,6 +9,11 @@ Shapes: q (B, H, Tq, hd), k and v (B, H, Tk, hd). ``key_mask`` (B, Tk) is True f
 may be attended. ``causal`` aligns queries to the *end* of the keys: query i sees key j iff
 j <= i + (Tk - Tq), so "memory + new tokens" attention is causal over the new tokens.
 ``bias`` is an additive float tensor broadcastable to (B, H, Tq, Tk) (relative positions).
+
+Streaming (``MultiHeadAttention.init_cache`` / ``step``): a KV cache of every earlier position,
+the keys stored rotated but not xPos-scaled (a position's angle never changes; the xPos scale is
+relative to a center that moves with the stream, so the step rescales the cache); RSA carries its
+REM recurrences beside it (``RSA.step``).
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .positional import RotaryTables, apply_rotary
+from .positional import RotaryTables, apply_rotary, rotate
 from .rsa import RSA
 
 ATTENTION_BACKENDS = ("sdpa", "math", "xformers")
@@ -219,3 +224,34 @@ class MultiHeadAttention(nn.Module):
         if self.rsa is not None:
             out = self.rsa(out, v, key_mask=key_mask, causal=causal, offset=rem_offset)
         return self.o_proj(self.merge_heads(out))
+
+    # ---- streaming: causal self-attention over a KV cache -----------------------------------
+    def init_cache(self, batch_size: int, device=None) -> dict:
+        """An empty cache: keys k and values v (B, H, 0, hd), and RSA's REM state (or None)."""
+        w = self.q_proj.weight
+        empty = w.new_zeros(batch_size, self.n_heads, 0, self.head_dim, device=device)
+        rem = None if self.rsa is None else self.rsa.rem.init_state(batch_size, self.head_dim, device)
+        return {"k": empty, "v": empty.clone(), "rem": rem}
+
+    def step(
+        self, x: Tensor, cache: dict, *, rope: RotaryTables | None = None, key_scale: Tensor | None = None
+    ) -> tuple[Tensor, dict]:
+        """Causal self-attention of t new positions x (B, t, d) to every cached position and to
+        themselves: (output (B, t, d), the cache with them appended). ``rope``: rotary tables of
+        the new positions (xPos scale included); ``key_scale``: the xPos scale of all n + t key
+        positions at the same center (None for RoPE / no rotary). The queries are the last t of
+        n + t positions, so ``attend``'s end-aligned causal mask is the stream's."""
+        q = self.split_heads(self.q_proj(x))  # (B, H, t, hd)
+        k = self.split_heads(self.k_proj(x))
+        v = torch.cat((cache["v"], self.split_heads(self.v_proj(x))), dim=2)  # (B, H, n+t, hd)
+        if rope is not None:
+            q, k = rotate(q, rope), rotate(k, rope)
+            if rope.scale is not None:
+                q = q * rope.scale.to(q.dtype)
+        k = torch.cat((cache["k"], k), dim=2)  # (B, H, n+t, hd), rotated, unscaled
+        keys = k if key_scale is None else k / key_scale.to(k.dtype)
+        out = attend(q, keys, v, causal=True, backend=self.backend)  # (B, H, t, hd)
+        rem = cache["rem"]
+        if self.rsa is not None:
+            out, rem = self.rsa.step(out, v, rem)
+        return self.o_proj(self.merge_heads(out)), {"k": k, "v": v, "rem": rem}

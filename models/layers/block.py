@@ -11,6 +11,9 @@
 The keys and values are LN x (self-attention), LN context (UT attends to its halting mixture),
 or [LN cached; LN x] (XL / BRT: the cached previous segment, then the segment itself).
 ``RecurrentBlock`` (``gated.py``) reuses ``mix`` and replaces the last residual by a gate.
+
+Streaming (``step``): the same block on t new positions, the attention reading and extending this
+layer's cache (``MultiHeadAttention.step`` / ``RelativeAttention.step``) instead of a context.
 """
 from __future__ import annotations
 
@@ -71,7 +74,23 @@ class TransformerBlock(nn.Module):
         return a if self.read is None else self.read(a, memory)
 
     def forward(self, x: Tensor, **kw) -> Tensor:  # (B, T, d) -> (B, T, d)
-        a = self.mix(x, **kw)
+        return self.ffn_residual(self.mix(x, **kw))
+
+    def ffn_residual(self, a: Tensor) -> Tensor:  # y = A + FFN(LN A), or post-LN LN(A + FFN(A))
         if not self.norm_first:
             return self.ln_ffn(a + self.drop(self.ffn(a)))
         return a + self.drop(self.ffn(self.ln_ffn(a)))
+
+    def init_cache(self, batch_size: int, device=None) -> dict:
+        return self.attn.init_cache(batch_size, device)
+
+    def step(self, x: Tensor, cache: dict, *, memory: Tensor | None = None, **attn) -> tuple[Tensor, dict]:
+        """Streaming: x (B, t, d) the new positions, ``cache`` this layer's attention cache ->
+        (y (B, t, d), new cache). ``attn``: the attention's step arguments (rope / key_scale);
+        ``memory``: the slots the memory read attends to (TLB), if the block has one."""
+        if not self.norm_first:  # post-LN: attend to the raw stream, normalise the sum
+            y, cache = self.attn.step(x, cache, **attn)
+            return self.ffn_residual(self.ln_attn(x + self.drop(y))), cache
+        y, cache = self.attn.step(self.ln_attn(x), cache, **attn)
+        a = x + self.drop(y)
+        return self.ffn_residual(a if self.read is None else self.read(a, memory)), cache

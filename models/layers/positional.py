@@ -57,6 +57,13 @@ def apply_rotary(q: Tensor, k: Tensor, rope_q: RotaryTables, rope_k: RotaryTable
     return q, k
 
 
+def rotate(x: Tensor, tables: RotaryTables) -> Tensor:
+    """The rotary rotation alone, without the xPos scale: x (B, H, T, hd) at the tables' positions.
+    Streaming caches keys rotated this way (the angle of a position never changes) and scales the
+    whole cache by the current xPos center at each step (``Rotary.xpos_scale``)."""
+    return x * tables.cos.to(x.dtype) + _rotate_half(x) * tables.sin.to(x.dtype)
+
+
 class Rotary(nn.Module):
     """Rotary embedding, optionally with the xPos scale (Sun et al., 2023).
 
@@ -86,13 +93,17 @@ class Rotary(nn.Module):
         scale = None
         if self.use_xpos:
             center = pos.max() / 2 if center is None else center
-            expo = (pos.float() - center).unsqueeze(-1) / self.scale_base
-            scale = self.zeta**expo  # (..., T, hd/2)
-            scale = torch.cat((scale, scale), dim=-1)
+            scale = self.xpos_scale(pos, center)
         cos, sin = angles.cos(), angles.sin()
         if pos.dim() == 2:  # (B, T, hd) -> (B, 1, T, hd): one table for every head
             cos, sin, scale = cos.unsqueeze(1), sin.unsqueeze(1), None if scale is None else scale.unsqueeze(1)
         return RotaryTables(cos, sin, scale)
+
+    def xpos_scale(self, pos: Tensor, center: Tensor) -> Tensor:
+        """(..., T) positions -> (..., T, hd) xPos scale zeta^((pos - center) / scale_base)."""
+        expo = (pos.float() - center).unsqueeze(-1) / self.scale_base
+        scale = self.zeta**expo  # (..., T, hd/2)
+        return torch.cat((scale, scale), dim=-1)
 
     def forward(self, q: Tensor, k: Tensor, pos_q: Tensor, pos_k: Tensor) -> tuple[Tensor, Tensor]:
         # q: (B, H, Tq, hd), k: (B, H, Tk, hd); pos_*: (B, T*) or (T*,), one center for both

@@ -112,14 +112,55 @@ class RelativeAttention(nn.Module):
             raise ValueError(f"relative positions cover distances up to {D}, but {Tk} keys need {Tk - 1}")
         # Distances Tk-1 ... -(Tq-1): negative ones only matter without causal masking.
         r = rel[:, D - Tk + 1 : D + Tq]  # (H, Tk+Tq-1, hd)
-        pos = rel_shift(torch.einsum("bhqd,hld->bhql", q + self.v, r), Tk)  # terms (b) + (d): (B, H, Tq, Tk)
         if mask_bias is None:
             mask_bias = additive_mask(B, Tq, Tk, causal, key_mask, x.device)
+        return self._attend(q, k, v, r, mask_bias, key_mask=key_mask, causal=causal)
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, r: Tensor, mask_bias: Tensor | None, *, key_mask, causal) -> Tensor:
+        """q (B, H, Tq, hd) aligned to the end of k, v (B, H, Tk, hd); r (H, Tk+Tq-1, hd) the projected
+        sinusoids of the distances Tk-1 .. -(Tq-1) -> the output projection's result (B, Tq, d)."""
+        mha = self.mha
+        Tk = k.shape[2]
+        pos = rel_shift(torch.einsum("bhqd,hld->bhql", q + self.v, r), Tk)  # terms (b) + (d): (B, H, Tq, Tk)
         scale = 1.0 / math.sqrt(mha.head_dim)  # attend scales q.k only
         bias = pos * scale if mask_bias is None else torch.add(mask_bias, pos, alpha=scale)  # one pass
         out = attend(
             q + self.u, k, v, bias=bias, backend=mha.backend, dropout_p=mha.dropout if self.training else 0.0
         )  # (B, H, Tq, hd): terms (a) + (c) + the position bias, masked
         if mha.rsa is not None:  # RSA-XL [RSA App. D.2]: non-square REM, lags shifted by the memory length
-            out = mha.rsa(out, v, key_mask=key_mask, causal=causal, offset=Tk - Tq)
+            out = mha.rsa(out, v, key_mask=key_mask, causal=causal, offset=Tk - q.shape[2])
         return mha.o_proj(mha.merge_heads(out))
+
+    # ---- streaming: causal attention over a cache of the context's keys and values ----------
+    def init_cache(self, batch_size: int, device=None) -> dict:
+        """An empty context: keys k and values v (B, H, 0, hd), which the host trims (``keep_last``:
+        XL to the memory at a segment's end, BRT to the finished block), and r (H, 0, hd): W_R R of
+        the distances 0, 1, ... seen so far, so a step projects only distances it has not seen."""
+        cache = self.mha.init_cache(batch_size, device)
+        r = self.r_proj.weight.new_zeros(self.mha.n_heads, 0, self.mha.head_dim, device=device)
+        return {"k": cache["k"], "v": cache["v"], "r": r}
+
+    def step(self, x: Tensor, cache: dict) -> tuple[Tensor, dict]:
+        """t new positions x (B, t, d), already normalised, attend causally to the cached context
+        and themselves, exactly as the last t queries of ``forward`` with context = [cache; x].
+        With RSA the REM term is computed over that context window (exact, O(window) per step,
+        like the attention itself). Returns (output (B, t, d), the cache with x's keys/values)."""
+        mha = self.mha
+        t = x.shape[1]
+        q = mha.split_heads(mha.q_proj(x))  # (B, H, t, hd)
+        k = torch.cat((cache["k"], mha.split_heads(mha.k_proj(x))), dim=2)  # (B, H, Tk, hd)
+        v = torch.cat((cache["v"], mha.split_heads(mha.v_proj(x))), dim=2)
+        Tk, seen = k.shape[2], cache["r"]
+        if seen.shape[1] < Tk:  # project the distances not seen yet
+            new = self.project(sinusoid(torch.arange(seen.shape[1], Tk, device=x.device), self.d_model))
+            seen = torch.cat((seen, new), dim=1)  # (H, >= Tk, hd)
+        # distances Tk-1 .. 0, then -1 .. -(t-1): those are masked (causal), so zeros serve
+        r = torch.cat((seen[:, :Tk].flip(1), seen.new_zeros(seen.shape[0], t - 1, seen.shape[2])), dim=1)  # (H, Tk+t-1, hd)
+        mask_bias = additive_mask(x.shape[0], t, Tk, True, None, x.device)
+        return self._attend(q, k, v, r, mask_bias, key_mask=None, causal=True), {"k": k, "v": v, "r": seen}
+
+
+def keep_last(cache: dict, n: int) -> dict:
+    """A ``RelativeAttention`` cache keeping the keys and values of its last n positions."""
+    start = max(cache["k"].shape[2] - n, 0)
+    return {**cache, "k": cache["k"][:, :, start:], "v": cache["v"][:, :, start:]}

@@ -22,6 +22,15 @@ per head; a dilated head is the same convolution on the d interleaved sub-sequen
 ``dense`` builds the T x T matrices (the paper's App. D.1 construction) and is the reference
 the tests compare against.
 
+Streaming (``init_state`` / ``step``), O(1) per head and token for every kind [RSA Prop. 1-2]:
+with z = lambda (regular) or z = gamma e^{i theta} (cyclical; cos = Re, sin = Im), the term of
+query position a is Re|Im h_a, h_a = sum_{p=1..K} z^p v_{a - p d}, and
+
+    h_a = z (h_{a-d} + v_{a-d}) - z^{K+1} v_{a-(K+1)d}                 (v_{<0} = 0)
+
+the last term removing the value that leaves the lag cap (read from the caller's V cache). The
+state keeps the last D = max dilation h's per head (complex), so a dilated head reads h_{a-d}.
+
 Choice: the cap K applies to the *power* (App. D.1: "mask the entries that have power larger
 than K"; with dilation "substitute L with L_d, the remaining operations are unchanged"), so a
 head dilated by d reaches lags up to K d.
@@ -262,6 +271,42 @@ class REM(nn.Module):
         else:
             k = torch.nn.functional.pad(k, (0, n - K - 1))
         return _FFTConv.apply(v.to(dtype), k).to(v.dtype)  # (B, G, N, hd)
+
+    # ---- streaming (causal): the recurrence of the docstring ----------------------------
+    def init_state(self, batch_size: int, head_dim: int, device=None) -> Tensor:
+        """h of the last D = max dilation positions, all zero before the stream: (B, H, D, hd) complex."""
+        dtype = torch.complex128 if self.eta.dtype == torch.float64 else torch.complex64
+        return torch.zeros(batch_size, self.n_heads, max(self.dil_of), head_dim, dtype=dtype,
+                           device=self.eta.device if device is None else device)
+
+    def step(self, v: Tensor, hist: Tensor, n_new: int) -> tuple[Tensor, Tensor]:
+        """v (B, H, n + t, hd): the values of every position so far, the last t = ``n_new`` new;
+        hist: ``init_state`` or the last step's. Returns (P V of the t new queries (B, H, t, hd),
+        unscaled, and the new state), one recurrence step per new position."""
+        B, H, N, hd = v.shape
+        D, K = hist.shape[2], self.lag_cap
+        decay, theta, kind = self.head_params()  # (H,) each; theta = 0 for regular heads
+        z = torch.complex(decay * torch.cos(theta), decay * torch.sin(theta)).to(hist.dtype)  # (H,)
+        zK = decay ** (K + 1)
+        z_out = torch.complex(zK * torch.cos((K + 1) * theta), zK * torch.sin((K + 1) * theta)).to(hist.dtype)
+        z, z_out = z.view(1, H, 1), z_out.view(1, H, 1)
+        dil = self.dilation  # (H,)
+        heads = torch.arange(H, device=v.device)
+        prev_slot = (D - dil).view(1, H, 1, 1).expand(B, H, 1, hd)  # where h_{a-d} sits in hist
+        vc = v.to(hist.dtype)
+
+        def value_at(idx: Tensor) -> Tensor:  # (H,) positions -> v (B, H, hd), zero before the stream
+            return vc[:, heads, idx.clamp_min(0)] * (idx >= 0).view(1, H, 1)
+
+        outs = []
+        for a in range(N - n_new, N):
+            h_prev = hist.gather(2, prev_slot).squeeze(2)  # (B, H, hd)
+            h = z * (h_prev + value_at(a - dil)) - z_out * value_at(a - (K + 1) * dil)
+            hist = torch.cat((hist[:, :, 1:], h.unsqueeze(2)), dim=2)
+            outs.append(h)
+        h = torch.stack(outs, dim=2)  # (B, H, t, hd)
+        out = torch.where((kind == 2).view(1, H, 1, 1), h.imag, h.real)  # sin heads: Im; regular, cos: Re
+        return out.to(v.dtype), hist
 
     def matrix(self, Tq: int, Tk: int, offset: int = 0, causal: bool = True) -> Tensor:
         """Dense reference REMs (H, Tq, Tk), built entry by entry as in App. D.1-D.2."""

@@ -96,6 +96,14 @@ class RSA(nn.Module):
                         causal=causal, scale=torch.sigmoid(self.mu))  # (B, k, Tq, hd)
         return gated_mix(s_pv, attn_out, torch.sigmoid(-self.mu))
 
+    def step(self, attn_out: Tensor, v: Tensor, rem_state: Tensor) -> tuple[Tensor, Tensor]:
+        """Streaming eq. 4 (causal): attn_out (B, H, t, hd) of the t new queries, v (B, H, n+t, hd)
+        the values of every position so far; the REM term comes from the O(1) recurrence
+        (``REM.step``). Returns (mixed output, new REM state)."""
+        k = self.rem.n_heads
+        pv, rem_state = self.rem.step(v if k == v.shape[1] else v[:, :k], rem_state, attn_out.shape[2])
+        return gated_mix(pv * torch.sigmoid(self.mu), attn_out, torch.sigmoid(-self.mu)), rem_state
+
     def gate(self) -> Tensor:
         """sigmoid(mu), detached, on the device: the share of P V in every RSA head's output."""
         return torch.sigmoid(self.mu.detach())
