@@ -80,25 +80,30 @@ def _check_names(registry, models: list[str], tasks: list[str]) -> None:
 
 def cmd_run(args, registry) -> int:
     from .runner import run
+    from .runner.lifecycle import plan_run
 
     seeds = parse_seeds(args)
     _check_names(registry, [args.model], [args.task])
     preset = args.preset or "small"
+    for seed in seeds:  # every check on the input, for every seed, before the first line and any training
+        plan_run(args.model, args.task, preset, seed, args.out, args.set or None, registry, _trainer_kwargs(args))
     chosen = "" if args.preset else " (the default; --preset smoke|small|paper to choose)"
-    note(f"bench: {args.model} on {args.task}, preset {preset}{chosen}, seed{'s' if len(seeds) > 1 else ''} "
-         f"{','.join(map(str, seeds))}, records under {args.out}/runs")
+
+    def announce(plan):  # the first line of each run, once its input is checked: the preset it trains with
+        note(f"bench: {plan.model} on {plan.task}, preset {plan.preset}{chosen}, seed {plan.seed}: training into {plan.folder}")
     records = []
     for seed in seeds:
         rec = run(
             model=args.model, task=args.task, preset=preset, seed=seed, out=args.out, overrides=args.set or None,
             registry=registry, trainer_kwargs=_trainer_kwargs(args), progress="none" if args.quiet else "auto",
-            logger=args.logger, rerun=args.rerun,
+            logger=args.logger, rerun=args.rerun, on_start=announce,
         )
         if rec.get("rank", 0) != 0:
             continue  # other ranks of a multi-device run: rank 0 reports
         records.append(rec)
         if rec.get("skipped"):
-            note(f"bench: already finished (pass --rerun to train it again)")
+            note(f"bench: {rec['model']} on {rec['task']}, preset {rec['preset']}{chosen}, seed {rec['seed']}: "
+                 "already finished (pass --rerun to train it again)")
             print(f"record: {rec['path']}")
         else:
             print(f"record: {rec['path']}")

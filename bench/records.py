@@ -53,12 +53,12 @@ def config_changes(made_with: dict | None, current: dict | None) -> str | None:
 
     if not made_with or not current:
         return None
-    pairs = [("model", made_with["model"].get("params", {}), current["model"].get("params", {})),
-             ("data", made_with["task"].get("params", {}), current["task"].get("params", {})),
+    pairs = [("model", made_with.get("model", {}).get("params", {}), current["model"].get("params", {})),
+             ("data", made_with.get("task", {}).get("params", {}), current["task"].get("params", {})),
              ("train", {**TRAIN_DEFAULTS, **made_with.get("train", {})}, current["train"])]
     diffs = [f"{section}.{key} {old[key]!r} -> {new[key]!r}" for section, old, new in pairs
              for key in sorted(old.keys() & new.keys()) if old[key] != new[key] and f"{section}.{key}" not in NOT_IDENTITY]
-    old_version, new_version = made_with["task"].get("version", "1"), current["task"].get("version", "1")
+    old_version, new_version = made_with.get("task", {}).get("version", "1"), current["task"].get("version", "1")
     if old_version != new_version:
         diffs.append(f"data version {old_version!r} -> {new_version!r}")
     return ", ".join(diffs) or None
@@ -119,30 +119,30 @@ def warn(message: str) -> None:
 
 
 STATUSES = ("ok", "failed")
-#: the fields every reader relies on, with their types; a finished record (status ok) also has these
-FIELDS = {"model": str, "task": str, "preset": str, "seed": int, "status": str}
-OK_FIELDS = {"metrics": dict, "config": dict}
+#: the types of the fields readers use; "status" is required, and "metrics" when it is "ok"
+FIELDS = {"status": str, "model": str, "task": str, "preset": str, "seed": int, "metrics": dict, "config": dict,
+          "test_splits": list, "report_metrics": list, "overrides": list}
 
 
 def record_problem(rec) -> str | None:
-    """Why a parsed record cannot be used (None: it can): not a mapping, a field missing or of the
-    wrong type, a metrics entry that is not a mapping of numbers."""
+    """Why a parsed record cannot be used (None: it can): not a mapping, no status or an unknown
+    one, a finished record without metrics, a field of the wrong type, a metrics entry or config
+    section that is not a mapping."""
     if not isinstance(rec, dict):
         return f"it holds a JSON {type(rec).__name__}, not a record"
-    fields = {**FIELDS, **(OK_FIELDS if rec.get("status") == "ok" else {})}
-    for key, kind in fields.items():
-        if key not in rec:
-            return f"it has no {key!r}"
-        if not isinstance(rec[key], kind) or isinstance(rec[key], bool):
+    if "status" not in rec or (rec.get("status") == "ok" and "metrics" not in rec):
+        return f"it has no {'status' if 'status' not in rec else 'metrics'}"
+    for key, kind in FIELDS.items():
+        if key in rec and (not isinstance(rec[key], kind) or isinstance(rec[key], bool)):
             return f"its {key!r} is a {type(rec[key]).__name__}, not a {kind.__name__}"
     if rec["status"] not in STATUSES:
         return f"its status {rec['status']!r} is none of {', '.join(STATUSES)}"
     for split, result in rec.get("metrics", {}).items():
         if not isinstance(result, dict):
             return f"its metrics[{split!r}] is a {type(result).__name__}, not a mapping"
-    for key in ("test_splits", "report_metrics", "overrides"):
-        if key in rec and not isinstance(rec[key], list):
-            return f"its {key!r} is a {type(rec[key]).__name__}, not a list"
+    for section in ("model", "task", "train"):
+        if section in rec.get("config", {}) and not isinstance(rec["config"][section], dict):
+            return f"its config[{section!r}] is a {type(rec['config'][section]).__name__}, not a mapping"
     return None
 
 

@@ -28,7 +28,7 @@ def read_record(path: Path) -> dict:
         raise UserError(f"record {str(path)!r} not found; give the path of a run's .json under OUT/runs") from None
     except (OSError, ValueError) as exc:
         raise UserError(f"record {str(path)!r} is not readable JSON ({exc}); rerun the run with --rerun") from None
-    problem = record_problem(rec)
+    problem = record_problem(rec) or next((f"it has no {k!r}" for k in ("model", "task", "preset", "seed") if k not in rec), None)
     if problem:
         raise UserError(f"record {str(path)!r} is not a bench run record ({problem}); give the path of a run's .json under OUT/runs")
     return rec

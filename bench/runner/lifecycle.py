@@ -106,26 +106,29 @@ class RunPlan:
 
 def run(model: str, task: str, preset: str = "small", seed: int = 0, out: str | os.PathLike = "out",
         overrides: list[str] | dict | None = None, registry=None, trainer_kwargs: dict | None = None,
-        progress: bool | str = "auto", logger: str = "csv", rerun: bool = False, callbacks: list | None = None) -> dict:
+        progress: bool | str = "auto", logger: str = "csv", rerun: bool = False, callbacks: list | None = None,
+        on_start=None) -> dict:
     """Train ``model`` on ``task`` (resuming from its last checkpoint when one exists), test the
     selected weights on every test split, write one JSON record and return it. A finished run
     (a record with status ok) is returned as it is, unless ``rerun``. Bad input raises UserError
-    before anything is written; SIGINT / SIGTERM raise RunInterrupted after a checkpoint."""
+    before anything is written; SIGINT / SIGTERM raise RunInterrupted after a checkpoint.
+    ``on_start(plan)`` is called once everything is checked and built, just before training
+    (the CLI names the run and its preset there)."""
     for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
         logging.getLogger(name).setLevel(logging.WARNING)
     with warnings.catch_warnings():
         for pattern in _QUIET_WARNINGS:
             warnings.filterwarnings("ignore", message=pattern)
-        return _run(model, task, preset, seed, out, overrides, registry, trainer_kwargs, progress, logger, rerun, callbacks)
+        return _run(model, task, preset, seed, out, overrides, registry, trainer_kwargs, progress, logger, rerun, callbacks, on_start)
 
 
-def _run(model, task, preset, seed, out, overrides, registry, trainer_kwargs, progress, logger, rerun, callbacks) -> dict:
+def _run(model, task, preset, seed, out, overrides, registry, trainer_kwargs, progress, logger, rerun, callbacks, on_start) -> dict:
     plan = plan_run(model, task, preset, seed, out, overrides, registry, trainer_kwargs)
     with run_lock(plan):
-        return _run_locked(plan, progress, logger, rerun, callbacks)
+        return _run_locked(plan, progress, logger, rerun, callbacks, on_start)
 
 
-def _run_locked(plan: RunPlan, progress, logger, rerun, callbacks) -> dict:
+def _run_locked(plan: RunPlan, progress, logger, rerun, callbacks, on_start) -> dict:
     done = finished_record(plan.record)
     changed = config_changes(done.get("config"), plan.config.public()) if done else None
     if changed and not rerun:  # the registry changed since: the record is not this cell's result any more
@@ -141,6 +144,8 @@ def _run_locked(plan: RunPlan, progress, logger, rerun, callbacks) -> dict:
         shutil.rmtree(plan.folder, ignore_errors=True)
     trainer = make_trainer(plan, task_obj, data, progress, logger, callbacks or [])
     check_attention_backend(plan.config.model.params, trainer.strategy.root_device)
+    if on_start is not None:
+        on_start(plan)
     record = base_record(plan.model, plan.task, plan.preset, plan.seed, plan.overrides)
     record.update({"status": "running", "config": plan.config.public(), "param_count": sum(p.numel() for p in module.parameters()),
                    "primary_metric": task_obj.metric, "report_metrics": list(task_obj.report_metrics)})
