@@ -124,12 +124,16 @@ def run(model: str, task: str, preset: str = "small", seed: int = 0, out: str | 
 
 def _run(model, task, preset, seed, out, overrides, registry, trainer_kwargs, progress, logger, rerun, callbacks, on_start) -> dict:
     plan = plan_run(model, task, preset, seed, out, overrides, registry, trainer_kwargs)
-    with run_lock(plan):
-        return _run_locked(plan, progress, logger, rerun, callbacks, on_start)
-
-
-def _run_locked(plan: RunPlan, progress, logger, rerun, callbacks, on_start) -> dict:
     done = finished_record(plan.record)
+    if done is not None and not rerun and not config_changes(done.get("config"), plan.config.public()):
+        return {**done, "path": str(plan.record), "skipped": True}  # finished: nothing to build or lock
+    built = build(plan)  # before the lock: a bad model or an unwritable data cache stops here, with nothing written
+    with run_lock(plan):
+        return _run_locked(plan, built, progress, logger, rerun, callbacks, on_start)
+
+
+def _run_locked(plan: RunPlan, built, progress, logger, rerun, callbacks, on_start) -> dict:
+    done = finished_record(plan.record)  # again: another process may have finished it while this one waited
     changed = config_changes(done.get("config"), plan.config.public()) if done else None
     if changed and not rerun:  # the registry changed since: the record is not this cell's result any more
         print(f"bench: {plan.record} was made with other settings ({changed}); training it again", file=sys.stderr)
@@ -139,7 +143,7 @@ def _run_locked(plan: RunPlan, progress, logger, rerun, callbacks, on_start) -> 
     start_over = rerun or (plan.record.exists() and done is None)  # a rerun, or after a failed run
     if not start_over:
         check_resume_point(plan)
-    task_obj, data, module = build(plan)
+    task_obj, data, module = built
     if start_over:
         shutil.rmtree(plan.folder, ignore_errors=True)
     trainer = make_trainer(plan, task_obj, data, progress, logger, callbacks or [])
