@@ -277,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     lightning_args(r)
 
     e = sub.add_parser("eval", help="re-evaluate finished runs' tested checkpoints (optionally on other data)")
-    e.add_argument("records", nargs="+", metavar="RECORD", help="run record(s), e.g. results/runs/parity/small/transformer/seed0.json")
+    e.add_argument("records", nargs="+", metavar="RECORD", help="run record(s), e.g. out/runs/parity/small/transformer/seed0.json")
     e.add_argument("--set", action="append", metavar="data.KEY=VALUE", help="data parameters to evaluate on instead, e.g. data.test_lengths=[100,200]")
     e.add_argument("--accelerator", help="cpu | gpu | auto (one device)")
 
