@@ -65,7 +65,7 @@ def _trainer_kwargs(args) -> dict:
         value = getattr(args, key, None)
         if value is None:
             continue
-        if key == "num_nodes" and not str(value).isdigit() or key == "num_nodes" and int(value) < 1:
+        if key == "num_nodes" and not (str(value).isdigit() and int(value) >= 1):
             raise UserError(f"--num-nodes takes a whole number >= 1, got {value!r}")
         kw[key] = int(value) if key in ("num_nodes",) or (key == "devices" and str(value).isdigit()) else value
     return kw
@@ -104,9 +104,7 @@ def cmd_run(args, registry) -> int:
         if rec.get("skipped"):
             note(f"bench: {rec['model']} on {rec['task']}, preset {rec['preset']}{chosen}, seed {rec['seed']}: "
                  "already finished (pass --rerun to train it again)")
-            print(f"record: {rec['path']}")
-        else:
-            print(f"record: {rec['path']}")
+        print(f"record: {rec['path']}")
     if records:
         _print_summary(records)
     return 0 if all(r["status"] == "ok" for r in records) else 1

@@ -146,15 +146,15 @@ def _run_locked(plan: RunPlan, built, progress, logger, rerun, callbacks, on_sta
     task_obj, data, module = built
     if start_over:
         shutil.rmtree(plan.folder, ignore_errors=True)
-    trainer = make_trainer(plan, task_obj, data, progress, logger, callbacks or [])
-    check_attention_backend(plan.config.model.params, trainer.strategy.root_device)
-    if on_start is not None:
-        on_start(plan)
-    record = base_record(plan.model, plan.task, plan.preset, plan.seed, plan.overrides)
-    record.update({"status": "running", "config": plan.config.public(), "param_count": sum(p.numel() for p in module.parameters()),
-                   "primary_metric": task_obj.metric, "report_metrics": list(task_obj.report_metrics)})
-    t0 = time.perf_counter()
-    with storage_errors(plan, trainer):
+    with storage_errors(plan) as storage:
+        trainer = storage.trainer = make_trainer(plan, task_obj, data, progress, logger, callbacks or [])
+        check_attention_backend(plan.config.model.params, trainer.strategy.root_device)
+        if on_start is not None:
+            on_start(plan)
+        record = base_record(plan.model, plan.task, plan.preset, plan.seed, plan.overrides)
+        record.update({"status": "running", "config": plan.config.public(), "param_count": sum(p.numel() for p in module.parameters()),
+                       "primary_metric": task_obj.metric, "report_metrics": list(task_obj.report_metrics)})
+        t0 = time.perf_counter()
         try:
             fit(plan, trainer, module, data)
         except RunFailed as exc:
@@ -212,8 +212,8 @@ class storage_errors:
     """A full disk or a folder that stopped being writable mid-run, as one line naming the run's
     folder (the checkpoints are written by rename: the last good one is intact)."""
 
-    def __init__(self, plan: RunPlan, trainer):
-        self.plan, self.trainer = plan, trainer
+    def __init__(self, plan: RunPlan):
+        self.plan, self.trainer = plan, None
 
     def __enter__(self):
         return self
@@ -225,7 +225,8 @@ class storage_errors:
         step = inspect_checkpoint(last)[0] if last.is_file() else None
         kept = (f"the last good checkpoint {last} (step {step}) is kept; run the same command again to resume from it"
                 if step is not None else "no checkpoint was written yet; run the same command again to start it")
-        raise UserError(f"cannot write in {self.plan.folder} ({exc.strerror or exc}, at step {self.trainer.global_step}): "
+        at = f", at step {self.trainer.global_step}" if self.trainer is not None else ""
+        raise UserError(f"cannot write in {self.plan.folder} ({exc.strerror or exc}{at}): "
                         f"make room or make it writable; {kept}") from None
 
 
