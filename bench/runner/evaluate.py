@@ -8,6 +8,7 @@ copy without them stops with one line instead of scoring another copy's weights.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import lightning as L
@@ -61,6 +62,8 @@ def rebuild_run(path: Path, data_overrides: list[str], registry):
 
 def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator: str | None = None) -> dict:
     rec, ckpt, task, data, module = rebuild_run(path, data_overrides, registry)
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):  # no "GPU available: ..." notes: stderr is for problems
+        logging.getLogger(name).setLevel(logging.WARNING)
     train = module.train_cfg
     trainer = L.Trainer(accelerator=accelerator or "auto", devices=1, logger=False, enable_progress_bar=False, enable_model_summary=False,
                         precision=train["precision"])
