@@ -30,7 +30,7 @@ def inspect_checkpoint(path, needs: tuple[str, ...] = RESUME_KEYS) -> tuple[int 
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:  # noqa: BLE001 - zip, pickle and EOF errors all mean "damaged"
         lines = [ln for ln in str(exc).splitlines() if ln.strip()]
-        return None, f"{type(exc).__name__}: {lines[0] if lines else 'unreadable'}"
+        return None, f"{type(exc).__name__}: {lines[0].split('. ')[0] if lines else 'unreadable'}"  # its first sentence
     if not isinstance(ckpt, dict):
         return None, f"it holds a {type(ckpt).__name__}, not a checkpoint"
     missing = [k for k in needs if k not in ckpt]
