@@ -1,15 +1,33 @@
 """Command line: bench run | eval | compare | curves | cost | list | validate | explain.
 
-Bad input prints one line ("bench: error: ...") on stderr and exits with status 2. A run stopped
-by SIGINT / SIGTERM checkpoints, says how to resume and exits with 130 / 143."""
+Bad input prints one line ("bench: error: ...") on stderr and exits with status 2. A run or grid
+stopped by SIGINT / SIGTERM checkpoints, says how to resume and exits with 130 / 143. Results
+(records, tables) go to stdout; progress, notes and warnings to stderr.
+
+Output: runs and leaderboards go to --out, by default $BENCH_OUT or ``out/`` (ignored by git),
+never into the committed reference results under ``results/`` unless asked (``--out results``);
+``bench reproduce`` reads those reference records by default (its --out defaults to results/)."""
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
 from .errors import UserError
+
+
+OUT_ENV = "BENCH_OUT"
+
+
+def default_out() -> str:
+    """Where runs and leaderboards go without --out: $BENCH_OUT, else ``out`` (git-ignored)."""
+    return os.environ.get(OUT_ENV) or "out"
+
+
+def note(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,6 +43,9 @@ def parse_seeds(args) -> list[int]:
         raise UserError(f"seeds must be integers separated by commas (e.g. 0,1,2), got {raw!r}") from None
     if not seeds:
         raise UserError("no seed given; use --seed N or --seeds 0,1,2")
+    bad = [s for s in seeds if not 0 <= s < 2**32]
+    if bad:
+        raise UserError(f"seed {bad[0]} is out of range; seeds are whole numbers from 0 to 4294967295 (e.g. 0,1,2)")
     if len(set(seeds)) != len(seeds):
         dup = sorted({s for s in seeds if seeds.count(s) > 1})
         raise UserError(f"seed {', '.join(map(str, dup))} given twice in {raw!r}; give each seed once (e.g. 0,1,2)")
@@ -42,8 +63,11 @@ def _trainer_kwargs(args) -> dict:
     kw = {}
     for key in ("accelerator", "devices", "strategy", "num_nodes"):
         value = getattr(args, key, None)
-        if value is not None:
-            kw[key] = int(value) if key in ("num_nodes",) or (key == "devices" and str(value).isdigit()) else value
+        if value is None:
+            continue
+        if key == "num_nodes" and not (str(value).isdigit() and int(value) >= 1):
+            raise UserError(f"--num-nodes takes a whole number >= 1, got {value!r}")
+        kw[key] = int(value) if key in ("num_nodes",) or (key == "devices" and str(value).isdigit()) else value
     return kw
 
 
@@ -56,23 +80,31 @@ def _check_names(registry, models: list[str], tasks: list[str]) -> None:
 
 def cmd_run(args, registry) -> int:
     from .runner import run
+    from .runner.lifecycle import plan_run
 
     seeds = parse_seeds(args)
     _check_names(registry, [args.model], [args.task])
+    preset = args.preset or "small"
+    for seed in seeds:  # every check on the input, for every seed, before the first line and any training
+        plan_run(args.model, args.task, preset, seed, args.out, args.set or None, registry, _trainer_kwargs(args))
+    chosen = "" if args.preset else " (the default; --preset smoke|small|paper to choose)"
+
+    def announce(plan):  # the first line of each run, once its input is checked: the preset it trains with
+        note(f"bench: {plan.model} on {plan.task}, preset {plan.preset}{chosen}, seed {plan.seed}: training into {plan.folder}")
     records = []
     for seed in seeds:
         rec = run(
-            model=args.model, task=args.task, preset=args.preset, seed=seed, out=args.out, overrides=args.set or None,
+            model=args.model, task=args.task, preset=preset, seed=seed, out=args.out, overrides=args.set or None,
             registry=registry, trainer_kwargs=_trainer_kwargs(args), progress="none" if args.quiet else "auto",
-            logger=args.logger, rerun=args.rerun,
+            logger=args.logger, rerun=args.rerun, on_start=announce,
         )
         if rec.get("rank", 0) != 0:
             continue  # other ranks of a multi-device run: rank 0 reports
         records.append(rec)
         if rec.get("skipped"):
-            print(f"already finished: {rec['path']} (pass --rerun to train it again)")
-        else:
-            print(f"record: {rec['path']}")
+            note(f"bench: {rec['model']} on {rec['task']}, preset {rec['preset']}{chosen}, seed {rec['seed']}: "
+                 "already finished (pass --rerun to train it again)")
+        print(f"record: {rec['path']}")
     if records:
         _print_summary(records)
     return 0 if all(r["status"] == "ok" for r in records) else 1
@@ -105,7 +137,7 @@ def cmd_compare(args, registry) -> int:
 
     from .grid import launcher_profile, plan_grid, run_grid
     from .records import overrides_tag
-    from .report.leaderboard import STAT_TEXT, load_records, plot, seeds_note, table, write_tables
+    from .report.leaderboard import STAT_TEXT, load_records, mark_stale, plot, seeds_note, stale_note, table, write_tables
 
     models = _names(args.models, "models")
     tasks = _names(args.tasks, "tasks") if args.tasks else None
@@ -119,8 +151,8 @@ def cmd_compare(args, registry) -> int:
         profile = launcher_profile(args.launcher, args.slurm_profile, args.slurm)
         grid = plan_grid(registry, models, tasks, parse_seeds(args), args.preset, args.set, Path(args.out), rerun=args.rerun)
         for cell, why in grid.incompatible:
-            print(f"skipped: {cell.model} on {cell.task}: {why}", file=sys.stderr)
-        print(f"grid: {len(grid.todo)} to train, {len(grid.finished)} already finished", flush=True)
+            note(f"skipped: {cell.model} on {cell.task}: {why}")
+        note(f"grid: {len(grid.todo)} to train, {len(grid.finished)} already finished")
         failed = run_grid(registry, grid.todo, Path(args.out), jobs=args.jobs, launcher=args.launcher, runs_per_gpu=args.runs_per_gpu,
                           trainer_args=_trainer_kwargs(args), rerun=args.rerun, profile=profile)
     tag = overrides_tag(args.set)
@@ -129,13 +161,16 @@ def cmd_compare(args, registry) -> int:
         tasks = sorted({t for (_, t) in records})
     if not records:
         raise UserError(f"no records for models {', '.join(models)} with preset {args.preset!r} under {args.out}/runs; add --run to train them")
+    stale = mark_stale(registry, records, args.preset, args.set)
     headers, rows = table(records, models, tasks, stat=args.stat)
-    note = seeds_note(records, models, tasks)
+    text = seeds_note(records, models, tasks)
+    if stale:
+        text += "; " + stale_note(stale, models, tasks, args)
     print(tabulate(rows, headers=headers, tablefmt="github"))
-    print(f"({note}; cells are {STAT_TEXT[args.stat]} in %)")
+    print(f"({text}; cells are {STAT_TEXT[args.stat]} in %)")
     if args.set:
-        note += f"; overrides: {' '.join(args.set)}"
-    md, csv_path = write_tables(Path(args.out), args.preset, models, tasks, headers, rows, note, tag, stat=args.stat)
+        text += f"; overrides: {' '.join(args.set)}"
+    md, csv_path = write_tables(Path(args.out), args.preset, models, tasks, headers, rows, text, tag, stat=args.stat)
     print(f"wrote {md} and {csv_path}")
     if args.plot:
         for path in plot(Path(args.out), args.preset, records, models, tasks):
@@ -152,7 +187,7 @@ def cmd_eval(args, registry) -> int:
         return _eval_stream(args, registry)
     for path in args.records:
         result = evaluate_record(Path(path), args.set or [], registry, accelerator=args.accelerator)
-        print(f"record: {path}\ncheckpoint: {result['checkpoint']}")
+        print(f"record: {path}\ncheckpoint: {result['checkpoint']}\nwrote {result['path']}")
         _print_summary([result["record"]])
     return 0
 
@@ -285,18 +320,18 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="train and evaluate one model on one task")
     r.add_argument("--model", required=True)
     r.add_argument("--task", required=True)
-    r.add_argument("--preset", default="small", help="smoke | small | paper (default: small)")
+    r.add_argument("--preset", help="smoke | small | paper (default: small)")
     r.add_argument("--seed", help="one seed (default 0)")
     r.add_argument("--seeds", help="several seeds, e.g. 0,1,2")
     r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override, e.g. model.d_model=64, train.lr=3e-4, data.n_train=500")
-    r.add_argument("--out", default="results", help="output directory (records under OUT/runs)")
+    r.add_argument("--out", default=default_out(), help=f"output folder, records under OUT/runs (default: ${OUT_ENV}, else out/)")
     r.add_argument("--quiet", action="store_true", help="no progress output (default: a bar on a terminal, one line per validation otherwise)")
     r.add_argument("--rerun", action="store_true", help="train again even if a finished record exists (discards its checkpoints)")
     r.add_argument("--logger", default="csv", choices=["csv", "tensorboard", "none"], help="curve log beside the record (default csv)")
     lightning_args(r)
 
     e = sub.add_parser("eval", help="re-evaluate finished runs' tested checkpoints (optionally on other data)")
-    e.add_argument("records", nargs="+", metavar="RECORD", help="run record(s), e.g. results/runs/parity/small/transformer/seed0.json")
+    e.add_argument("records", nargs="+", metavar="RECORD", help="run record(s), e.g. out/runs/parity/small/transformer/seed0.json")
     e.add_argument("--set", action="append", metavar="data.KEY=VALUE", help="data parameters to evaluate on instead, e.g. data.test_lengths=[100,200]")
     e.add_argument("--accelerator", help="cpu | gpu | auto (one device)")
     e.add_argument("--stream", action="store_true", help="score through the model's streaming path (init_state / step), token by token")
@@ -311,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--models", required=True)
     c.add_argument("--tasks")
     c.add_argument("--preset", default="small")
-    c.add_argument("--out", default="results")
+    c.add_argument("--out", default=default_out(), help=f"output folder, records under OUT/runs, tables under OUT/leaderboards (default: ${OUT_ENV}, else out/)")
     c.add_argument("--run", action="store_true", help="first train the missing (model, task, seed) runs")
     c.add_argument("--seed")
     c.add_argument("--seeds", help="seeds for --run (default 0)")
@@ -331,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
     cu.add_argument("--models", required=True)
     cu.add_argument("--tasks", "--task", dest="tasks", required=True)
     cu.add_argument("--preset", default="small")
-    cu.add_argument("--out", default="results")
+    cu.add_argument("--out", default=default_out(), help=f"output folder, records under OUT/runs (default: ${OUT_ENV}, else out/)")
     cu.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="the overrides the runs were made with")
     cu.add_argument("--metric", default="val_metric", help="column of metrics.csv to draw (default val_metric; also train_loss, lr)")
 
@@ -343,7 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--seeds", help="these seeds instead of the table's, e.g. 0 or 0,1,2")
     rp.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
                     help="an override for every cell, after the table's own (e.g. a proxy with more data)")
-    rp.add_argument("--out", default="results", help="folder holding runs/; tables go to OUT/reproduce/")
+    rp.add_argument("--out", default="results",
+                    help="folder holding runs/; tables go to OUT/reproduce/ (default: results/, the committed reference records)")
     rp.add_argument("--run", action="store_true", help="first train the table's missing (row, column, seed) runs")
     rp.add_argument("--jobs", type=int, default=1, help="--run: cells trained at the same time (default 1)")
     rp.add_argument("--launcher", default="local", choices=["local", "slurm"], help="--run: where cells run")
@@ -403,9 +439,9 @@ def main(argv: list[str] | None = None) -> int:
     except RunInterrupted as exc:
         print(f"bench: stopped by {exc}", file=sys.stderr)
         return exc.exit_status
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a grid stopped by a signal (bench.grid.Stopped)
         print("bench: interrupted; run the same command again to resume from the last checkpoints", file=sys.stderr)
-        return 130
+        return 128 + getattr(exc, "signum", signal.SIGINT)
     except BrokenPipeError:  # `bench compare ... | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141

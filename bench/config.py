@@ -15,11 +15,13 @@ registry entry); else true only for a model class without a bidirectional mode.
 from __future__ import annotations
 
 import inspect
+import json
+import math
 
 import yaml
 
 from .errors import UserError
-from .registry import Registry, constructor_params, import_model_class, import_task_class, suggest, type_ok
+from .registry import Registry, constructor_params, import_model_class, import_task_class, load_yaml, suggest, type_ok
 from .spec import DEFAULT, ModelSpec, RunConfig, TaskSpec, layer
 
 TRAIN_DEFAULTS = {
@@ -39,7 +41,7 @@ TRAIN_DEFAULTS = {
     "patience": 0,  # early stopping on the validation metric, in validations; 0: off
     "grad_clip": 1.0,
     "accumulate_grad_batches": 1,
-    "num_threads": 0,  # 0: min(cpu count, 8)
+    "num_threads": 0,  # 0: min(the CPUs this process may use, 8) (bench/cpus.py)
     "precision": "32-true",
     "deterministic": True,
     "select": "best_val",  # best_val: test the best-on-validation weights | last: the final weights
@@ -57,25 +59,63 @@ CHOICES = {
 SECTIONS = ("model", "train", "data")
 
 
+def _finite(low: float, strict: bool):
+    return lambda v: math.isfinite(v) and (v > low if strict else v >= low)
+
+
+AT_LEAST_1, AT_LEAST_0 = (_finite(1, False), ">= 1"), (_finite(0, False), ">= 0")
+#: the values each numeric setting may take: (test, what the message says)
+TRAIN_DOMAIN = {
+    "lr": (_finite(0, True), "a finite number > 0, e.g. 0.001"),
+    "weight_decay": AT_LEAST_0, "warmup_steps": AT_LEAST_0, "step_every_epochs": AT_LEAST_1,
+    "step_gamma": (_finite(0, True), "a finite number > 0"), "batch_size": AT_LEAST_1, "eval_batch_size": AT_LEAST_1,
+    "max_epochs": AT_LEAST_1, "max_steps": (lambda v: v == -1 or v >= 1, "-1 (no limit) or >= 1"), "val_every_steps": AT_LEAST_0,
+    "patience": AT_LEAST_0, "grad_clip": AT_LEAST_0, "accumulate_grad_batches": AT_LEAST_1, "num_threads": AT_LEAST_0,
+    "checkpoint_every_min": (_finite(0, True), "a finite number > 0"), "progress_every_min": AT_LEAST_0,
+}
+MODEL_DOMAIN = {
+    **dict.fromkeys(("d_model", "n_heads", "n_layers", "d_ff", "max_len", "segment_len", "block_size", "n_state", "chunk_size",
+                     "memory_slots", "update_layers", "max_layers", "window", "rnn_per_layer"), AT_LEAST_1),
+    **dict.fromkeys(("mem_len", "n_chunks"), AT_LEAST_0),
+    **dict.fromkeys(("dropout", "attn_dropout"), (lambda v: 0 <= v < 1, "in [0, 1)")),
+}
+
+
+def check_domains(section: str, values: dict, sources: dict, domain: dict) -> None:
+    """A numeric value outside what its setting may take (lr <= 0, batch_size 0, d_model 0 ...)
+    is refused, naming where it came from; every check runs before anything is written."""
+    for key, (ok, text) in domain.items():
+        value = values.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if not ok(value):
+            where = sources.get(key, "")
+            raise UserError(f"{section}.{key}={value!r}{f' (from {where})' if where and where != '--set' else ''}: must be {text}")
+
+
+def parse_value(raw: str):
+    """The value of one ``--set`` item: YAML (numbers in YAML 1.1 or 1.2 spelling: 3e-4, 1E-3,
+    0x40, 1_000), then a Python number spelling YAML does not know (0o17, nan, inf); else the text."""
+    if not raw.strip():
+        return ""
+    try:
+        value = load_yaml(raw)
+    except yaml.YAMLError:
+        return raw
+    if isinstance(value, str):
+        text = value.strip()
+        for number in (lambda t: int(t, 0), float):
+            try:
+                return number(text)
+            except ValueError:
+                pass
+    return value
+
+
 def parse_overrides(items: list[str] | dict | None) -> dict:
     """['model.d_model=64', 'train.lr=3e-4'] -> {'model': {'d_model': 64}, 'train': {'lr': 0.0003}}"""
     out: dict = {s: {} for s in SECTIONS}
-    if not items:
-        return out
-    if isinstance(items, dict):
-        pairs = list(items.items())
-    else:
-        pairs = []
-        for item in items:
-            if "=" not in item:
-                raise UserError(f"--set expects section.key=value (e.g. model.d_model=64), got {item!r}")
-            key, _, raw = item.partition("=")
-            try:
-                value = yaml.safe_load(raw) if raw.strip() else ""
-            except yaml.YAMLError:
-                value = raw
-            pairs.append((key.strip(), value))
-    for key, value in pairs:
+    for key, value in override_pairs(items):
         section, _, rest = key.partition(".")
         if section not in SECTIONS or not rest:
             raise UserError(f"--set key {key!r} must start with one of {', '.join(s + '.' for s in SECTIONS)} (e.g. model.d_model)")
@@ -83,8 +123,49 @@ def parse_overrides(items: list[str] | dict | None) -> dict:
         *path, leaf = rest.split(".")
         for p in path:
             node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise UserError(f"--set {key}: {section}.{'.'.join(path)} is given a value and sub-keys; give one of them")
         node[leaf] = value
     return out
+
+
+def override_pairs(items: list[str] | dict | None) -> list[tuple[str, object]]:
+    """--set items as (dotted key, parsed value), in the order given."""
+    if not items:
+        return []
+    if isinstance(items, dict):
+        return [(str(k).strip(), v) for k, v in items.items()]
+    pairs = []
+    for item in items:
+        if "=" not in str(item):
+            raise UserError(f"--set expects section.key=value (e.g. model.d_model=64), got {item!r}")
+        key, _, raw = str(item).partition("=")
+        pairs.append((key.strip(), parse_value(raw)))
+    return pairs
+
+
+def canonical_text(value) -> str:
+    """One spelling per value, the one YAML reads back to it: 64 (not 0x40 or '= 64'),
+    0.0003 (not 3e-4), true, [64,128], sinusoidal. A run's identity is made from it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(canonical_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{canonical_text(k)}: {canonical_text(v)}" for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))) + "}"
+    text = str(value)
+    return text if text and parse_value(text) == text and "," not in text else json.dumps(text)
+
+
+def canonical_overrides(items: list[str] | dict | None) -> list[str]:
+    """--set items as 'key=canonical value', the last of each key, sorted: one configuration
+    however it was typed (model.d_model=64, model.d_model= 64, model.d_model=0x40)."""
+    last = dict(override_pairs(items))
+    return sorted(f"{key}={canonical_text(value)}" for key, value in last.items())
 
 
 def check_overrides(section: str, given: dict, defaults: dict, what: str) -> None:
@@ -140,7 +221,9 @@ def resolve_train(registry: Registry, task: TaskSpec, overrides: dict) -> tuple[
     for _, given in parts:
         check_overrides("train", given, TRAIN_DEFAULTS, "training")
     check_overrides("train", overrides.get("train", {}), TRAIN_DEFAULTS, "training")
-    return layer([("TRAIN_DEFAULTS", TRAIN_DEFAULTS), *parts, ("--set", overrides.get("train", {}))])
+    values, sources = layer([("TRAIN_DEFAULTS", TRAIN_DEFAULTS), *parts, ("--set", overrides.get("train", {}))])
+    check_domains("train", values, sources, TRAIN_DOMAIN)
+    return values, sources
 
 
 def resolve_model(registry: Registry, model: str, task: TaskSpec | None, overrides: dict) -> ModelSpec:
@@ -166,6 +249,7 @@ def resolve_model(registry: Registry, model: str, task: TaskSpec | None, overrid
                              *((f"preset {where}.model", {k: v for k, v in (part.get("model") or {}).items() if k in accepted})
                                for where, part in parts),
                              *families, ("--set", given)])
+    check_domains("model", params, sources, MODEL_DOMAIN)
     explicit, explicit_source = params.pop("causal", None), sources.pop("causal", None)
     task_cls = task.cls if task is not None else None
     causal = _resolve_causal(model, cls, task_cls, explicit)

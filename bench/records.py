@@ -25,8 +25,12 @@ NOT_IDENTITY = ("train.num_threads", "train.eval_batch_size", "train.compile", "
 
 
 def identity_overrides(overrides: list[str] | dict | None) -> list[str]:
-    items = list(overrides or []) if not isinstance(overrides, dict) else [f"{k}={v}" for k, v in overrides.items()]
-    return sorted(i for i in items if i.partition("=")[0].strip() not in NOT_IDENTITY)
+    """The learning-relevant --set items, parsed and written one way (bench/config.py:
+    canonical_overrides): train.lr=3e-4 and train.lr=0.0003 are one run. The canonical spelling
+    is the one every committed record was typed with, so their folder names do not change."""
+    from .config import canonical_overrides
+
+    return [i for i in canonical_overrides(overrides) if i.partition("=")[0] not in NOT_IDENTITY]
 
 
 def overrides_tag(overrides: list[str] | dict | None, world_size: int = 1) -> str:
@@ -49,12 +53,12 @@ def config_changes(made_with: dict | None, current: dict | None) -> str | None:
 
     if not made_with or not current:
         return None
-    pairs = [("model", made_with["model"].get("params", {}), current["model"].get("params", {})),
-             ("data", made_with["task"].get("params", {}), current["task"].get("params", {})),
+    pairs = [("model", made_with.get("model", {}).get("params", {}), current["model"].get("params", {})),
+             ("data", made_with.get("task", {}).get("params", {}), current["task"].get("params", {})),
              ("train", {**TRAIN_DEFAULTS, **made_with.get("train", {})}, current["train"])]
     diffs = [f"{section}.{key} {old[key]!r} -> {new[key]!r}" for section, old, new in pairs
              for key in sorted(old.keys() & new.keys()) if old[key] != new[key] and f"{section}.{key}" not in NOT_IDENTITY]
-    old_version, new_version = made_with["task"].get("version", "1"), current["task"].get("version", "1")
+    old_version, new_version = made_with.get("task", {}).get("version", "1"), current["task"].get("version", "1")
     if old_version != new_version:
         diffs.append(f"data version {old_version!r} -> {new_version!r}")
     return ", ".join(diffs) or None
@@ -110,13 +114,84 @@ def write_json_atomic(path: Path, data: dict) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
-def read_record(path: Path) -> dict:
-    """A record's contents, or {} when it is missing or unreadable."""
+def warn(message: str) -> None:
+    print(f"bench: warning: {message}", file=sys.stderr)
+
+
+STATUSES = ("ok", "failed")
+#: the types of the fields readers use; "status" is required, and "metrics" when it is "ok"
+FIELDS = {"status": str, "model": str, "task": str, "preset": str, "seed": int, "metrics": dict, "config": dict,
+          "test_splits": list, "report_metrics": list, "overrides": list}
+
+
+def record_problem(rec) -> str | None:
+    """Why a parsed record cannot be used (None: it can): not a mapping, no status or an unknown
+    one, a finished record without metrics, a field of the wrong type, a metrics entry or config
+    section that is not a mapping."""
+    if not isinstance(rec, dict):
+        return f"it holds a JSON {type(rec).__name__}, not a record"
+    if "status" not in rec or (rec.get("status") == "ok" and "metrics" not in rec):
+        return f"it has no {'status' if 'status' not in rec else 'metrics'}"
+    for key, kind in FIELDS.items():
+        if key in rec and (not isinstance(rec[key], kind) or isinstance(rec[key], bool)):
+            return f"its {key!r} is a {type(rec[key]).__name__}, not a {kind.__name__}"
+    if rec["status"] not in STATUSES:
+        return f"its status {rec['status']!r} is none of {', '.join(STATUSES)}"
+    for split, result in rec.get("metrics", {}).items():
+        if not isinstance(result, dict):
+            return f"its metrics[{split!r}] is a {type(result).__name__}, not a mapping"
+    for section in ("model", "task", "train"):
+        if section in rec.get("config", {}) and not isinstance(rec["config"][section], dict):
+            return f"its config[{section!r}] is a {type(rec['config'][section]).__name__}, not a mapping"
+    return None
+
+
+def read_record(path: Path, quiet: bool = False) -> dict:
+    """A record's contents, or {} when it is missing, unreadable or malformed (then, unless
+    ``quiet``, with a one-line warning: every reader skips such a record the same way)."""
+    path = Path(path)
     try:
-        rec = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        rec = json.loads(path.read_text())
+    except FileNotFoundError:
         return {}
-    return rec if isinstance(rec, dict) else {}
+    except (OSError, ValueError) as exc:
+        if not quiet:
+            warn(f"record {path} is unreadable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); skipped "
+                 "(rerun that run with --rerun to replace it)")
+        return {}
+    problem = record_problem(rec)
+    if problem:
+        if not quiet:
+            warn(f"record {path} is not a run record ({problem}); skipped (rerun that run with --rerun to replace it)")
+        return {}
+    return rec
+
+
+def record_checkpoint(record: Path, rec: dict) -> Path:
+    """The tested checkpoint of a record: always in the record's own run folder (``seed0.json``
+    -> ``seed0/ckpt/best.ckpt``), whatever path it was written with, so a moved or copied results
+    tree finds its own checkpoints and never another copy's."""
+    name = Path(str(rec.get("checkpoint") or "best.ckpt")).name
+    return run_folder(Path(record)) / "ckpt" / name
+
+
+def relative_checkpoint(record: Path, checkpoint: Path) -> str:
+    """How a record names its checkpoint: relative to the record's folder (``seed0/ckpt/best.ckpt``)."""
+    return str(Path(checkpoint).relative_to(Path(record).parent))
+
+
+def command_line(argv: list[str] | None = None, cwd: str | None = None) -> str:
+    """The command as a user would type it again: ``bench ...``, with absolute paths below the
+    current directory written relative to it (a record names no path of the machine it ran on)."""
+    argv = list(sys.argv if argv is None else argv)
+    cwd = os.path.abspath(cwd or os.getcwd())
+
+    def word(arg: str) -> str:
+        if os.path.isabs(arg) and (arg == cwd or arg.startswith(cwd + os.sep)):
+            return os.path.relpath(arg, cwd)
+        return arg
+
+    return " ".join(["bench", *map(word, argv[1:])])
 
 
 def git_commit() -> dict:
@@ -162,7 +237,7 @@ def base_record(model: str, task: str, preset: str, seed: int, overrides) -> dic
         "seed": seed,
         "overrides": list(overrides) if isinstance(overrides, (list, tuple)) else (overrides or []),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(sys.argv),
+        "command": command_line(),
         "git": git_commit(),
         "versions": versions(),
         "hostname": platform.node(),

@@ -11,6 +11,7 @@ import difflib
 import importlib
 import inspect
 import os
+import re
 from pathlib import Path
 
 import yaml
@@ -22,6 +23,26 @@ MODEL_KEYS = {"target", "params", "base", "description"}
 TASK_KEYS = {"target", "params", "base", "description", "presets"}
 PRESETS = ("smoke", "small", "paper")
 PRESET_KEYS = {"data", "train", "model", "family"}
+
+
+class YAMLLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2 floats: ``3e-4``, ``1E-3`` and ``5e+2`` are numbers
+    (YAML 1.1, PyYAML's default, wants a dot, ``3.0e-4``, and reads the others as strings)."""
+
+
+YAMLLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                 |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                 |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                 |[-+]?\.(?:inf|Inf|INF)
+                 |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+
+
+def load_yaml(text: str):
+    """YAML text -> Python values, numbers in any YAML 1.1 or 1.2 spelling read as numbers."""
+    return yaml.load(text, Loader=YAMLLoader)  # noqa: S506 - a SafeLoader subclass
 
 
 def deep_merge(base: dict, over: dict) -> dict:
@@ -138,7 +159,7 @@ class Registry:
         if not self.path.is_file():
             raise UserError(f"registry file {str(self.path)!r} not found; pass an existing registry.yaml")
         try:
-            raw = yaml.safe_load(self.path.read_text())
+            raw = load_yaml(self.path.read_text())
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

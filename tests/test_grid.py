@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from bench.cli import main
+from bench.cpus import available_cpus
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,19 +25,19 @@ def test_compare_run_jobs_trains_cells_in_parallel_reports_failures_and_resumes(
     code = main(argv)
     printed = capsys.readouterr()
     assert code == 1, "a failed cell makes the grid's exit status non-zero"
-    assert "grid: 4 to train, 0 already finished" in printed.out
-    progress = [ln for ln in printed.out.splitlines() if ln.startswith("[")]
+    assert "grid: 4 to train, 0 already finished" in printed.err  # notes and progress: stderr
+    progress = [ln for ln in printed.err.splitlines() if ln.startswith("[")]
     assert len(progress) == 4 and progress[-1].startswith("[4/4]")
     assert sum("FAIL exploding" in ln for ln in progress) == 2 and sum("ok   lstm" in ln for ln in progress) == 2
-    details = [ln for ln in printed.out.splitlines() if "(log: " in ln]  # each failure names its own cell's log
+    details = [ln for ln in printed.err.splitlines() if "(log: " in ln]  # each failure names its own cell's log
     assert sorted(ln.rsplit("/", 1)[1] for ln in details) == ["parity--exploding--seed0.log)", "parity--exploding--seed1.log)"]
     records = {p.parent.name + "/" + p.name: json.loads(p.read_text()) for p in out.rglob("seed*.json")}
     assert sorted(r["status"] for r in records.values()) == ["failed", "failed", "ok", "ok"]
-    assert all(r["config"]["train"]["num_threads"] == max(1, (os.cpu_count() or 1) // 2) for r in records.values())
-    assert "lstm" in printed.out and "FAIL" in printed.out  # the leaderboard still prints
+    assert all(r["config"]["train"]["num_threads"] == max(1, available_cpus() // 2) for r in records.values())
+    assert "lstm" in printed.out and "FAIL" in printed.out  # the leaderboard (results: stdout) still prints
     # the same command again: finished cells are skipped; failed ones are retried (and fail again)
     main(argv)
-    assert "grid: 2 to train, 2 already finished" in capsys.readouterr().out
+    assert "grid: 2 to train, 2 already finished" in capsys.readouterr().err
 
 
 def test_concurrent_first_use_of_a_fresh_data_cache(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 submitit = pytest.importorskip("submitit")
 
 from bench.cli import main  # noqa: E402
+from bench.cpus import available_cpus  # noqa: E402
 from bench.errors import UserError  # noqa: E402
 from bench.grid.slurm import load_profile, run_slurm  # noqa: E402
 
@@ -57,7 +58,7 @@ def records(out: Path) -> dict:
 
 
 def test_slurm_launcher_matches_local_and_resumes_a_requeued_cell(tmp_path, capsys):
-    threads = max(1, (os.cpu_count() or 1) // 2)  # what the local launcher gives each of 2 jobs
+    threads = max(1, available_cpus() // 2)  # what the local launcher gives each of 2 jobs
     assert main([*GRID, "--jobs", "2", "--out", str(tmp_path / "local")]) == 0
 
     script = tmp_path / "requeue_at.py"
@@ -73,7 +74,7 @@ def test_slurm_launcher_matches_local_and_resumes_a_requeued_cell(tmp_path, caps
         """))
     capsys.readouterr()
     assert main([*GRID, "--launcher", "slurm", "--slurm-profile", str(profile), "--out", str(tmp_path / "slurm")]) == 0
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err  # progress: stderr
     assert "[2/2] ok" in out and "FAIL" not in out, out
     assert (tmp_path / "requeued").exists(), "the job was never signalled"
 

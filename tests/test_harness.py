@@ -78,14 +78,14 @@ def test_piped_progress_prints_training_lines_between_validations(tmp_path, caps
     kw = dict(model="transformer", task="parity", preset="smoke", seed=0, progress="lines")
     base = ["train.max_epochs=2", "train.batch_size=64"]  # 256 strings: 4 steps an epoch
     rec = bench.run(out=tmp_path / "often", overrides=base + ["train.progress_every_min=0.000001"], **kw)
-    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("step ")]
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("step ")]  # progress: stderr
     training = [ln for ln in lines if "  training  " in ln]
     validation = [ln for ln in lines if "  val acc " in ln]
     assert [ln.split()[1] for ln in training] == [f"{s}/8" for s in range(1, 9)]
     assert [ln.split()[1] for ln in validation] == ["4/8", "8/8"] and len(lines) == 10
     assert all(ln.split()[5] != "-" and float(ln.split()[5]) > 0 for ln in training)  # "loss <mean>"
     quiet = bench.run(out=tmp_path / "quiet", overrides=base + ["train.progress_every_min=0"], **kw)
-    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("step ")]
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("step ")]  # progress: stderr
     assert len(lines) == 2 and not any("training" in ln for ln in lines)
     assert Path(rec["checkpoint"]).parent.parent.name == Path(quiet["checkpoint"]).parent.parent.name  # same identity
     assert rec["metrics"] == quiet["metrics"]
@@ -96,7 +96,10 @@ def test_rsa_record_holds_the_tested_rem_parameters(tmp_path):
 
     rec = bench.run(model="rsa-transformer", task="parity", preset="smoke", seed=0, out=tmp_path, progress=False,
                     overrides=["train.max_epochs=1", "train.select=last"])
-    state = torch.load(rec["checkpoint"], map_location="cpu", weights_only=False)["state_dict"]
+    from bench.records import record_checkpoint
+
+    assert rec["checkpoint"] == f"{Path(rec['path']).stem}/ckpt/last.ckpt"  # relative to the record's folder
+    state = torch.load(record_checkpoint(rec["path"], rec), map_location="cpu", weights_only=False)["state_dict"]
     layer0 = rec["learned"]["blocks.0.attn.rsa"]
     assert layer0["gate"] == pytest.approx(float(torch.sigmoid(state["backbone.blocks.0.attn.rsa.mu"])))
     assert layer0["lambda_h0"] == pytest.approx(float(torch.tanh(state["backbone.blocks.0.attn.rsa.rem.eta"][0])))

@@ -71,7 +71,8 @@ def test_sigint_sigterm_checkpoint_and_say_how_to_resume(tmp_path, uninterrupted
     stopped = cli_with_signal(tmp_path, 5, signame)
     assert stopped.returncode == status, stopped.stderr
     lines = [ln for ln in stopped.stderr.splitlines() if ln.startswith("bench:")]
-    assert len(lines) == 1 and "step 6" in lines[0] and "same command" in lines[0], stopped.stderr
+    assert "preset smoke" in lines[0], "the first line names the run and its preset"
+    assert len(lines) == 2 and "step 6" in lines[1] and "same command" in lines[1], stopped.stderr
     assert "Traceback" not in stopped.stderr
     assert main(["run", *ARGS, "--out", str(tmp_path)]) == 0
     resumed = record(tmp_path)
@@ -85,7 +86,7 @@ def test_finished_run_is_not_retrained_and_rerun_starts_over(tmp_path, capsys):
     first = record(tmp_path)
     capsys.readouterr()
     assert main(args) == 0
-    assert "already finished" in capsys.readouterr().out
+    assert "already finished" in capsys.readouterr().err  # a note: stderr
     assert record(tmp_path)["date"] == first["date"]
     ckpts = sorted(p.name for p in tmp_path.rglob("*.ckpt"))
     assert ckpts == ["best.ckpt"], "a finished run keeps only its tested checkpoint"

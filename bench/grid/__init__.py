@@ -13,6 +13,15 @@ from ..errors import UserError
 from ..records import config_changes, read_record, record_path
 
 
+class Stopped(KeyboardInterrupt):
+    """A grid stopped by SIGINT or SIGTERM (its running cells checkpointed): the CLI exits with
+    128 + the signal's number, 130 or 143, as a shell reports a process the signal ended."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
 @dataclass(frozen=True)
 class Cell:
     model: str
@@ -98,12 +107,13 @@ def prepare_data(registry, cells: list[Cell]) -> None:
 
 
 class Progress:
-    """One line per finished cell, with the grid's progress, elapsed time and ETA."""
+    """One line per finished cell, with the grid's progress, elapsed time and ETA (on stderr:
+    progress, not results)."""
 
     def __init__(self, total: int, jobs: int, stream=None):
         self.total, self.jobs, self.done, self.failed = total, max(1, jobs), 0, []
         self.t0 = time.perf_counter()
-        self.stream = stream or sys.stdout
+        self.stream = stream or sys.stderr
 
     def finished(self, cell: Cell, ok: bool, seconds: float, detail: str = "") -> None:
         self.done += 1

@@ -19,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import Cell, Progress
+from ..cpus import available_cpus
+from . import Cell, Progress, Stopped
 
 
 def device_slots(jobs: int, runs_per_gpu: int) -> tuple[list[dict], bool]:
@@ -30,7 +31,7 @@ def device_slots(jobs: int, runs_per_gpu: int) -> tuple[list[dict], bool]:
     if torch.cuda.is_available():
         slots = [{"CUDA_VISIBLE_DEVICES": str(g)} for g in range(torch.cuda.device_count()) for _ in range(runs_per_gpu)]
         return slots[:jobs], True
-    threads = max(1, (os.cpu_count() or 1) // jobs)
+    threads = max(1, available_cpus() // jobs)
     return [{"BENCH_THREADS": str(threads)} for _ in range(jobs)], False
 
 
@@ -134,7 +135,7 @@ def run_local(cells: list[Cell], out: Path, registry_path: str, *, jobs: int, ru
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if stop["signum"]:
-        raise KeyboardInterrupt  # the CLI says how to resume
+        raise Stopped(stop["signum"])  # the CLI says how to resume and exits 130 / 143
     return progress.failed
 
 

@@ -32,8 +32,9 @@ import time
 from pathlib import Path
 
 from ..errors import UserError
-from ..records import record_path, run_folder
-from . import Cell, Progress
+from ..cpus import available_cpus
+from ..records import read_record, record_path, run_folder
+from . import Cell, Progress, Stopped
 
 #: profile keys: (accepted types, default, meaning); docs/cluster.md shows an example
 PROFILE = {
@@ -152,7 +153,7 @@ def run_slurm(cells: list[Cell], out: Path, registry_path: str | None, *, traine
             print(f"submitted {what}, {sum(map(len, batch))} cell(s)); job logs in {folder}, cell logs in {logs}", flush=True)
 
     def stop(signum, frame):
-        raise KeyboardInterrupt
+        raise Stopped(signum)
 
     previous = signal.signal(signal.SIGTERM, stop)
     quiet = logging.getLogger("submitit")  # its job-state polling warns on every hiccup of sacct
@@ -204,8 +205,6 @@ def _executor(submitit, prof: dict, folder: Path):
 
 def _report_records(chunk: list[Cell], progress: Progress, reported: set, out: Path, world_size: int, since: float) -> None:
     """A line for each cell of a still running job whose record was written by this grid."""
-    import json
-
     for cell in chunk:
         if cell in reported:
             continue
@@ -213,9 +212,9 @@ def _report_records(chunk: list[Cell], progress: Progress, reported: set, out: P
         try:
             if path.stat().st_mtime < since:
                 continue
-            rec = json.loads(path.read_text())
-        except (OSError, ValueError):
+        except OSError:
             continue
+        rec = read_record(path, quiet=True)  # being written, or malformed: looked at again next poll
         if rec.get("status") in ("ok", "failed"):
             reported.add(cell)
             progress.finished(cell, rec["status"] == "ok", rec.get("wall_time_s") or 0.0, rec.get("error", ""))
@@ -277,7 +276,7 @@ class CellChunk:
             record.unlink(missing_ok=True)
             shutil.rmtree(run_folder(record), ignore_errors=True)
             self._cleared.add(cell)
-        threads = self.threads or len(os.sched_getaffinity(0))
+        threads = self.threads or available_cpus()
         argv = cell.argv(Path(self.out), self.registry_path, self.trainer_args, rerun=False) + cell.threads_argv(threads)
         command = shlex.split(self.cell_command) if self.cell_command else [sys.executable, "-m", "bench"]
         log = Path(self.logs) / f"{cell.task}--{cell.model}--seed{cell.seed}.log"

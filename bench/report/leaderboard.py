@@ -1,6 +1,10 @@
 """Leaderboards from run records: rows = models, columns = task splits (x reported metric),
 cells = mean ± std over seeds (in %), or the median, or both (the HALT paper reports flip-flop
-with mean and median over seeds), FAIL for failed runs. Markdown, CSV and plots."""
+with mean and median over seeds), FAIL for failed runs. Markdown, CSV and plots.
+
+A cell whose records were made with settings the registry no longer gives (a preset edited
+since; the records ``bench run`` and ``bench compare --run`` would train again) is marked †, as
+in ``bench reproduce``, and the note says which settings changed and how to retrain them."""
 from __future__ import annotations
 
 import csv
@@ -14,9 +18,9 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from ..records import write_atomic
+from ..records import read_record, warn, write_atomic  # noqa: F401 - warn: kept importable from here
 
-MISSING = "—"
+MISSING, STALE = "—", "†"
 
 
 def load_records(out: Path, models: list[str], tasks: list[str] | None, preset: str, tag: str = "") -> dict:
@@ -30,20 +34,45 @@ def load_records(out: Path, models: list[str], tasks: list[str] | None, preset: 
         task, model = path.parts[-4], path.parts[-2]
         if model not in models or (tasks and task not in tasks):
             continue
-        try:
-            rec = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            warn(f"record {path} is unreadable ({exc}); left out of the table (rerun that cell with --rerun)")
-            continue
-        if not isinstance(rec, dict) or "status" not in rec or (rec["status"] == "ok" and "metrics" not in rec):
-            warn(f"record {path} is not a complete run record; left out of the table (rerun that cell with --rerun)")
-            continue
-        found[(model, task)].append(rec)
+        rec = read_record(path)  # a malformed record: a warning, and left out
+        if rec:
+            found[(model, task)].append(rec)
     return found
 
 
-def warn(message: str) -> None:
-    print(f"bench: warning: {message}", file=sys.stderr)
+def mark_stale(registry, records: dict, preset: str, overrides) -> dict:
+    """{(model, task): the changed settings} for cells holding finished records made with settings
+    the registry no longer gives; each such record gets ``rec["stale"]`` (in memory only)."""
+    from ..config import resolve_run
+    from ..errors import UserError
+    from ..records import config_changes
+
+    stale = {}
+    for (model, task), recs in records.items():
+        try:
+            current = resolve_run(registry, model, task, preset, overrides).public()
+        except UserError:
+            continue  # the cell cannot be resolved today (a model or task renamed): nothing to compare with
+        for rec in recs:
+            changed = config_changes(rec.get("config"), current) if rec.get("status") == "ok" else None
+            if changed:
+                rec["stale"] = changed
+                stale.setdefault((model, task), changed)
+    return stale
+
+
+def stale_note(stale: dict, models: list[str], tasks: list[str], args=None) -> str:
+    """The note under a table with stale cells: what changed, and the command that retrains them."""
+    reasons = "; ".join(sorted(set(stale.values()))[:3])
+    cells = ", ".join(f"{m} on {t}" for m, t in sorted(stale))
+    command = ""
+    if args is not None:
+        seeds = f" --seeds {args.seeds}" if getattr(args, "seeds", None) else ""
+        sets = "".join(f" --set {item}" for item in (args.set or []))
+        command = (f"; retrain them with: bench compare --models {','.join(models)} --tasks {','.join(tasks)} --preset {args.preset}"
+                   f"{seeds}{sets} --out {args.out} --run")
+    return (f"{STALE} = records made with settings the registry no longer gives ({len(stale)} cell(s): {cells}; {reasons})"
+            f"{command}")
 
 
 STATS = ("mean", "median", "both")
@@ -123,6 +152,8 @@ def table(records: dict, models: list[str], tasks: list[str], stat: str = "mean"
                 row.append("FAIL")
                 continue
             cell = cell_percent([r["metrics"].get(split, {}).get(metric) for r in ok], stat) if split else MISSING
+            if any(r.get("stale") for r in ok):
+                cell += f" {STALE}"
             if failed:
                 cell += f" (FAIL {len(failed)}/{len(recs)})"
             row.append(cell)

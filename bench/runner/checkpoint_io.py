@@ -17,3 +17,23 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         buffer = io.BytesIO()
         torch.save(checkpoint, buffer)
         write_atomic(path, buffer.getvalue())
+
+
+RESUME_KEYS = ("state_dict", "global_step", "loops")
+
+
+def inspect_checkpoint(path, needs: tuple[str, ...] = RESUME_KEYS) -> tuple[int | None, str | None]:
+    """(global step, None) for a loadable Lightning checkpoint, (None, what is wrong) for a
+    damaged one: truncated, not a torch file, or without the state a resume needs (``needs``:
+    ``("state_dict",)`` for weights-only checkpoints such as best.ckpt)."""
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - zip, pickle and EOF errors all mean "damaged"
+        lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+        return None, f"{type(exc).__name__}: {lines[0].split('. ')[0] if lines else 'unreadable'}"  # its first sentence
+    if not isinstance(ckpt, dict):
+        return None, f"it holds a {type(ckpt).__name__}, not a checkpoint"
+    missing = [k for k in needs if k not in ckpt]
+    if missing:
+        return None, f"it has no {', '.join(missing)}"
+    return int(ckpt.get("global_step", 0)), None

@@ -2,10 +2,13 @@
 data (``--set data.key=value``: longer test lengths, another data seed), on one device.
 
 The result is printed and written beside the record as ``<run>/eval[-<tag>].json``; the run's
-own record is never changed."""
+own record is never changed. The checkpoint is the record's own, in its run folder (whatever
+path the record was written with): a copied results tree evaluates its own checkpoints, and a
+copy without them stops with one line instead of scoring another copy's weights."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import lightning as L
@@ -13,8 +16,9 @@ import lightning as L
 from ..config import resolve_run
 from ..data import TaskData
 from ..errors import UserError
-from ..records import overrides_tag, run_folder, write_json_atomic
+from ..records import overrides_tag, record_checkpoint, record_problem, relative_checkpoint, run_folder, write_json_atomic
 from .build import instantiate_model, instantiate_task
+from .checkpoint_io import inspect_checkpoint
 from .module import TaskModule
 
 
@@ -25,9 +29,9 @@ def read_record(path: Path) -> dict:
         raise UserError(f"record {str(path)!r} not found; give the path of a run's .json under OUT/runs") from None
     except (OSError, ValueError) as exc:
         raise UserError(f"record {str(path)!r} is not readable JSON ({exc}); rerun the run with --rerun") from None
-    missing = [k for k in ("model", "task", "preset", "seed", "status") if k not in rec]
-    if missing:
-        raise UserError(f"record {str(path)!r} lacks {', '.join(missing)}; is it a bench run record?")
+    problem = record_problem(rec) or next((f"it has no {k!r}" for k in ("model", "task", "preset", "seed") if k not in rec), None)
+    if problem:
+        raise UserError(f"record {str(path)!r} is not a bench run record ({problem}); give the path of a run's .json under OUT/runs")
     return rec
 
 
@@ -40,9 +44,13 @@ def rebuild_run(path: Path, data_overrides: list[str], registry):
     bad = [item for item in data_overrides if not item.startswith("data.")]
     if bad:
         raise UserError(f"bench eval --set takes data.* only (the model is the checkpoint's), got {bad[0]!r}")
-    ckpt = Path(rec.get("checkpoint") or run_folder(Path(path)) / "ckpt" / "best.ckpt")
+    ckpt = record_checkpoint(Path(path), rec)
     if not ckpt.is_file():
-        raise UserError(f"checkpoint {str(ckpt)!r} of record {str(path)!r} is missing; rerun the run with --rerun to recreate it")
+        raise UserError(f"the record's checkpoint {str(ckpt)!r} is missing (deleted, or a copy made without it); "
+                        f"train the run again with --rerun to recreate it")
+    problem = inspect_checkpoint(ckpt, needs=("state_dict",))[1]
+    if problem:
+        raise UserError(f"the record's checkpoint {str(ckpt)!r} is damaged ({problem}); train the run again with --rerun")
     overrides = [*rec.get("overrides", []), *data_overrides]
     config = resolve_run(registry, rec["model"], rec["task"], rec["preset"], overrides)
     train = config.train
@@ -54,13 +62,15 @@ def rebuild_run(path: Path, data_overrides: list[str], registry):
 
 def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator: str | None = None) -> dict:
     rec, ckpt, task, data, module = rebuild_run(path, data_overrides, registry)
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):  # no "GPU available: ..." notes: stderr is for problems
+        logging.getLogger(name).setLevel(logging.WARNING)
     train = module.train_cfg
     trainer = L.Trainer(accelerator=accelerator or "auto", devices=1, logger=False, enable_progress_bar=False, enable_model_summary=False,
                         precision=train["precision"])
     splits = ["val", *task.test_splits()]
     trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
     result = {**rec, "metrics": {s: module.last_eval[i] for i, s in enumerate(splits)}, "test_splits": splits[1:],
-              "evaluated_with": data_overrides, "checkpoint": str(ckpt)}
+              "evaluated_with": data_overrides, "checkpoint": relative_checkpoint(Path(path), ckpt)}
     tag = overrides_tag(data_overrides)
     out = run_folder(Path(path)) / (f"eval-{tag}.json" if tag else "eval.json")
     write_json_atomic(out, result)
