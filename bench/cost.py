@@ -707,6 +707,7 @@ def header(kind: str, models: list[str], setup: Setup, rows: list[dict], extra: 
 
 def stem(kind: str, setup: Setup) -> str:
     parts = [setup.task, setup.preset, {"training": "train", "halting": "halting", "streaming": "stream"}[kind], setup.device]
+    parts.append("T" + "-".join(str(n) for n in setup.lengths))  # runs at other lengths never overwrite this one
     if setup.dtype != "fp32":
         parts.append(setup.dtype)
     if setup.compile:

@@ -150,7 +150,7 @@ def test_state_bytes_walks_nested_containers():
 # ---- the command ---------------------------------------------------------------------------------
 def test_ratios_to_the_transformer(tmp_path, capsys):
     assert main(["cost", "--models", "lstm", "--lengths", "8,16", *TINY, "--out", str(tmp_path)]) == 0
-    rows = json.loads((tmp_path / "flipflop_smoke_train_cpu.json").read_text())["rows"]
+    rows = json.loads((tmp_path / "flipflop_smoke_train_cpu_T8-16.json").read_text())["rows"]
     assert [(r["model"], r["length"]) for r in rows] == [("transformer", 8), ("lstm", 8), ("transformer", 16), ("lstm", 16)]
     for length in (8, 16):
         ref, lstm = (next(r for r in rows if r["model"] == m and r["length"] == length) for m in ("transformer", "lstm"))
@@ -183,11 +183,11 @@ def test_out_of_memory_is_a_cell(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cost.TrainingStep, "__call__", step)
     assert main(["cost", "--models", "lstm", "--lengths", "8,16", *TINY, "--out", str(tmp_path)]) == 0
-    rows = json.loads((tmp_path / "flipflop_smoke_train_cpu.json").read_text())["rows"]
+    rows = json.loads((tmp_path / "flipflop_smoke_train_cpu_T8-16.json").read_text())["rows"]
     cells = {(r["model"], r["length"]): r for r in rows}
     assert cells["lstm", 16]["status"] == "OOM" and "step_s" not in cells["lstm", 16]
     assert cells["lstm", 8]["status"] == "ok" and cells["transformer", 16]["status"] == "ok"
-    assert "| OOM" in (tmp_path / "flipflop_smoke_train_cpu.md").read_text()
+    assert "| OOM" in (tmp_path / "flipflop_smoke_train_cpu_T8-16.md").read_text()
 
 
 @pytest.mark.parametrize("args, says", [
@@ -216,8 +216,8 @@ def test_cuda_without_a_gpu_is_bad_input(tmp_path, capsys):
 
 def test_files_carry_the_header(tmp_path):
     assert main(["cost", "--models", "lstm", "--lengths", "8", *TINY, "--out", str(tmp_path)]) == 0
-    md, csv_text = (tmp_path / "flipflop_smoke_train_cpu.md").read_text(), (tmp_path / "flipflop_smoke_train_cpu.csv").read_text()
-    head = json.loads((tmp_path / "flipflop_smoke_train_cpu.json").read_text())["header"]
+    md, csv_text = (tmp_path / "flipflop_smoke_train_cpu_T8.md").read_text(), (tmp_path / "flipflop_smoke_train_cpu_T8.csv").read_text()
+    head = json.loads((tmp_path / "flipflop_smoke_train_cpu_T8.json").read_text())["header"]
     for key in ("models", "shapes", "dtype", "compile", "device", "torch", "commit", "date", "inputs", "memory"):
         assert key in head and f"- **{key}**:" in md and f"# {key}:" in csv_text
     assert head["torch"] == torch.__version__ and head["shapes"] == "batch 2 x length 8" and "random tokens" in head["inputs"]
@@ -239,16 +239,19 @@ def test_stream_rows(tmp_path, capsys, toy_registry):
     args = ["--registry", str(toy_registry), "cost", "--stream", "--models", "streaming-toy,refusing-toy", "--lengths", "4,16",
             "--decode-tokens", "5", *TINY, "--out", str(tmp_path)]
     assert main(args) == 0
-    rows = json.loads((tmp_path / "flipflop_smoke_stream_cpu.json").read_text())["rows"]
+    rows = json.loads((tmp_path / "flipflop_smoke_stream_cpu_T4-16.json").read_text())["rows"]
     toy = {r["length"]: r for r in rows if r["model"] == "streaming-toy"}
     ref = [r for r in rows if r["model"] == "transformer"]
-    assert [r["status"] for r in ref] == ["no streaming (Transformer has no streaming path (init_state / step))"] * 2
+    assert [r["status"] for r in ref] == ["ok"] * 2
     assert [r["status"] for r in rows if r["model"] == "refusing-toy"] == ["no streaming (RefusingToy needs the whole sequence to cut its chunks)"] * 2
     d, b = 32, 2  # the smoke preset's d_model, --batch
     for length, r in toy.items():
         assert r["status"] == "ok" and r["decode_steps"] == 2 * 5  # 5 per repeat, 2 repeats
         assert r["state_bytes"] == b * d * 4 + b * length * d * 4  # h, and one cached row per context token
         assert r["prefill_s"] > 0 and 0 < r["decode_s"] <= r["decode_p90_s"]
-        assert r["decode_s_ratio"] is None  # the Transformer does not stream on this branch
-    assert (tmp_path / "flipflop_smoke_stream_cpu.png").stat().st_size > 0
-    assert "no streaming (Transformer" in capsys.readouterr().out
+        t = next(x for x in ref if x["length"] == length)
+        assert t["state_bytes"] == 1 * 2 * b * length * d * 4  # the Transformer's KV cache: 1 layer, keys and values
+        assert r["decode_s_ratio"] == pytest.approx(r["decode_s"] / t["decode_s"])
+        assert r["state_bytes_ratio"] == pytest.approx(r["state_bytes"] / t["state_bytes"])
+    assert (tmp_path / "flipflop_smoke_stream_cpu_T4-16.png").stat().st_size > 0
+    assert "no streaming (RefusingToy" in capsys.readouterr().out
