@@ -83,12 +83,8 @@ class Transformer(Backbone):
                              "raise model.max_len or use sinusoidal/xpos")
         positions = torch.arange(n, n + t, device=tokens.device)  # (t,): the stream continues
         x = self.embed(tokens, positions.expand(B, t))  # (B, t, d)
-        rope = key_scale = None
-        if self.rotary is not None:
-            center = torch.tensor((n + t - 1) / 2, device=tokens.device)  # the forward's max(pos) / 2 at this length
-            rope = self.rotary.tables(positions, center)  # (t, hd) each
-            if rope.scale is not None:  # every cached key rescaled to the new center
-                key_scale = self.rotary.xpos_scale(torch.arange(n + t, device=tokens.device), center)  # (n+t, hd)
+        # (t, hd) tables of the new positions; xPos: every cached key rescaled to the new center
+        rope, key_scale = (None, None) if self.rotary is None else self.rotary.continuing(n, t, tokens.device)
         caches = []
         for block, cache in zip(self.blocks, state["layers"]):
             x, cache = block.step(x, cache, rope=rope, key_scale=key_scale)

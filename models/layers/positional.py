@@ -99,6 +99,17 @@ class Rotary(nn.Module):
             cos, sin, scale = cos.unsqueeze(1), sin.unsqueeze(1), None if scale is None else scale.unsqueeze(1)
         return RotaryTables(cos, sin, scale)
 
+    def continuing(self, n: int, t: int, device=None) -> tuple[RotaryTables, Tensor | None]:
+        """Streaming: the tables of t new positions n..n+t-1 (t, hd), and the xPos scale of all
+        n + t key positions (n+t, hd; None for RoPE) that ``MultiHeadAttention.step`` divides its
+        cached keys by. Both use the center (n + t - 1) / 2, a forward's max(pos) / 2 over the
+        n + t positions (the center cancels in q.k; this choice keeps the float error of a forward)."""
+        positions = torch.arange(n, n + t, device=device)  # (t,)
+        center = torch.tensor((n + t - 1) / 2, device=device)
+        rope = self.tables(positions, center)
+        key_scale = None if rope.scale is None else self.xpos_scale(torch.arange(n + t, device=device), center)
+        return rope, key_scale
+
     def xpos_scale(self, pos: Tensor, center: Tensor) -> Tensor:
         """(..., T) positions -> (..., T, hd) xPos scale zeta^((pos - center) / scale_base)."""
         expo = (pos.float() - center).unsqueeze(-1) / self.scale_base
