@@ -31,6 +31,10 @@ from .tlb import TLB
 
 
 class GUTLB(TLB):
+    # Streaming: TLB's step does the chunk bookkeeping; GUTLB streams once it overrides the chunk
+    # stack (``stack_init_cache`` / ``stack_step``) with its halting loop. Until then it refuses.
+    supports_streaming = False
+
     def __init__(
         self,
         vocab_size: int,
@@ -106,3 +110,8 @@ class GUTLB(TLB):
             out.aux_loss = self.beta * ((ponder * real_f).sum(1) / n_real).mean()
         self._chunks, self._gates = [], []
         return out
+
+    def streaming_refusal(self) -> str:
+        if not self.causal:
+            return super().streaming_refusal()
+        return "GUTLB has no streaming path yet: its halting loop does not override TLB's stack_init_cache / stack_step"

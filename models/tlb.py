@@ -22,6 +22,27 @@ Chunking: fixed-size slices of g tokens, so chunk boundaries do not depend on th
 length (Alg. 2's torch.chunk(H, ceil(n/g)) gives the same chunks when g divides n). TLB-FR
 slices into ceil(T/k)-token chunks, i.e. exactly torch.chunk(H, k); its boundaries depend on
 the padded length T of the batch (never on token content).
+
+Streaming (causal TLB): the stream is cut at the same multiples of g as ``forward``; a piece is
+split where it crosses a chunk boundary. State, bounded by g and S:
+
+    {"pos":    tokens already in the current chunk, 0 <= pos < g
+     "memory": M^t (B, S, d), built from the completed chunks
+     "stack":  the per-chunk state of the chunk-processing stack (TLB: one KV cache per layer,
+               keys rotated at positions 0..pos-1 of the chunk, with RSA's REM state), reset at
+               every chunk boundary as the chunk's attention and REM restart
+     "chunk":  C_L of the current chunk's positions so far (B, pos, d), pre-LN}
+
+    per piece within chunk t:  C_L rows = stack_step(C_0 rows, stack, M^t, xPos at pos..)
+                               hidden = LN(C_L rows);  chunk += C_L rows
+    once pos reaches g:        M^{t+1} = update_memory(M^t, chunk);  stack, chunk restart
+
+The chunk stack is two overridable methods, ``stack_init_cache(batch_size, device)`` and
+``stack_step(x, cache, memory, rope, key_scale) -> (C_L rows, cache)``; the chunk bookkeeping
+(splitting, resets, collecting C_L, the memory update) lives in ``step`` only, so GUTLB streams
+by overriding the stack methods. ``pooled`` of a step is ``forward``'s on the whole prefix:
+where the prefix ends inside a chunk, forward updates the memory with that partial chunk too, so
+the step does the same on a copy (the state keeps M^t until the chunk completes).
 """
 from __future__ import annotations
 
@@ -30,12 +51,14 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .base import Backbone, BackboneOutput
+from .base import Backbone, BackboneOutput, StreamingUnsupported
 from .layers import Rotary, TransformerBlock, positions_from_mask, rsa_gate_stats
 from .layers.memory import MemoryUpdate, init_slots, keep_where
 
 
 class TLB(Backbone):
+    supports_streaming = True  # causal instances; TLB-FR (n_chunks > 0) cannot
+
     def __init__(
         self,
         vocab_size: int,
@@ -102,3 +125,64 @@ class TLB(Backbone):
         pooled = self.ln_mem(memory).mean(dim=1)  # (B, d) LN(final memory), mean over slots
         stats = {"n_chunks": float(len(outs)), **rsa_gate_stats(self)}
         return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=stats, pooled=pooled)
+
+    # ---- streaming (causal) ------------------------------------------------------------------
+    def update_memory(self, memory: Tensor, c_last: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Alg. 2's recurrent memory update: M^t (B, S, d) attends to a chunk's C_L (B, n, d),
+        through the U update layers -> M^{t+1} (B, S, d)."""
+        for update in self.updates:
+            memory = update(memory, c_last, mask)
+        return memory
+
+    def stack_init_cache(self, batch_size: int, device=None) -> list:
+        """The chunk stack's state at the start of a chunk: an empty KV cache per layer (RSA: a
+        zero REM state, the REM restarting in every chunk as forward's per-chunk attention does)."""
+        return [layer.init_cache(batch_size, device) for layer in self.layers]
+
+    def stack_step(self, x: Tensor, cache: list, memory: Tensor, rope, key_scale: Tensor | None) -> tuple[Tensor, list]:
+        """The L chunk-processing layers on t new positions of the current chunk: x = C_0 (B, t, d),
+        ``memory`` = M^t (B, S, d) read by every layer, ``rope`` / ``key_scale`` the xPos tables of
+        the chunk positions (``Rotary.continuing``) -> (C_L (B, t, d), pre-LN; the new cache)."""
+        caches = []
+        for layer, layer_cache in zip(self.layers, cache):
+            x, layer_cache = layer.step(x, layer_cache, memory=memory, rope=rope, key_scale=key_scale)
+            caches.append(layer_cache)
+        return x, caches
+
+    def streaming_refusal(self) -> str:
+        if self.n_chunks > 0:
+            return f"{type(self).__name__} with n_chunks={self.n_chunks} cannot stream: its chunk length ceil(n / k) needs the whole length n"
+        return super().streaming_refusal()
+
+    def check_streams(self) -> None:
+        """Causal, fixed chunks, and a class whose stack streams (GUTLB's until it overrides the stack)."""
+        if not (self.supports_streaming and self.causal and self.n_chunks <= 0):
+            raise StreamingUnsupported(self.streaming_refusal())
+
+    def init_state(self, batch_size: int, device=None) -> dict:
+        self.check_streams()
+        memory = self.memory0.detach().expand(batch_size, -1, -1).to(device or self.memory0.device).clone()  # M^0
+        return {"pos": 0, "memory": memory, "stack": self.stack_init_cache(batch_size, memory.device),
+                "chunk": memory.new_zeros(batch_size, 0, self.d_model)}
+
+    def step(self, tokens: Tensor, state: dict) -> tuple[BackboneOutput, dict]:
+        self.check_streams()
+        B, g = tokens.shape[0], self.chunk_size
+        pos, memory, cache, chunk = state["pos"], state["memory"], state["stack"], state["chunk"]
+        outs, start = [], 0
+        while start < tokens.shape[1]:
+            piece = tokens[:, start : start + g - pos]  # never crosses a chunk boundary
+            t = piece.shape[1]
+            rope, key_scale = self.rotary.continuing(pos, t, tokens.device)  # xPos restarts in every chunk
+            c, cache = self.stack_step(self.drop(self.embed(piece)), cache, memory, rope, key_scale)  # C_L (B, t, d)
+            chunk = torch.cat((chunk, c), dim=1)  # (B, pos + t, d)
+            outs.append(self.ln_out(c))
+            pos, start = pos + t, start + t
+            if pos == g:  # chunk complete: M^{t+1} = MemoryUpdate(M^t, C_L); the next chunk starts afresh
+                memory = self.update_memory(memory, chunk)
+                pos, cache, chunk = 0, self.stack_init_cache(B, tokens.device), chunk.new_zeros(B, 0, self.d_model)
+        hidden = torch.cat(outs, dim=1)  # (B, t, d)
+        final = memory if pos == 0 else self.update_memory(memory, chunk)  # forward's trailing partial chunk
+        pooled = self.ln_mem(final).mean(dim=1)  # (B, d), as forward's on the whole prefix
+        out = BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=rsa_gate_stats(self), pooled=pooled)
+        return out, {"pos": pos, "memory": memory, "stack": cache, "chunk": chunk}

@@ -21,6 +21,7 @@ from models.brt import BlockRecurrentTransformer
 from models.layers.rem import REM
 from models.r_transformer import RTransformer
 from models.rnn import RNN
+from models.tlb import TLB
 from models.transformer import Transformer
 from models.xl import TransformerXL
 
@@ -49,8 +50,8 @@ STREAMING = [m for m in CAUSAL if model_class(m).supports_streaming]
 # TLB-FR cannot stream by definition (its chunk length depends on the whole input's length).
 OWN = {"transformer", "nope", "transformer-star", "rsa-transformer", "rsa-transformer-I", "rsa-transformer-II",
        "rsa-transformer-III", "rsa-transformer-IV", "xl", "rsa-xl", "brt", "brt-lstm-gate", "rsa-brt",
-       "lstm", "gru", "r-transformer"}
-OTHERS = {"tlb", "rsa-tlb", "gutlb", "ut", "gut", "gut-no-global-halt", "gut-no-gate", "gut-no-transition"}
+       "lstm", "gru", "r-transformer", "tlb", "rsa-tlb"}
+OTHERS = {"gutlb", "ut", "gut", "gut-no-global-halt", "gut-no-gate", "gut-no-transition"}
 CANNOT = {"tlb-fr"}
 
 
@@ -165,7 +166,7 @@ def test_state_round_trips_through_torch_save(name):
 def bounded_part(model, state):
     """The part of a state that must stay bounded, or None for families whose state grows
     (attention over the whole prefix: Transformer, NoPE, Transformer*)."""
-    if isinstance(model, RNN | BlockRecurrentTransformer):
+    if isinstance(model, RNN | BlockRecurrentTransformer | TLB):  # TLB: memory slots + one chunk's caches
         return state
     if isinstance(model, TransformerXL) and model.segment_len < T:
         return state
@@ -188,6 +189,37 @@ def test_memory_bounded_state_stops_growing(name):
     if isinstance(model, TransformerXL):  # memory plus at most one segment per layer
         per_position = (2 * 2 + 1) * model.d_model  # k and v of batch 2, and the distance's projection
         assert numel(long) <= len(model.layers) * per_position * (model.mem_len + model.segment_len)
+
+
+@pytest.mark.parametrize("name", ["tlb", "rsa-tlb"])
+def test_tlb_piece_across_several_chunks_equals_token_by_token(name):
+    """One step whose piece crosses three chunk boundaries (chunks of 5: positions 2..16) gives
+    the states of token-by-token streaming; so does a piece ending exactly on a boundary."""
+    model = build(name)
+    tokens = tokens_for(8)
+    with torch.no_grad():
+        one_by_one, _ = stream(model, tokens, [1] * T)
+        across, _ = stream(model, tokens, [2, 14, 7])
+        on_boundary, _ = stream(model, tokens, [3, 12, 8])
+    assert (across - one_by_one).abs().max().item() < TOL
+    assert (on_boundary - one_by_one).abs().max().item() < TOL
+
+
+@pytest.mark.parametrize("name", ["tlb", "rsa-tlb"])
+@pytest.mark.parametrize("length", [12, 15])
+def test_tlb_step_pools_as_forward_on_the_prefix(name, length):
+    """A step's ``pooled`` is forward's on the whole prefix: mid-chunk (12), the partial chunk
+    updates the memory as in forward (the state keeps the memory of completed chunks); on a
+    boundary (15), the memory of the completed chunks."""
+    model = build(name)
+    tokens = tokens_for(9, length=length)
+    with torch.no_grad():
+        state, out = model.init_state(2), None
+        for start in range(0, length, 4):
+            out, state = model.step(tokens[:, start : start + 4], state)
+        full = model(tokens)
+    assert state["pos"] == length % model.chunk_size
+    assert (out.pooled - full.pooled).abs().max().item() < TOL
 
 
 def test_every_causal_entry_streams_except_tlb_fr():
