@@ -99,6 +99,15 @@ class Rotary(nn.Module):
             cos, sin, scale = cos.unsqueeze(1), sin.unsqueeze(1), None if scale is None else scale.unsqueeze(1)
         return RotaryTables(cos, sin, scale)
 
+    def continuing(self, n: int, t: int, device=None) -> tuple[RotaryTables, Tensor | None]:
+        """Streaming: the tables of t new positions n..n+t-1 after n seen ones, and the xPos scale
+        of all n + t key positions (None for RoPE), both at the center (n + t - 1) / 2 that the
+        forward over n + t positions uses (``MultiHeadAttention.step``'s ``rope`` and ``key_scale``)."""
+        center = torch.tensor((n + t - 1) / 2, device=device)
+        rope = self.tables(torch.arange(n, n + t, device=device), center)  # (t, hd) each
+        key_scale = None if rope.scale is None else self.xpos_scale(torch.arange(n + t, device=device), center)
+        return rope, key_scale  # key_scale (n+t, hd): every cached key rescaled to the new center
+
     def xpos_scale(self, pos: Tensor, center: Tensor) -> Tensor:
         """(..., T) positions -> (..., T, hd) xPos scale zeta^((pos - center) / scale_base)."""
         expo = (pos.float() - center).unsqueeze(-1) / self.scale_base
