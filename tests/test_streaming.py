@@ -5,7 +5,8 @@ built small and causal, and fed through ``step`` token by token and in random pi
 per-position states must equal one full ``forward`` (eval mode, fp32, max abs diff < 1e-5).
 Also: a state carried across calls equals the state rebuilt from the prefix in one call; state
 of memory-bounded families stops growing; ``torch.save`` of a state round-trips; the REM
-recurrence equals the REM for every kind, dilation and lag cap; which entries stream.
+recurrence equals the REM for every kind, dilation and lag cap; which entries stream; UT / GUT
+and the ablations in every halting mode with positions (and whole sequences) halting unevenly.
 Run with ``-s`` to see the largest difference of every entry.
 """
 import io
@@ -418,6 +419,37 @@ def test_depth_recurrence_streams_in_every_mode_while_positions_halt(name, mode)
         return
     assert depth.min() < MAX_LAYERS and depth.max() == MAX_LAYERS, depth  # halting really happens, unevenly
     torch.testing.assert_close(model.beta * out.stats["ponder"].mean(), full.aux_loss)
+
+
+@pytest.mark.parametrize("name", DEPTH)
+def test_early_exit_drops_sequences_and_the_stream_still_equals_it(name):
+    """Causal per-position units: ``halt`` mode's early exit (a sequence leaves the batch once all
+    its positions halted) gives ``upperbound``'s outputs, and the stream (which steps every
+    position to max_layers, frozen once halted) gives both. The fixture makes whole sequences
+    halt at different depths, so the forward really drops some rows before others."""
+    outs, rows = {}, {}
+    for mode in ("halt", "upperbound"):
+        model = build(name, max_layers=MAX_LAYERS, mode=mode, halt_bias_init=2.5)
+        torch.manual_seed(1)
+        torch.nn.init.normal_(model.halting.unit.fc1.weight, std=0.1)
+        torch.nn.init.normal_(model.halting.unit.fc2.weight, std=0.5)
+        seen = []
+        hook = model.block.register_forward_hook(lambda module, args, out, seen=seen: seen.append(out.shape[0]))
+        tokens = tokens_for(8, batch=6)
+        with torch.no_grad():
+            outs[mode] = model(tokens)
+            hook.remove()
+            streamed, _ = stream(model, tokens, [6, 1, 12, 4])
+            last, _ = model.step(tokens, model.init_state(6))
+        rows[mode] = seen
+        assert (streamed - outs[mode].hidden).abs().max().item() < TOL
+    exits = last.stats["halt_depth"].max(-1).values  # (B,) the iteration after which each sequence is done
+    assert exits.min() < exits.max() <= MAX_LAYERS, exits  # sequences leave at different depths
+    assert sum(rows["halt"]) < sum(rows["upperbound"]) == 6 * MAX_LAYERS and rows["halt"][-1] < 6
+    a, b = outs["halt"], outs["upperbound"]
+    torch.testing.assert_close(a.hidden, b.hidden, atol=TOL, rtol=0)
+    torch.testing.assert_close(a.aux_loss, b.aux_loss)
+    torch.testing.assert_close(a.stats["halt_depth"], b.stats["halt_depth"])
 
 
 @pytest.mark.parametrize("name", ["ut", "gut"])

@@ -13,7 +13,8 @@ or [LN cached; LN x] (XL / BRT: the cached previous segment, then the segment it
 ``RecurrentBlock`` (``gated.py``) reuses ``mix`` and replaces the last residual by a gate.
 
 Streaming (``step``): the same block on t new positions, the attention reading and extending this
-layer's cache (``MultiHeadAttention.step`` / ``RelativeAttention.step``) instead of a context.
+layer's cache (``MultiHeadAttention.step`` / ``RelativeAttention.step``) instead of a context;
+``mix_step`` is ``mix``'s streaming form (its ``context``: the new positions' keys / values, UT).
 """
 from __future__ import annotations
 

@@ -9,6 +9,10 @@
 With ``gate=False`` it is the plain pre-LN block of UT (H_l = H_inter): the first two lines
 are ``TransformerBlock.mix``. UT's Alg. 1 attends from H_{l-1} to the halting mixture S_{l-1},
 hence the ``context`` argument.
+
+Streaming (``step``): the same block on t new positions of one iteration, ``mix_step`` reading and
+extending that iteration's cache: keys / values of LN(S_{l-1}) of every earlier position for UT
+(``context``), of LN(H_{l-1}) for GUT; eqs. 9-11 are shared with ``forward`` (``update``).
 """
 from __future__ import annotations
 

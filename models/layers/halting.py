@@ -243,7 +243,17 @@ class DepthHalting(nn.Module):
         the shared block on the new positions given that iteration's cache: the host puts in it
         what ``forward``'s step function closes over (rope / key_scale of the new positions, K, V
         = S_{l-1} or H_{l-1}, GUTLB's memory read). Every position runs all max_iters iterations
-        (see the module docstring); the state's ``n`` counts positions, not the host's."""
+        (see the module docstring); the state's ``n`` counts positions, not the host's.
+
+        UT / GUT (``models/universal.py``) keep one such state for the whole stream. GUTLB would keep
+        one per chunk, its prefix means and caches restarting at each chunk boundary:
+
+            state = halting.init_state([block.init_cache(B, dev) for _ in range(max_iters)], B, dev)
+            def block_step(c, s, cache):  # the chunk's positions so far, memory M^t of earlier chunks
+                return block.step(c, cache, context=s if attend_to_mixture else None, memory=memory,
+                                  rope=rope, key_scale=key_scale)
+            res, state = halting.step(block_step, c0, state)   # res.output: S_L of the new positions
+        """
         B, t, _ = h0.shape
         n, L = state["n"], self.max_iters
         caches = list(state["caches"])
@@ -258,7 +268,7 @@ class DepthHalting(nn.Module):
 
         def prefix_mean(x: Tensor, sums: list, i: int) -> Tensor:  # x (B, t, d) -> its prefix mean (B, t, d)
             csum = sums[i].unsqueeze(1) + x.cumsum(1)  # sum over positions <= each new one
-            sums[i] = csum[:, -1]
+            sums[i] = csum[:, -1]  # the running sum accumulates in forward's cumsum order
             return csum / count
 
         sum_prev = None if state["sum_prev"] is None else list(state["sum_prev"])
