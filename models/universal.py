@@ -13,13 +13,21 @@ means, one halting probability per position (see ``layers/halting.py``).
 The tasks add START/END tokens; a non-causal GUT pools the END position (the last real
 token, ``pool="end"``) as the reference code does; UT mean-pools (``pooled=None``).
 Loss: L = L_main + beta * L_ACT (App. A: beta = 0.1, 0 for logical inference).
+
+Streaming (causal; every mode): the depth loop's ``DepthHalting.step`` with one attention cache
+per iteration (keys / values of LN(S_{l-1}) for UT, of LN(H_{l-1}) for GUT, of every earlier
+position as frozen at that depth) and GUT's running prefix sums; positions continue from the
+number seen, for the absolute encodings and rotary / xPos alike (as ``Transformer.step``). State:
+{"n", "caches": [max_layers caches], "sum_prev", "sum_new"}; it grows with the stream, as
+attention does. ``step`` reports halt_depth and ponder per new position (B, t); its aux_loss is
+0 (the ACT cost is a training loss of the whole sequence: use ``forward`` to train).
 """
 from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
 
-from .base import Backbone, BackboneOutput
+from .base import Backbone, BackboneOutput, StreamingUnsupported
 from .layers import TokenEmbedding, make_rotary, positions_from_mask
 from .layers.gated import RecurrentBlock, gate_mean, mean_over_iterations
 from .layers.halting import DepthHalting, take
@@ -33,6 +41,8 @@ def last_real_state(hidden: Tensor, mask: Tensor) -> Tensor:
 
 class UT(Backbone):
     """Universal Transformer with token-level halting; GUT below only changes defaults."""
+
+    supports_streaming = True
 
     def __init__(
         self,
@@ -96,6 +106,41 @@ class UT(Backbone):
         pooled = last_real_state(hidden, mask) if (self.pool == "end" and not self.causal) else None
         aux = self.beta * res.ponder.mean() if self.beta else self.zero_aux(hidden)
         return BackboneOutput(hidden=hidden, aux_loss=aux, stats=stats, pooled=pooled)
+
+    # ---- streaming -----------------------------------------------------------------------
+    def init_state(self, batch_size: int, device=None) -> dict:
+        if not self.causal:
+            raise StreamingUnsupported(self.streaming_refusal())
+        caches = [self.block.init_cache(batch_size, device) for _ in range(self.halting.max_iters)]
+        return self.halting.init_state(caches, batch_size, device)
+
+    def step(self, tokens: Tensor, state: dict) -> tuple[BackboneOutput, dict]:
+        if not self.causal:
+            raise StreamingUnsupported(self.streaming_refusal())
+        B, t = tokens.shape
+        n = state["n"]
+        abs_pos = self.embed.abs_pos
+        if abs_pos is not None and abs_pos.kind == "learned" and n + t > abs_pos.max_len:
+            raise ValueError(f"learned positions go up to {abs_pos.max_len - 1} but the stream reaches position {n + t - 1}; "
+                             "raise model.max_len or use sinusoidal/xpos")
+        h0 = self.embed(tokens, torch.arange(n, n + t, device=tokens.device).expand(B, t))  # H_0 (B, t, d)
+        rope, key_scale = (None, None) if self.rotary is None else self.rotary.continuing(n, t, tokens.device)
+        gates: list[tuple[Tensor, Tensor]] = []
+
+        def block_step(h: Tensor, s: Tensor, cache: dict) -> tuple[Tensor, dict]:  # one iteration, t new positions
+            out, cache = self.block.step(
+                h, cache, context=s if self.attend_to_mixture else None, rope=rope, key_scale=key_scale,
+            )
+            if self.block.last_gate is not None:
+                gates.append(gate_mean(self.block.last_gate, torch.ones_like(tokens, dtype=torch.bool)))
+            return out, cache
+
+        res, state = self.halting.step(block_step, h0, state)
+        hidden = self.ln_out(res.output)  # (B, t, d)
+        stats: dict = {"halt_depth": res.depth.detach(), "ponder": res.ponder.detach()}  # (B, t) each
+        if gates:
+            stats["gate_mean"] = mean_over_iterations(gates)
+        return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=stats), state
 
 
 class GUT(UT):

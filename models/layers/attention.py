@@ -234,16 +234,20 @@ class MultiHeadAttention(nn.Module):
         return {"k": empty, "v": empty.clone(), "rem": rem}
 
     def step(
-        self, x: Tensor, cache: dict, *, rope: RotaryTables | None = None, key_scale: Tensor | None = None
+        self, x: Tensor, cache: dict, *, rope: RotaryTables | None = None, key_scale: Tensor | None = None,
+        context: Tensor | None = None,
     ) -> tuple[Tensor, dict]:
         """Causal self-attention of t new positions x (B, t, d) to every cached position and to
         themselves: (output (B, t, d), the cache with them appended). ``rope``: rotary tables of
         the new positions (xPos scale included); ``key_scale``: the xPos scale of all n + t key
         positions at the same center (None for RoPE / no rotary). The queries are the last t of
-        n + t positions, so ``attend``'s end-aligned causal mask is the stream's."""
+        n + t positions, so ``attend``'s end-aligned causal mask is the stream's. ``context``
+        (B, t, d): the new positions' keys / values come from it instead of x (UT attends to its
+        halting mixture at the queries' own positions, as ``forward`` does with ``context``)."""
+        kv = x if context is None else context  # (B, t, d)
         q = self.split_heads(self.q_proj(x))  # (B, H, t, hd)
-        k = self.split_heads(self.k_proj(x))
-        v = torch.cat((cache["v"], self.split_heads(self.v_proj(x))), dim=2)  # (B, H, n+t, hd)
+        k = self.split_heads(self.k_proj(kv))
+        v = torch.cat((cache["v"], self.split_heads(self.v_proj(kv))), dim=2)  # (B, H, n+t, hd)
         if rope is not None:
             q, k = rotate(q, rope), rotate(k, rope)
             if rope.scale is not None:

@@ -13,7 +13,8 @@ or [LN cached; LN x] (XL / BRT: the cached previous segment, then the segment it
 ``RecurrentBlock`` (``gated.py``) reuses ``mix`` and replaces the last residual by a gate.
 
 Streaming (``step``): the same block on t new positions, the attention reading and extending this
-layer's cache (``MultiHeadAttention.step`` / ``RelativeAttention.step``) instead of a context.
+layer's cache (``MultiHeadAttention.step`` / ``RelativeAttention.step``) instead of a context;
+``mix_step`` is ``mix``'s streaming form (its ``context``: the new positions' keys / values, UT).
 """
 from __future__ import annotations
 
@@ -84,13 +85,27 @@ class TransformerBlock(nn.Module):
     def init_cache(self, batch_size: int, device=None) -> dict:
         return self.attn.init_cache(batch_size, device)
 
-    def step(self, x: Tensor, cache: dict, *, memory: Tensor | None = None, **attn) -> tuple[Tensor, dict]:
+    def step(self, x: Tensor, cache: dict, **kw) -> tuple[Tensor, dict]:
         """Streaming: x (B, t, d) the new positions, ``cache`` this layer's attention cache ->
-        (y (B, t, d), new cache). ``attn``: the attention's step arguments (rope / key_scale);
-        ``memory``: the slots the memory read attends to (TLB), if the block has one."""
+        (y (B, t, d), new cache). ``kw``: ``mix_step``'s."""
+        a, cache = self.mix_step(x, cache, **kw)
+        return self.ffn_residual(a), cache
+
+    def mix_step(
+        self, x: Tensor, cache: dict, *, context: Tensor | None = None, memory: Tensor | None = None, **attn
+    ) -> tuple[Tensor, dict]:
+        """``mix`` on t new positions: (A (B, t, d), new cache). ``attn``: the attention's step
+        arguments (rope / key_scale); ``memory``: the slots the memory read attends to (TLB), if the
+        block has one; ``context`` (B, t, d): the new positions' keys / values come from LN(context)
+        (UT's halting mixture; plain attention, pre-LN), so the cache holds LN(context)'s."""
         if not self.norm_first:  # post-LN: attend to the raw stream, normalise the sum
+            if context is not None:
+                raise ValueError("a streaming context is defined for the pre-LN block only")
             y, cache = self.attn.step(x, cache, **attn)
-            return self.ffn_residual(self.ln_attn(x + self.drop(y))), cache
-        y, cache = self.attn.step(self.ln_attn(x), cache, **attn)
+            return self.ln_attn(x + self.drop(y)), cache
+        if context is None:
+            y, cache = self.attn.step(self.ln_attn(x), cache, **attn)
+        else:
+            y, cache = self.attn.step(self.ln_attn(x), cache, context=self.ln_attn(context), **attn)
         a = x + self.drop(y)
-        return self.ffn_residual(a if self.read is None else self.read(a, memory)), cache
+        return (a if self.read is None else self.read(a, memory)), cache

@@ -9,6 +9,10 @@
 With ``gate=False`` it is the plain pre-LN block of UT (H_l = H_inter): the first two lines
 are ``TransformerBlock.mix``. UT's Alg. 1 attends from H_{l-1} to the halting mixture S_{l-1},
 hence the ``context`` argument.
+
+Streaming (``step``): the same block on t new positions of one iteration, ``mix_step`` reading and
+extending that iteration's cache: keys / values of LN(S_{l-1}) of every earlier position for UT
+(``context``), of LN(H_{l-1}) for GUT; eqs. 9-11 are shared with ``forward`` (``update``).
 """
 from __future__ import annotations
 
@@ -40,7 +44,18 @@ class RecurrentBlock(TransformerBlock):
 
     def forward(self, x: Tensor, **kw) -> Tensor:  # (b, T, d) -> (b, T, d)
         """``kw``: ``TransformerBlock.mix``'s (context, memory) and the attention's (rope, key_mask, causal)."""
-        a = self.mix(x, **kw)
+        return self.update(x, self.mix(x, **kw))
+
+    def step(self, x: Tensor, cache: dict, **kw) -> tuple[Tensor, dict]:
+        """Streaming: H_{l-1} of t new positions x (B, t, d) and this iteration's attention cache ->
+        (H_l (B, t, d), the cache with them appended). ``kw``: ``TransformerBlock.mix_step``'s
+        (context: UT's S_{l-1} of the new positions, so the cache holds LN(S_{l-1}) keys / values;
+        memory; rope / key_scale)."""
+        a, cache = self.mix_step(x, cache, **kw)
+        return self.update(x, a), cache
+
+    def update(self, x: Tensor, a: Tensor) -> Tensor:
+        """H_l from H_{l-1} = x and A (b, T, d): eq. 9, then the gate (eqs. 10-11) if any."""
         z = self.ln_ffn(a)
         h_inter = a + self.drop(self.ffn(z))  # eq. 9
         if self.gate is None:

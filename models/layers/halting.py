@@ -23,11 +23,21 @@ outputs but keeps every sequence to the upper bound (halted units frozen, nothin
 
 Ponder (ACT) cost per unit, as in the reference code: sum_j alpha_j (j+1) + (1 - sum_j alpha_j) n,
 where n is the number of iterations the unit received (eq. 8 plus the remainder's cost).
+
+Streaming (causal only; ``init_state`` / ``step``): t new positions run through every iteration
+l = 1..max_iters, each iteration's block step reading and extending that iteration's cache (the
+keys / values of H_{l-1}, or S_{l-1} for Alg. 1, of every earlier position, as frozen at that
+depth). Causal units are per position, so a new position's halting needs only its own history
+and, for global halting, the prefix sums over earlier positions of H_{l-1} (and of H_l when
+transition-aware) at every depth, carried as running sums. Halted positions stay frozen but keep
+being stepped to max_iters (as in ``upperbound``): later positions attend to them at every depth,
+and the transition-aware prefix mean of H_l sums every position's freshly computed H_l, frozen or
+not, exactly as ``forward`` does. So ``halt`` mode streams like ``upperbound`` (same outputs).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -37,6 +47,9 @@ HALTING_MODES = ("halt", "upperbound", "no-halt")
 # step(h_prev (b, T, d), s_prev (b, T, d), rows) -> h_new (b, T, d); rows: (b,) indices into the
 # full batch of the sequences still running, or None while that is every sequence (no gather)
 StepFn = Callable[[Tensor, Tensor, "Tensor | None"], Tensor]
+# streaming: block_step(h_prev (B, t, d), s_prev (B, t, d), cache) -> (h_new (B, t, d), cache), one
+# iteration on the t new positions with that iteration's cache (``DepthHalting.step``)
+BlockStepFn = Callable[[Tensor, Tensor, object], "tuple[Tensor, object]"]
 
 
 class HaltingUnit(nn.Module):
@@ -69,6 +82,30 @@ class HaltingOutput:
     output: Tensor  # (B, T, d) S_L: the halting-weighted mixture (H_L in no-halt mode)
     ponder: Tensor  # (B,) per-example ponder cost (mean over real positions for per-position units)
     depth: Tensor  # (B,) iterations computed (mean over real positions for per-position units)
+    # (``DepthHalting.step`` gives ponder and depth per new position instead: (B, t) each)
+
+
+class HaltingCarry(NamedTuple):
+    """The running mixture of a set of halting units, updated once per iteration (``advance``)."""
+
+    acc: Tensor  # sum_{l'} alpha_{l'} H_{l'}     (b, T, d)
+    total: Tensor  # sum_{l'} alpha_{l'}           (b, P)
+    remain: Tensor  # prod_{l'} (1 - alpha_hat_{l'})
+    ponder: Tensor  # sum_j alpha_j (j + 1)
+    steps: Tensor  # iterations received
+    halted: Tensor  # (b, P) bool: frozen (or padding)
+
+    @staticmethod
+    def start(h0: Tensor, P: int, halted: Tensor) -> "HaltingCarry":
+        b = h0.shape[0]
+        zeros = h0.new_zeros(b, P)
+        return HaltingCarry(torch.zeros_like(h0), zeros, h0.new_ones(b, P), zeros.clone(), zeros.clone(), halted)
+
+    def rows(self, keep: Tensor) -> "HaltingCarry":
+        return HaltingCarry(*(x[keep] for x in self))
+
+    def cost(self) -> Tensor:  # (b, P) ponder cost + the remainder's (1 - sum alpha) n
+        return self.ponder + (1 - self.total) * self.steps
 
 
 class DepthHalting(nn.Module):
@@ -92,6 +129,8 @@ class DepthHalting(nn.Module):
         if max_iters < 1:
             raise ValueError(f"max_iters must be >= 1, got {max_iters}")
         self.max_iters = max_iters
+        self.d_model = d_model
+        self.causal = causal
         self.global_halt = global_halt
         self.transition = transition
         self.per_position = (not global_halt) or causal  # one halting unit per position
@@ -116,18 +155,13 @@ class DepthHalting(nn.Module):
         rows: Tensor | None = None  # the running sequences' indices; None = all, in order
         h, s = h0, h0  # H_0, and S_0 = H_0 (Alg. 1 attends to S_{l-1})
         m = mask
-        acc = torch.zeros_like(h0)  # sum_{l'} alpha_{l'} H_{l'}              (b, T, d)
-        total = h0.new_zeros(B, P)  # sum_{l'} alpha_{l'}
-        remain = h0.new_ones(B, P)  # prod_{l'} (1 - alpha_hat_{l'})
-        ponder = h0.new_zeros(B, P)  # sum_j alpha_j (j + 1)
-        steps = h0.new_zeros(B, P)  # iterations received
-        halted = ~valid  # padding positions never count as running
+        c = HaltingCarry.start(h0, P, ~valid)  # padding positions never count as running
         # pool(H_{l-1}) carried over from the last iteration's pool(H_l): exact for one unit per
         # sequence (a sequence is frozen or updated as a whole); a prefix mean over partly frozen
         # positions is not pool(H_l), so per-position units pool again
         reuse_pool = self.transition and not self.per_position
         x_prev = None
-        done: list[tuple] = []  # (rows, S, ponder, total, steps) of finished sequences; rows None = all
+        done: list[tuple] = []  # (rows, S, carry) of finished sequences; rows None = all
 
         for l in range(1, self.max_iters + 1):
             h_new = step(h, s, rows)  # H_l   (b, T, d)
@@ -136,49 +170,119 @@ class DepthHalting(nn.Module):
                 x_new = halting_input(h_new, m, self.per_position, self.global_halt)  # pool(H_l), eq. 17
                 x = torch.cat([x, x_new], -1)
             a_hat = self.unit(x)  # alpha_hat_{l-1}  (b, P)
-            live = ~halted
-            live_f = live.to(h0.dtype)
-            alpha = remain * a_hat * live_f  # alpha_{l-1}, eqs. 6 / 15 (0 for frozen units)
-            w = alpha.unsqueeze(-1)  # (b, P, 1) broadcasts over T when P == 1
-            acc = acc + w * h
-            total = total + alpha
-            remain = torch.where(live, remain * (1 - a_hat), remain)
-            ponder = ponder + alpha * l  # H_{l-1} costs (l-1)+1
-            steps = steps + live_f
             if reuse_pool:
-                x_prev = torch.where(live.unsqueeze(-1), x_new, x[..., : x_new.shape[-1]])  # pool(H_l) as frozen
-            h = torch.where(live.unsqueeze(-1), h_new, h)  # halted units stay read-only
-            s = (1 - total).unsqueeze(-1) * h + acc  # S_l, eqs. 7 / 16 (unchanged where frozen)
-            halted = halted | (total >= self.threshold)
+                x_prev = torch.where(~c.halted.unsqueeze(-1), x_new, x[..., : x_new.shape[-1]])  # pool(H_l) as frozen
+            h, s, c = self.advance(l, a_hat, h, h_new, c)
 
             if l == self.max_iters:  # every sequence still running finishes here
-                done.append((rows, s, ponder, total, steps))
+                done.append((rows, s, c))
             elif self.mode == "halt":  # early exit: drop the sequences whose units all halted
-                fin = halted.all(-1)  # (b,)
+                fin = c.halted.all(-1)  # (b,)
                 n_fin = int(fin.sum())  # the host sync that early exit needs
                 if n_fin == fin.shape[0]:
-                    done.append((rows, s, ponder, total, steps))
+                    done.append((rows, s, c))
                     break
                 if n_fin:
                     idx = torch.arange(B, device=h0.device) if rows is None else rows
-                    done.append((idx[fin], s[fin], ponder[fin], total[fin], steps[fin]))
+                    done.append((idx[fin], s[fin], c.rows(fin)))
                     keep = ~fin
-                    rows, h, s, acc = idx[keep], h[keep], s[keep], acc[keep]
-                    total, remain, ponder, steps, halted = total[keep], remain[keep], ponder[keep], steps[keep], halted[keep]
+                    rows, h, s, c = idx[keep], h[keep], s[keep], c.rows(keep)
                     x_prev = None if x_prev is None else x_prev[keep]
                     m = mask[rows]
 
-        pond = [d[2] + (1 - d[3]) * d[4] for d in done]  # + remainder cost (1 - H) n
+        pond = [d[2].cost() for d in done]
         if len(done) == 1 and done[0][0] is None:  # every sequence ran to the end: already in order
-            out, pond, stp = done[0][1], pond[0], done[0][4]
+            out, pond, stp = done[0][1], pond[0], done[0][2].steps
         else:
             inv = torch.argsort(torch.cat([d[0] for d in done]))  # put finished sequences back in batch order
             out = torch.cat([d[1] for d in done])[inv]
             pond = torch.cat(pond)[inv]
-            stp = torch.cat([d[4] for d in done])[inv]
+            stp = torch.cat([d[2].steps for d in done])[inv]
         vf = valid.to(h0.dtype)
         n_valid = vf.sum(-1).clamp_min(1.0)
         return HaltingOutput(out, (pond * vf).sum(-1) / n_valid, (stp * vf).sum(-1) / n_valid)
+
+    def advance(self, l: int, a_hat: Tensor, h: Tensor, h_new: Tensor, c: HaltingCarry) -> tuple[Tensor, Tensor, HaltingCarry]:
+        """Iteration l's halting update, shared by ``forward`` and ``step``: alpha_hat_{l-1} (b, P),
+        H_{l-1} and H_l (b, T, d) -> (H_l with frozen units kept, S_l, the carry after l)."""
+        live = ~c.halted
+        live_f = live.to(h.dtype)
+        alpha = c.remain * a_hat * live_f  # alpha_{l-1}, eqs. 6 / 15 (0 for frozen units)
+        w = alpha.unsqueeze(-1)  # (b, P, 1) broadcasts over T when P == 1
+        acc = c.acc + w * h
+        total = c.total + alpha
+        remain = torch.where(live, c.remain * (1 - a_hat), c.remain)
+        ponder = c.ponder + alpha * l  # H_{l-1} costs (l-1)+1
+        steps = c.steps + live_f
+        h = torch.where(live.unsqueeze(-1), h_new, h)  # halted units stay read-only
+        s = (1 - total).unsqueeze(-1) * h + acc  # S_l, eqs. 7 / 16 (unchanged where frozen)
+        halted = c.halted | (total >= self.threshold)
+        return h, s, HaltingCarry(acc, total, remain, ponder, steps, halted)
+
+    # ---- streaming (causal) ----------------------------------------------------------------
+    def init_state(self, caches: list, batch_size: int, device=None) -> dict:
+        """An empty stream. ``caches``: the block's empty cache for each of the max_iters
+        iterations (e.g. ``[block.init_cache(B, device) for _ in range(max_iters)]``). State:
+        {"n": positions seen, "caches": per-iteration caches, "sum_prev" / "sum_new": per
+        iteration, the running sums over the seen positions of H_{l-1} as frozen (the tensor
+        ``forward`` pools) and of the freshly computed H_l (transition-aware), (B, d) each; None
+        where the units are not global}. A chunked host (GUTLB) starts a new one per chunk."""
+        if not self.causal:
+            raise ValueError("depth halting streams causally only (bidirectional units need the whole input)")
+        if len(caches) != self.max_iters:
+            raise ValueError(f"one cache per iteration: expected {self.max_iters}, got {len(caches)}")
+        sums = lambda: [self.unit.fc1.weight.new_zeros(batch_size, self.d_model, device=device) for _ in caches]  # noqa: E731
+        pooled = self.unit is not None and self.global_halt
+        return {"n": 0, "caches": list(caches), "sum_prev": sums() if pooled else None,
+                "sum_new": sums() if pooled and self.transition else None}
+
+    def step(self, block_step: BlockStepFn, h0: Tensor, state: dict) -> tuple[HaltingOutput, dict]:
+        """``forward``'s depth loop on t new positions (causal): H_0 of the new positions h0
+        (B, t, d) -> (HaltingOutput: S_L (B, t, d), ponder and depth per new position (B, t); the
+        new state). ``block_step(h_prev, s_prev, cache) -> (h_new, cache)`` is one iteration of
+        the shared block on the new positions given that iteration's cache: the host puts in it
+        what ``forward``'s step function closes over (rope / key_scale of the new positions, K, V
+        = S_{l-1} or H_{l-1}, GUTLB's memory read). Every position runs all max_iters iterations
+        (see the module docstring); the state's ``n`` counts positions, not the host's.
+
+        UT / GUT (``models/universal.py``) keep one such state for the whole stream. GUTLB would keep
+        one per chunk, its prefix means and caches restarting at each chunk boundary:
+
+            state = halting.init_state([block.init_cache(B, dev) for _ in range(max_iters)], B, dev)
+            def block_step(c, s, cache):  # the chunk's positions so far, memory M^t of earlier chunks
+                return block.step(c, cache, context=s if attend_to_mixture else None, memory=memory,
+                                  rope=rope, key_scale=key_scale)
+            res, state = halting.step(block_step, c0, state)   # res.output: S_L of the new positions
+        """
+        B, t, _ = h0.shape
+        n, L = state["n"], self.max_iters
+        caches = list(state["caches"])
+        if self.unit is None:  # no-halt: H_L after L iterations, no halting computation
+            h = h0
+            for i in range(L):
+                h, caches[i] = block_step(h, h, caches[i])
+            depth = h0.new_full((B, t), float(L))
+            return HaltingOutput(h, torch.zeros_like(depth), depth), {**state, "n": n + t, "caches": caches}
+
+        count = torch.arange(n + 1, n + t + 1, device=h0.device).to(h0.dtype).unsqueeze(-1)  # (t, 1) positions <= each
+
+        def prefix_mean(x: Tensor, sums: list, i: int) -> Tensor:  # x (B, t, d) -> its prefix mean (B, t, d)
+            csum = sums[i].unsqueeze(1) + x.cumsum(1)  # sum over positions <= each new one
+            sums[i] = csum[:, -1]  # the running sum accumulates in forward's cumsum order
+            return csum / count
+
+        sum_prev = None if state["sum_prev"] is None else list(state["sum_prev"])
+        sum_new = None if state["sum_new"] is None else list(state["sum_new"])
+        h, s = h0, h0  # H_0 and S_0
+        c = HaltingCarry.start(h0, t, torch.zeros(B, t, dtype=torch.bool, device=h0.device))
+        for l in range(1, L + 1):
+            h_new, caches[l - 1] = block_step(h, s, caches[l - 1])  # H_l  (B, t, d)
+            x = prefix_mean(h, sum_prev, l - 1) if self.global_halt else h  # pool(H_{l-1}), as frozen
+            if self.transition:  # pool(H_l), eq. 17: every position's fresh H_l
+                x = torch.cat([x, prefix_mean(h_new, sum_new, l - 1) if self.global_halt else h_new], -1)
+            h, s, c = self.advance(l, self.unit(x), h, h_new, c)
+        new = {"n": n + t, "caches": caches, "sum_prev": sum_prev, "sum_new": sum_new}
+        return HaltingOutput(s, c.cost(), c.steps), new
 
 
 def take(x: Tensor | None, rows: Tensor | None) -> Tensor | None:
