@@ -33,7 +33,7 @@ from .tlb import TLB
 class GUTLB(TLB):
     # Streaming: TLB's step does the chunk bookkeeping; GUTLB streams once it overrides the chunk
     # stack (``stack_init_cache`` / ``stack_step``) with its halting loop. Until then it refuses.
-    supports_streaming = False
+    supports_streaming = True  # TLB.step's chunk bookkeeping around the halting stack below
 
     def __init__(
         self,
@@ -111,7 +111,21 @@ class GUTLB(TLB):
         self._chunks, self._gates = [], []
         return out
 
-    def streaming_refusal(self) -> str:
-        if not self.causal:
-            return super().streaming_refusal()
-        return "GUTLB has no streaming path yet: its halting loop does not override TLB's stack_init_cache / stack_step"
+    # ---- streaming: TLB.step keeps the chunks and the memory; the stack is the depth loop ----
+    def stack_init_cache(self, batch_size: int, device=None) -> dict:
+        """A chunk's start: one empty block cache per iteration, and the causal halting units'
+        prefix sums restarting with the chunk (``DepthHalting.init_state``)."""
+        caches = [self.block.init_cache(batch_size, device) for _ in range(self.halting.max_iters)]
+        return self.halting.init_state(caches, batch_size, device)
+
+    def stack_step(self, x: Tensor, cache: dict, memory: Tensor, rope, key_scale: Tensor | None) -> tuple[Tensor, dict]:
+        """Alg. 4's inner loop on t new positions of the current chunk: C_0 = x (B, t, d), every
+        iteration reading M^t -> (S_L (B, t, d), the new halting state). As in ``forward_chunk``."""
+
+        def block_step(c: Tensor, s: Tensor, block_cache: dict) -> tuple[Tensor, dict]:  # one iteration
+            return self.block.step(
+                c, block_cache, context=s if self.attend_to_mixture else None, memory=memory, rope=rope, key_scale=key_scale,
+            )
+
+        res, cache = self.halting.step(block_step, x, cache)
+        return res.output, cache

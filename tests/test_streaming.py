@@ -47,13 +47,13 @@ def model_class(name):
 CAUSAL = [m for m in REG.model_names() if model_class(m).supports_causal]
 STREAMING = [m for m in CAUSAL if model_class(m).supports_streaming]
 
-# Families streamed on this branch, and those another branch streams (TLB, GUTLB);
+# Every causal family streams;
 # TLB-FR cannot stream by definition (its chunk length depends on the whole input's length).
 OWN = {"transformer", "nope", "transformer-star", "rsa-transformer", "rsa-transformer-I", "rsa-transformer-II",
        "rsa-transformer-III", "rsa-transformer-IV", "xl", "rsa-xl", "brt", "brt-lstm-gate", "rsa-brt",
        "lstm", "gru", "r-transformer", "tlb", "rsa-tlb", "ut", "gut", "gut-no-global-halt", "gut-no-gate",
-       "gut-no-transition"}
-OTHERS = {"gutlb"}
+       "gut-no-transition", "gutlb"}
+OTHERS: set = set()
 CANNOT = {"tlb-fr"}
 
 
@@ -452,6 +452,26 @@ def test_depth_recurrence_streams_in_every_mode_while_positions_halt(name, mode)
         return
     assert depth.min() < MAX_LAYERS and depth.max() == MAX_LAYERS, depth  # halting really happens, unevenly
     torch.testing.assert_close(model.beta * out.stats["ponder"].mean(), full.aux_loss)
+
+
+@pytest.mark.parametrize("mode", ["halt", "upperbound", "no-halt"])
+def test_gutlb_streams_in_every_mode_while_positions_halt(mode):
+    """GUTLB: TLB's chunks around GUT's depth loop; the halting state restarts with every chunk of 5
+    (prefix means within the chunk). Positions halt unevenly (asserted on the forward's per-chunk
+    depth), and pieces that cross chunk boundaries give the forward's states."""
+    model = halting_model("gutlb", mode)
+    tokens = tokens_for(8, batch=3)
+    with torch.no_grad():
+        full = model(tokens)
+        worst = max((stream(model, tokens, sizes)[0] - full.hidden).abs().max().item()
+                    for sizes in ([1] * T, [T], [5, 1, 9, 8], [7, 3, 13]))
+    print(f"\ngutlb {mode}: largest |step - forward| = {worst:.2e}")
+    assert worst < TOL
+    depth = full.stats["halt_depth"]  # (B,) mean iterations per chunk
+    if mode == "no-halt":
+        assert torch.all(depth == MAX_LAYERS)
+    else:
+        assert depth.min() < MAX_LAYERS, depth  # halting really happens
 
 
 @pytest.mark.parametrize("name", DEPTH)
