@@ -302,8 +302,17 @@ def world_size_of(trainer_kwargs: dict) -> int:
         probe = L.Trainer(**{"accelerator": "auto", "devices": 1, **trainer_kwargs}, logger=False, enable_checkpointing=False,
                           enable_progress_bar=False, enable_model_summary=False)
     except Exception as exc:  # noqa: BLE001 - Lightning's MisconfigurationException, ValueError, ...
-        raise UserError(f"Lightning rejects {trainer_kwargs}: {str(exc).splitlines()[0]}") from None
+        raise trainer_refused(trainer_kwargs, exc) from None
     return probe.world_size
+
+
+def trainer_refused(trainer_kwargs: dict, exc: Exception) -> UserError:
+    """One line for device settings Lightning cannot honour (e.g. --accelerator gpu without a GPU)."""
+    given = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in trainer_kwargs.items())
+    hint = ""
+    if str(trainer_kwargs.get("accelerator", "")) in ("gpu", "cuda") and not torch.cuda.is_available():
+        hint = "; torch sees no CUDA device here: leave --accelerator out (or --accelerator cpu) to run on the CPU"
+    return UserError(f"{given}: {str(exc).splitlines()[0]}{hint}")
 
 
 def finished_record(path: Path) -> dict | None:
@@ -379,7 +388,7 @@ def make_trainer(plan: RunPlan, task_obj, data: TaskData, progress, logger: str,
     try:
         return L.Trainer(**kwargs)
     except Exception as exc:  # noqa: BLE001 - Lightning's MisconfigurationException, ValueError, ...
-        raise UserError(f"Lightning rejects {plan.trainer_kwargs}: {str(exc).splitlines()[0]}") from None
+        raise trainer_refused(plan.trainer_kwargs, exc) from None
 
 
 def make_loggers(plan: RunPlan, kind: str) -> list:
