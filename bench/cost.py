@@ -228,6 +228,13 @@ class Setup:
     repeats: int = 3
     warmup: int = 1
     overrides: list[str] = field(default_factory=list)
+    # per model: model.max_len raised to the longest length where a position table was shorter
+    # (set by check_models; the header says so)
+    raised: dict[str, list[str]] = field(default_factory=dict)
+
+    def overrides_for(self, model: str) -> list[str]:
+        """--set items, then the model's own (``model`` may carry bench cost's @bound@mode tag)."""
+        return [*self.overrides, *self.raised.get(model.split("@")[0], [])]
 
     def check(self) -> None:
         if self.dtype not in DTYPES:
@@ -261,7 +268,7 @@ class TrainingStep:
     runs one training step on ``batch`` and returns the step's stats (halting depth ...)."""
 
     def __init__(self, registry, model: str, setup: Setup, overrides: list[str] | None = None):
-        config = resolve_run(registry, model, setup.task, setup.preset, [*setup.overrides, *(overrides or [])])
+        config = resolve_run(registry, model, setup.task, setup.preset, [*setup.overrides_for(model), *(overrides or [])])
         self.name, self.config = model, config
         self.device = torch.device(setup.device)
         self.task = instantiate_task(config.task)
@@ -453,7 +460,7 @@ def build_steps(registry, models: list[str], setup: Setup, overrides: dict[str, 
     """Every model's TrainingStep (names checked first, so bad input fails before any build)."""
     overrides = overrides or {}
     for name in models:
-        resolve_run(registry, name.split("@")[0], setup.task, setup.preset, [*setup.overrides, *overrides.get(name, [])])
+        resolve_run(registry, name.split("@")[0], setup.task, setup.preset, [*setup.overrides_for(name), *overrides.get(name, [])])
     return {name: TrainingStep(registry, name.split("@")[0], setup, overrides.get(name)) for name in models}
 
 
@@ -462,13 +469,16 @@ def with_reference(models: list[str]) -> list[str]:
 
 
 def check_models(registry, models: list[str], setup: Setup) -> None:
-    """Unknown names, causality mismatches, a max_len shorter than the longest length: UserError."""
+    """Unknown names, causality mismatches: UserError. A model whose position table (max_len) is
+    shorter than the longest length gets it raised to that length (``setup.raised``): --lengths
+    is what the command measures, and the table's size changes no per-position cost."""
+    longest = max(setup.lengths)
     for name in models:
         config = resolve_run(registry, name, setup.task, setup.preset, setup.overrides)
         max_len = config.model.params.get("max_len")
-        if isinstance(max_len, int) and max_len < max(setup.lengths):
-            raise UserError(f"model {name!r} has max_len {max_len} < length {max(setup.lengths)}; "
-                            f"add --set model.max_len={max(setup.lengths)} or use shorter --lengths")
+        if isinstance(max_len, int) and max_len < longest:
+            setup.raised[name] = [f"model.max_len={longest}"]
+            resolve_run(registry, name, setup.task, setup.preset, setup.overrides_for(name))
 
 
 def measure_training(registry, models: list[str], setup: Setup, progress=None) -> list[dict]:
@@ -523,7 +533,7 @@ def measure_streaming(registry, models: list[str], setup: Setup, decode_tokens: 
     say = progress or (lambda _msg: None)
     backbones, rows = {}, []
     for name in models:
-        config = resolve_run(registry, name, setup.task, setup.preset, setup.overrides)
+        config = resolve_run(registry, name, setup.task, setup.preset, setup.overrides_for(name))
         task = instantiate_task(config.task)
         torch.manual_seed(0)
         backbone = instantiate_model(config.model, task.vocab_size).to(device).eval()
@@ -701,6 +711,8 @@ def header(kind: str, models: list[str], setup: Setup, rows: list[dict], extra: 
         h["syncs"] = "host reads of tensor values per training step (_local_scalar_dense, nonzero, boolean-mask indexing ...)"
     if setup.overrides:
         h["overrides"] = " ".join(setup.overrides)
+    if setup.raised:
+        h["max_len"] = f"position tables raised to {max(setup.lengths)} (the longest length) for {', '.join(sorted(setup.raised))}"
     h.update(extra or {})
     return h
 

@@ -198,7 +198,6 @@ def test_out_of_memory_is_a_cell(tmp_path, monkeypatch):
     (["--models", "lstm", "--task", "flipflop", "--halting"], "has no halting modes"),
     (["--models", "lstm", "--task", "flipflop", "--stream", "--halting"], "separate measurements"),
     (["--models", "bidirectional-only", "--task", "flipflop"], "cannot run causally"),
-    (["--models", "lstm", "--task", "flipflop", "--preset", "paper", "--lengths", "8192"], "max_len 4096 < length 8192"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, says, tmp_path, capsys, toy_registry):
     out = tmp_path / "out"
@@ -206,6 +205,18 @@ def test_bad_input_is_one_line_and_exit_2(args, says, tmp_path, capsys, toy_regi
     err = capsys.readouterr().err.strip()
     assert err.startswith("bench: error:") and says in err and "\n" not in err
     assert not out.exists()
+
+
+def test_position_tables_shorter_than_the_longest_length_are_raised():
+    """--lengths beyond a model's max_len (4096 by default) raise that model's table, nobody else's,
+    and the header says so; the built model has the longer table."""
+    setup = cost.Setup(task="flipflop", preset="smoke", lengths=[16, 8192], batch=1, repeats=1, warmup=0)
+    cost.check_models(Registry(), ["transformer", "lstm"], setup)
+    assert setup.raised == {"transformer": ["model.max_len=8192"]}
+    assert setup.overrides_for("transformer@10@halt") == ["model.max_len=8192"] and setup.overrides_for("lstm") == []
+    assert "raised to 8192 (the longest length) for transformer" in cost.header("training", ["transformer"], setup, [])["max_len"]
+    step = cost.TrainingStep(Registry(), "transformer", setup)
+    assert step.config.model.params["max_len"] == 8192
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible")
