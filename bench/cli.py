@@ -282,7 +282,7 @@ def cmd_cost(args, registry) -> int:
     """`bench cost`: training step cost (LRA Table 2's shape), --halting (HALT Table 5), --stream."""
     from tabulate import tabulate
 
-    from .cost import HALTING_MODELS, Setup, parse_positive_ints, run_cost
+    from .cost import HALTING_MODELS, Setup, model_of, parse_positive_ints, run_cost
 
     if args.halting and args.stream:
         raise UserError("--halting and --stream are separate measurements; give one of them")
@@ -290,7 +290,7 @@ def cmd_cost(args, registry) -> int:
     models = _names(args.models, "models") if args.models else (list(HALTING_MODELS) if args.halting else None)
     if models is None:
         raise UserError("--models is required (e.g. --models transformer,ut,gut); --halting defaults to ut,gut,gutlb")
-    _check_names(registry, models, [args.task])
+    _check_names(registry, [model_of(m) for m in models], [args.task])
     setup = Setup(task=args.task, preset=args.preset, lengths=parse_positive_ints(args.lengths, "lengths", "512,1024"),
                   batch=args.batch, device=args.device, dtype=args.dtype, compile=args.compile, repeats=args.repeats,
                   warmup=args.warmup, overrides=args.set or [])
@@ -386,7 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--slurm-profile", dest="slurm_profile", help="--launcher slurm: YAML with partition, time, ...")
 
     co = sub.add_parser("cost", help="step time, memory, ops and host syncs per model and length (--halting, --stream)")
-    co.add_argument("--models", help="registry models, e.g. ut,gut,tlb (transformer, the reference, is always added)")
+    co.add_argument("--models", help="registry models, e.g. ut,gut,tlb (transformer, the reference, is always added); "
+                           "a model with its own settings: tlb:chunk_size=100[:memory_slots=10]")
     co.add_argument("--task", required=True, help="the task whose preset sizes the models and whose head and loss are used")
     co.add_argument("--preset", default="small", help="smoke | small | paper (default: small)")
     co.add_argument("--lengths", default="512", help="sequence lengths, e.g. 1024,2048,4096 (default 512)")

@@ -214,6 +214,17 @@ def resolve_device(name: str) -> torch.device:
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
+def model_of(label: str) -> str:
+    """The registry model of a row label: ``tlb``, ``tlb:chunk_size=100`` (a model with its own
+    settings, from --models) or ``gut@20@halt`` (a --halting cell) -> ``tlb`` / ``gut``."""
+    return label.split("@")[0].split(":")[0]
+
+
+def label_sets(label: str) -> list[str]:
+    """The label's own model settings: ``tlb:chunk_size=100:memory_slots=10`` -> model.chunk_size=100, ..."""
+    return [f"model.{item}" for item in label.split("@")[0].split(":")[1:]]
+
+
 @dataclass
 class Setup:
     """What every measurement shares; ``overrides`` are --set items applied to every model."""
@@ -232,9 +243,9 @@ class Setup:
     # (set by check_models; the header says so)
     raised: dict[str, list[str]] = field(default_factory=dict)
 
-    def overrides_for(self, model: str) -> list[str]:
-        """--set items, then the model's own (``model`` may carry bench cost's @bound@mode tag)."""
-        return [*self.overrides, *self.raised.get(model.split("@")[0], [])]
+    def overrides_for(self, label: str) -> list[str]:
+        """--set items, the raised position table, then the label's own settings."""
+        return [*self.overrides, *self.raised.get(label.split("@")[0], []), *label_sets(label)]
 
     def check(self) -> None:
         if self.dtype not in DTYPES:
@@ -268,7 +279,7 @@ class TrainingStep:
     runs one training step on ``batch`` and returns the step's stats (halting depth ...)."""
 
     def __init__(self, registry, model: str, setup: Setup, overrides: list[str] | None = None):
-        config = resolve_run(registry, model, setup.task, setup.preset, [*setup.overrides_for(model), *(overrides or [])])
+        config = resolve_run(registry, model_of(model), setup.task, setup.preset, [*setup.overrides_for(model), *(overrides or [])])
         self.name, self.config = model, config
         self.device = torch.device(setup.device)
         self.task = instantiate_task(config.task)
@@ -460,7 +471,7 @@ def build_steps(registry, models: list[str], setup: Setup, overrides: dict[str, 
     """Every model's TrainingStep (names checked first, so bad input fails before any build)."""
     overrides = overrides or {}
     for name in models:
-        resolve_run(registry, name.split("@")[0], setup.task, setup.preset, [*setup.overrides_for(name), *overrides.get(name, [])])
+        resolve_run(registry, model_of(name), setup.task, setup.preset, [*setup.overrides_for(name), *overrides.get(name, [])])
     return {name: TrainingStep(registry, name.split("@")[0], setup, overrides.get(name)) for name in models}
 
 
@@ -474,11 +485,11 @@ def check_models(registry, models: list[str], setup: Setup) -> None:
     is what the command measures, and the table's size changes no per-position cost."""
     longest = max(setup.lengths)
     for name in models:
-        config = resolve_run(registry, name, setup.task, setup.preset, setup.overrides)
+        config = resolve_run(registry, model_of(name), setup.task, setup.preset, [*setup.overrides, *label_sets(name)])
         max_len = config.model.params.get("max_len")
         if isinstance(max_len, int) and max_len < longest:
             setup.raised[name] = [f"model.max_len={longest}"]
-            resolve_run(registry, name, setup.task, setup.preset, setup.overrides_for(name))
+            resolve_run(registry, model_of(name), setup.task, setup.preset, setup.overrides_for(name))
 
 
 def measure_training(registry, models: list[str], setup: Setup, progress=None) -> list[dict]:
@@ -493,7 +504,7 @@ def measure_halting(registry, models: list[str], setup: Setup, bounds: list[int]
     """HALT Table 5: each model at each bound (max_layers) in each mode; ratios to no-halt."""
     setup.check()
     for name in models:
-        config = resolve_run(registry, name, setup.task, setup.preset, setup.overrides)
+        config = resolve_run(registry, model_of(name), setup.task, setup.preset, [*setup.overrides, *label_sets(name)])
         if not {"mode", "max_layers"} <= set(config.model.params):
             raise UserError(f"--halting: model {name!r} has no halting modes (no mode / max_layers parameter); "
                             f"use depth-recurrent models such as {', '.join(HALTING_MODELS)}")
@@ -533,7 +544,7 @@ def measure_streaming(registry, models: list[str], setup: Setup, decode_tokens: 
     say = progress or (lambda _msg: None)
     backbones, rows = {}, []
     for name in models:
-        config = resolve_run(registry, name, setup.task, setup.preset, setup.overrides_for(name))
+        config = resolve_run(registry, model_of(name), setup.task, setup.preset, setup.overrides_for(name))
         task = instantiate_task(config.task)
         torch.manual_seed(0)
         backbone = instantiate_model(config.model, task.vocab_size).to(device).eval()

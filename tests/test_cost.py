@@ -266,3 +266,14 @@ def test_stream_rows(tmp_path, capsys, toy_registry):
         assert r["state_bytes_ratio"] == pytest.approx(r["state_bytes"] / t["state_bytes"])
     assert (tmp_path / "flipflop_smoke_stream_cpu_T4-16.png").stat().st_size > 0
     assert "no streaming (RefusingToy" in capsys.readouterr().out
+
+
+def test_a_model_with_its_own_settings_is_its_own_row(tmp_path):
+    """--models tlb,tlb:chunk_size=4: two rows of one family; the smaller chunks mean more sequential
+    chunk steps (flip-flop smoke: chunk 10 -> 2 chunks of length 16, chunk 4 -> 4), so more ops."""
+    assert main(["cost", "--models", "tlb,tlb:chunk_size=4", "--lengths", "16", *TINY, "--out", str(tmp_path)]) == 0
+    rows = {r["model"]: r for r in json.loads((tmp_path / "flipflop_smoke_train_cpu_T16.json").read_text())["rows"]}
+    assert set(rows) == {"transformer", "tlb", "tlb:chunk_size=4"}
+    assert rows["tlb:chunk_size=4"]["ops"] > rows["tlb"]["ops"] > rows["transformer"]["ops"]
+    step = cost.TrainingStep(Registry(), "tlb:chunk_size=4", cost.Setup(task="flipflop", preset="smoke", lengths=[16]))
+    assert step.backbone.chunk_size == 4 and step.name == "tlb:chunk_size=4"
