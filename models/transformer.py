@@ -75,14 +75,9 @@ class Transformer(Backbone):
     def step(self, tokens: Tensor, state: dict) -> tuple[BackboneOutput, dict]:
         if not self.causal:
             raise StreamingUnsupported(self.streaming_refusal())
-        B, t = tokens.shape
+        t = tokens.shape[1]
         n = state["n"]
-        abs_pos = self.embed.abs_pos
-        if abs_pos is not None and abs_pos.kind == "learned" and n + t > abs_pos.max_len:
-            raise ValueError(f"learned positions go up to {abs_pos.max_len - 1} but the stream reaches position {n + t - 1}; "
-                             "raise model.max_len or use sinusoidal/xpos")
-        positions = torch.arange(n, n + t, device=tokens.device)  # (t,): the stream continues
-        x = self.embed(tokens, positions.expand(B, t))  # (B, t, d)
+        x = self.embed.continuing(tokens, n)  # (B, t, d): the stream's positions continue
         # (t, hd) tables of the new positions; xPos: every cached key rescaled to the new center
         rope, key_scale = (None, None) if self.rotary is None else self.rotary.continuing(n, t, tokens.device)
         caches = []

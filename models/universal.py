@@ -117,13 +117,9 @@ class UT(Backbone):
     def step(self, tokens: Tensor, state: dict) -> tuple[BackboneOutput, dict]:
         if not self.causal:
             raise StreamingUnsupported(self.streaming_refusal())
-        B, t = tokens.shape
+        t = tokens.shape[1]
         n = state["n"]
-        abs_pos = self.embed.abs_pos
-        if abs_pos is not None and abs_pos.kind == "learned" and n + t > abs_pos.max_len:
-            raise ValueError(f"learned positions go up to {abs_pos.max_len - 1} but the stream reaches position {n + t - 1}; "
-                             "raise model.max_len or use sinusoidal/xpos")
-        h0 = self.embed(tokens, torch.arange(n, n + t, device=tokens.device).expand(B, t))  # H_0 (B, t, d)
+        h0 = self.embed.continuing(tokens, n)  # H_0 (B, t, d)
         rope, key_scale = (None, None) if self.rotary is None else self.rotary.continuing(n, t, tokens.device)
         gates: list[tuple[Tensor, Tensor]] = []
 

@@ -23,7 +23,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import bench  # noqa: E402
 from scripts._bench_util import emit, seconds  # noqa: E402
 
-MODELS = ("transformer", "rsa-transformer", "transformer-star", "xl", "rsa-xl", "brt", "r-transformer", "lstm")
+MODELS = ("transformer", "nope", "rsa-transformer", "transformer-star", "xl", "rsa-xl", "brt", "rsa-brt", "tlb", "rsa-tlb", "gutlb",
+          "ut", "gut", "r-transformer", "lstm", "gru")
 
 
 def main() -> None:

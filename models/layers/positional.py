@@ -178,3 +178,12 @@ class TokenEmbedding(nn.Module):
         if self.abs_pos is not None:
             x = x + self.abs_pos(positions)
         return self.drop(x)
+
+    def continuing(self, tokens: Tensor, n: int) -> Tensor:
+        """Streaming: t new tokens (B, t) at positions n..n+t-1 of the stream -> (B, t, d); a
+        learned table too short for them is one clear error."""
+        B, t = tokens.shape
+        if self.abs_pos is not None and self.abs_pos.kind == "learned" and n + t > self.abs_pos.max_len:
+            raise ValueError(f"learned positions go up to {self.abs_pos.max_len - 1} but the stream reaches position {n + t - 1}; "
+                             "raise model.max_len or use sinusoidal/xpos")
+        return self(tokens, torch.arange(n, n + t, device=tokens.device).expand(B, t))
