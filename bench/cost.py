@@ -63,7 +63,7 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from models.base import StreamingUnsupported
+from bench.models.base import StreamingUnsupported
 
 from .config import resolve_run
 from .errors import UserError

@@ -45,7 +45,7 @@ class StreamedBackbone:
         self.backbone, self.piece = backbone, piece
 
     def __call__(self, tokens: Tensor, mask: Tensor | None = None):
-        from models.base import BackboneOutput
+        from bench.models.base import BackboneOutput
 
         B, T = tokens.shape
         lengths = torch.full((B,), T) if mask is None else mask.long().sum(-1).cpu()

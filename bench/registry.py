@@ -75,22 +75,22 @@ def import_target(target: str, where: str):
 
 
 def import_model_class(target: str, where: str):
-    """A registry model target: a subclass of models.base.Backbone, or UserError saying so."""
-    from models.base import Backbone
+    """A registry model target: a subclass of bench.models.base.Backbone, or UserError saying so."""
+    from bench.models.base import Backbone
 
     cls = import_target(target, where)
     if not (inspect.isclass(cls) and issubclass(cls, Backbone)):
-        raise UserError(f"{where}: target {target!r} is {_what(cls)}; a model target must be a subclass of models.base.Backbone")
+        raise UserError(f"{where}: target {target!r} is {_what(cls)}; a model target must be a subclass of bench.models.base.Backbone")
     return cls
 
 
 def import_task_class(target: str, where: str):
-    """A registry task target: a concrete subclass of tasks.base.Task with a known kind."""
-    from tasks.base import KINDS, Task
+    """A registry task target: a concrete subclass of bench.tasks.base.Task with a known kind."""
+    from bench.tasks.base import KINDS, Task
 
     cls = import_target(target, where)
     if not (inspect.isclass(cls) and issubclass(cls, Task)):
-        raise UserError(f"{where}: target {target!r} is {_what(cls)}; a task target must be a subclass of tasks.base.Task")
+        raise UserError(f"{where}: target {target!r} is {_what(cls)}; a task target must be a subclass of bench.tasks.base.Task")
     if inspect.isabstract(cls):
         missing = ", ".join(sorted(cls.__abstractmethods__))
         raise UserError(f"{where}: task class {target!r} is abstract: it must implement {missing}")

@@ -28,7 +28,7 @@ VERSION = re.compile(r'^\s+version(?:\s*:\s*ClassVar\[str\])?\s*=\s*"([^"]+)"', 
 
 
 def version_at(commit: str, target: str, cache: dict) -> str | None:
-    """The generator version of ``target`` ('tasks.logic:LogicalInference') at ``commit``; None if unknown."""
+    """The generator version of ``target`` ('bench.tasks.logic:LogicalInference') at ``commit``; None if unknown."""
     module = target.partition(":")[0]
     key = (commit, module)
     if key not in cache:

@@ -31,8 +31,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from models.layers import xformers_unusable  # noqa: E402
-from models.transformer import Transformer  # noqa: E402
+from bench.models.layers import xformers_unusable  # noqa: E402
+from bench.models.transformer import Transformer  # noqa: E402
 from scripts._bench_util import emit, seconds  # noqa: E402
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16}

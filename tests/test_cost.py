@@ -13,7 +13,7 @@ from bench import cost
 from bench.cli import main
 from bench.registry import Registry
 from conftest import ROOT
-from models.base import Backbone, BackboneOutput, StreamingUnsupported
+from bench.models.base import Backbone, BackboneOutput, StreamingUnsupported
 
 TINY = ["--task", "flipflop", "--preset", "smoke", "--batch", "2", "--repeats", "2", "--warmup", "0", "--quiet"]
 

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tasks.base import IGNORE
+from bench.tasks.base import IGNORE
 
 from ..errors import RunFailed
 from ..metrics import OutcomeBuffer, example_outcomes
