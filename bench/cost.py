@@ -15,7 +15,7 @@ harness's Head, loss and optimizer):
 * halting (`--halting`; HALT Table 5): the depth-recurrent models in each ``mode`` (halt /
   upperbound / no-halt) at each bound (``max_layers``); ratios to no-halt at the same bound.
   Weights are freshly initialised: how early a model halts shows in its mean halting depth.
-* streaming (`--stream`; issue 26): models with the streaming contract of models/base.py:
+* streaming (`--stream`; issue 26): models with the streaming contract of bench/models/base.py:
   prefill of a context of T tokens in one ``step`` call, then per-token decoding latency over
   single-token steps, and the bytes of the state after the context.
 

@@ -1,7 +1,7 @@
 """The streaming path of a finished run (issue 26): greedy generation and streamed evaluation.
 
 Both rebuild the run from its record (``runner.evaluate.rebuild_run``), load its tested
-checkpoint, and feed tokens through the backbone's ``init_state`` / ``step`` (``models/base.py``)
+checkpoint, and feed tokens through the backbone's ``init_state`` / ``step`` (``bench/models/base.py``)
 instead of ``forward``:
 
 * ``generate(record, prompt, tokens)``: LM tasks (copy, flip-flop). The prompt is symbols of the

@@ -5,7 +5,7 @@
 
 The same causal language model is built four ways (each skipped with a line when it cannot run):
 
-* ``ours-sdpa``:  models/transformer.py with RoPE and the default attention backend (torch SDPA);
+* ``ours-sdpa``:  bench/models/transformer.py with RoPE and the default attention backend (torch SDPA);
 * ``ours-xformers``: the same weights' architecture with ``attn_backend=xformers`` (CUDA + xformers);
 * ``x-transformers``: ``TransformerWrapper(Decoder(...))`` with rotary positions, flash (SDPA)
   attention and the same d, heads, depth, feed-forward width (GELU), i.e. the peer a researcher
