@@ -257,7 +257,7 @@ def cmd_validate(args, registry) -> int:
         for p in problems:
             print(f"bench: invalid registry: {p}", file=sys.stderr)
         return 2
-    print(f"{registry.path}: {len(registry.model_names())} models and {len(registry.task_names())} tasks, all valid")
+    print(f"{' + '.join(registry.sources)}: {len(registry.model_names())} models and {len(registry.task_names())} tasks, all valid")
     return 0
 
 
@@ -307,7 +307,9 @@ def cmd_cost(args, registry) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="bench", description="Recurrent Transformer families side by side on one task suite.")
-    p.add_argument("--registry", help="registry.yaml to use (default: the repository's, or $BENCH_REGISTRY)")
+    p.add_argument("--registry", metavar="FILE",
+                   help="your registry.yaml, extending the shipped one and plugins' (new entries, or replacing those of the "
+                        "same name; default: $BENCH_REGISTRY, if set)")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
     def lightning_args(sp):

@@ -36,6 +36,6 @@ def readme_example(tmp_path, monkeypatch, file_name: str, section: str, package:
     monkeypatch.syspath_prepend(str(tmp_path))
     module = file_name.removesuffix(".py")
     entries = yaml.safe_load(entry.replace(f"bench.{section}.{module}", f"{package}.{module}"))
-    reg = yaml.safe_load((ROOT / "registry.yaml").read_text())
+    reg = yaml.safe_load((ROOT / "bench" / "registry.yaml").read_text())
     reg[section].update(entries)
     return reg, entries

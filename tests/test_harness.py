@@ -108,7 +108,7 @@ def test_rsa_record_holds_the_tested_rem_parameters(tmp_path):
 
 def test_nan_loss_gives_a_failed_record(tmp_path):
     reg_path = tmp_path / "registry.yaml"
-    reg = yaml.safe_load((ROOT / "registry.yaml").read_text())
+    reg = yaml.safe_load((ROOT / "bench" / "registry.yaml").read_text())
     reg["models"]["exploding"] = {"target": "tests.fixtures.exploding:Exploding", "params": {"d_model": 8}}
     reg_path.write_text(yaml.safe_dump(reg))
     rec = bench.run(model="exploding", task="parity", preset="smoke", seed=0, out=tmp_path / "out",
@@ -197,7 +197,7 @@ def test_causal_only_model_with_bidirectional_setting():
     ids=["malformed-yaml", "unimportable-target", "missing-base"],
 )
 def test_bad_registry(mutate, message, tmp_path, capsys):
-    text = (ROOT / "registry.yaml").read_text()
+    text = (ROOT / "bench" / "registry.yaml").read_text()
     if "ghost" in mutate(""):  # appended to the tasks section: put it under models instead
         text = text.replace("\ntasks:", mutate("").rstrip("\n") + "\n\ntasks:", 1)
     else:

@@ -34,7 +34,7 @@ BAD_TASKS = {
 
 @pytest.fixture(scope="module")
 def bad_registry(tmp_path_factory) -> Path:
-    reg = yaml.safe_load((ROOT / "registry.yaml").read_text())
+    reg = yaml.safe_load((ROOT / "bench" / "registry.yaml").read_text())
     reg["models"].update(BAD_MODELS)
     reg["tasks"].update(BAD_TASKS)
     path = tmp_path_factory.mktemp("registry") / "registry.yaml"

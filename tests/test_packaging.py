@@ -1,0 +1,160 @@
+"""Issue 28: bench as an installable package. The registry is layered (shipped -> plugins ->
+the user's file), plugin packages add models and tasks through the ``bench.registries``
+entry-point group, old top-level targets (``models.x:Y``) get a one-line error naming the new
+path, and the light commands (--help, list, validate, explain) never import Lightning."""
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+from bench.registry import DEFAULT_REGISTRY, ENTRY_POINT_GROUP, Registry
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_shipped_registry_and_tables_are_package_data():
+    from bench.report.tables import TABLES_DIR, table_names
+
+    assert DEFAULT_REGISTRY == ROOT / "bench" / "registry.yaml" and DEFAULT_REGISTRY.is_file()
+    assert TABLES_DIR == ROOT / "bench" / "tables" and "rsa-table2" in table_names()
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'include = ["bench*"]' in text and '"registry.yaml", "tables/*.yaml"' in text
+
+
+# ---- a user's registry extends the shipped one -------------------------------------------------
+def test_a_user_registry_adds_to_and_overrides_the_shipped_one(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text(textwrap.dedent("""\
+        models:
+          tiny-transformer:                 # a new entry based on a shipped one
+            base: transformer
+            params: {n_layers: 1}
+          lstm:                             # replaces the shipped entry of that name
+            target: bench.models.rnn:RNN
+            params: {cell: gru}
+            description: mine
+        """))
+    shipped, reg = Registry(), Registry(path)
+    assert reg.user_path == path and reg.layers == ["registry.yaml", "mine.yaml"]
+    assert set(reg.model_names()) == set(shipped.model_names()) | {"tiny-transformer"}
+    assert reg.task_names() == shipped.task_names()  # no tasks: section: the shipped tasks stay
+    assert reg.model_entry("tiny-transformer")["params"] == {"n_layers": 1}
+    assert reg.model_entry("tiny-transformer")["lineage"] == ["tiny-transformer", "transformer"]
+    assert reg.model_entry("lstm")["description"] == "mine" and reg.model_entry("lstm")["params"] == {"cell": "gru"}
+    assert reg.model_names().index("lstm") == shipped.model_names().index("lstm")  # in its place in listings
+    assert reg.validate() == []
+
+
+def test_the_shipped_file_named_explicitly_adds_nothing():
+    reg = Registry(DEFAULT_REGISTRY)
+    assert reg.user_path is None and reg.layers == ["registry.yaml"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("model:\n  x: {base: transformer}\n", "unknown top-level key(s) model"),
+    ("- just a list\n", "must be a mapping with a 'models:' and/or a 'tasks:' section"),
+    ("models:\n  x: [1]\n", "mine.yaml: models.x must be a mapping"),
+])
+def test_a_malformed_user_registry_is_one_line(tmp_path, capsys, text, message):
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    assert main(["--registry", str(path), "list"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("target, new", [("models.xl:TransformerXL", "bench.models.xl:TransformerXL"),
+                                         ("tasks.copy:Copy", "bench.tasks.copy:Copy")])
+def test_an_old_top_level_target_names_the_new_path(tmp_path, capsys, target, new):
+    section = "models" if target.startswith("models") else "tasks"
+    path = tmp_path / "old.yaml"
+    extra = "\n    presets: {smoke: {data: {n_train: 8}}}" if section == "tasks" else ""
+    path.write_text(f"{section}:\n  old-entry:\n    target: {target}{extra}\n")
+    problems = Registry(path).validate()
+    assert problems == [f"{section}.old-entry: target {target!r} names bench's old top-level package {section!r}; "
+                        f"models/ and tasks/ moved into bench: write {new!r}"]
+
+
+# ---- plugins: the bench.registries entry-point group ----------------------------------------
+PLUGIN_MODULE = '''\
+"""A plugin package: one model and one task, registered through its registry.yaml."""
+from bench.models.rnn import RNN
+from bench.tasks.formal_languages import Parity
+
+
+class PluginRNN(RNN):
+    """An RNN that lives outside bench."""
+
+
+class PluginParity(Parity):
+    """Parity that lives outside bench."""
+'''
+
+PLUGIN_REGISTRY = '''\
+models:
+  plugin-rnn:
+    target: benchplugin_demo:PluginRNN
+    description: "an RNN from a plugin package"
+tasks:
+  plugin-parity:
+    base: parity
+    target: benchplugin_demo:PluginParity
+    description: "parity from a plugin package"
+'''
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch):
+    """An installed plugin distribution: its package and a dist-info with the entry point, on sys.path."""
+    site = tmp_path / "site"
+    (site / "benchplugin_demo").mkdir(parents=True)
+    (site / "benchplugin_demo" / "__init__.py").write_text(PLUGIN_MODULE)
+    (site / "benchplugin_demo" / "registry.yaml").write_text(PLUGIN_REGISTRY)
+    info = site / "benchplugin_demo-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: benchplugin-demo\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\ndemo = benchplugin_demo\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delenv("BENCH_NO_PLUGINS", raising=False)
+    yield site
+    sys.modules.pop("benchplugin_demo", None)
+
+
+def test_a_plugin_package_adds_models_and_tasks(plugin, capsys, monkeypatch, tmp_path):
+    reg = Registry()
+    assert reg.layers[0] == "registry.yaml" and reg.layers[1].startswith("plugin 'demo' (benchplugin_demo, from benchplugin-demo)")
+    assert "plugin-rnn" in reg.model_names() and "plugin-parity" in reg.task_names()
+    assert reg.validate() == []
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "an RNN from a plugin package" in out and "parity from a plugin package" in out
+    monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
+    import bench
+
+    rec = bench.run(model="plugin-rnn", task="plugin-parity", preset="smoke", seed=0, out=tmp_path / "out", progress=False)
+    assert rec["status"] == "ok" and rec["config"]["model"]["target"] == "benchplugin_demo:PluginRNN"
+    monkeypatch.setenv("BENCH_NO_PLUGINS", "1")
+    assert "plugin-rnn" not in Registry().model_names()
+
+
+def test_a_plugin_may_name_a_mapping_or_a_file(plugin, monkeypatch):
+    (plugin / "benchplugin_demo" / "entries.py").write_text(
+        "from pathlib import Path\n"
+        "MAPPING = {'models': {'from-mapping': {'base': 'lstm'}}}\n"
+        "def path():\n    return Path(__file__).with_name('registry.yaml')\n")
+    (plugin / "benchplugin_demo-0.1.dist-info" / "entry_points.txt").write_text(
+        f"[{ENTRY_POINT_GROUP}]\na = benchplugin_demo.entries:MAPPING\nb = benchplugin_demo.entries:path\n")
+    reg = Registry()
+    assert {"from-mapping", "plugin-rnn"} <= set(reg.model_names())
+    assert reg.validate() == []
+
+
+def test_a_broken_plugin_is_one_line_naming_it(plugin, capsys):
+    (plugin / "benchplugin_demo-0.1.dist-info" / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nbroken = benchplugin_nowhere\n")
+    assert main(["list"]) == 2
+    err = capsys.readouterr().err
+    assert "plugin 'broken' (benchplugin_nowhere, from benchplugin-demo) cannot be loaded" in err and "BENCH_NO_PLUGINS=1" in err
+    assert len(err.strip().splitlines()) == 1
