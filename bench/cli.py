@@ -228,14 +228,15 @@ def cmd_list(args, registry) -> int:
 
     what = args.what or "all"
     if what in ("models", "all"):
-        from .registry import import_model_class
+        from .registry import import_model_class, static_class_attrs
 
         rows = []
+        flags = ("supports_causal", "supports_streaming")
         for name in registry.model_names():
             e = registry.model_entry(name)
-            try:
-                cls = import_model_class(e["target"], f"models.{name}")
-                streams = "yes" if cls.supports_causal and cls.supports_streaming else "no"  # init_state / step (causal)
+            try:  # read from the source when it can be (no torch for a listing), else from the class
+                cls = static_class_attrs(e["target"], flags) or {f: getattr(import_model_class(e["target"], f"models.{name}"), f) for f in flags}
+                streams = "yes" if all(cls[f] for f in flags) else "no"  # init_state / step (causal)
             except UserError:  # a broken target: `bench validate` says why; the listing still shows the entry
                 streams = "?"
             rows.append([name, e.get("base_name", " <- ".join(e["lineage"][1:]) or ""), streams, e.get("description", "")])
@@ -307,6 +308,7 @@ def cmd_cost(args, registry) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="bench", description="Recurrent Transformer families side by side on one task suite.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {version()}", help="print bench's version and exit")
     p.add_argument("--registry", metavar="FILE",
                    help="your registry.yaml, extending the shipped one and plugins' (new entries, or replacing those of the "
                         "same name; default: $BENCH_REGISTRY, if set)")
@@ -420,11 +422,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    from .registry import Registry
-    from .runner.callbacks import RunInterrupted
+def cmd_reproduce(args, registry) -> int:
+    from .report.reproduce import cmd_reproduce as reproduce
 
-    from .report.reproduce import cmd_reproduce
+    return reproduce(args, registry)
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml's, through the package metadata)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("bench")
+    except PackageNotFoundError:  # imported from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Light on purpose: each handler imports what it needs, so --help, list, validate and
+    # explain never import Lightning (tests/test_packaging.py); RunInterrupted lives in errors.
+    from .errors import RunInterrupted
+    from .registry import Registry
 
     handlers = {"run": cmd_run, "eval": cmd_eval, "compare": cmd_compare, "curves": cmd_curves, "list": cmd_list, "validate": cmd_validate, "generate": cmd_generate,
                 "explain": cmd_explain,

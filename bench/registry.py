@@ -135,6 +135,74 @@ def import_task_class(target: str, where: str):
     return cls
 
 
+def static_class_attrs(target: str, names: tuple[str, ...]) -> dict | None:
+    """The values of class attributes ``names`` (literal assignments: ``supports_streaming = True``)
+    of a target ``module:Class``, read from the source files without importing them, following
+    single inheritance through the modules' imports; None when that cannot be settled (multiple
+    bases, a computed value, a base that cannot be found), and the caller imports the class.
+    This keeps ``bench list`` free of torch."""
+    import ast
+    import importlib.util
+    import sys
+
+    def parse(module: str):
+        if module in sys.modules:  # already imported: no need to read anything
+            return sys.modules[module]
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+            raise LookupError(module)
+        return ast.parse(Path(spec.origin).read_text()), spec.parent if spec.submodule_search_locations is None else spec.name
+
+    def lookup(module: str, cls: str, wanted: set, depth: int = 0) -> dict:
+        if depth > 20:
+            raise LookupError(cls)
+        parsed = parse(module)
+        if not isinstance(parsed, tuple):  # an imported module: plain attributes (AttributeError: unsettled)
+            return {n: getattr(getattr(parsed, cls), n) for n in wanted}
+        tree, package = parsed
+        node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+        if node is None:  # imported into this module from another one
+            return lookup(*_imported(tree, package, cls), wanted, depth + 1)
+        found = {}
+        for stmt in node.body:
+            target, value = (stmt.targets[0], stmt.value) if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else \
+                (stmt.target, stmt.value) if isinstance(stmt, ast.AnnAssign) else (None, None)
+            if isinstance(target, ast.Name) and target.id in wanted:
+                if not isinstance(value, ast.Constant):
+                    raise LookupError(target.id)
+                found[target.id] = value.value
+        missing = wanted - set(found)
+        if missing:
+            if len(node.bases) != 1 or not isinstance(node.bases[0], ast.Name):
+                raise LookupError(cls)
+            base = node.bases[0].id
+            if any(isinstance(n, ast.ClassDef) and n.name == base for n in tree.body):
+                found.update(lookup(module, base, missing, depth + 1))
+            else:
+                found.update(lookup(*_imported(tree, package, base), missing, depth + 1))
+        return found
+
+    module_name, _, attr = str(target).partition(":")
+    try:
+        return lookup(module_name, attr, set(names))
+    except Exception:  # noqa: BLE001 - anything unsettled: the caller imports
+        return None
+
+
+def _imported(tree, package: str, name: str) -> tuple[str, str]:
+    """(module, name there) that ``from module import name`` at the top of ``tree`` binds."""
+    import ast
+    import importlib.util
+
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    module = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level else node.module
+                    return module, alias.name
+    raise LookupError(name)
+
+
 def _what(obj) -> str:
     if inspect.isclass(obj):
         return f"the class {obj.__module__}.{obj.__qualname__}"

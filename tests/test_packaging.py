@@ -158,3 +158,51 @@ def test_a_broken_plugin_is_one_line_naming_it(plugin, capsys):
     err = capsys.readouterr().err
     assert "plugin 'broken' (benchplugin_nowhere, from benchplugin-demo) cannot be loaded" in err and "BENCH_NO_PLUGINS=1" in err
     assert len(err.strip().splitlines()) == 1
+
+
+# ---- start-up: the light commands import no Lightning (and --help, list no torch) -------------
+LIGHT = {"--help": ("lightning", "pytorch_lightning", "torch"), "--version": ("lightning", "pytorch_lightning", "torch"),
+         "list": ("lightning", "pytorch_lightning", "torch"), "validate": ("lightning", "pytorch_lightning"),
+         "explain --model transformer --task parity": ("lightning", "pytorch_lightning"),
+         "reproduce --list": ("lightning", "pytorch_lightning")}
+
+
+@pytest.mark.parametrize("command", list(LIGHT))
+def test_light_commands_import_no_lightning(command):
+    code = ("import sys\nfrom bench.cli import main\n"
+            f"try:\n    code = main({command.split()!r})\nexcept SystemExit as exc:\n    code = exc.code\n"
+            f"heavy = [m for m in {LIGHT[command]!r} if m in sys.modules]\n"
+            "assert code in (0, None), code\nassert not heavy, f'imported {heavy}'\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_list_reads_the_streaming_flags_as_the_classes_have_them(registry):
+    from bench.registry import import_model_class, static_class_attrs
+
+    flags = ("supports_causal", "supports_streaming")
+    for name in registry.model_names():
+        target = registry.model_entry(name)["target"]
+        cls = import_model_class(target, name)
+        assert static_class_attrs(target, flags) in (None, {f: getattr(cls, f) for f in flags}), name
+    assert static_class_attrs("bench.models.transformer:Transformer", flags) == {"supports_causal": True, "supports_streaming": True}
+    assert static_class_attrs("bench.models.nowhere:X", flags) is None
+
+
+def test_version_is_the_distribution_version(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out == f"bench {version('bench')}\n"
+
+
+def test_lazy_api_and_generate_stays_the_function():
+    import bench
+    from bench.generate import load_tested  # noqa: F401 - importing the submodule must not shadow the function
+
+    assert callable(bench.generate) and bench.generate.__module__ == "bench.generate"
+    assert bench.Registry is Registry and callable(bench.run) and callable(bench.build_model)
+    from bench.runner.callbacks import RunInterrupted
+
+    assert RunInterrupted is bench.RunInterrupted
