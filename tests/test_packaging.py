@@ -206,3 +206,55 @@ def test_lazy_api_and_generate_stays_the_function():
     from bench.runner.callbacks import RunInterrupted
 
     assert RunInterrupted is bench.RunInterrupted
+
+
+# ---- conventions --------------------------------------------------------------------------------
+def test_weight_decay_goes_by_dimension_not_by_name():
+    import torch
+    from torch import nn
+
+    from bench.runner.module import decay_groups
+
+    class Toy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(10, 4)
+            self.proj = nn.Linear(4, 4)           # weight decayed, bias not
+            self.ln = nn.LayerNorm(4)             # gain and bias: not decayed
+            self.norm_matrix = nn.Parameter(torch.zeros(4, 4))  # "norm" in its name, yet a matrix: decayed
+            self.gate = nn.Parameter(torch.zeros(()))           # a scalar: not decayed
+            self.frozen = nn.Parameter(torch.zeros(4, 4), requires_grad=False)  # not trained: in no group
+
+    toy = Toy()
+    decay, no_decay = decay_groups(toy)
+    ids = lambda ps: {id(p) for p in ps}  # noqa: E731
+    assert ids(decay) == ids([toy.embed.weight, toy.proj.weight, toy.norm_matrix])
+    assert ids(no_decay) == ids([toy.proj.bias, toy.ln.weight, toy.ln.bias, toy.gate])
+
+
+def test_outside_a_checkout_reproduce_and_cost_write_to_the_output_folder(tmp_path, monkeypatch):
+    from bench.cli import build_parser
+
+    monkeypatch.delenv("BENCH_OUT", raising=False)
+    monkeypatch.chdir(ROOT)
+    assert build_parser().parse_args(["reproduce", "--list"]).out == "results"
+    assert build_parser().parse_args(["cost", "--task", "parity"]).out == "results/cost"
+    monkeypatch.chdir(tmp_path)  # no results/ here: an installed bench used elsewhere
+    assert build_parser().parse_args(["reproduce", "--list"]).out == "out"
+    assert build_parser().parse_args(["cost", "--task", "parity"]).out == "out/cost"
+    monkeypatch.setenv("BENCH_OUT", str(tmp_path / "mine"))
+    assert build_parser().parse_args(["reproduce", "--list"]).out == str(tmp_path / "mine")
+
+
+def test_every_cli_option_has_help():
+    import argparse
+
+    from bench.cli import build_parser
+
+    parser = build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, sub in [("bench", parser), *subs.items()]:
+        for action in sub._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                continue  # the commands: each has its own help
+            assert action.help, f"{name} {'/'.join(action.option_strings) or action.dest} has no help"
