@@ -258,3 +258,43 @@ def test_every_cli_option_has_help():
             if isinstance(action, argparse._SubParsersAction):
                 continue  # the commands: each has its own help
             assert action.help, f"{name} {'/'.join(action.option_strings) or action.dest} has no help"
+
+
+def readme_plugin() -> dict[str, str]:
+    """The README's plugin example: {file name: text} for pyproject.toml, mybench/__init__.py, mybench/registry.yaml."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Your own registry and plugins"):readme.index("## Layout")]
+    files = {name: text for name, text in re.findall(r"`([\w./]+)`:\n\n```\w+\n(.*?)```", section, re.S)}
+    assert set(files) == {"pyproject.toml", "mybench/__init__.py", "mybench/registry.yaml"}, set(files)
+    return files
+
+
+def test_the_readme_plugin_example_works(tmp_path, monkeypatch):
+    import tomllib
+
+    import bench
+
+    files = readme_plugin()
+    project = tomllib.loads(files["pyproject.toml"])["project"]
+    entry_points = project["entry-points"][ENTRY_POINT_GROUP]
+    site = tmp_path / "site"
+    (site / "mybench").mkdir(parents=True)
+    for name in ("mybench/__init__.py", "mybench/registry.yaml"):
+        (site / name).write_text(files[name])
+    info = site / f"{project['name']}-{project['version']}.dist-info"  # what pip install ./mybench leaves
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n" + "".join(f"{k} = {v}\n" for k, v in entry_points.items()))
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delenv("BENCH_NO_PLUGINS", raising=False)
+    try:
+        reg = Registry()
+        assert {"my-gru"} <= set(reg.model_names()) and {"parity-start"} <= set(reg.task_names())
+        assert reg.validate() == []
+        model = bench.build_model("my-gru", task="parity-start", preset="smoke", registry=reg)
+        assert type(model).__module__ == "mybench" and model.rnn.mode == "GRU"
+        assert bench.build_task("parity-start", preset="smoke", registry=reg).params["start_symbol"] is True
+    finally:
+        sys.modules.pop("mybench", None)
