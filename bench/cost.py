@@ -658,6 +658,8 @@ def streaming_table(rows: list[dict], setup: Setup) -> tuple[list[str], list[lis
 
 def _git_commit() -> str:
     root = Path(__file__).resolve().parent.parent
+    if not (root / "pyproject.toml").is_file():  # an installed bench (site-packages): no checkout to name
+        return "unknown"
     try:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True,
