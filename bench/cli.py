@@ -425,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="list registry models and tasks")
     ls.add_argument("what", nargs="?", choices=["models", "tasks"], help="only the models or only the tasks (default: both)")
 
-    v = sub.add_parser("validate", help="check registry.yaml: inheritance, imports, parameters")
+    v = sub.add_parser("validate", help="check the registry (shipped, plugins, yours): inheritance, imports, parameters")
     v.add_argument("path", nargs="?", help="a registry file to check with the shipped one (as --registry; default: the shipped one)")
 
     x = sub.add_parser("explain", help="every resolved value of a run's config and where it comes from")
