@@ -16,6 +16,9 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
 BASE_PY="${BASE_PY:-python3}"          # the interpreter the fresh venv is made from
 TORCH="${TORCH-torch==2.13.0}"
+for var in PYTHON BASE_PY; do  # a relative path (make's .venv/bin/python) must survive the cd below
+  case "${!var}" in /*) ;; */*) printf -v "$var" '%s' "$PWD/${!var}" ;; esac
+done
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/bench-wheel-smoke.XXXXXX")"
 case "$WORK" in "$ROOT"/*) echo "wheel-smoke: $WORK is inside the checkout" >&2; exit 1 ;; esac
 if [ -z "${KEEP:-}" ]; then trap 'rm -rf "$WORK"' EXIT; else echo "wheel-smoke: keeping $WORK"; fi
