@@ -1,5 +1,6 @@
 # make demo  : set up .venv (CPU torch from local disk) and train a Transformer on Parity
 # make test  : set up .venv and run the test suite (what CI runs)
+# make wheel-smoke : build the wheel, install it in a fresh venv outside the checkout, run bench from it (CI runs it too)
 # GPU machines: install your CUDA torch build into .venv first, then `make setup TORCH=`;
 # make gpu-check : CUDA tests + GPU benchmarks + the suite (scripts/gpu_check.sh), logs in results/perf/gpu-<date>
 PY ?= python3
@@ -7,7 +8,7 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test gpu-check bench-overhead clean-cache
+.PHONY: setup demo test wheel-smoke gpu-check bench-overhead clean-cache
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,6 +24,9 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+wheel-smoke: setup
+	PYTHON=$(BIN)/python BASE_PY=$(PY) TORCH="$(TORCH)" bash scripts/wheel_smoke.sh
 
 gpu-check: setup
 	PYTHON=$(BIN)/python bash scripts/gpu_check.sh

@@ -10,9 +10,46 @@ Python API::
     state = model.init_state(batch_size)  # streaming (causal models): out, state = model.step(tokens, state)
     bench.generate("results/runs/copy/smoke/transformer/seed0.json", prompt="s3 s7 <sep>", tokens=5)
 """
-from .errors import RunFailed, UserError
-from .generate import generate  # light: Lightning is imported only when a run is rebuilt
-from .registry import Registry
-from .runner import build_model, build_task, run
+from __future__ import annotations
 
-__all__ = ["Registry", "RunFailed", "UserError", "build_model", "build_task", "generate", "run"]
+import importlib
+import sys
+import types
+
+from .errors import RunFailed, RunInterrupted, UserError
+
+#: the API, imported on first use (PEP 562): ``import bench`` and the CLI's light commands
+#: (--help, list, validate, explain) never import Lightning
+_LAZY = {"Registry": ".registry", "build_model": ".runner", "build_task": ".runner", "run": ".runner"}
+
+__all__ = ["Registry", "RunFailed", "RunInterrupted", "UserError", "build_model", "build_task", "generate", "run"]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value  # the next access is a plain attribute
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY, "generate"})
+
+
+class _Package(types.ModuleType):
+    """``bench.generate`` is the function, also once the submodule bench/generate.py is imported
+    (the import system then sets the package's attribute to the submodule: ignored here)."""
+
+    @property
+    def generate(self):
+        from .generate import generate
+
+        return generate
+
+    @generate.setter
+    def generate(self, value) -> None:
+        pass
+
+
+sys.modules[__name__].__class__ = _Package

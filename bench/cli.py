@@ -6,7 +6,8 @@ stopped by SIGINT / SIGTERM checkpoints, says how to resume and exits with 130 /
 
 Output: runs and leaderboards go to --out, by default $BENCH_OUT or ``out/`` (ignored by git),
 never into the committed reference results under ``results/`` unless asked (``--out results``);
-``bench reproduce`` reads those reference records by default (its --out defaults to results/)."""
+``bench reproduce`` reads those reference records by default (its --out defaults to results/ when
+the current folder has one, i.e. in a checkout; elsewhere to $BENCH_OUT or ``out/``)."""
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,17 @@ OUT_ENV = "BENCH_OUT"
 def default_out() -> str:
     """Where runs and leaderboards go without --out: $BENCH_OUT, else ``out`` (git-ignored)."""
     return os.environ.get(OUT_ENV) or "out"
+
+
+REFERENCE = "results"  # the checkout's committed reference results (not package data)
+
+
+def reference_out(sub: str = "") -> str:
+    """Where ``bench reproduce`` (and ``bench cost``, under ``cost/``) read and write by default:
+    the checkout's reference results, ``results/``, when the current folder has them (a checkout);
+    elsewhere (an installed bench used outside a checkout) $BENCH_OUT, else ``out``."""
+    base = REFERENCE if Path(REFERENCE).is_dir() else default_out()
+    return f"{base}/{sub}" if sub else base
 
 
 def note(message: str) -> None:
@@ -228,14 +240,15 @@ def cmd_list(args, registry) -> int:
 
     what = args.what or "all"
     if what in ("models", "all"):
-        from .registry import import_model_class
+        from .registry import import_model_class, static_class_attrs
 
         rows = []
+        flags = ("supports_causal", "supports_streaming")
         for name in registry.model_names():
             e = registry.model_entry(name)
-            try:
-                cls = import_model_class(e["target"], f"models.{name}")
-                streams = "yes" if cls.supports_causal and cls.supports_streaming else "no"  # init_state / step (causal)
+            try:  # read from the source when it can be (no torch for a listing), else from the class
+                cls = static_class_attrs(e["target"], flags) or {f: getattr(import_model_class(e["target"], f"models.{name}"), f) for f in flags}
+                streams = "yes" if all(cls[f] for f in flags) else "no"  # init_state / step (causal)
             except UserError:  # a broken target: `bench validate` says why; the listing still shows the entry
                 streams = "?"
             rows.append([name, e.get("base_name", " <- ".join(e["lineage"][1:]) or ""), streams, e.get("description", "")])
@@ -257,7 +270,7 @@ def cmd_validate(args, registry) -> int:
         for p in problems:
             print(f"bench: invalid registry: {p}", file=sys.stderr)
         return 2
-    print(f"{registry.path}: {len(registry.model_names())} models and {len(registry.task_names())} tasks, all valid")
+    print(f"{' + '.join(registry.sources)}: {len(registry.model_names())} models and {len(registry.task_names())} tasks, all valid")
     return 0
 
 
@@ -307,19 +320,22 @@ def cmd_cost(args, registry) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="bench", description="Recurrent Transformer families side by side on one task suite.")
-    p.add_argument("--registry", help="registry.yaml to use (default: the repository's, or $BENCH_REGISTRY)")
+    p.add_argument("--version", action="version", version=f"%(prog)s {version()}", help="print bench's version and exit")
+    p.add_argument("--registry", metavar="FILE",
+                   help="your registry.yaml, extending the shipped one and plugins' (new entries, or replacing those of the "
+                        "same name; default: $BENCH_REGISTRY, if set)")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
     def lightning_args(sp):
         g = sp.add_argument_group("Lightning (passed to the Trainer)")
         g.add_argument("--accelerator", help="cpu | gpu | auto ...")
-        g.add_argument("--devices")
-        g.add_argument("--strategy")
-        g.add_argument("--num-nodes", dest="num_nodes")
+        g.add_argument("--devices", help="devices per node: a number, a list such as 0,1, or auto")
+        g.add_argument("--strategy", help="auto | ddp | fsdp ... (several devices)")
+        g.add_argument("--num-nodes", dest="num_nodes", help="machines taking part in one run (default 1)")
 
     r = sub.add_parser("run", help="train and evaluate one model on one task")
-    r.add_argument("--model", required=True)
-    r.add_argument("--task", required=True)
+    r.add_argument("--model", required=True, help="a registry model, e.g. transformer (see bench list)")
+    r.add_argument("--task", required=True, help="a registry task, e.g. parity (see bench list)")
     r.add_argument("--preset", help="smoke | small | paper (default: small)")
     r.add_argument("--seed", help="one seed (default 0)")
     r.add_argument("--seeds", help="several seeds, e.g. 0,1,2")
@@ -343,12 +359,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--accelerator", help="cpu | gpu (default cpu)")
 
     c = sub.add_parser("compare", help="leaderboard over models and tasks from run records")
-    c.add_argument("--models", required=True)
-    c.add_argument("--tasks")
-    c.add_argument("--preset", default="small")
+    c.add_argument("--models", required=True, help="registry models, comma-separated: the table's rows")
+    c.add_argument("--tasks", help="registry tasks, comma-separated (default: every task with records; needed by --run)")
+    c.add_argument("--preset", default="small", help="smoke | small | paper (default: small)")
     c.add_argument("--out", default=default_out(), help=f"output folder, records under OUT/runs, tables under OUT/leaderboards (default: ${OUT_ENV}, else out/)")
     c.add_argument("--run", action="store_true", help="first train the missing (model, task, seed) runs")
-    c.add_argument("--seed")
+    c.add_argument("--seed", help="one seed for --run (default 0)")
     c.add_argument("--seeds", help="seeds for --run (default 0)")
     c.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="overrides for --run; the table reads records made with exactly these")
     c.add_argument("--plot", action="store_true", help="also plot accuracy (and halting depth) against input length")
@@ -363,9 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
     lightning_args(c)
 
     cu = sub.add_parser("curves", help="plot validation metric against step for runs (from their metrics.csv)")
-    cu.add_argument("--models", required=True)
-    cu.add_argument("--tasks", "--task", dest="tasks", required=True)
-    cu.add_argument("--preset", default="small")
+    cu.add_argument("--models", required=True, help="registry models, comma-separated")
+    cu.add_argument("--tasks", "--task", dest="tasks", required=True, help="registry tasks, comma-separated (one plot each)")
+    cu.add_argument("--preset", default="small", help="smoke | small | paper (default: small)")
     cu.add_argument("--out", default=default_out(), help=f"output folder, records under OUT/runs (default: ${OUT_ENV}, else out/)")
     cu.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="the overrides the runs were made with")
     cu.add_argument("--metric", default="val_metric", help="column of metrics.csv to draw (default val_metric; also train_loss, lr)")
@@ -378,8 +394,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--seeds", help="these seeds instead of the table's, e.g. 0 or 0,1,2")
     rp.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
                     help="an override for every cell, after the table's own (e.g. a proxy with more data)")
-    rp.add_argument("--out", default="results",
-                    help="folder holding runs/; tables go to OUT/reproduce/ (default: results/, the committed reference records)")
+    rp.add_argument("--out", default=reference_out(),
+                    help="folder holding runs/; tables go to OUT/reproduce/ (default: results/, the committed reference records, "
+                         f"when the current folder has it, else ${OUT_ENV} or out/)")
     rp.add_argument("--run", action="store_true", help="first train the table's missing (row, column, seed) runs")
     rp.add_argument("--jobs", type=int, default=1, help="--run: cells trained at the same time (default 1)")
     rp.add_argument("--launcher", default="local", choices=["local", "slurm"], help="--run: where cells run")
@@ -402,28 +419,46 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--stream", action="store_true", help="prefill and per-token decoding of streaming models (init_state / step)")
     co.add_argument("--decode-tokens", dest="decode_tokens", type=int, default=32, help="--stream: single-token steps per repeat (default 32)")
     co.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override for every model, e.g. model.max_len=8192")
-    co.add_argument("--out", default="results/cost", help="folder for the .md / .csv / .json (default results/cost)")
+    co.add_argument("--out", default=reference_out("cost"),
+                    help=f"folder for the .md / .csv / .json (default results/cost when the current folder has results/, else ${OUT_ENV}/cost or out/cost)")
     co.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
     ls = sub.add_parser("list", help="list registry models and tasks")
-    ls.add_argument("what", nargs="?", choices=["models", "tasks"])
+    ls.add_argument("what", nargs="?", choices=["models", "tasks"], help="only the models or only the tasks (default: both)")
 
-    v = sub.add_parser("validate", help="check registry.yaml: inheritance, imports, parameters")
-    v.add_argument("path", nargs="?")
+    v = sub.add_parser("validate", help="check the registry (shipped, plugins, yours): inheritance, imports, parameters")
+    v.add_argument("path", nargs="?", help="a registry file to check with the shipped one (as --registry; default: the shipped one)")
 
     x = sub.add_parser("explain", help="every resolved value of a run's config and where it comes from")
-    x.add_argument("--model", required=True)
-    x.add_argument("--task", required=True)
+    x.add_argument("--model", required=True, help="a registry model, e.g. rsa-transformer-I")
+    x.add_argument("--task", required=True, help="a registry task, e.g. parity")
     x.add_argument("--preset", default="small", help="smoke | small | paper (default: small)")
     x.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="overrides, as for bench run")
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    from .registry import Registry
-    from .runner.callbacks import RunInterrupted
+def cmd_reproduce(args, registry) -> int:
+    from .report.reproduce import cmd_reproduce as reproduce
 
-    from .report.reproduce import cmd_reproduce
+    return reproduce(args, registry)
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml's, through the package metadata)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("bench")
+    except PackageNotFoundError:  # imported from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Light on purpose: each handler imports what it needs, so --help, list, validate and
+    # explain never import Lightning (tests/test_packaging.py); RunInterrupted lives in errors.
+    from .errors import RunInterrupted
+    from .registry import Registry
 
     handlers = {"run": cmd_run, "eval": cmd_eval, "compare": cmd_compare, "curves": cmd_curves, "list": cmd_list, "validate": cmd_validate, "generate": cmd_generate,
                 "explain": cmd_explain,

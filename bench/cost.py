@@ -15,7 +15,7 @@ harness's Head, loss and optimizer):
 * halting (`--halting`; HALT Table 5): the depth-recurrent models in each ``mode`` (halt /
   upperbound / no-halt) at each bound (``max_layers``); ratios to no-halt at the same bound.
   Weights are freshly initialised: how early a model halts shows in its mean halting depth.
-* streaming (`--stream`; issue 26): models with the streaming contract of models/base.py:
+* streaming (`--stream`; issue 26): models with the streaming contract of bench/models/base.py:
   prefill of a context of T tokens in one ``step`` call, then per-token decoding latency over
   single-token steps, and the bytes of the state after the context.
 
@@ -63,7 +63,7 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from models.base import StreamingUnsupported
+from bench.models.base import StreamingUnsupported
 
 from .config import resolve_run
 from .errors import UserError
@@ -679,6 +679,8 @@ def streaming_table(rows: list[dict], setup: Setup) -> tuple[list[str], list[lis
 
 def _git_commit() -> str:
     root = Path(__file__).resolve().parent.parent
+    if not (root / "pyproject.toml").is_file():  # an installed bench (site-packages): no checkout to name
+        return "unknown"
     try:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True,

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from tasks.base import IGNORE, PAD, Task
+from bench.tasks.base import IGNORE, PAD, Task
 
 from .records import current_umask
 from .sampling import ResumableLoader, eval_loader
@@ -34,7 +34,7 @@ def fingerprint(task: Task, split: str) -> str:
     ident = {
         "class": f"{type(task).__module__}.{type(task).__qualname__}",
         "version": task.version,
-        "params": task.params,  # every constructor argument, defaults included (tasks.base.Task)
+        "params": task.params,  # every constructor argument, defaults included (bench.tasks.base.Task)
         "split": split,
         "seed": task.split_seed(split),
         "extra": task.fingerprint_extra(),
@@ -45,7 +45,7 @@ def fingerprint(task: Task, split: str) -> str:
 
 def _columns(generated) -> dict:
     """What ``Task.generate`` returns, checked: a dict of equal-length, non-empty columns."""
-    from tasks.base import TaskError
+    from bench.tasks.base import TaskError
 
     if not isinstance(generated, dict) or "tokens" not in generated:
         raise TypeError(f"Task.generate must return a dict of columns with 'tokens', got {type(generated).__name__}")

@@ -1,4 +1,6 @@
-"""User-facing errors: the CLI prints their message as one line and exits with status 2."""
+"""User-facing errors: the CLI prints their message as one line and exits with status 2; a run
+stopped by a signal. Plain Python, no torch or Lightning: the CLI imports this module up front."""
+import signal
 
 
 class UserError(Exception):
@@ -7,3 +9,16 @@ class UserError(Exception):
 
 class RunFailed(Exception):
     """A run started but could not finish (NaN loss, ...): recorded as failed, not a crash."""
+
+
+class RunInterrupted(BaseException):
+    """A run stopped by a signal after writing its last checkpoint (the same command resumes)."""
+
+    def __init__(self, signum: int, step: int, checkpoint: str):
+        self.signum, self.step, self.checkpoint = signum, step, checkpoint
+        name = signal.Signals(signum).name
+        super().__init__(f"{name} at step {step}: checkpoint {checkpoint}; run the same command again to resume")
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them

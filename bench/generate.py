@@ -1,7 +1,7 @@
 """The streaming path of a finished run (issue 26): greedy generation and streamed evaluation.
 
 Both rebuild the run from its record (``runner.evaluate.rebuild_run``), load its tested
-checkpoint, and feed tokens through the backbone's ``init_state`` / ``step`` (``models/base.py``)
+checkpoint, and feed tokens through the backbone's ``init_state`` / ``step`` (``bench/models/base.py``)
 instead of ``forward``:
 
 * ``generate(record, prompt, tokens)``: LM tasks (copy, flip-flop). The prompt is symbols of the
@@ -45,7 +45,7 @@ class StreamedBackbone:
         self.backbone, self.piece = backbone, piece
 
     def __call__(self, tokens: Tensor, mask: Tensor | None = None):
-        from models.base import BackboneOutput
+        from bench.models.base import BackboneOutput
 
         B, T = tokens.shape
         lengths = torch.full((B,), T) if mask is None else mask.long().sum(-1).cpu()

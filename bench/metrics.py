@@ -6,7 +6,7 @@ from collections import defaultdict
 import numpy as np
 import torch
 
-from tasks.base import IGNORE
+from bench.tasks.base import IGNORE
 
 
 def tag_positions_ok(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -196,6 +196,8 @@ def command_line(argv: list[str] | None = None, cwd: str | None = None) -> str:
 
 def git_commit() -> dict:
     root = Path(__file__).resolve().parent.parent
+    if not (root / "pyproject.toml").is_file():  # an installed bench (site-packages): no checkout to name
+        return {"commit": None, "dirty": None}
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5).stdout.strip()
         dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=5).stdout.strip())
@@ -209,8 +211,11 @@ def versions() -> dict:
     import lightning
     import numpy
 
+    from .cli import version
+
     return {
         "python": platform.python_version(),
+        "bench": version(),
         "torch": torch.__version__,
         "lightning": lightning.__version__,
         "datasets": datasets.__version__,

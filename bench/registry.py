@@ -3,12 +3,26 @@
 Entries may inherit (``base: other``): target, params, description and presets are taken
 from the base and deep-merged with the entry's own. Names starting with "_" are abstract.
 Unknown names fail with the valid ones and a "did you mean".
+
+The registry is layered, later layers extending earlier ones:
+
+1. the shipped one, ``bench/registry.yaml`` (package data, read with importlib.resources);
+2. plugin registries: every entry point of the group ``bench.registries`` (``BENCH_NO_PLUGINS=1``
+   skips them). The entry point names a module (its package's ``registry.yaml`` is read) or an
+   object: a mapping, a path to a YAML file, or a callable returning either;
+3. the user's file: ``--registry FILE`` or ``$BENCH_REGISTRY``.
+
+A layer's entries are added to the sections (``models:``, ``tasks:``; either may be missing);
+an entry with the name of an earlier one replaces it whole. ``base:`` may name an entry of any
+layer, so a variant of a shipped model is ``{base: transformer, params: {...}}`` under a new name.
 """
 from __future__ import annotations
 
 import copy
 import difflib
 import importlib
+import importlib.metadata
+import importlib.resources
 import inspect
 import os
 import re
@@ -18,7 +32,12 @@ import yaml
 
 from .errors import UserError
 
-DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "registry.yaml"
+#: the shipped registry (package data; bench is installed as files, never zipped)
+DEFAULT_REGISTRY = Path(str(importlib.resources.files(__package__).joinpath("registry.yaml")))
+ENTRY_POINT_GROUP = "bench.registries"
+NO_PLUGINS_ENV = "BENCH_NO_PLUGINS"
+#: bench's own packages, top-level packages before issue 28 (``models.xl:TransformerXL``)
+MOVED_PACKAGES = ("models", "tasks")
 MODEL_KEYS = {"target", "params", "base", "description"}
 TASK_KEYS = {"target", "params", "base", "description", "presets"}
 PRESETS = ("smoke", "small", "paper")
@@ -68,35 +87,120 @@ def import_target(target: str, where: str):
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's registry problem
+        moved = _moved_target(module_name, attr, exc)
+        if moved:
+            raise UserError(f"{where}: target {target!r} names bench's old top-level package {module_name.split('.')[0]!r}; "
+                            f"models/ and tasks/ moved into bench: write {moved!r}") from None
         raise UserError(f"{where}: cannot import {module_name!r} for target {target!r} ({type(exc).__name__}: {exc})") from None
     if not hasattr(module, attr):
         raise UserError(f"{where}: module {module_name!r} has no {attr!r} (target {target!r})")
     return getattr(module, attr)
 
 
+def _moved_target(module_name: str, attr: str, exc: Exception) -> str | None:
+    """``bench.models.xl:TransformerXL`` for a target ``models.xl:TransformerXL`` that fails to import
+    because bench's ``models`` / ``tasks`` are now subpackages (and bench has that module)."""
+    top = module_name.split(".")[0]
+    if top not in MOVED_PACKAGES or not (isinstance(exc, ModuleNotFoundError) and exc.name == top):
+        return None
+    try:
+        importlib.import_module(f"bench.{module_name}")
+    except Exception:  # noqa: BLE001 - not one of bench's modules either: the plain error
+        return None
+    return f"bench.{module_name}:{attr}"
+
+
 def import_model_class(target: str, where: str):
-    """A registry model target: a subclass of models.base.Backbone, or UserError saying so."""
-    from models.base import Backbone
+    """A registry model target: a subclass of bench.models.base.Backbone, or UserError saying so."""
+    from bench.models.base import Backbone
 
     cls = import_target(target, where)
     if not (inspect.isclass(cls) and issubclass(cls, Backbone)):
-        raise UserError(f"{where}: target {target!r} is {_what(cls)}; a model target must be a subclass of models.base.Backbone")
+        raise UserError(f"{where}: target {target!r} is {_what(cls)}; a model target must be a subclass of bench.models.base.Backbone")
     return cls
 
 
 def import_task_class(target: str, where: str):
-    """A registry task target: a concrete subclass of tasks.base.Task with a known kind."""
-    from tasks.base import KINDS, Task
+    """A registry task target: a concrete subclass of bench.tasks.base.Task with a known kind."""
+    from bench.tasks.base import KINDS, Task
 
     cls = import_target(target, where)
     if not (inspect.isclass(cls) and issubclass(cls, Task)):
-        raise UserError(f"{where}: target {target!r} is {_what(cls)}; a task target must be a subclass of tasks.base.Task")
+        raise UserError(f"{where}: target {target!r} is {_what(cls)}; a task target must be a subclass of bench.tasks.base.Task")
     if inspect.isabstract(cls):
         missing = ", ".join(sorted(cls.__abstractmethods__))
         raise UserError(f"{where}: task class {target!r} is abstract: it must implement {missing}")
     if getattr(cls, "kind", None) not in KINDS:
         raise UserError(f"{where}: task class {target!r} has kind {getattr(cls, 'kind', None)!r}; set kind to one of {', '.join(KINDS)}")
     return cls
+
+
+def static_class_attrs(target: str, names: tuple[str, ...]) -> dict | None:
+    """The values of class attributes ``names`` (literal assignments: ``supports_streaming = True``)
+    of a target ``module:Class``, read from the source files without importing them, following
+    single inheritance through the modules' imports; None when that cannot be settled (multiple
+    bases, a computed value, a base that cannot be found), and the caller imports the class.
+    This keeps ``bench list`` free of torch."""
+    import ast
+    import importlib.util
+    import sys
+
+    def parse(module: str):
+        if module in sys.modules:  # already imported: no need to read anything
+            return sys.modules[module]
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+            raise LookupError(module)
+        return ast.parse(Path(spec.origin).read_text()), spec.parent if spec.submodule_search_locations is None else spec.name
+
+    def lookup(module: str, cls: str, wanted: set, depth: int = 0) -> dict:
+        if depth > 20:
+            raise LookupError(cls)
+        parsed = parse(module)
+        if not isinstance(parsed, tuple):  # an imported module: plain attributes (AttributeError: unsettled)
+            return {n: getattr(getattr(parsed, cls), n) for n in wanted}
+        tree, package = parsed
+        node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+        if node is None:  # imported into this module from another one
+            return lookup(*_imported(tree, package, cls), wanted, depth + 1)
+        found = {}
+        for stmt in node.body:
+            target, value = (stmt.targets[0], stmt.value) if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else \
+                (stmt.target, stmt.value) if isinstance(stmt, ast.AnnAssign) else (None, None)
+            if isinstance(target, ast.Name) and target.id in wanted:
+                if not isinstance(value, ast.Constant):
+                    raise LookupError(target.id)
+                found[target.id] = value.value
+        missing = wanted - set(found)
+        if missing:
+            if len(node.bases) != 1 or not isinstance(node.bases[0], ast.Name):
+                raise LookupError(cls)
+            base = node.bases[0].id
+            if any(isinstance(n, ast.ClassDef) and n.name == base for n in tree.body):
+                found.update(lookup(module, base, missing, depth + 1))
+            else:
+                found.update(lookup(*_imported(tree, package, base), missing, depth + 1))
+        return found
+
+    module_name, _, attr = str(target).partition(":")
+    try:
+        return lookup(module_name, attr, set(names))
+    except Exception:  # noqa: BLE001 - anything unsettled: the caller imports
+        return None
+
+
+def _imported(tree, package: str, name: str) -> tuple[str, str]:
+    """(module, name there) that ``from module import name`` at the top of ``tree`` binds."""
+    import ast
+    import importlib.util
+
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    module = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level else node.module
+                    return module, alias.name
+    raise LookupError(name)
 
 
 def _what(obj) -> str:
@@ -153,32 +257,102 @@ def constructor_params(cls, skip=("self", "vocab_size", "causal")) -> dict:
     return out
 
 
-class Registry:
-    def __init__(self, path: str | os.PathLike | None = None):
-        self.path = Path(path or os.environ.get("BENCH_REGISTRY") or DEFAULT_REGISTRY)
-        if not self.path.is_file():
-            raise UserError(f"registry file {str(self.path)!r} not found; pass an existing registry.yaml")
+def _read_layer(path, label: str) -> dict:
+    """One registry file's mapping, or UserError with the line of a YAML error."""
+    try:
+        raw = load_yaml(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"registry file {str(path)!r} not found; pass an existing registry.yaml") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"{label} is not valid YAML{where}: {problem}") from None
+    return raw
+
+
+def plugin_layers() -> list[tuple[str, dict]]:
+    """(label, registry mapping) of every ``bench.registries`` entry point, in name order."""
+    if os.environ.get(NO_PLUGINS_ENV):
+        return []
+    layers = []
+    for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
+        dist = getattr(getattr(ep, "dist", None), "name", None)
+        label = f"plugin {ep.name!r} ({ep.value}{f', from {dist}' if dist else ''})"
         try:
-            raw = load_yaml(self.path.read_text())
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise UserError(f"{self.path.name} is not valid YAML{where}: {problem}") from None
-        if not isinstance(raw, dict) or not isinstance(raw.get("models"), dict) or not isinstance(raw.get("tasks"), dict):
-            raise UserError(f"{self.path.name} must be a mapping with 'models:' and 'tasks:' sections")
-        self.raw_models: dict = raw["models"]
-        self.raw_tasks: dict = raw["tasks"]
-        for section, entries, keys in (("models", self.raw_models, MODEL_KEYS), ("tasks", self.raw_tasks, TASK_KEYS)):
+            obj = ep.load()
+            if inspect.ismodule(obj):  # a module: the registry.yaml of its package
+                obj = importlib.resources.files(obj.__name__ if hasattr(obj, "__path__") else obj.__package__).joinpath("registry.yaml")
+            elif callable(obj):
+                obj = obj()
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a broken plugin: one line naming it
+            raise UserError(f"{label} cannot be loaded ({type(exc).__name__}: {exc}); "
+                            f"uninstall it, or set {NO_PLUGINS_ENV}=1 to skip plugin registries") from None
+        if isinstance(obj, (str, os.PathLike)) or hasattr(obj, "read_text"):
+            label = f"{label}: {obj}"
+            try:
+                obj = load_yaml(obj.read_text() if hasattr(obj, "read_text") else Path(obj).read_text())
+            except (OSError, yaml.YAMLError) as exc:
+                raise UserError(f"{label} cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
+        layers.append((label, obj))
+    return layers
+
+
+class Registry:
+    """The merged registry: shipped, then plugins, then the user's file (``path`` or
+    $BENCH_REGISTRY). ``path`` is the user's file when there is one, else the shipped one."""
+
+    def __init__(self, path: str | os.PathLike | None = None, *, plugins: bool = True):
+        user = path or os.environ.get("BENCH_REGISTRY")
+        self.user_path = Path(user) if user else None
+        if self.user_path is not None and self.user_path.is_file() and self.user_path.resolve() == DEFAULT_REGISTRY.resolve():
+            self.user_path = None  # the shipped file named explicitly: nothing to add
+        if self.user_path is not None and not self.user_path.is_file():
+            raise UserError(f"registry file {str(self.user_path)!r} not found; pass an existing registry.yaml")
+        self.path = self.user_path or DEFAULT_REGISTRY
+        self.raw_models: dict = {}
+        self.raw_tasks: dict = {}
+        self.origin: dict[tuple[str, str], str] = {}  # (section, name) -> the layer that gave the entry
+        self.layers: list[str] = []  # the layers' short names, for messages
+        plugins_ = plugin_layers() if plugins else []
+        #: where the layers come from: the shipped file, the plugins, the user's file
+        self.sources = [str(DEFAULT_REGISTRY), *(label for label, _ in plugins_), *([str(self.user_path)] if self.user_path else [])]
+        layers = [(DEFAULT_REGISTRY.name, _read_layer(DEFAULT_REGISTRY, DEFAULT_REGISTRY.name), True)]
+        layers += [(label, raw, False) for label, raw in plugins_]
+        if self.user_path is not None:
+            layers.append((self.user_path.name, _read_layer(self.user_path, self.user_path.name), False))
+        for label, raw, complete in layers:
+            self._add_layer(label, raw, complete)
+
+    def _add_layer(self, label: str, raw, complete: bool) -> None:
+        sections = isinstance(raw, dict) and all(isinstance(raw.get(s, {}), dict) for s in ("models", "tasks"))
+        if not sections or (complete and not all(s in raw for s in ("models", "tasks"))):
+            need = "'models:' and 'tasks:' sections" if complete else "a 'models:' and/or a 'tasks:' section"
+            raise UserError(f"{label} must be a mapping with {need}")
+        unknown_sections = {k for k in raw if k not in ("models", "tasks") and not str(k).startswith("_")}  # _x: YAML anchors
+        if unknown_sections:
+            raise UserError(f"{label}: unknown top-level key(s) {', '.join(sorted(map(str, unknown_sections)))}; a registry has models: and tasks:")
+        for section, entries, keys in (("models", raw.get("models") or {}, MODEL_KEYS), ("tasks", raw.get("tasks") or {}, TASK_KEYS)):
             for name, entry in entries.items():
                 if not isinstance(entry, dict):
-                    raise UserError(f"{self.path.name}: {section}.{name} must be a mapping, got {type(entry).__name__}")
+                    raise UserError(f"{label}: {section}.{name} must be a mapping, got {type(entry).__name__}")
                 unknown = set(entry) - keys
                 if unknown:
                     raise UserError(
-                        f"{self.path.name}: {section}.{name} has unknown key(s) {', '.join(sorted(unknown))}; "
+                        f"{label}: {section}.{name} has unknown key(s) {', '.join(sorted(unknown))}; "
                         f"allowed: {', '.join(sorted(keys))}"
                     )
+            target = self.raw_models if section == "models" else self.raw_tasks
+            for name, entry in entries.items():
+                target[name] = entry  # a replaced entry keeps its place in listings
+                self.origin[(section, name)] = label
+        self.layers.append(label)
+
+    def _file(self, section: str, name: str) -> str:
+        """The registry layer an entry comes from, for messages (e.g. 'registry.yaml')."""
+        return self.origin.get((section, name), self.path.name)
 
     # ---- names ------------------------------------------------------------------------
     def model_names(self) -> list[str]:
@@ -194,24 +368,24 @@ class Registry:
             kind = "model" if section == "models" else "task"
             raise UserError(f"unknown {kind} {name!r}; {suggest(name, valid)}")
         if name in seen:
-            raise UserError(f"{self.path.name}: {section}.{name} inherits from itself ({' -> '.join((*seen, name))})")
+            raise UserError(f"{self._file(section, name)}: {section}.{name} inherits from itself ({' -> '.join((*seen, name))})")
         entry = entries[name]
         lineage = [name]
         resolved: dict = {}
         if "base" in entry:
             base = entry["base"]
             if base not in entries:
-                raise UserError(f"{self.path.name}: {section}.{name} has base {base!r}, which is not an entry; {suggest(base, list(entries))}")
+                raise UserError(f"{self._file(section, name)}: {section}.{name} has base {base!r}, which is not an entry; {suggest(base, list(entries))}")
             resolved = self._resolve(section, entries, base, (*seen, name))
             lineage = [name, *resolved["lineage"]]
         merged = deep_merge(resolved, {k: v for k, v in entry.items() if k != "base"})
         merged["lineage"] = lineage
         merged["name"] = name
         if "target" not in merged and not seen:
-            raise UserError(f"{self.path.name}: {section}.{name} has no target (and no base providing one)")
+            raise UserError(f"{self._file(section, name)}: {section}.{name} has no target (and no base providing one)")
         merged.setdefault("params", {})
         if not isinstance(merged["params"], dict):
-            raise UserError(f"{self.path.name}: {section}.{name}.params must be a mapping")
+            raise UserError(f"{self._file(section, name)}: {section}.{name}.params must be a mapping")
         return merged
 
     def model_entry(self, name: str) -> dict:
@@ -222,9 +396,9 @@ class Registry:
         presets = entry.setdefault("presets", {})
         for pname, preset in presets.items():
             if pname not in PRESETS:
-                raise UserError(f"{self.path.name}: tasks.{name} has unknown preset {pname!r}; presets are {', '.join(PRESETS)}")
+                raise UserError(f"{self._file('tasks', name)}: tasks.{name} has unknown preset {pname!r}; presets are {', '.join(PRESETS)}")
             if not isinstance(preset, dict) or set(preset) - PRESET_KEYS:
-                raise UserError(f"{self.path.name}: tasks.{name}.presets.{pname} may only hold {', '.join(sorted(PRESET_KEYS))}")
+                raise UserError(f"{self._file('tasks', name)}: tasks.{name}.presets.{pname} may only hold {', '.join(sorted(PRESET_KEYS))}")
         return entry
 
     def preset(self, task_name: str, preset: str) -> dict:

@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from models.universal import GUT  # noqa: E402
-from tasks.listops import END, SPLITS, START, VOCAB, sample_split  # noqa: E402
+from bench.models.universal import GUT  # noqa: E402
+from bench.tasks.listops import END, SPLITS, START, VOCAB, sample_split  # noqa: E402
 
 MODES = ("halt", "upperbound", "no-halt")
 

@@ -82,7 +82,7 @@ def extract(rev: str) -> tuple[str, str]:
     """(folder holding the tree at ``rev``, full commit hash), via git archive into a temp folder."""
     commit = subprocess.run(["git", "rev-parse", rev], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     folder = Path(tempfile.gettempdir()) / f"bench-models-cpu-{commit[:12]}"
-    if not (folder / "models").is_dir():
+    if not (folder / "bench").is_dir():
         folder.mkdir(parents=True, exist_ok=True)
         archive = subprocess.run(["git", "archive", commit], cwd=ROOT, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
@@ -123,7 +123,7 @@ def main() -> None:
 
     before_tree, commit = extract(args.before)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "models"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "bench/models"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     workers = {"before": Worker(before_tree, args.threads, args.batch), "after": Worker(str(ROOT), args.threads, args.batch)}
     models, lengths = args.models.split(","), [int(t) for t in args.lengths.split(",")]
     times = {(m, T, w): [] for m in models for T in lengths for w in workers}
@@ -139,7 +139,7 @@ def main() -> None:
         for w in workers.values():
             w.close()
 
-    print(f"# before: {commit[:7]} (git archive); after: {ROOT} at HEAD {head[:7]}{' + uncommitted models/' if dirty else ''}")
+    print(f"# before: {commit[:7]} (git archive); after: {ROOT} at HEAD {head[:7]}{' + uncommitted bench/models/' if dirty else ''}")
     print(f"# CPU, {args.threads} thread(s), batch {args.batch}, d_model 128, 4 heads, d_ff 256, "
           f"{args.steps} steps x {args.repeats} repeats interleaved (median s/step); no padding")
     print("| model | T | before s/step | after s/step | after / before |")

@@ -5,7 +5,7 @@
 
 The same causal language model is built four ways (each skipped with a line when it cannot run):
 
-* ``ours-sdpa``:  models/transformer.py with RoPE and the default attention backend (torch SDPA);
+* ``ours-sdpa``:  bench/models/transformer.py with RoPE and the default attention backend (torch SDPA);
 * ``ours-xformers``: the same weights' architecture with ``attn_backend=xformers`` (CUDA + xformers);
 * ``x-transformers``: ``TransformerWrapper(Decoder(...))`` with rotary positions, flash (SDPA)
   attention and the same d, heads, depth, feed-forward width (GELU), i.e. the peer a researcher
@@ -31,8 +31,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from models.layers import xformers_unusable  # noqa: E402
-from models.transformer import Transformer  # noqa: E402
+from bench.models.layers import xformers_unusable  # noqa: E402
+from bench.models.transformer import Transformer  # noqa: E402
 from scripts._bench_util import emit, seconds  # noqa: E402
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16}

@@ -5,7 +5,7 @@
     python scripts/bench_rsa.py --device cuda --dtype bf16 --batch 8 --reps 20   # GPU, bf16 autocast
     python scripts/bench_rsa.py --device cuda --compile   # adds plain+compile, rsa+compile (torch.compile)
 
-Three variants of the same causal Transformer (models/transformer.py, 2 layers, d=128, 4 heads):
+Three variants of the same causal Transformer (bench/models/transformer.py, 2 layers, d=128, 4 heads):
 ``plain`` (no REM), ``rsa`` (REM P V by FFT, the default path) and ``rsa-dense`` (P built as
 H x T x T matrices, the paper's App. D.1 construction). Step = forward + backward + Adam step.
 
@@ -26,7 +26,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from models.transformer import Transformer  # noqa: E402
+from bench.models.transformer import Transformer  # noqa: E402
 from scripts._bench_util import emit, seconds  # noqa: E402
 
 VARIANTS = {"plain": None, "rsa": "fft", "rsa-dense": "dense"}  # variant -> REM path

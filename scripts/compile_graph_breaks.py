@@ -77,13 +77,13 @@ def check_compiled(model, tokens, mask) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tree", default=str(ROOT), help="source tree whose bench/ and models/ are measured")
+    ap.add_argument("--tree", default=str(ROOT), help="source tree whose bench/ and bench/models/ are measured")
     ap.add_argument("--models", help="comma-separated registry names (default: all)")
     ap.add_argument("--compile", action="store_true", help="also compile with inductor and run forward + backward")
     args = ap.parse_args()
     tree = Path(args.tree).resolve()
-    if not (tree / "models").is_dir() or not (tree / "bench").is_dir():
-        sys.exit(f"{tree} holds no bench/ and models/ (e.g. git archive REV | tar -x -C {tree})")
+    if not (tree / "bench").is_dir() or not ((tree / "models").is_dir() or (tree / "bench" / "models").is_dir()):  # models/ before issue 28
+        sys.exit(f"{tree} holds no bench/ and bench/models/ (e.g. git archive REV | tar -x -C {tree})")
     sys.path.insert(0, str(tree))  # ahead of the editable install's finder
     import torch
 

@@ -1,4 +1,4 @@
-"""Sizing the CPU proxies of [HALT Tables 1, 2] (tables/halt-table{1,2}-cpu.yaml; docs/tasks.md).
+"""Sizing the CPU proxies of [HALT Tables 1, 2] (bench/tables/halt-table{1,2}-cpu.yaml; docs/tasks.md).
 
     python scripts/halt_cpu_proxy.py steps listops transformer,ut,gut,gut-no-global-halt,gut-no-gate,gut-no-transition,tlb,gutlb
     python scripts/halt_cpu_proxy.py estimate listops 35000 5

@@ -1,7 +1,7 @@
 """Our formal-language runs next to [RSA Table 2], per seed, with the REM gates: the detailed
 companion of ``bench reproduce rsa-table2`` (which prints ours / paper / Δ per cell and writes
 Markdown, CSV and a plot). The languages, models and the paper's numbers come from
-``tables/rsa-table2.yaml``; nothing is hard-coded here.
+``bench/tables/rsa-table2.yaml``; nothing is hard-coded here.
 
     python scripts/rsa_table2.py                                              # paper preset records
     python scripts/rsa_table2.py --out results/leaderboards/rsa_table2_paper.md
@@ -31,7 +31,7 @@ MODELS = [r.model for r in TABLE.rows]
 
 
 def paper_value(task: str, model: str) -> tuple[float, float] | None:
-    """[RSA Table 2] bin 0 / bin 1 in %, from tables/rsa-table2.yaml."""
+    """[RSA Table 2] bin 0 / bin 1 in %, from bench/tables/rsa-table2.yaml."""
     row = next((r for r in TABLE.rows if r.model == model), None)
     if row is None:
         return None

@@ -21,21 +21,21 @@ def registry():
 
 
 def readme_example(tmp_path, monkeypatch, file_name: str, section: str, package: str) -> tuple[dict, dict]:
-    """The README's worked example `<section>/<file_name>` installed as ``package.<module>``
+    """The README's worked example `bench/<section>/<file_name>` installed as ``package.<module>``
     under tmp_path, and the registry with the README's entries for it added: (registry, entries)."""
     import re
 
     import yaml
 
     readme = (ROOT / "README.md").read_text()
-    code = re.search(rf"`{section}/{file_name}`:\n\n```python\n(.*?)```", readme, re.S).group(1)
+    code = re.search(rf"`bench/{section}/{file_name}`:\n\n```python\n(.*?)```", readme, re.S).group(1)
     entry = re.search(rf"under `{section}:`\n\n```yaml\n(.*?)```", readme, re.S).group(1)
     (tmp_path / package).mkdir()
     (tmp_path / package / "__init__.py").write_text("")
     (tmp_path / package / file_name).write_text(code)
     monkeypatch.syspath_prepend(str(tmp_path))
     module = file_name.removesuffix(".py")
-    entries = yaml.safe_load(entry.replace(f"{section}.{module}", f"{package}.{module}"))
-    reg = yaml.safe_load((ROOT / "registry.yaml").read_text())
+    entries = yaml.safe_load(entry.replace(f"bench.{section}.{module}", f"{package}.{module}"))
+    reg = yaml.safe_load((ROOT / "bench" / "registry.yaml").read_text())
     reg[section].update(entries)
     return reg, entries

@@ -4,7 +4,7 @@ same sequence right-padded in a batch beside a longer one (eval mode, to 1e-5).
 
 TLB-FR chunked the whole batch by its longest sequence (ceil(longest / 5) tokens per chunk), so a
 short sequence's chunks, and its outputs, changed with its neighbours; it now cuts each sequence
-into its own 5 chunks (models/tlb_fr.py). Parametrised over the registry: a new entry is tested
+into its own 5 chunks (bench/models/tlb_fr.py). Parametrised over the registry: a new entry is tested
 the moment it is added."""
 import pytest
 import torch

@@ -15,11 +15,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.brt import BlockRecurrentTransformer, FixedGate, LSTMGate
-from models.tlb import TLB
-from models.tlb_fr import TLBFixedRecurrence
-from models.layers.relative import RelativeAttention, sinusoid
-from models.xl import TransformerXL
+from bench.models.brt import BlockRecurrentTransformer, FixedGate, LSTMGate
+from bench.models.tlb import TLB
+from bench.models.tlb_fr import TLBFixedRecurrence
+from bench.models.layers.relative import RelativeAttention, sinusoid
+from bench.models.xl import TransformerXL
 
 torch.set_num_threads(1)
 V = 12

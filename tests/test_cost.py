@@ -13,7 +13,7 @@ from bench import cost
 from bench.cli import main
 from bench.registry import Registry
 from conftest import ROOT
-from models.base import Backbone, BackboneOutput, StreamingUnsupported
+from bench.models.base import Backbone, BackboneOutput, StreamingUnsupported
 
 TINY = ["--task", "flipflop", "--preset", "smoke", "--batch", "2", "--repeats", "2", "--warmup", "0", "--quiet"]
 
@@ -72,7 +72,7 @@ class BidirectionalOnly(Backbone):
 def toy_registry(tmp_path_factory):
     module = __name__  # as pytest imported this file; the registry's targets import it from sys.modules
     assert sys.modules[module].StreamingToy is StreamingToy
-    reg = yaml.safe_load((ROOT / "registry.yaml").read_text())
+    reg = yaml.safe_load((ROOT / "bench" / "registry.yaml").read_text())
     reg["models"]["streaming-toy"] = {"target": f"{module}:StreamingToy", "description": "test double"}
     reg["models"]["refusing-toy"] = {"target": f"{module}:RefusingToy", "description": "test double"}
     reg["models"]["bidirectional-only"] = {"target": f"{module}:BidirectionalOnly", "description": "test double"}

@@ -5,9 +5,9 @@ import pytest
 
 import bench
 from bench.data import _columns, cache_root, fingerprint, load_split
-from tasks.base import TaskError
-from tasks.copy import Copy
-from tasks.formal_languages import D2, Parity
+from bench.tasks.base import TaskError
+from bench.tasks.copy import Copy
+from bench.tasks.formal_languages import D2, Parity
 
 SMALL = dict(n_train=40, n_val=10, n_test=10, bin1_max_len=20)
 

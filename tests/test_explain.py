@@ -48,7 +48,7 @@ def test_explain_the_paper_rsa_transformer_on_parity(capsys):
     assert rows["train", "lr"] == ("0.005", "preset _formal.paper.train")
     assert rows["train", "select"] == ("last", "preset _formal.paper.train")
     assert rows["train", "grad_clip"] == ("1.0", "TRAIN_DEFAULTS")
-    accepted = constructor_params(import_model_class("models.transformer:Transformer", "test"))
+    accepted = constructor_params(import_model_class("bench.models.transformer:Transformer", "test"))
     assert {k.split(".")[0] for (s, k) in rows if s == "model"} == {*accepted, "causal"}
 
 

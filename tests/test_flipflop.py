@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from tasks.base import IGNORE
-from tasks.flipflop import VOCAB, FlipFlop, flipflop_batch
+from bench.tasks.base import IGNORE
+from bench.tasks.flipflop import VOCAB, FlipFlop, flipflop_batch
 
 
 def test_reads_equal_last_write_and_only_reads_are_scored():

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.formal_languages import D2, D4, Parity, Tomita3, Tomita5, Tomita6
+from bench.tasks.formal_languages import D2, D4, Parity, Tomita3, Tomita5, Tomita6
 
 DN_REGEX = {2: re.compile(r"(a(ab)*b)*"), 4: re.compile(r"(a(a(a(ab)*b)*b)*b)*")}
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import bench
-from models.layers import attend, xformers_available
+from bench.models.layers import attend, xformers_available
 from test_models import MODELS, _small, model_class
 from test_rem import random_rem
 

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_compare_run_jobs_trains_cells_in_parallel_reports_failures_and_resumes(tmp_path, capsys):
-    reg = yaml.safe_load((ROOT / "registry.yaml").read_text())
+    reg = yaml.safe_load((ROOT / "bench" / "registry.yaml").read_text())
     reg["models"]["exploding"] = {"target": "tests.fixtures.exploding:Exploding", "params": {"d_model": 8}}
     registry = tmp_path / "registry.yaml"
     registry.write_text(yaml.safe_dump(reg))

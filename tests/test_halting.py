@@ -2,14 +2,14 @@
 import pytest
 import torch
 
-from models.layers.halting import DepthHalting
+from bench.models.layers.halting import DepthHalting
 
 torch.set_num_threads(1)
 
 
 def reference_alg1(unit, step, h0, max_iters, threshold, transition, per_position, global_pool, mask):
     """Literal Alg. 1/3 over the whole batch (no early exit), returning S and every alpha."""
-    from models.layers.halting import halting_input
+    from bench.models.layers.halting import halting_input
 
     B, T, _ = h0.shape
     P = T if per_position else 1

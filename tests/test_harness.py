@@ -108,7 +108,7 @@ def test_rsa_record_holds_the_tested_rem_parameters(tmp_path):
 
 def test_nan_loss_gives_a_failed_record(tmp_path):
     reg_path = tmp_path / "registry.yaml"
-    reg = yaml.safe_load((ROOT / "registry.yaml").read_text())
+    reg = yaml.safe_load((ROOT / "bench" / "registry.yaml").read_text())
     reg["models"]["exploding"] = {"target": "tests.fixtures.exploding:Exploding", "params": {"d_model": 8}}
     reg_path.write_text(yaml.safe_dump(reg))
     rec = bench.run(model="exploding", task="parity", preset="smoke", seed=0, out=tmp_path / "out",
@@ -176,7 +176,7 @@ def test_causal_only_model_with_bidirectional_setting():
     """The reverse mismatch: a task that accepts either mode, a causal-only model told to be bidirectional."""
     from bench.config import _resolve_causal
     from bench.errors import UserError
-    from models.transformer import NoPE, Transformer
+    from bench.models.transformer import NoPE, Transformer
 
     class AnyTask:
         requires_causal = None
@@ -191,13 +191,13 @@ def test_causal_only_model_with_bidirectional_setting():
     "mutate,message",
     [
         (lambda text: text.replace("models:", "models:\n  broken: [unclosed", 1), "line"),
-        (lambda text: text + "\n  ghost:\n    target: models.ghost:Ghost\n", "cannot import"),
+        (lambda text: text + "\n  ghost:\n    target: bench.models.ghost:Ghost\n", "cannot import"),
         (lambda text: text + "\n  ghost:\n    base: nothing_here\n", "not an entry"),
     ],
     ids=["malformed-yaml", "unimportable-target", "missing-base"],
 )
 def test_bad_registry(mutate, message, tmp_path, capsys):
-    text = (ROOT / "registry.yaml").read_text()
+    text = (ROOT / "bench" / "registry.yaml").read_text()
     if "ghost" in mutate(""):  # appended to the tasks section: put it under models instead
         text = text.replace("\ntasks:", mutate("").rstrip("\n") + "\n\ntasks:", 1)
     else:
@@ -231,9 +231,9 @@ def test_list_and_validate(capsys):
 def test_registry_inheritance():
     reg = Registry()
     nope = reg.model_entry("nope")
-    assert nope["lineage"] == ["nope", "transformer"] and nope["target"] == "models.transformer:NoPE"
+    assert nope["lineage"] == ["nope", "transformer"] and nope["target"] == "bench.models.transformer:NoPE"
     case1 = reg.model_entry("rsa-transformer-I")  # target from transformer, rsa merged over rsa-transformer's
-    assert case1["lineage"] == ["rsa-transformer-I", "rsa-transformer", "transformer"] and case1["target"] == "models.transformer:Transformer"
+    assert case1["lineage"] == ["rsa-transformer-I", "rsa-transformer", "transformer"] and case1["target"] == "bench.models.transformer:Transformer"
     assert case1["params"]["rsa"] == {"kinds": [5, 0, 0, 0, 0, 0], "dilations": [], "mu_init": 1.0, "lag_cap": 200, "path": "fft"}
     assert reg.preset("d2", "smoke")["data"]["max_len"] == 24  # own override on top of _formal
     assert reg.preset("d2", "smoke")["model"]["d_model"] == 32  # inherited from _formal

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from tasks.listops import SPLITS, VOCAB, ListOps
+from bench.tasks.listops import SPLITS, VOCAB, ListOps
 
 
 def reference_value(words):

@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from tasks.logic import (OPS_CAP, RELATIONS, VARS, VOCAB, LogicalInference, TaskError, bowman_formula, bowman_pair,
+from bench.tasks.logic import (OPS_CAP, RELATIONS, VARS, VOCAB, LogicalInference, TaskError, bowman_formula, bowman_pair,
                          relation, truth_table)
 
 

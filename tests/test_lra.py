@@ -4,10 +4,10 @@ import pickle
 import numpy as np
 import pytest
 
-from tasks.base import TaskError
-from tasks.listops import VOCAB as LISTOPS_VOCAB
-from tasks.listops import evaluate
-from tasks.lra import BYTE0, END, START, LRAImage, LRAListOps, LRARetrieval, LRAText
+from bench.tasks.base import TaskError
+from bench.tasks.listops import VOCAB as LISTOPS_VOCAB
+from bench.tasks.listops import evaluate
+from bench.tasks.lra import BYTE0, END, START, LRAImage, LRAListOps, LRARetrieval, LRAText
 
 
 def gen(task, split):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bench.metrics import OutcomeBuffer, _bin_start, example_outcomes
-from tasks.base import IGNORE
+from bench.tasks.base import IGNORE
 
 
 def logits_for(predictions, n_classes):

@@ -11,7 +11,7 @@ from bench.data import SplitData, collate, load_split
 from bench.errors import UserError
 from bench.runner.module import Head, forward_batch, task_loss
 from bench.registry import Registry, import_target
-from tasks.base import TaskError
+from bench.tasks.base import TaskError
 
 REG = Registry()
 MODELS = REG.model_names()

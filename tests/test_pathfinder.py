@@ -4,7 +4,7 @@ from collections import deque
 import numpy as np
 import pytest
 
-from tasks.pathfinder import DIFFICULTY, PIX0, SIZE, Pathfinder, render_batch
+from bench.tasks.pathfinder import DIFFICULTY, PIX0, SIZE, Pathfinder, render_batch
 
 
 def connected(img: np.ndarray, a, b) -> bool:

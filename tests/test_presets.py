@@ -13,8 +13,8 @@ import torch
 import bench
 from bench.config import TRAIN_DEFAULTS, resolve_run
 from bench.registry import Registry
-from models.transformer import NoPE, Transformer
-from tasks.flipflop import FlipFlop
+from bench.models.transformer import NoPE, Transformer
+from bench.tasks.flipflop import FlipFlop
 
 REG = Registry()
 LANGUAGES = ["parity", "tomita3", "tomita5", "tomita6", "d2", "d4"]
@@ -35,7 +35,7 @@ def test_rsa_table2_hosts_use_absolute_sinusoidal_positions(model, task):
     """[RSA §4.2]: the baseline is the vanilla Transformer with absolute sinusoidal PE, and the
     RSA-Transformer only modifies its self-attention layers."""
     cfg = resolve(model, task)
-    assert cfg["model"]["target"] == "models.transformer:Transformer"
+    assert cfg["model"]["target"] == "bench.models.transformer:Transformer"
     assert cfg["model"]["params"]["pos_encoding"] == "sinusoidal"
 
 
@@ -85,7 +85,7 @@ def test_transformer_star_is_a_transformer_with_dai_relative_positions():
     input length the formal languages have (one segment, no memory)."""
     cfg = resolve("transformer-star", "d4")
     p = cfg["model"]["params"]
-    assert cfg["model"]["target"] == "models.xl:TransformerXL" and p["mem_len"] == 0
+    assert cfg["model"]["target"] == "bench.models.xl:TransformerXL" and p["mem_len"] == 0
     assert p["segment_len"] >= bench.build_task("d4", preset="paper").bin1_max_len
     star = bench.build_model("transformer-star", task="d4", preset="paper").eval()
     plain = Transformer(star.vocab_size, True, d_model=20, n_heads=5, n_layers=3, d_ff=80, dropout=0.0,

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from models.layers.local_rnn import LocalRNN
-from models.r_transformer import RTransformer
+from bench.models.layers.local_rnn import LocalRNN
+from bench.models.r_transformer import RTransformer
 
 torch.set_num_threads(1)
 

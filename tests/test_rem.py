@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from models.layers.rem import REM
+from bench.models.layers.rem import REM
 
 torch.set_num_threads(1)
 
@@ -78,7 +78,7 @@ def test_scale_folded_into_the_kernel_is_a_scaled_rem(causal):
 
 @pytest.mark.parametrize("n", [1, 2, 5, 50, 712, 1000, 2248, 8392])
 def test_fft_length_is_a_fast_size_at_least_n(n):
-    from models.layers.rem import _fast_len
+    from bench.models.layers.rem import _fast_len
 
     m = _fast_len(n)
     assert m >= n

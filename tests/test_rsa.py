@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import bench
-from models.layers.attention import MultiHeadAttention
+from bench.models.layers.attention import MultiHeadAttention
 
 torch.set_num_threads(1)
 
@@ -151,7 +151,7 @@ def test_gated_mix_gradients_match_finite_differences(n_heads):
 def check_gated_mix_gradients(n_heads: int = 6, device: str = "cpu"):
     """The hand-written mix (RSA heads first, the rest plain) against torch.autograd.gradcheck,
     with attention in (B, T, H, hd) memory and P V time-last as the FFT leaves it."""
-    from models.layers.rsa import _GatedMix
+    from bench.models.layers.rsa import _GatedMix
 
     torch.manual_seed(0)
     B, T, hd, k = 2, 5, 3, 4

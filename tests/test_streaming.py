@@ -17,14 +17,14 @@ import torch
 
 import bench
 from bench.registry import Registry, constructor_params, import_target
-from models.base import StreamingUnsupported
-from models.brt import BlockRecurrentTransformer
-from models.layers.rem import REM
-from models.r_transformer import RTransformer
-from models.rnn import RNN
-from models.tlb import TLB
-from models.transformer import Transformer
-from models.xl import TransformerXL
+from bench.models.base import StreamingUnsupported
+from bench.models.brt import BlockRecurrentTransformer
+from bench.models.layers.rem import REM
+from bench.models.r_transformer import RTransformer
+from bench.models.rnn import RNN
+from bench.models.tlb import TLB
+from bench.models.transformer import Transformer
+from bench.models.xl import TransformerXL
 
 REG = Registry()
 T = 23  # crosses several XL segments / BRT blocks of 5 and LocalRNN windows of 4
@@ -392,7 +392,7 @@ def test_readme_add_a_model_example_streams(tmp_path, monkeypatch):
 def test_block_step_equals_block_forward(read):
     """TransformerBlock.step (with the TLB memory read when the block has one) against the block's
     forward over the whole chunk, with rotary positions."""
-    from models.layers import Rotary, TransformerBlock
+    from bench.models.layers import Rotary, TransformerBlock
 
     torch.manual_seed(0)
     block = TransformerBlock(16, 2, 32, read=read).eval()

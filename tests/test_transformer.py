@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from models.layers.attention import attend, xformers_unusable
-from models.layers.block import TransformerBlock
-from models.layers.positional import Rotary
-from models.transformer import NoPE, Transformer
+from bench.models.layers.attention import attend, xformers_unusable
+from bench.models.layers.block import TransformerBlock
+from bench.models.layers.positional import Rotary
+from bench.models.transformer import NoPE, Transformer
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from models.universal import GUT, UT
+from bench.models.universal import GUT, UT
 
 torch.set_num_threads(1)
 SMALL = dict(d_model=32, n_heads=4, d_ff=64, dropout=0.0)
@@ -112,7 +112,7 @@ def test_gut_learns_a_counting_task():
 
 
 def gutlb(causal, **kw):
-    from models.gutlb import GUTLB
+    from bench.models.gutlb import GUTLB
 
     torch.manual_seed(0)
     model = GUTLB(20, causal, chunk_size=4, memory_slots=3, max_layers=6, halt_bias_init=0.5, **SMALL, **kw).eval()

@@ -11,13 +11,13 @@ from bench.registry import Registry, type_ok, type_problems
 ROOT = Path(__file__).resolve().parent.parent
 
 BAD_MODELS = {
-    "not-a-backbone": {"target": "tasks.formal_languages:Parity"},
+    "not-a-backbone": {"target": "bench.tasks.formal_languages:Parity"},
     "a-function": {"target": "bench.registry:deep_merge"},
     "two-layers": {"base": "transformer", "params": {"n_layers": "two", "dropout": 0, "pos_encoding": 1}},
 }
 BAD_TASKS = {
-    "not-a-task": {"base": "_formal", "target": "models.transformer:Transformer"},
-    "abstract": {"base": "_formal", "target": "tasks.lra:_FileTask"},
+    "not-a-task": {"base": "_formal", "target": "bench.models.transformer:Transformer"},
+    "abstract": {"base": "_formal", "target": "bench.tasks.lra:_FileTask"},
     "mistyped": {
         "base": "parity",
         "params": {"n_train": "many"},
@@ -34,7 +34,7 @@ BAD_TASKS = {
 
 @pytest.fixture(scope="module")
 def bad_registry(tmp_path_factory) -> Path:
-    reg = yaml.safe_load((ROOT / "registry.yaml").read_text())
+    reg = yaml.safe_load((ROOT / "bench" / "registry.yaml").read_text())
     reg["models"].update(BAD_MODELS)
     reg["tasks"].update(BAD_TASKS)
     path = tmp_path_factory.mktemp("registry") / "registry.yaml"
@@ -49,15 +49,15 @@ def test_the_repository_registry_is_valid():
 def test_validate_reports_every_problem_and_nothing_else(bad_registry):
     problems = Registry(bad_registry).validate()
     expected = [
-        "models.not-a-backbone: target 'tasks.formal_languages:Parity' is the class tasks.formal_languages.Parity; "
-        "a model target must be a subclass of models.base.Backbone",
+        "models.not-a-backbone: target 'bench.tasks.formal_languages:Parity' is the class bench.tasks.formal_languages.Parity; "
+        "a model target must be a subclass of bench.models.base.Backbone",
         "models.a-function: target 'bench.registry:deep_merge' is a function, not a class; "
-        "a model target must be a subclass of models.base.Backbone",
+        "a model target must be a subclass of bench.models.base.Backbone",
         "models.two-layers.params.n_layers='two': expected int (like 2), got str",
         "models.two-layers.params.pos_encoding=1: expected str (like 'xpos'), got int",
-        "tasks.not-a-task: target 'models.transformer:Transformer' is the class models.transformer.Transformer; "
-        "a task target must be a subclass of tasks.base.Task",
-        "tasks.abstract: task class 'tasks.lra:_FileTask' is abstract: it must implement generate, vocab",
+        "tasks.not-a-task: target 'bench.models.transformer:Transformer' is the class bench.models.transformer.Transformer; "
+        "a task target must be a subclass of bench.tasks.base.Task",
+        "tasks.abstract: task class 'bench.tasks.lra:_FileTask' is abstract: it must implement generate, vocab",
         "tasks.mistyped.params.n_train='many': expected int (like 10000), got str",
         "tasks.mistyped.presets.smoke.data.bin_width=2.5: expected int (like 10), got float",
         "tasks.mistyped.presets.smoke.model.d_model='big': expected int (like 128), got str",
@@ -76,9 +76,9 @@ def test_validate_cli_prints_each_problem_and_exits_2(bad_registry, capsys):
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["--model", "not-a-backbone", "--task", "parity"], "models.not-a-backbone: target 'tasks.formal_languages:Parity' is the class"),
-        (["--model", "a-function", "--task", "parity"], "is a function, not a class; a model target must be a subclass of models.base.Backbone"),
-        (["--model", "lstm", "--task", "not-a-task"], "a task target must be a subclass of tasks.base.Task"),
+        (["--model", "not-a-backbone", "--task", "parity"], "models.not-a-backbone: target 'bench.tasks.formal_languages:Parity' is the class"),
+        (["--model", "a-function", "--task", "parity"], "is a function, not a class; a model target must be a subclass of bench.models.base.Backbone"),
+        (["--model", "lstm", "--task", "not-a-task"], "a task target must be a subclass of bench.tasks.base.Task"),
         (["--model", "lstm", "--task", "abstract"], "is abstract: it must implement generate, vocab"),
     ],
 )

@@ -1,4 +1,4 @@
-"""Tables of checks (``kind: checks`` in tables/*.yaml): a paper's stated properties, each with
+"""Tables of checks (``kind: checks`` in bench/tables/*.yaml): a paper's stated properties, each with
 its expected outcome, measured now or read from run records.
 
     checks:
@@ -23,7 +23,7 @@ case over seeds: the largest change for ``same`` (passes below TOL), the smalles
   t >= 3 (after the pair, where the tokens are the same again) the change |f(X)_t - f(X')_t|
   (max of them for ``same``, min for ``differs``).
 
-Claims of a results table (``claims:`` in tables/*.yaml, schema in bench/report/tables.py): the
+Claims of a results table (``claims:`` in bench/tables/*.yaml, schema in bench/report/tables.py): the
 paper's qualitative findings over its cells, e.g. "TLB beats the Transformer on ListOps 500-600",
 judged on our per-seed values by one rule (``RULE``): for "A beats B" on a cell pair, with
 d = mean_A - mean_B (mean_B - mean_A where lower is better) and s = max(std_A, std_B) (sample

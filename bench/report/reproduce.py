@@ -1,6 +1,6 @@
 """``bench reproduce``: a paper's table, our run records beside the paper's numbers.
 
-Each table is one YAML file in ``tables/`` (the file name is the table's name); adding a table
+Each table is one YAML file in ``bench/tables/`` (the file name is the table's name); adding a table
 is adding a file. ``bench reproduce --list`` lists them; ``bench reproduce NAME`` prints rows =
 the table's rows, and per column (task, split) our value (mean ± std over seeds, n seeds; ``—``
 when no record exists, never 0), the paper's and the difference; it writes Markdown, CSV and a

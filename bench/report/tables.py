@@ -1,4 +1,4 @@
-"""The papers' tables as YAML (``tables/*.yaml``): the schema, loading with inheritance, and
+"""The papers' tables as YAML (``bench/tables/*.yaml``, package data): the schema, loading with inheritance, and
 the checks that a table names only registry models and tasks. ``bench reproduce``
 (bench/report/reproduce.py) puts our records beside the numbers loaded here.
 
@@ -46,6 +46,7 @@ splits on both sides pairs by position; one split is used for every pair).
 """
 from __future__ import annotations
 
+import importlib.resources
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,7 +55,8 @@ import yaml
 from ..errors import UserError
 from ..registry import deep_merge, suggest
 
-TABLES_DIR = Path(__file__).resolve().parents[2] / "tables"
+#: the shipped tables (package data; bench is installed as files, never zipped)
+TABLES_DIR = Path(str(importlib.resources.files("bench").joinpath("tables")))
 TABLE_KEYS = {"title", "source", "base", "preset", "seeds", "metric", "stat", "paper_units", "delta", "set", "tasks", "splits",
               "columns", "rows", "kind", "checks", "claims"}
 CLAIM_KEYS, SIDE_KEYS = {"text", "source", "better", "than", "split", "splits", "lower_is_better"}, {"model", "models", "split", "splits"}

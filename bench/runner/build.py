@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from tasks.base import TaskError
+from bench.tasks.base import TaskError
 
 from ..config import parse_overrides, resolve_model, resolve_task
 from ..errors import UserError
@@ -46,7 +46,7 @@ def check_attention_backend(params: dict, device: torch.device) -> None:
     """xformers is optional and CUDA only: say so before training rather than fail in step one."""
     if params.get("attn_backend") != "xformers":
         return
-    from models.layers import xformers_unusable
+    from bench.models.layers import xformers_unusable
 
     if device.type != "cuda":
         raise UserError(f"model.attn_backend=xformers runs on CUDA only and this run is on {device.type}; use model.attn_backend=sdpa")

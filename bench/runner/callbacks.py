@@ -19,18 +19,7 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import Checkpoint
 
-
-class RunInterrupted(BaseException):
-    """A run stopped by a signal after writing its last checkpoint (the same command resumes)."""
-
-    def __init__(self, signum: int, step: int, checkpoint: str):
-        self.signum, self.step, self.checkpoint = signum, step, checkpoint
-        name = signal.Signals(signum).name
-        super().__init__(f"{name} at step {step}: checkpoint {checkpoint}; run the same command again to resume")
-
-    @property
-    def exit_status(self) -> int:
-        return 128 + self.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them
+from ..errors import RunInterrupted  # noqa: F401 - defined there, so the CLI catches it without Lightning
 
 
 class RNGState(L.Callback):

@@ -50,7 +50,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from tasks.base import TaskError
+from bench.tasks.base import TaskError
 
 from ..config import RunConfig, resolve_run
 from ..data import TaskData

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tasks.base import IGNORE
+from bench.tasks.base import IGNORE
 
 from ..errors import RunFailed
 from ..metrics import OutcomeBuffer, example_outcomes
@@ -105,6 +105,17 @@ def lr_lambda(train: dict, steps_per_epoch: int, total_steps: int):
         return 0.5 * (1.0 + math.cos(math.pi * progress))  # cosine
 
     return f
+
+
+def decay_groups(module: nn.Module) -> tuple[list, list]:
+    """(decayed, not decayed) trainable parameters, by dimension: matrices and embeddings (ndim >= 2)
+    are decayed; biases, norm gains, gates and other scalars or vectors (ndim < 2) are not, whatever
+    their names (AdamW only; Adam decays every parameter, as the papers using it do)."""
+    decay, no_decay = [], []
+    for p in module.parameters():
+        if p.requires_grad:
+            (decay if p.dim() >= 2 else no_decay).append(p)
+    return decay, no_decay
 
 
 def forward_batch(backbone: nn.Module, head: Head, batch: dict):
@@ -257,10 +268,7 @@ class TaskModule(L.LightningModule):
 
     def configure_optimizers(self):
         t = self.train_cfg
-        decay, no_decay = [], []
-        for name, p in self.named_parameters():
-            if p.requires_grad:
-                (no_decay if p.dim() < 2 or "norm" in name or "ln" in name.split(".")[-2:][0] else decay).append(p)
+        decay, no_decay = decay_groups(self)
         groups = [{"params": decay, "weight_decay": t["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}]
         opt_cls = torch.optim.AdamW if t["optimizer"] == "adamw" else torch.optim.Adam
         if t["optimizer"] == "adam":

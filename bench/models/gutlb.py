@@ -1,6 +1,6 @@
 """Gated Universal Transformer Latent Bottleneck (GUTLB) [HALT §5.2, Alg. 4].
 
-TLB (``models/tlb.py``, Alg. 2) whose per-chunk layer stack is replaced by ONE shared gated
+TLB (``bench/models/tlb.py``, Alg. 2) whose per-chunk layer stack is replaced by ONE shared gated
 block iterated with GUT's global, transition-aware halting:
 
     for t, C_0 in enumerate(chunks):

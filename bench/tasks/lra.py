@@ -1,7 +1,7 @@
 """Long Range Arena (Tay et al. 2021) as in [HALT §6.7, Table 4].
 
 * ``lra-listops``: ListOps from our generator with LRA's settings (args <= 10, depth <= 10,
-  500-2000 tokens; 96k / 2k / 2k). Pathfinder lives in ``tasks/pathfinder.py``.
+  500-2000 tokens; 96k / 2k / 2k). Pathfinder lives in ``bench/tasks/pathfinder.py``.
 * ``lra-text`` (IMDB, bytes), ``lra-retrieval`` (AAN pairs, bytes, pair kind) and ``lra-image``
   (CIFAR-10 grayscale, 1024 pixel tokens) read files the user supplies; nothing is downloaded.
   The directory is the ``data_dir`` parameter, else $BENCH_LRA_DIR. Expected files (the

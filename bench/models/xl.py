@@ -12,7 +12,7 @@ over the previous ``mem_len`` positions, with the gradient stopped (Dai et al. e
 
 R is the sinusoid of the relative distance; the position term is computed for every distance
 once per query row and aligned with the "rel-shift" trick (§3.3 / App. B) instead of building
-a (T, M+T, d) tensor (``models/layers/relative.py``). It enters ``attend`` as an additive bias,
+a (T, M+T, d) tensor (``bench/models/layers/relative.py``). It enters ``attend`` as an additive bias,
 so any backend serves. R and each layer's projection W_R R are built once per forward, the
 attention mask once per segment; every layer and segment shares them.
 

@@ -251,7 +251,7 @@ def split_stats(task: LogicalInference) -> list[str]:
     return lines
 
 
-if __name__ == "__main__":  # python -m tasks.logic [n_train n_val n_test]: the numbers in docs/tasks.md
+if __name__ == "__main__":  # python -m bench.tasks.logic [n_train n_val n_test]: the numbers in docs/tasks.md
     import sys
 
     sizes = [int(a) for a in sys.argv[1:4]] or [135000, 5000, 5000]

@@ -245,7 +245,7 @@ class DepthHalting(nn.Module):
         = S_{l-1} or H_{l-1}, GUTLB's memory read). Every position runs all max_iters iterations
         (see the module docstring); the state's ``n`` counts positions, not the host's.
 
-        UT / GUT (``models/universal.py``) keep one such state for the whole stream. GUTLB would keep
+        UT / GUT (``bench/models/universal.py``) keep one such state for the whole stream. GUTLB keeps
         one per chunk, its prefix means and caches restarting at each chunk boundary:
 
             state = halting.init_state([block.init_cache(B, dev) for _ in range(max_iters)], B, dev)

@@ -13,7 +13,7 @@
         M^{t+1} = M^t_U
     per-token output: LN(C_L) of each chunk;  sequence summary: mean over slots of LN(M^final)
 
-(Every "+ f(.)" is pre-LN with a residual [HALT §3]; ``models.layers.memory`` holds the read
+(Every "+ f(.)" is pre-LN with a residual [HALT §3]; ``bench.models.layers.memory`` holds the read
 and update layers.) Tokens of chunk t read only M^t, built from chunks < t, and the chunk
 self-attention is causal when the task requires it, so a causal TLB never lets position t see
 positions > t. A chunk made only of padding keeps the old memory (as in the reference code).

@@ -1,0 +1,1 @@
+"""Backbones. One family per file; shared parts live in ``bench.models.layers``."""

@@ -1,1 +1,0 @@
-"""Backbones. One family per file; shared parts live in ``models.layers``."""
