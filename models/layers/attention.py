@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .positional import RotaryTables, apply_rotary, rotate
+from .positional import RotaryTables, _rotate_half, apply_rotary, rotate
 from .rsa import RSA
 
 ATTENTION_BACKENDS = ("sdpa", "math", "xformers")
@@ -211,12 +211,14 @@ class MultiHeadAttention(nn.Module):
         or UT's attention to the halting mixture). ``rem_offset``: with RSA, the REM lag between
         query i and key j is i - j + rem_offset (keys = [rem_offset memory keys; current segment],
         App. D.2); masked REM when causal."""
-        ctx = x if context is None else context
-        q = self.split_heads(self.q_proj(x))  # (B, H, Tq, hd)
-        k = self.split_heads(self.k_proj(ctx))  # (B, H, Tk, hd)
-        v = self.split_heads(self.v_proj(ctx))
-        if rope is not None:
-            q, k = apply_rotary(q, k, rope)
+        if context is None:  # self-attention: Q, K and V in one matmul, q and k rotated together
+            q, k, v = self.self_qkv(x, rope)  # (B, H, T, hd) each
+        else:
+            q = self.split_heads(self.q_proj(x))  # (B, H, Tq, hd)
+            k = self.split_heads(self.k_proj(context))  # (B, H, Tk, hd)
+            v = self.split_heads(self.v_proj(context))
+            if rope is not None:
+                q, k = apply_rotary(q, k, rope)
         out = attend(
             q, k, v, causal=causal, key_mask=key_mask, bias=bias, backend=self.backend,
             dropout_p=self.dropout if self.training else 0.0,
@@ -224,6 +226,22 @@ class MultiHeadAttention(nn.Module):
         if self.rsa is not None:
             out = self.rsa(out, v, key_mask=key_mask, causal=causal, offset=rem_offset)
         return self.o_proj(self.merge_heads(out))
+
+    def self_qkv(self, x: Tensor, rope: RotaryTables | None) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention's q, k, v (B, H, T, hd) from x (B, T, d) with one matmul against the stacked
+        [W_q; W_k; W_v] (the parameters stay three Linear layers: checkpoints keep their layout), and
+        the rotary / xPos of q and k applied to both at once: the same values as three projections and
+        ``apply_rotary`` (elementwise, bitwise), in fewer kernel launches forward and backward."""
+        B, T, _ = x.shape
+        w = torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight))  # (3 H hd, d)
+        qkv = F.linear(x, w).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, H, T, hd)
+        qk, v = qkv.split((2, 1))  # (2, B, H, T, hd), (1, B, H, T, hd)
+        if rope is not None:
+            qk = qk * rope.cos.to(qk.dtype) + _rotate_half(qk) * rope.sin.to(qk.dtype)
+        q, k = qk.unbind(0)
+        if rope is not None and rope.scale is not None:  # xPos: q scaled up, k down
+            q, k = q * rope.scale.to(q.dtype), k / rope.scale.to(k.dtype)
+        return q, k, v.squeeze(0)
 
     # ---- streaming: causal self-attention over a KV cache -----------------------------------
     def init_cache(self, batch_size: int, device=None) -> dict:
