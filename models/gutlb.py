@@ -23,7 +23,6 @@ import torch
 from torch import Tensor
 
 from .base import BackboneOutput
-from .layers import positions_from_mask
 from .layers.gated import RecurrentBlock, gate_mean, mean_over_iterations
 from .layers.halting import DepthHalting, take
 from .layers.memory import keep_where
@@ -71,9 +70,9 @@ class GUTLB(TLB):
         self._chunks: list[tuple[Tensor, Tensor, Tensor]] = []  # (ponder, depth, chunk has tokens)
         self._gates: list[tuple[Tensor, Tensor]] = []  # (mean gate, any real token) per iteration
 
-    def forward_chunk(self, tokens: Tensor, mask: Tensor, memory: Tensor) -> tuple[Tensor, Tensor]:
-        c0 = self.drop(self.embed(tokens))  # C_0 (B, g, d)
-        rope = self.rotary.tables(positions_from_mask(mask))  # xPos restarts in every chunk
+    def chunk_states(self, c0: Tensor, rope, mask: Tensor, active: Tensor, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Alg. 4's recurrent part of one chunk (``TLB.forward_chunk`` / ``TLB.forward`` embed it and
+        build its xPos tables): C_0 (B, g, d) -> (S_L (B, g, d) before ``ln_out``, M^{t+1} (B, S, d))."""
         key_mask = None if self.causal else mask
 
         def step(c: Tensor, s: Tensor, rows: Tensor | None) -> Tensor:  # one iteration of the shared block
@@ -86,11 +85,11 @@ class GUTLB(TLB):
             return out
 
         res = self.halting(step, c0, mask)
-        self._chunks.append((res.ponder, res.depth, mask.any(-1)))
+        self._chunks.append((res.ponder, res.depth, active))
         new_memory = memory
         for update in self.updates:
             new_memory = update(new_memory, res.output, mask)  # memory attends to S_L
-        return self.ln_out(res.output), keep_where(mask.any(-1), new_memory, memory)
+        return res.output, keep_where(active, new_memory, memory)
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
         self._chunks, self._gates = [], []

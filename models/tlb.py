@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from .base import Backbone, BackboneOutput
 from .layers import Rotary, TransformerBlock, positions_from_mask, rsa_gate_stats
+from .layers.positional import RotaryTables
 from .layers.memory import MemoryUpdate, init_slots, keep_where
 
 
@@ -77,15 +78,22 @@ class TLB(Backbone):
 
     def forward_chunk(self, tokens: Tensor, mask: Tensor, memory: Tensor) -> tuple[Tensor, Tensor]:
         """One chunk (B, g) and M^t (B, S, d) -> (per-token states (B, g, d), M^{t+1})."""
-        c = self.drop(self.embed(tokens))  # C_0 (B, g, d)
+        c0 = self.drop(self.embed(tokens))  # C_0 (B, g, d)
         rope = self.rotary.tables(positions_from_mask(mask))  # xPos restarts in every chunk; shared by the layers
+        c, new_memory = self.chunk_states(c0, rope, mask, mask.any(-1), memory)
+        return self.ln_out(c), new_memory
+
+    def chunk_states(self, c0: Tensor, rope, mask: Tensor, active: Tensor, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Alg. 2's recurrent part of one chunk: C_0 (B, g, d), its xPos tables, mask (B, g), whether each
+        sequence has a real token in it (B,) and M^t (B, S, d) -> (C_L (B, g, d) before ``ln_out``, M^{t+1})."""
+        c = c0
         key_mask = None if self.causal else mask  # causal + right padding: real tokens never see pads
         for layer in self.layers:
             c = layer(c, memory=memory, rope=rope, key_mask=key_mask, causal=self.causal)
         new_memory = memory
         for update in self.updates:
             new_memory = update(new_memory, c, mask)
-        return self.ln_out(c), keep_where(mask.any(-1), new_memory, memory)
+        return c, keep_where(active, new_memory, memory)
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
         B, T = tokens.shape
@@ -94,11 +102,27 @@ class TLB(Backbone):
         longest = T if (self.n_chunks <= 0 or mask is None) else int(mask.sum(-1).max())
         mask = self.full_mask(tokens, mask)  # (B, T)
         g = self.chunk_length(longest)
+        # Everything that does not read the memory, for every chunk at once (one call each instead of
+        # one per chunk): C_0 = Dropout(Embed(tokens)), the chunk positions (restarting per chunk), their
+        # xPos tables, and which sequences have a real token in each chunk. The last chunk is padded to g.
+        n = -(-T // g)  # number of chunks, ceil(T / g)
+        pad = n * g - T
+        c0 = self.drop(self.embed(tokens))  # (B, T, d)
+        if pad:
+            mask_g = torch.cat((mask, mask.new_zeros(B, pad)), dim=1)  # (B, n*g)
+        else:
+            mask_g = mask
+        pos = positions_from_mask(mask_g.view(B, n, g))  # (B, n, g): 0.. within each chunk
+        center = pos.amax(dim=(0, 2), keepdim=True) / 2  # (1, n, 1): each chunk's own xPos center, max/2
+        tables = self.rotary.tables(pos, center)  # cos / sin / scale (B, n, g, hd)
+        active = mask_g.view(B, n, g).any(-1)  # (B, n)
         memory, outs = self.initial_memory(B), []
-        for s in range(0, T, g):
-            h, memory = self.forward_chunk(tokens[:, s : s + g], mask[:, s : s + g], memory)
+        for t, s in enumerate(range(0, T, g)):
+            w = min(g, T - s)  # the last chunk may be shorter
+            rope = RotaryTables(*(None if x is None else x[:, t, :w].unsqueeze(1) for x in tables))  # (B, 1, w, hd)
+            h, memory = self.chunk_states(c0[:, s : s + w], rope, mask[:, s : s + w], active[:, t], memory)
             outs.append(h)
-        hidden = torch.cat(outs, dim=1)  # (B, T, d)
+        hidden = self.ln_out(torch.cat(outs, dim=1))  # (B, T, d)
         pooled = self.ln_mem(memory).mean(dim=1)  # (B, d) LN(final memory), mean over slots
         stats = {"n_chunks": float(len(outs)), **rsa_gate_stats(self)}
         return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=stats, pooled=pooled)
