@@ -23,8 +23,8 @@ import torch
 from torch import Tensor
 
 from .base import BackboneOutput
-from .layers.gated import RecurrentBlock, gate_mean, mean_over_iterations
-from .layers.halting import DepthHalting, take
+from .layers.gated import RecurrentBlock, mean_over_iterations
+from .layers.halting import DepthHalting
 from .layers.memory import keep_where
 from .tlb import TLB
 
@@ -74,17 +74,23 @@ class GUTLB(TLB):
         """Alg. 4's recurrent part of one chunk (``TLB.forward_chunk`` / ``TLB.forward`` embed it and
         build its xPos tables): C_0 (B, g, d) -> (S_L (B, g, d) before ``ln_out``, M^{t+1} (B, S, d))."""
         key_mask = None if self.causal else mask
+        kv = self.block.read.keys_values(memory)  # LN(M^t)'s keys / values, read by every iteration
+        # gate_mean's mask-only parts, once per chunk: no sequence is ever dropped (freeze below)
+        mf = mask.unsqueeze(-1).to(c0.dtype)  # (B, g, 1)
+        n = mf.sum() * c0.shape[-1]
+        n_c, seen = n.clamp_min(1.0), n > 0
 
         def step(c: Tensor, s: Tensor, rows: Tensor | None) -> Tensor:  # one iteration of the shared block
             out = self.block(
-                c, context=s if self.attend_to_mixture else None, memory=take(memory, rows),
-                rope=rope.rows(rows), key_mask=take(key_mask, rows), causal=self.causal,
+                c, context=s if self.attend_to_mixture else None, memory=kv,
+                rope=rope, key_mask=key_mask, causal=self.causal,
             )
-            if self.block.last_gate is not None:
-                self._gates.append(gate_mean(self.block.last_gate, take(mask, rows)))
+            if self.block.last_gate is not None:  # = gate_mean(last_gate, mask), bitwise
+                self._gates.append(((self.block.last_gate * mf).sum() / n_c, seen))
             return out
 
-        res = self.halting(step, c0, mask)
+        # freeze: halted units stay frozen on the device, one early-exit check per chunk (rows is None)
+        res = self.halting(step, c0, mask, freeze=True)
         self._chunks.append((res.ponder, res.depth, active))
         new_memory = memory
         for update in self.updates:

@@ -206,12 +206,17 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
         bias: Tensor | None = None,
         rem_offset: int = 0,
+        kv: tuple[Tensor, Tensor] | None = None,
     ) -> Tensor:
-        """``rope``: rotary tables for the queries' positions, which the keys share (self-attention,
+        """``kv``: the keys and values (B, H, Tk, hd) of ``context``, projected beforehand
+        (``keys_values``): GUTLB reads the same memory at every iteration of a chunk.
+        ``rope``: rotary tables for the queries' positions, which the keys share (self-attention,
         or UT's attention to the halting mixture). ``rem_offset``: with RSA, the REM lag between
         query i and key j is i - j + rem_offset (keys = [rem_offset memory keys; current segment],
         App. D.2); masked REM when causal."""
-        if context is None:  # self-attention: Q, K and V in one matmul, q and k rotated together
+        if kv is not None:  # cross-attention to keys / values projected once (position-free)
+            q, (k, v) = self.split_heads(self.q_proj(x)), kv
+        elif context is None:  # self-attention: Q, K and V in one matmul, q and k rotated together
             q, k, v = self.self_qkv(x, rope)  # (B, H, T, hd) each
         else:
             q = self.split_heads(self.q_proj(x))  # (B, H, Tq, hd)
@@ -226,6 +231,10 @@ class MultiHeadAttention(nn.Module):
         if self.rsa is not None:
             out = self.rsa(out, v, key_mask=key_mask, causal=causal, offset=rem_offset)
         return self.o_proj(self.merge_heads(out))
+
+    def keys_values(self, context: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values (B, H, Tk, hd) of a position-free context (B, Tk, d), for ``forward(kv=)``."""
+        return self.split_heads(self.k_proj(context)), self.split_heads(self.v_proj(context))
 
     def self_qkv(self, x: Tensor, rope: RotaryTables | None) -> tuple[Tensor, Tensor, Tensor]:
         """Self-attention's q, k, v (B, H, T, hd) from x (B, T, d) with one matmul against the stacked

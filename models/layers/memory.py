@@ -37,9 +37,16 @@ class MemoryRead(nn.Module):
         self.attn = MultiHeadAttention(d_model, n_heads, backend=backend, dropout=attn_dropout)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, memory: Tensor, memory_mask: Tensor | None = None) -> Tensor:
-        read = self.attn(self.ln_x(x), context=self.ln_mem(memory), key_mask=memory_mask)  # (B, T, d)
+    def forward(self, x: Tensor, memory: Tensor | tuple[Tensor, Tensor], memory_mask: Tensor | None = None) -> Tensor:
+        """``memory``: the slots (B, S, d), or their keys and values from ``keys_values`` (GUTLB reads
+        one chunk's memory at every iteration: LN and projections once per chunk)."""
+        kv = memory if isinstance(memory, tuple) else self.keys_values(memory)
+        read = self.attn(self.ln_x(x), kv=kv, key_mask=memory_mask)  # (B, T, d)
         return x + self.drop(read)
+
+    def keys_values(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """M (B, S, d) -> the read's keys and values (B, H, S, hd): projections of LN(M)."""
+        return self.attn.keys_values(self.ln_mem(memory))
 
 
 class MemoryUpdate(nn.Module):
