@@ -143,7 +143,7 @@ class DepthHalting(nn.Module):
         # positions is not pool(H_l), so per-position units pool again
         reuse_pool = self.transition and not self.per_position
         x_prev = None
-        done: list[tuple] = []
+        done: list[tuple] = []  # (rows, S, ponder, total, steps) of finished sequences; rows None = all
         check_at = (self.max_iters + 1) // 2  # freeze: the one early-exit check, after iteration ceil(L / 2)
 
         def pooler(m: Tensor):  # halting_input's mask-only parts, once per mask (not once per iteration)
@@ -156,7 +156,7 @@ class DepthHalting(nn.Module):
             den = mf.sum(1, keepdim=True).clamp_min(1.0)
             return lambda h: (h * mf).sum(1, keepdim=True) / den  # (b, 1, d), eq. 14
 
-        pool = pooler(m)  # = halting_input(., m, per_position, global_halt), bitwise  # (rows, S, ponder, total, steps) of finished sequences; rows None = all
+        pool = pooler(m)  # = halting_input(., m, per_position, global_halt), bitwise
 
         for l in range(1, self.max_iters + 1):
             h_new = step(h, s, rows)  # H_l   (b, T, d)
