@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from .base import Backbone, BackboneOutput
 from .layers import Rotary, TransformerBlock, positions_from_mask, rsa_gate_stats
+from .layers.dropout import Dropout
 from .layers.positional import RotaryTables
 from .layers.memory import MemoryUpdate, init_slots, keep_where
 
@@ -64,7 +65,7 @@ class TLB(Backbone):
         self.layers = nn.ModuleList(TransformerBlock(d_model, n_heads, d_ff, rsa=rsa, read=True, **kw) for _ in range(n_layers))
         self.updates = nn.ModuleList(MemoryUpdate(d_model, n_heads, d_ff, **kw) for _ in range(update_layers))
         self.memory0 = init_slots(memory_slots, d_model)  # M^0
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.ln_out = nn.LayerNorm(d_model)
         self.ln_mem = nn.LayerNorm(d_model)
         self.rotary = Rotary(d_model // n_heads, use_xpos=True)  # weightless: one for every layer
