@@ -244,6 +244,8 @@ class MultiHeadAttention(nn.Module):
         B, T, _ = x.shape
         w = torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight))  # (3 H hd, d)
         qkv = F.linear(x, w).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, H, T, hd)
+        if self.training and self.dropout > 0 and x.device.type == "cpu":  # sdpa's math path (dropout on the CPU)
+            qkv = qkv.contiguous()  # copies each operand to (B, H, T, hd): one copy here instead of three there
         qk, v = qkv.split((2, 1))  # (2, B, H, T, hd), (1, B, H, T, hd)
         if rope is not None:
             qk = qk * rope.cos.to(qk.dtype) + _rotate_half(qk) * rope.sin.to(qk.dtype)
