@@ -70,9 +70,12 @@ class GUTLB(TLB):
         self._chunks: list[tuple[Tensor, Tensor, Tensor]] = []  # (ponder, depth, chunk has tokens)
         self._gates: list[tuple[Tensor, Tensor]] = []  # (mean gate, any real token) per iteration
 
-    def chunk_states(self, c0: Tensor, rope, mask: Tensor, active: Tensor, memory: Tensor) -> tuple[Tensor, Tensor]:
+    def chunk_states(
+        self, c0: Tensor, rope, mask: Tensor, active: Tensor, memory: Tensor, a1: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Alg. 4's recurrent part of one chunk (``TLB.forward_chunk`` / ``TLB.forward`` embed it and
-        build its xPos tables): C_0 (B, g, d) -> (S_L (B, g, d) before ``ln_out``, M^{t+1} (B, S, d))."""
+        build its xPos tables): C_0 (B, g, d) -> (S_L (B, g, d) before ``ln_out``, M^{t+1} (B, S, d)).
+        ``a1`` is always None here (no layer stack: ``TLB.first_attention`` returns None)."""
         key_mask = None if self.causal else mask
         kv = self.block.read.keys_values(memory)  # LN(M^t)'s keys / values, read by every iteration
         # gate_mean's mask-only parts, once per chunk: no sequence is ever dropped (freeze below)

@@ -84,17 +84,40 @@ class TLB(Backbone):
         c, new_memory = self.chunk_states(c0, rope, mask, mask.any(-1), memory)
         return self.ln_out(c), new_memory
 
-    def chunk_states(self, c0: Tensor, rope, mask: Tensor, active: Tensor, memory: Tensor) -> tuple[Tensor, Tensor]:
+    def chunk_states(
+        self, c0: Tensor, rope, mask: Tensor, active: Tensor, memory: Tensor, a1: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Alg. 2's recurrent part of one chunk: C_0 (B, g, d), its xPos tables, mask (B, g), whether each
-        sequence has a real token in it (B,) and M^t (B, S, d) -> (C_L (B, g, d) before ``ln_out``, M^{t+1})."""
+        sequence has a real token in it (B,) and M^t (B, S, d) -> (C_L (B, g, d) before ``ln_out``, M^{t+1}).
+        ``a1``: A_1 = C_0 + Attention1_1(C_0) (B, g, d) when ``forward`` computed it for every chunk at once."""
         c = c0
         key_mask = None if self.causal else mask  # causal + right padding: real tokens never see pads
-        for layer in self.layers:
+        layers = iter(self.layers)
+        if a1 is not None:  # layer 1 resumes at its memory read (Attention2) and FFN
+            first = next(layers)
+            c = first.ffn_residual(first.read(a1, memory))
+        for layer in layers:
             c = layer(c, memory=memory, rope=rope, key_mask=key_mask, causal=self.causal)
         new_memory = memory
         for update in self.updates:
             new_memory = update(new_memory, c, mask)
         return c, keep_where(active, new_memory, memory)
+
+    def first_attention(self, c0: Tensor, tables: RotaryTables, mask: Tensor, g: int) -> Tensor | None:
+        """Layer 1's self-attention sublayer reads no memory (Alg. 2: A_1 = C_0 + Attention1_1(C_0)):
+        one batched call over every full chunk, rows (b, t), instead of one call per chunk. C_0 (B, T, d),
+        the chunks' xPos tables (B, n, g, hd), mask (B, T) -> A_1 (B, T // g, g, d), or None (no layers
+        (GUTLB) or no full chunk). The last, shorter chunk keeps its own call (bitwise: no padded keys)."""
+        B, T, d = c0.shape
+        n = T // g
+        if not self.layers or n == 0:
+            return None
+        layer = self.layers[0]
+        x = c0[:, : n * g].reshape(B * n, g, d)  # (B n, g, d)
+        rope = RotaryTables(*(None if v is None else v[:, :n].reshape(B * n, 1, g, v.shape[-1]) for v in tables))
+        key_mask = None if self.causal else mask[:, : n * g].reshape(B * n, g)
+        a = layer.attn(layer.ln_attn(x), rope=rope, key_mask=key_mask, causal=self.causal)  # pre-LN (TransformerBlock.mix)
+        return (x + layer.drop(a)).view(B, n, g, d)
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
         B, T = tokens.shape
@@ -117,11 +140,13 @@ class TLB(Backbone):
         center = pos.amax(dim=(0, 2), keepdim=True) / 2  # (1, n, 1): each chunk's own xPos center, max/2
         tables = self.rotary.tables(pos, center)  # cos / sin / scale (B, n, g, hd)
         active = mask_g.view(B, n, g).any(-1)  # (B, n)
+        a1 = self.first_attention(c0, tables, mask, g)  # (B, T // g, g, d) or None
         memory, outs = self.initial_memory(B), []
         for t, s in enumerate(range(0, T, g)):
             w = min(g, T - s)  # the last chunk may be shorter
             rope = RotaryTables(*(None if x is None else x[:, t, :w].unsqueeze(1) for x in tables))  # (B, 1, w, hd)
-            h, memory = self.chunk_states(c0[:, s : s + w], rope, mask[:, s : s + w], active[:, t], memory)
+            a1_t = a1[:, t] if a1 is not None and t < a1.shape[1] else None
+            h, memory = self.chunk_states(c0[:, s : s + w], rope, mask[:, s : s + w], active[:, t], memory, a1_t)
             outs.append(h)
         hidden = self.ln_out(torch.cat(outs, dim=1))  # (B, T, d)
         pooled = self.ln_mem(memory).mean(dim=1)  # (B, d) LN(final memory), mean over slots
