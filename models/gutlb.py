@@ -67,14 +67,15 @@ class GUTLB(TLB):
         )
         self.attend_to_mixture = not global_halt  # token-level ablation follows Alg. 1
         self.beta = beta
-        self._chunks: list[tuple[Tensor, Tensor, Tensor]] = []  # (ponder, depth, chunk has tokens)
-        self._gates: list[tuple[Tensor, Tensor]] = []  # (mean gate, any real token) per iteration
 
     def chunk_states(
         self, c0: Tensor, rope, mask: Tensor, active: Tensor, memory: Tensor, a1: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
+    ) -> tuple[Tensor, Tensor, tuple]:
         """Alg. 4's recurrent part of one chunk (``TLB.forward_chunk`` / ``TLB.forward`` embed it and
-        build its xPos tables): C_0 (B, g, d) -> (S_L (B, g, d) before ``ln_out``, M^{t+1} (B, S, d)).
+        build its xPos tables): C_0 (B, g, d) -> (S_L (B, g, d) before ``ln_out``, M^{t+1} (B, S, d),
+        the chunk's statistics as values: ponder (B,), depth (B,), active (B,), and per iteration the
+        mean gate and whether the chunk has a real token). Nothing is stored on the module, so a
+        compiled step (``TLB.compile``) has no guard on a growing list.
         ``a1`` is always None here (no layer stack: ``TLB.first_attention`` returns None)."""
         key_mask = None if self.causal else mask
         kv = self.block.read.keys_values(memory)  # LN(M^t)'s keys / values, read by every iteration
@@ -82,6 +83,7 @@ class GUTLB(TLB):
         mf = mask.unsqueeze(-1).to(c0.dtype)  # (B, g, 1)
         n = mf.sum() * c0.shape[-1]
         n_c, seen = n.clamp_min(1.0), n > 0
+        gates: list[tuple[Tensor, Tensor]] = []
 
         def step(c: Tensor, s: Tensor, rows: Tensor | None) -> Tensor:  # one iteration of the shared block
             out = self.block(
@@ -89,28 +91,27 @@ class GUTLB(TLB):
                 rope=rope, key_mask=key_mask, causal=self.causal,
             )
             if self.block.last_gate is not None:  # = gate_mean(last_gate, mask), bitwise
-                self._gates.append(((self.block.last_gate * mf).sum() / n_c, seen))
+                gates.append(((self.block.last_gate * mf).sum() / n_c, seen))
             return out
 
         # freeze: halted units stay frozen on the device, one early-exit check per chunk (rows is None)
         res = self.halting(step, c0, mask, freeze=True)
-        self._chunks.append((res.ponder, res.depth, active))
         new_memory = memory
         for update in self.updates:
             new_memory = update(new_memory, res.output, mask)  # memory attends to S_L
-        return res.output, keep_where(active, new_memory, memory)
+        return res.output, keep_where(active, new_memory, memory), (res.ponder, res.depth, active, tuple(gates))
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
-        self._chunks, self._gates = [], []
         out = super().forward(tokens, mask)
-        ponder, depth, real = (torch.stack(x, 1) for x in zip(*self._chunks))  # (B, n_chunks) each
+        chunks, self._chunk_extras = self._chunk_extras, []  # chunk_states' statistics, chunk by chunk
+        ponder, depth, real = (torch.stack(x, 1) for x in list(zip(*chunks))[:3])  # (B, n_chunks) each
+        gates = [it for c in chunks for it in c[3]]  # (mean gate, any real token) per iteration
         real_f = real.to(ponder.dtype)
         n_real = real_f.sum(1).clamp_min(1.0)
         out.stats["halt_depth"] = ((depth * real_f).sum(1) / n_real).detach()  # mean iterations per chunk
         out.stats["total_depth"] = (depth * real_f).sum(1).detach()  # iterations over all chunks
-        if self._gates:
-            out.stats["gate_mean"] = mean_over_iterations(self._gates)
+        if gates:
+            out.stats["gate_mean"] = mean_over_iterations(gates)
         if self.beta:
             out.aux_loss = self.beta * ((ponder * real_f).sum(1) / n_real).mean()
-        self._chunks, self._gates = [], []
         return out

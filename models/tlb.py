@@ -81,15 +81,16 @@ class TLB(Backbone):
         """One chunk (B, g) and M^t (B, S, d) -> (per-token states (B, g, d), M^{t+1})."""
         c0 = self.drop(self.embed(tokens))  # C_0 (B, g, d)
         rope = self.rotary.tables(positions_from_mask(mask))  # xPos restarts in every chunk; shared by the layers
-        c, new_memory = self.chunk_states(c0, rope, mask, mask.any(-1), memory)
+        c, new_memory, _ = self.chunk_states(c0, rope, mask, mask.any(-1), memory)
         return self.ln_out(c), new_memory
 
     def chunk_states(
         self, c0: Tensor, rope, mask: Tensor, active: Tensor, memory: Tensor, a1: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
+    ) -> tuple[Tensor, Tensor, tuple]:
         """Alg. 2's recurrent part of one chunk: C_0 (B, g, d), its xPos tables, mask (B, g), whether each
-        sequence has a real token in it (B,) and M^t (B, S, d) -> (C_L (B, g, d) before ``ln_out``, M^{t+1}).
-        ``a1``: A_1 = C_0 + Attention1_1(C_0) (B, g, d) when ``forward`` computed it for every chunk at once."""
+        sequence has a real token in it (B,) and M^t (B, S, d) -> (C_L (B, g, d) before ``ln_out``, M^{t+1},
+        the chunk's statistics: none for TLB, GUTLB's halting). ``a1``: A_1 = C_0 + Attention1_1(C_0)
+        (B, g, d) when ``forward`` computed it for every chunk at once."""
         c = c0
         key_mask = None if self.causal else mask  # causal + right padding: real tokens never see pads
         layers = iter(self.layers)
@@ -101,23 +102,30 @@ class TLB(Backbone):
         new_memory = memory
         for update in self.updates:
             new_memory = update(new_memory, c, mask)
-        return c, keep_where(active, new_memory, memory)
+        return c, keep_where(active, new_memory, memory), ()
 
-    def first_attention(self, c0: Tensor, tables: RotaryTables, mask: Tensor, g: int) -> Tensor | None:
+    def compile(self, *args, **kwargs) -> None:
+        """``train.compile`` / ``bench cost --compile`` (``backbone.compile()``, in place): compiles the
+        chunk step ``chunk_states``, compiled once and reused by every chunk of every batch (``forward``
+        then pads the last chunk to g and masks it: one static shape), instead of the whole forward,
+        whose graph unrolls the chunk loop (one graph per padded length, minutes to compile each)."""
+        self._chunk_step = torch.compile(self.chunk_states, *args, **kwargs)
+
+    def first_attention(self, chunks: Tensor, tables: RotaryTables, masks: Tensor, n: int) -> Tensor | None:
         """Layer 1's self-attention sublayer reads no memory (Alg. 2: A_1 = C_0 + Attention1_1(C_0)):
-        one batched call over every full chunk, rows (b, t), instead of one call per chunk. C_0 (B, T, d),
-        the chunks' xPos tables (B, n, g, hd), mask (B, T) -> A_1 (B, T // g, g, d), or None (no layers
-        (GUTLB) or no full chunk). The last, shorter chunk keeps its own call (bitwise: no padded keys)."""
-        B, T, d = c0.shape
-        n = T // g
+        one batched call over the first n chunks, rows (t, b), instead of one call per chunk. Chunks
+        C_0 (N, B, g, d), their xPos tables (N, B, g, hd) and masks (N, B, g) -> A_1 (n, B, g, d), or
+        None (no layer stack (GUTLB) or n = 0). ``forward`` leaves a shorter last chunk its own call
+        (eager: bitwise as chunk by chunk, no padded keys)."""
         if not self.layers or n == 0:
             return None
+        _, B, g, d = chunks.shape
         layer = self.layers[0]
-        x = c0[:, : n * g].reshape(B * n, g, d)  # (B n, g, d)
-        rope = RotaryTables(*(None if v is None else v[:, :n].reshape(B * n, 1, g, v.shape[-1]) for v in tables))
-        key_mask = None if self.causal else mask[:, : n * g].reshape(B * n, g)
+        x = chunks[:n].reshape(n * B, g, d)  # (n B, g, d)
+        rope = RotaryTables(*(None if v is None else v[:n].reshape(n * B, 1, g, v.shape[-1]) for v in tables))
+        key_mask = None if self.causal else masks[:n].reshape(n * B, g)
         a = layer.attn(layer.ln_attn(x), rope=rope, key_mask=key_mask, causal=self.causal)  # pre-LN (TransformerBlock.mix)
-        return (x + layer.drop(a)).view(B, n, g, d)
+        return (x + layer.drop(a)).view(n, B, g, d)
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
         B, T = tokens.shape
@@ -132,23 +140,35 @@ class TLB(Backbone):
         n = -(-T // g)  # number of chunks, ceil(T / g)
         pad = n * g - T
         c0 = self.drop(self.embed(tokens))  # (B, T, d)
-        if pad:
-            mask_g = torch.cat((mask, mask.new_zeros(B, pad)), dim=1)  # (B, n*g)
-        else:
-            mask_g = mask
-        pos = positions_from_mask(mask_g.view(B, n, g))  # (B, n, g): 0.. within each chunk
-        center = pos.amax(dim=(0, 2), keepdim=True) / 2  # (1, n, 1): each chunk's own xPos center, max/2
-        tables = self.rotary.tables(pos, center)  # cos / sin / scale (B, n, g, hd)
-        active = mask_g.view(B, n, g).any(-1)  # (B, n)
-        a1 = self.first_attention(c0, tables, mask, g)  # (B, T // g, g, d) or None
-        memory, outs = self.initial_memory(B), []
-        for t, s in enumerate(range(0, T, g)):
-            w = min(g, T - s)  # the last chunk may be shorter
-            rope = RotaryTables(*(None if x is None else x[:, t, :w].unsqueeze(1) for x in tables))  # (B, 1, w, hd)
-            a1_t = a1[:, t] if a1 is not None and t < a1.shape[1] else None
-            h, memory = self.chunk_states(c0[:, s : s + w], rope, mask[:, s : s + w], active[:, t], memory, a1_t)
+        if pad:  # the last chunk padded to g (masked)
+            c0 = torch.cat((c0, c0.new_zeros(B, pad, c0.shape[-1])), dim=1)  # (B, n g, d)
+            mask = torch.cat((mask, mask.new_zeros(B, pad)), dim=1)  # (B, n g)
+        # chunk-major (n, B, g, ...): chunk t's tensors are contiguous and shaped alike whatever n is
+        chunks = c0.view(B, n, g, -1).transpose(0, 1).contiguous()  # (n, B, g, d)
+        masks = mask.view(B, n, g).transpose(0, 1).contiguous()  # (n, B, g)
+        pos = positions_from_mask(masks)  # (n, B, g): 0.. within each chunk
+        center = pos.amax(dim=(1, 2), keepdim=True) / 2  # (n, 1, 1): each chunk's own xPos center, max/2
+        tables = self.rotary.tables(pos, center)  # cos / sin / scale (n, B, g, hd)
+        active = masks.any(-1)  # (n, B)
+        memory = self.initial_memory(B)  # M^0 (B, S, d)
+        step = getattr(self, "_chunk_step", None)  # the compiled chunk step (``compile``), if any
+        if step is None:  # eager: the last chunk keeps its own length (outputs as chunk by chunk, bitwise)
+            step, widths = self.chunk_states, [min(g, T - s) for s in range(0, T, g)]
+        else:  # compiled: every chunk g long (one static shape), the last one's padding masked
+            widths = [g] * n
+            memory = memory.contiguous()  # M^0 laid out as every later memory (no second graph for chunk 0)
+        n_full = sum(w == g for w in widths)
+        a1 = self.first_attention(chunks, tables, masks, n_full)  # (n_full, B, g, d) or None
+        a1 = () if a1 is None else a1.unbind(0)  # unbind: one backward op (stack), not one per chunk
+        outs, extras = [], []
+        for t, (c, w) in enumerate(zip(chunks.unbind(0), widths)):
+            rope = RotaryTables(*(None if x is None else x[t, :, :w].unsqueeze(1) for x in tables))  # (B, 1, w, hd)
+            a1_t = a1[t] if t < len(a1) else None
+            h, memory, extra = step(c[:, :w], rope, masks[t, :, :w], active[t], memory, a1_t)
             outs.append(h)
-        hidden = self.ln_out(torch.cat(outs, dim=1))  # (B, T, d)
+            extras.append(extra)
+        self._chunk_extras = extras  # the chunks' statistics (GUTLB's halting), read by a subclass's forward
+        hidden = self.ln_out(torch.cat(outs, dim=1)[:, :T])  # (B, T, d)
         pooled = self.ln_mem(memory).mean(dim=1)  # (B, d) LN(final memory), mean over slots
         stats = {"n_chunks": float(len(outs)), **rsa_gate_stats(self)}
         return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=stats, pooled=pooled)

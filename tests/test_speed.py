@@ -59,3 +59,27 @@ def test_gutlb_halt_freezes_with_one_sync_per_chunk():
     assert torch.equal(outs["halt"].hidden, outs["upperbound"].hidden)
     assert torch.equal(outs["halt"].stats["halt_depth"], outs["upperbound"].stats["halt_depth"])
     assert float(outs["halt"].stats["halt_depth"].max()) < 4  # the early-exit check had something to stop
+
+
+def test_compiled_chunk_step_compiles_once_for_every_length():
+    """TLB.compile compiles the chunk step, not the forward: chunks padded to g share one graph, so
+    a new length compiles nothing; the outputs are the eager ones (to float rounding)."""
+    import torch._dynamo as dynamo
+
+    import bench
+
+    torch.manual_seed(0)
+    model = bench.build_model("tlb", vocab_size=11, causal=True, d_model=16, d_ff=24, dropout=0.0, n_layers=1,
+                              chunk_size=5, memory_slots=3).eval()
+    batches = []
+    for T in (12, 14):
+        tokens, mask = torch.randint(1, 11, (2, T)), torch.ones(2, T, dtype=torch.bool)
+        mask[1, T - 3 :] = False
+        batches.append((tokens, mask, model(tokens, mask)))
+    dynamo.reset()
+    model.compile()
+    for tokens, mask, ref in batches:
+        out = model(tokens, mask)
+        torch.testing.assert_close(out.hidden, ref.hidden, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(out.pooled, ref.pooled, rtol=1e-5, atol=1e-5)
+    assert dynamo.utils.counters["stats"]["unique_graphs"] == 1
