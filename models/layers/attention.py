@@ -76,6 +76,8 @@ def attend(
     if backend == "xformers":
         return _attend_xformers(q, k, v, causal, key_mask, bias, dropout_p)
     if backend == "sdpa":
+        if dropout_p > 0 and q.device.type == "cpu":  # sdpa's math path: the same, in fewer kernels
+            return _attend_cpu_dropout(q, k, v, causal, key_mask, bias, dropout_p)
         if bias is None and key_mask is None and (not causal or Tq == Tk):
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal)
         allowed = _allowed(B, Tq, Tk, causal, key_mask, q.device)
@@ -97,6 +99,28 @@ def attend(
             probs = F.dropout(probs, dropout_p)
         return probs @ v
     raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(ATTENTION_BACKENDS)}")
+
+
+def _attend_cpu_dropout(q, k, v, causal: bool, key_mask, bias, dropout_p: float) -> Tensor:
+    """What ``F.scaled_dot_product_attention`` computes on the CPU when it drops attention weights (its
+    math path): softmax(q k^T / sqrt(hd) + mask), dropout, then @ v, in about half its kernel launches
+    (issue 25): the scale applied to q alone (sdpa scales q and k by its square root each), the mask
+    applied by one masked_fill (sdpa builds a float copy and adds it), one dropout kernel
+    (``torch.native_dropout``: the mask F.dropout draws from the same generator state). The values
+    are sdpa's to float rounding; evaluation (no dropout) never comes here."""
+    B, H, Tq, hd = q.shape
+    Tk = k.shape[2]
+    scores = (q * (1.0 / math.sqrt(hd))) @ k.transpose(-2, -1)  # (B, H, Tq, Tk)
+    if bias is not None:
+        scores = scores + bias.to(scores.dtype)
+    if causal and key_mask is None and Tq == Tk:  # every query sees itself: no empty row to repair
+        allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril()
+    else:
+        allowed = _allowed(B, Tq, Tk, causal, key_mask, q.device)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    probs = torch.native_dropout(scores.softmax(-1), dropout_p, True)[0]
+    return probs @ v  # (B, H, Tq, hd)
 
 
 @functools.lru_cache(maxsize=None)
