@@ -25,6 +25,7 @@ the padded length T of the batch (never on token content).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -32,6 +33,7 @@ from torch import Tensor, nn
 
 from .base import Backbone, BackboneOutput
 from .layers import Rotary, TransformerBlock, positions_from_mask, rsa_gate_stats
+from .layers.attention import stacked_qkv_weights
 from .layers.dropout import Dropout
 from .layers.positional import RotaryTables
 from .layers.memory import MemoryUpdate, init_slots, keep_where
@@ -104,6 +106,11 @@ class TLB(Backbone):
             new_memory = update(new_memory, c, mask)
         return c, keep_where(active, new_memory, memory), ()
 
+    def self_attentions(self) -> list:
+        """The chunk self-attentions (Attention1 of every layer; GUTLB: its one block's)."""
+        block = getattr(self, "block", None)
+        return [layer.attn for layer in self.layers] + ([block.attn] if block is not None else [])
+
     def compile(self, *args, **kwargs) -> None:
         """``train.compile`` / ``bench cost --compile`` (``backbone.compile()``, in place): compiles the
         chunk step ``chunk_states``, compiled once and reused by every chunk of every batch (``forward``
@@ -154,19 +161,22 @@ class TLB(Backbone):
         step = getattr(self, "_chunk_step", None)  # the compiled chunk step (``compile``), if any
         if step is None:  # eager: the last chunk keeps its own length (outputs as chunk by chunk, bitwise)
             step, widths = self.chunk_states, [min(g, T - s) for s in range(0, T, g)]
+            stacked = stacked_qkv_weights(self.self_attentions())  # [W_q; W_k; W_v] once per forward
         else:  # compiled: every chunk g long (one static shape), the last one's padding masked
             widths = [g] * n
             memory = memory.contiguous()  # M^0 laid out as every later memory (no second graph for chunk 0)
+            stacked = contextlib.nullcontext()
         n_full = sum(w == g for w in widths)
-        a1 = self.first_attention(chunks, tables, masks, n_full)  # (n_full, B, g, d) or None
-        a1 = () if a1 is None else a1.unbind(0)  # unbind: one backward op (stack), not one per chunk
         outs, extras = [], []
-        for t, (c, w) in enumerate(zip(chunks.unbind(0), widths)):
-            rope = RotaryTables(*(None if x is None else x[t, :, :w].unsqueeze(1) for x in tables))  # (B, 1, w, hd)
-            a1_t = a1[t] if t < len(a1) else None
-            h, memory, extra = step(c[:, :w], rope, masks[t, :, :w], active[t], memory, a1_t)
-            outs.append(h)
-            extras.append(extra)
+        with stacked:
+            a1 = self.first_attention(chunks, tables, masks, n_full)  # (n_full, B, g, d) or None
+            a1 = () if a1 is None else a1.unbind(0)  # unbind: one backward op (stack), not one per chunk
+            for t, (c, w) in enumerate(zip(chunks.unbind(0), widths)):
+                rope = RotaryTables(*(None if x is None else x[t, :, :w].unsqueeze(1) for x in tables))  # (B, 1, w, hd)
+                a1_t = a1[t] if t < len(a1) else None
+                h, memory, extra = step(c[:, :w], rope, masks[t, :, :w], active[t], memory, a1_t)
+                outs.append(h)
+                extras.append(extra)
         self._chunk_extras = extras  # the chunks' statistics (GUTLB's halting), read by a subclass's forward
         hidden = self.ln_out(torch.cat(outs, dim=1)[:, :T])  # (B, T, d)
         pooled = self.ln_mem(memory).mean(dim=1)  # (B, d) LN(final memory), mean over slots

@@ -17,6 +17,7 @@ REM recurrences beside it (``RSA.step``).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import math
@@ -177,6 +178,24 @@ def _attend_xformers(q, k, v, causal, key_mask, bias, dropout_p):
     return out.transpose(1, 2)
 
 
+@contextlib.contextmanager
+def stacked_qkv_weights(attentions):
+    """Within: each of these self-attentions projects with ONE [W_q; W_k; W_v] (3 H hd, d) stacked on
+    entry, instead of stacking it at every call. For the models that call a self-attention once per
+    chunk or per iteration (TLB, GUTLB): one stacked weight, saved once for backward (a fresh stack per
+    call is saved per call: 3 d^2 floats each, GBs at the paper widths), one cat, and its gradient
+    accumulated in one tensor (split back to W_q, W_k, W_v once). Eager only: a compiled step stacks
+    inside its graph."""
+    attentions = list(attentions)
+    for a in attentions:
+        a.stacked_qkv = torch.cat((a.q_proj.weight, a.k_proj.weight, a.v_proj.weight))
+    try:
+        yield
+    finally:
+        for a in attentions:
+            a.stacked_qkv = None
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with bias-free Q/K/V/O projections (as in the [HALT] reference code).
 
@@ -211,6 +230,7 @@ class MultiHeadAttention(nn.Module):
         self.backend = backend
         self.dropout = dropout
         self.rsa = RSA(self.n_heads, rsa) if rsa else None
+        self.stacked_qkv: Tensor | None = None  # [W_q; W_k; W_v] while ``stacked_qkv_weights`` holds it
 
     def split_heads(self, x: Tensor) -> Tensor:  # (B, T, H*hd) -> (B, H, T, hd)
         B, T, _ = x.shape
@@ -266,7 +286,9 @@ class MultiHeadAttention(nn.Module):
         the rotary / xPos of q and k applied to both at once: the same values as three projections and
         ``apply_rotary`` (elementwise, bitwise), in fewer kernel launches forward and backward."""
         B, T, _ = x.shape
-        w = torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight))  # (3 H hd, d)
+        w = self.stacked_qkv  # built once per forward by a recurrent model (``stacked_qkv_weights``)
+        if w is None:
+            w = torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight))  # (3 H hd, d)
         qkv = F.linear(x, w).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, H, T, hd)
         if self.training and self.dropout > 0 and x.device.type == "cpu":  # sdpa's math path (dropout on the CPU)
             qkv = qkv.contiguous()  # copies each operand to (B, H, T, hd): one copy here instead of three there

@@ -17,7 +17,8 @@ Halting units ("levels"):
     t never sees positions > t; early exit then behaves like token-level halting.
 
 Modes [HALT §7]: ``halt`` drops a sequence from the batch as soon as all its units halted
-(real early exit: later iterations run on fewer rows); ``upperbound`` computes the same
+(real early exit: later iterations run on fewer rows; GUTLB instead freezes and checks once per
+chunk, ``DepthHalting.forward``'s ``freeze``); ``upperbound`` computes the same
 outputs but keeps every sequence to the upper bound (halted units frozen, nothing dropped);
 ``no-halt`` runs exactly ``max_iters`` iterations with no halting computation at all.
 
