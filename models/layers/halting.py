@@ -110,15 +110,19 @@ class DepthHalting(nn.Module):
         * ``freeze=False`` (UT, GUT): after each iteration, the sequences whose units all halted are
           dropped from the batch (later iterations run on fewer rows): one host sync per iteration
           (``int(fin.sum())``; the batch's shape depends on it) plus the boolean gathers.
-        * ``freeze=True`` (GUTLB: a step per chunk of g tokens, per-position causal units): every
+        * ``freeze=True`` (GUTLB: one call per chunk of g tokens, per-position causal units): every
           sequence runs as in ``upperbound`` (halted units frozen on the device, no row ever dropped)
           and ONE host sync per call, ``halted.all()`` after iteration ceil(L / 2), stops iterating
-          when every unit has halted by then. Measured on flip-flop's paper widths (CPU, B=2, T=512,
-          chunk 10, L=10, fresh model, issue 25): per-iteration exit cost 710 syncs per training step
-          (52 chunks), freezing with one check per chunk 52, with the same op count; dropping rows
-          saves no kernel launch (a short chunk's rows are cheap; launches, not arithmetic, cost),
-          and a fresh model's units halt only at L (threshold 0.999, alpha_hat ~ 0.5), so an exit
-          check before L/2 would only add syncs. ``upperbound`` / ``no-halt``: no host sync at all.
+          when every unit has halted by then.
+
+        Chosen by measurement (issue 25; CPU, flip-flop paper widths, B=2, T=512, fresh models, one
+        forward + backward): GUTLB (L=10, 52 chunks) per-iteration exit 798 syncs per training step
+        (710 in the committed BEFORE figures), freezing 52, at upperbound's op count plus two per chunk
+        (dropping rows saves no kernel launch; a fresh model's units halt at ~9.6 of 10 iterations, so
+        a check before L/2 would only add syncs). UT (L=10): drop 1,749 ops / 9 syncs / 2.8 s, freeze
+        1,724 / 1 / 2.7 s; GUT (L=20): drop 2,300 / 33 / 5.7 s, freeze 3,977 / 1 / 14.2 s (its units
+        halt at ~10 of 20: one check at 10 misses the exit by an iteration and runs all 20), so UT and
+        GUT keep the per-iteration exit. ``upperbound`` / ``no-halt``: no host sync at all.
         """
         B, T, _ = h0.shape
         if self.unit is None:
