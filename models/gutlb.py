@@ -16,6 +16,10 @@ block iterated with GUT's global, transition-aware halting:
 Causal (flip-flop): chunk self-attention is causal, the chunk reads only memory built from
 earlier chunks, and the "global" halting uses prefix means within the chunk (one halting
 probability per position), so position t never depends on positions > t.
+
+Cost (issue 25): within a chunk, LN(M^t)'s keys and values are projected once for every iteration;
+``halt`` mode freezes halted units on the device and asks once per chunk whether all have halted
+(``DepthHalting.forward(freeze=True)``: one host sync per chunk, upperbound's outputs).
 """
 from __future__ import annotations
 

@@ -22,6 +22,11 @@ Chunking: fixed-size slices of g tokens, so chunk boundaries do not depend on th
 length (Alg. 2's torch.chunk(H, ceil(n/g)) gives the same chunks when g divides n). TLB-FR
 slices into ceil(T/k)-token chunks, i.e. exactly torch.chunk(H, k); its boundaries depend on
 the padded length T of the batch (never on token content).
+
+Cost (issue 25: kernel launches, not arithmetic, bound a chunk-recurrent step): ``forward`` does
+everything that does not read the memory once for all chunks (embedding, dropout, positions, xPos
+tables, layer 1's self-attention sublayer, ``ln_out``) and runs only the recurrence, ``chunk_states``,
+chunk by chunk; ``compile`` compiles that chunk step once instead of the unrolled forward.
 """
 from __future__ import annotations
 
@@ -35,8 +40,8 @@ from .base import Backbone, BackboneOutput
 from .layers import Rotary, TransformerBlock, positions_from_mask, rsa_gate_stats
 from .layers.attention import stacked_qkv_weights
 from .layers.dropout import Dropout
-from .layers.positional import RotaryTables
 from .layers.memory import MemoryUpdate, init_slots, keep_where
+from .layers.positional import RotaryTables
 
 
 class TLB(Backbone):
