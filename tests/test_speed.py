@@ -84,3 +84,27 @@ def test_compiled_chunk_step_compiles_once_for_every_length():
         torch.testing.assert_close(out.hidden, ref.hidden, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(out.pooled, ref.pooled, rtol=1e-5, atol=1e-5)
     assert dynamo.utils.counters["stats"]["unique_graphs"] == 1
+
+
+def test_cpu_dropout_attention_is_sdpas():
+    """attend's CPU path with attention dropout = F.scaled_dot_product_attention (same dropout mask
+    from the same generator state), outputs and gradients, causal or not, with and without a key mask."""
+    import torch.nn.functional as F
+
+    from models.layers.attention import _allowed, attend
+
+    torch.manual_seed(0)
+    for causal in (True, False):
+        for Tq, Tk, padded in ((10, 10, False), (7, 10, False), (10, 10, True)):
+            q, k, v = (torch.randn(2, 4, T, 16, requires_grad=True) for T in (Tq, Tk, Tk))
+            key_mask = torch.arange(Tk).expand(2, Tk) < torch.tensor([[Tk], [Tk - 3]]) if padded else None
+            torch.manual_seed(1)
+            a = attend(q, k, v, causal=causal, key_mask=key_mask, dropout_p=0.1)
+            torch.manual_seed(1)
+            if key_mask is None and (not causal or Tq == Tk):
+                b = F.scaled_dot_product_attention(q, k, v, dropout_p=0.1, is_causal=causal)
+            else:
+                b = F.scaled_dot_product_attention(q, k, v, attn_mask=_allowed(2, Tq, Tk, causal, key_mask, q.device), dropout_p=0.1)
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+            for ga, gb in zip(torch.autograd.grad(a.square().sum(), (q, k, v)), torch.autograd.grad(b.square().sum(), (q, k, v))):
+                torch.testing.assert_close(ga, gb, rtol=1e-5, atol=1e-6)

@@ -108,7 +108,8 @@ def _attend_cpu_dropout(q, k, v, causal: bool, key_mask, bias, dropout_p: float)
     (issue 25): the scale applied to q alone (sdpa scales q and k by its square root each), the mask
     applied by one masked_fill (sdpa builds a float copy and adds it), one dropout kernel
     (``torch.native_dropout``: the mask F.dropout draws from the same generator state). The values
-    are sdpa's to float rounding; evaluation (no dropout) never comes here."""
+    are sdpa's to float rounding (bitwise in tests/test_speed.py's cases); evaluation (no dropout)
+    never comes here."""
     B, H, Tq, hd = q.shape
     Tk = k.shape[2]
     scores = (q * (1.0 / math.sqrt(hd))) @ k.transpose(-2, -1)  # (B, H, Tq, Tk)
@@ -290,8 +291,8 @@ class MultiHeadAttention(nn.Module):
         if w is None:
             w = torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight))  # (3 H hd, d)
         qkv = F.linear(x, w).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, H, T, hd)
-        if self.training and self.dropout > 0 and x.device.type == "cpu":  # sdpa's math path (dropout on the CPU)
-            qkv = qkv.contiguous()  # copies each operand to (B, H, T, hd): one copy here instead of three there
+        if self.training and self.dropout > 0 and x.device.type == "cpu":  # ``_attend_cpu_dropout``'s matmuls
+            qkv = qkv.contiguous()  # (B, H, T, hd) operands: one copy here instead of one per operand there
         qk, v = qkv.split((2, 1))  # (2, B, H, T, hd), (1, B, H, T, hd)
         if rope is not None:
             qk = qk * rope.cos.to(qk.dtype) + _rotate_half(qk) * rope.sin.to(qk.dtype)
