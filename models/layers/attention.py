@@ -108,7 +108,7 @@ def _attend_cpu_dropout(q, k, v, causal: bool, key_mask, bias, dropout_p: float)
     (issue 25): the scale applied to q alone (sdpa scales q and k by its square root each), the mask
     applied by one masked_fill (sdpa builds a float copy and adds it), one dropout kernel
     (``torch.native_dropout``: the mask F.dropout draws from the same generator state). The values
-    are sdpa's to float rounding (bitwise in tests/test_speed.py's cases); evaluation (no dropout)
+    are sdpa's to float rounding (bitwise in the cases checked for issue 25); evaluation (no dropout)
     never comes here."""
     B, H, Tq, hd = q.shape
     Tk = k.shape[2]
