@@ -16,6 +16,10 @@ block iterated with GUT's global, transition-aware halting:
 Causal (flip-flop): chunk self-attention is causal, the chunk reads only memory built from
 earlier chunks, and the "global" halting uses prefix means within the chunk (one halting
 probability per position), so position t never depends on positions > t.
+
+Cost (issue 25): within a chunk, LN(M^t)'s keys and values are projected once for every iteration;
+``halt`` mode freezes halted units on the device and asks once per chunk whether all have halted
+(``DepthHalting.forward(freeze=True)``: one host sync per chunk, upperbound's outputs).
 """
 from __future__ import annotations
 
@@ -23,9 +27,8 @@ import torch
 from torch import Tensor
 
 from .base import BackboneOutput
-from .layers import positions_from_mask
-from .layers.gated import RecurrentBlock, gate_mean, mean_over_iterations
-from .layers.halting import DepthHalting, take
+from .layers.gated import RecurrentBlock, mean_over_iterations
+from .layers.halting import DepthHalting
 from .layers.memory import keep_where
 from .tlb import TLB
 
@@ -72,43 +75,53 @@ class GUTLB(TLB):
         )
         self.attend_to_mixture = not global_halt  # token-level ablation follows Alg. 1
         self.beta = beta
-        self._chunks: list[tuple[Tensor, Tensor, Tensor]] = []  # (ponder, depth, chunk has tokens)
-        self._gates: list[tuple[Tensor, Tensor]] = []  # (mean gate, any real token) per iteration
 
-    def forward_chunk(self, tokens: Tensor, mask: Tensor, memory: Tensor) -> tuple[Tensor, Tensor]:
-        c0 = self.drop(self.embed(tokens))  # C_0 (B, g, d)
-        rope = self.rotary.tables(positions_from_mask(mask))  # xPos restarts in every chunk
+    def chunk_states(
+        self, c0: Tensor, rope, mask: Tensor, active: Tensor, memory: Tensor, a1: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, tuple]:
+        """Alg. 4's recurrent part of one chunk (``TLB.forward_chunk`` / ``TLB.forward`` embed it and
+        build its xPos tables): C_0 (B, g, d) -> (S_L (B, g, d) before ``ln_out``, M^{t+1} (B, S, d),
+        the chunk's statistics as values: ponder (B,), depth (B,), active (B,), and per iteration the
+        mean gate and whether the chunk has a real token). Nothing is stored on the module, so a
+        compiled step (``TLB.compile``) has no guard on a growing list.
+        ``a1`` is always None here (no layer stack: ``TLB.first_attention`` returns None)."""
         key_mask = None if self.causal else mask
+        kv = self.block.read.keys_values(memory)  # LN(M^t)'s keys / values, read by every iteration
+        # gate_mean's mask-only parts, once per chunk: no sequence is ever dropped (freeze below)
+        mf = mask.unsqueeze(-1).to(c0.dtype)  # (B, g, 1)
+        n = mf.sum() * c0.shape[-1]
+        n_c, seen = n.clamp_min(1.0), n > 0
+        gates: list[tuple[Tensor, Tensor]] = []
 
         def step(c: Tensor, s: Tensor, rows: Tensor | None) -> Tensor:  # one iteration of the shared block
             out = self.block(
-                c, context=s if self.attend_to_mixture else None, memory=take(memory, rows),
-                rope=rope.rows(rows), key_mask=take(key_mask, rows), causal=self.causal,
+                c, context=s if self.attend_to_mixture else None, memory=kv,
+                rope=rope, key_mask=key_mask, causal=self.causal,
             )
-            if self.block.last_gate is not None:
-                self._gates.append(gate_mean(self.block.last_gate, take(mask, rows)))
+            if self.block.last_gate is not None:  # = gate_mean(last_gate, mask), bitwise
+                gates.append(((self.block.last_gate * mf).sum() / n_c, seen))
             return out
 
-        res = self.halting(step, c0, mask)
-        self._chunks.append((res.ponder, res.depth, mask.any(-1)))
+        # freeze: halted units stay frozen on the device, one early-exit check per chunk (rows is None)
+        res = self.halting(step, c0, mask, freeze=True)
         new_memory = memory
         for update in self.updates:
             new_memory = update(new_memory, res.output, mask)  # memory attends to S_L
-        return self.ln_out(res.output), keep_where(mask.any(-1), new_memory, memory)
+        return res.output, keep_where(active, new_memory, memory), (res.ponder, res.depth, active, tuple(gates))
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
-        self._chunks, self._gates = [], []
         out = super().forward(tokens, mask)
-        ponder, depth, real = (torch.stack(x, 1) for x in zip(*self._chunks))  # (B, n_chunks) each
+        chunks, self._chunk_extras = self._chunk_extras, []  # chunk_states' statistics, chunk by chunk
+        ponder, depth, real = (torch.stack(x, 1) for x in list(zip(*chunks))[:3])  # (B, n_chunks) each
+        gates = [it for c in chunks for it in c[3]]  # (mean gate, any real token) per iteration
         real_f = real.to(ponder.dtype)
         n_real = real_f.sum(1).clamp_min(1.0)
         out.stats["halt_depth"] = ((depth * real_f).sum(1) / n_real).detach()  # mean iterations per chunk
         out.stats["total_depth"] = (depth * real_f).sum(1).detach()  # iterations over all chunks
-        if self._gates:
-            out.stats["gate_mean"] = mean_over_iterations(self._gates)
+        if gates:
+            out.stats["gate_mean"] = mean_over_iterations(gates)
         if self.beta:
             out.aux_loss = self.beta * ((ponder * real_f).sum(1) / n_real).mean()
-        self._chunks, self._gates = [], []
         return out
 
     # ---- streaming: TLB.step keeps the chunks and the memory; the stack is the depth loop ----

@@ -23,6 +23,11 @@ length (Alg. 2's torch.chunk(H, ceil(n/g)) gives the same chunks when g divides 
 slices into ceil(T/k)-token chunks, i.e. exactly torch.chunk(H, k); its boundaries depend on
 the padded length T of the batch (never on token content).
 
+Cost (issue 25: kernel launches, not arithmetic, bound a chunk-recurrent step): ``forward`` does
+everything that does not read the memory once for all chunks (embedding, dropout, positions, xPos
+tables, layer 1's self-attention sublayer, ``ln_out``) and runs only the recurrence, ``chunk_states``,
+chunk by chunk; ``compile`` compiles that chunk step once instead of the unrolled forward.
+
 Streaming (causal TLB): the stream is cut at the same multiples of g as ``forward``; a piece is
 split where it crosses a chunk boundary. State, bounded by g and S:
 
@@ -46,6 +51,7 @@ the step does the same on a copy (the state keeps M^t until the chunk completes)
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -53,7 +59,10 @@ from torch import Tensor, nn
 
 from .base import Backbone, BackboneOutput, StreamingUnsupported
 from .layers import Rotary, TransformerBlock, positions_from_mask, rsa_gate_stats
+from .layers.attention import stacked_qkv_weights
+from .layers.dropout import Dropout
 from .layers.memory import MemoryUpdate, init_slots, keep_where
+from .layers.positional import RotaryTables
 
 
 class TLB(Backbone):
@@ -86,7 +95,7 @@ class TLB(Backbone):
         self.layers = nn.ModuleList(TransformerBlock(d_model, n_heads, d_ff, rsa=rsa, read=True, **kw) for _ in range(n_layers))
         self.updates = nn.ModuleList(MemoryUpdate(d_model, n_heads, d_ff, **kw) for _ in range(update_layers))
         self.memory0 = init_slots(memory_slots, d_model)  # M^0
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.ln_out = nn.LayerNorm(d_model)
         self.ln_mem = nn.LayerNorm(d_model)
         self.rotary = Rotary(d_model // n_heads, use_xpos=True)  # weightless: one for every layer
@@ -100,15 +109,58 @@ class TLB(Backbone):
 
     def forward_chunk(self, tokens: Tensor, mask: Tensor, memory: Tensor) -> tuple[Tensor, Tensor]:
         """One chunk (B, g) and M^t (B, S, d) -> (per-token states (B, g, d), M^{t+1})."""
-        c = self.drop(self.embed(tokens))  # C_0 (B, g, d)
+        c0 = self.drop(self.embed(tokens))  # C_0 (B, g, d)
         rope = self.rotary.tables(positions_from_mask(mask))  # xPos restarts in every chunk; shared by the layers
+        c, new_memory, _ = self.chunk_states(c0, rope, mask, mask.any(-1), memory)
+        return self.ln_out(c), new_memory
+
+    def chunk_states(
+        self, c0: Tensor, rope, mask: Tensor, active: Tensor, memory: Tensor, a1: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, tuple]:
+        """Alg. 2's recurrent part of one chunk: C_0 (B, g, d), its xPos tables, mask (B, g), whether each
+        sequence has a real token in it (B,) and M^t (B, S, d) -> (C_L (B, g, d) before ``ln_out``, M^{t+1},
+        the chunk's statistics: none for TLB, GUTLB's halting). ``a1``: A_1 = C_0 + Attention1_1(C_0)
+        (B, g, d) when ``forward`` computed it for every chunk at once."""
+        c = c0
         key_mask = None if self.causal else mask  # causal + right padding: real tokens never see pads
-        for layer in self.layers:
+        layers = iter(self.layers)
+        if a1 is not None:  # layer 1 resumes at its memory read (Attention2) and FFN
+            first = next(layers)
+            c = first.ffn_residual(first.read(a1, memory))
+        for layer in layers:
             c = layer(c, memory=memory, rope=rope, key_mask=key_mask, causal=self.causal)
         new_memory = memory
         for update in self.updates:
             new_memory = update(new_memory, c, mask)
-        return self.ln_out(c), keep_where(mask.any(-1), new_memory, memory)
+        return c, keep_where(active, new_memory, memory), ()
+
+    def self_attentions(self) -> list:
+        """The chunk self-attentions (Attention1 of every layer; GUTLB: its one block's)."""
+        block = getattr(self, "block", None)
+        return [layer.attn for layer in self.layers] + ([block.attn] if block is not None else [])
+
+    def compile(self, *args, **kwargs) -> None:
+        """``train.compile`` / ``bench cost --compile`` (``backbone.compile()``, in place): compiles the
+        chunk step ``chunk_states``, compiled once and reused by every chunk of every batch (``forward``
+        then pads the last chunk to g and masks it: one static shape), instead of the whole forward,
+        whose graph unrolls the chunk loop (one graph per padded length, minutes to compile each)."""
+        self._chunk_step = torch.compile(self.chunk_states, *args, **kwargs)
+
+    def first_attention(self, chunks: Tensor, tables: RotaryTables, masks: Tensor, n: int) -> Tensor | None:
+        """Layer 1's self-attention sublayer reads no memory (Alg. 2: A_1 = C_0 + Attention1_1(C_0)):
+        one batched call over the first n chunks, rows (t, b), instead of one call per chunk. Chunks
+        C_0 (N, B, g, d), their xPos tables (N, B, g, hd) and masks (N, B, g) -> A_1 (n, B, g, d), or
+        None (no layer stack (GUTLB) or n = 0). ``forward`` leaves a shorter last chunk its own call
+        (eager: bitwise as chunk by chunk, no padded keys)."""
+        if not self.layers or n == 0:
+            return None
+        _, B, g, d = chunks.shape
+        layer = self.layers[0]
+        x = chunks[:n].reshape(n * B, g, d)  # (n B, g, d)
+        rope = RotaryTables(*(None if v is None else v[:n].reshape(n * B, 1, g, v.shape[-1]) for v in tables))
+        key_mask = None if self.causal else masks[:n].reshape(n * B, g)
+        a = layer.attn(layer.ln_attn(x), rope=rope, key_mask=key_mask, causal=self.causal)  # pre-LN (TransformerBlock.mix)
+        return (x + layer.drop(a)).view(n, B, g, d)
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
         B, T = tokens.shape
@@ -117,11 +169,44 @@ class TLB(Backbone):
         longest = T if (self.n_chunks <= 0 or mask is None) else int(mask.sum(-1).max())
         mask = self.full_mask(tokens, mask)  # (B, T)
         g = self.chunk_length(longest)
-        memory, outs = self.initial_memory(B), []
-        for s in range(0, T, g):
-            h, memory = self.forward_chunk(tokens[:, s : s + g], mask[:, s : s + g], memory)
-            outs.append(h)
-        hidden = torch.cat(outs, dim=1)  # (B, T, d)
+        # Everything that does not read the memory, for every chunk at once (one call each instead of
+        # one per chunk): C_0 = Dropout(Embed(tokens)), the chunk positions (restarting per chunk), their
+        # xPos tables, and which sequences have a real token in each chunk. The last chunk is padded to g.
+        n = -(-T // g)  # number of chunks, ceil(T / g)
+        pad = n * g - T
+        c0 = self.drop(self.embed(tokens))  # (B, T, d)
+        if pad:  # the last chunk padded to g (masked)
+            c0 = torch.cat((c0, c0.new_zeros(B, pad, c0.shape[-1])), dim=1)  # (B, n g, d)
+            mask = torch.cat((mask, mask.new_zeros(B, pad)), dim=1)  # (B, n g)
+        # chunk-major (n, B, g, ...): chunk t's tensors are contiguous and shaped alike whatever n is
+        chunks = c0.view(B, n, g, -1).transpose(0, 1).contiguous()  # (n, B, g, d)
+        masks = mask.view(B, n, g).transpose(0, 1).contiguous()  # (n, B, g)
+        pos = positions_from_mask(masks)  # (n, B, g): 0.. within each chunk
+        center = pos.amax(dim=(1, 2), keepdim=True) / 2  # (n, 1, 1): each chunk's own xPos center, max/2
+        tables = self.rotary.tables(pos, center)  # cos / sin / scale (n, B, g, hd)
+        active = masks.any(-1)  # (n, B)
+        memory = self.initial_memory(B)  # M^0 (B, S, d)
+        step = getattr(self, "_chunk_step", None)  # the compiled chunk step (``compile``), if any
+        if step is None:  # eager: the last chunk keeps its own length (outputs as chunk by chunk, bitwise)
+            step, widths = self.chunk_states, [min(g, T - s) for s in range(0, T, g)]
+            stacked = stacked_qkv_weights(self.self_attentions())  # [W_q; W_k; W_v] once per forward
+        else:  # compiled: every chunk g long (one static shape), the last one's padding masked
+            widths = [g] * n
+            memory = memory.contiguous()  # M^0 laid out as every later memory (no second graph for chunk 0)
+            stacked = contextlib.nullcontext()
+        n_full = sum(w == g for w in widths)
+        outs, extras = [], []
+        with stacked:
+            a1 = self.first_attention(chunks, tables, masks, n_full)  # (n_full, B, g, d) or None
+            a1 = () if a1 is None else a1.unbind(0)  # unbind: one backward op (stack), not one per chunk
+            for t, (c, w) in enumerate(zip(chunks.unbind(0), widths)):
+                rope = RotaryTables(*(None if x is None else x[t, :, :w].unsqueeze(1) for x in tables))  # (B, 1, w, hd)
+                a1_t = a1[t] if t < len(a1) else None
+                h, memory, extra = step(c[:, :w], rope, masks[t, :, :w], active[t], memory, a1_t)
+                outs.append(h)
+                extras.append(extra)
+        self._chunk_extras = extras  # the chunks' statistics (GUTLB's halting), read by a subclass's forward
+        hidden = self.ln_out(torch.cat(outs, dim=1)[:, :T])  # (B, T, d)
         pooled = self.ln_mem(memory).mean(dim=1)  # (B, d) LN(final memory), mean over slots
         stats = {"n_chunks": float(len(outs)), **rsa_gate_stats(self)}
         return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=stats, pooled=pooled)

@@ -24,6 +24,7 @@ from torch import Tensor
 
 from .base import Backbone, BackboneOutput
 from .layers import rsa_gate_stats
+from .layers.attention import stacked_qkv_weights
 from .tlb import TLB
 
 
@@ -56,10 +57,11 @@ class TLBFixedRecurrence(TLB):
         lengths = mask.long().sum(-1)  # (B,) n_b
         pos, valid, G = self.chunk_index(lengths, T)  # (B, k, G) each
         memory, outs = self.initial_memory(B), []
-        for t in range(self.n_chunks):
-            chunk = torch.where(valid[:, t], tokens.gather(1, pos[:, t]), torch.zeros_like(pos[:, t]))  # (B, G)
-            h, memory = self.forward_chunk(chunk, valid[:, t], memory)  # (B, G, d), (B, S, d)
-            outs.append(h)
+        with stacked_qkv_weights(self.self_attentions()):  # [W_q; W_k; W_v] once per forward (issue 25)
+            for t in range(self.n_chunks):
+                chunk = torch.where(valid[:, t], tokens.gather(1, pos[:, t]), torch.zeros_like(pos[:, t]))  # (B, G)
+                h, memory = self.forward_chunk(chunk, valid[:, t], memory)  # (B, G, d), (B, S, d)
+                outs.append(h)
         stacked = torch.cat(outs, dim=1)  # (B, k*G, d): chunk t's j-th state at t*G + j
         # each real token p of sequence b sits at (t, j) = (p // g_b, p % g_b) of its own chunking
         g = torch.div(lengths + self.n_chunks - 1, self.n_chunks, rounding_mode="floor").clamp_min(1).view(-1, 1)

@@ -17,6 +17,7 @@ REM recurrences beside it (``RSA.step``).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import math
@@ -25,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .positional import RotaryTables, apply_rotary, rotate
+from .positional import RotaryTables, _rotate_half, apply_rotary, rotate
 from .rsa import RSA
 
 ATTENTION_BACKENDS = ("sdpa", "math", "xformers")
@@ -76,6 +77,8 @@ def attend(
     if backend == "xformers":
         return _attend_xformers(q, k, v, causal, key_mask, bias, dropout_p)
     if backend == "sdpa":
+        if dropout_p > 0 and q.device.type == "cpu":  # sdpa's math path: the same, in fewer kernels
+            return _attend_cpu_dropout(q, k, v, causal, key_mask, bias, dropout_p)
         if bias is None and key_mask is None and (not causal or Tq == Tk):
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal)
         allowed = _allowed(B, Tq, Tk, causal, key_mask, q.device)
@@ -97,6 +100,29 @@ def attend(
             probs = F.dropout(probs, dropout_p)
         return probs @ v
     raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(ATTENTION_BACKENDS)}")
+
+
+def _attend_cpu_dropout(q, k, v, causal: bool, key_mask, bias, dropout_p: float) -> Tensor:
+    """What ``F.scaled_dot_product_attention`` computes on the CPU when it drops attention weights (its
+    math path): softmax(q k^T / sqrt(hd) + mask), dropout, then @ v, in about half its kernel launches
+    (issue 25): the scale applied to q alone (sdpa scales q and k by its square root each), the mask
+    applied by one masked_fill (sdpa builds a float copy and adds it), one dropout kernel
+    (``torch.native_dropout``: the mask F.dropout draws from the same generator state). The values
+    are sdpa's to float rounding (bitwise in the cases checked for issue 25); evaluation (no dropout)
+    never comes here."""
+    B, H, Tq, hd = q.shape
+    Tk = k.shape[2]
+    scores = (q * (1.0 / math.sqrt(hd))) @ k.transpose(-2, -1)  # (B, H, Tq, Tk)
+    if bias is not None:
+        scores = scores + bias.to(scores.dtype)
+    if causal and key_mask is None and Tq == Tk:  # every query sees itself: no empty row to repair
+        allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril()
+    else:
+        allowed = _allowed(B, Tq, Tk, causal, key_mask, q.device)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    probs = torch.native_dropout(scores.softmax(-1), dropout_p, True)[0]
+    return probs @ v  # (B, H, Tq, hd)
 
 
 @functools.lru_cache(maxsize=None)
@@ -153,6 +179,24 @@ def _attend_xformers(q, k, v, causal, key_mask, bias, dropout_p):
     return out.transpose(1, 2)
 
 
+@contextlib.contextmanager
+def stacked_qkv_weights(attentions):
+    """Within: each of these self-attentions projects with ONE [W_q; W_k; W_v] (3 H hd, d) stacked on
+    entry, instead of stacking it at every call. For the models that call a self-attention once per
+    chunk or per iteration (TLB, GUTLB): one stacked weight, saved once for backward (a fresh stack per
+    call is saved per call: 3 d^2 floats each, GBs at the paper widths), one cat, and its gradient
+    accumulated in one tensor (split back to W_q, W_k, W_v once). Eager only: a compiled step stacks
+    inside its graph."""
+    attentions = list(attentions)
+    for a in attentions:
+        a.stacked_qkv = torch.cat((a.q_proj.weight, a.k_proj.weight, a.v_proj.weight))
+    try:
+        yield
+    finally:
+        for a in attentions:
+            a.stacked_qkv = None
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with bias-free Q/K/V/O projections (as in the [HALT] reference code).
 
@@ -187,6 +231,7 @@ class MultiHeadAttention(nn.Module):
         self.backend = backend
         self.dropout = dropout
         self.rsa = RSA(self.n_heads, rsa) if rsa else None
+        self.stacked_qkv: Tensor | None = None  # [W_q; W_k; W_v] while ``stacked_qkv_weights`` holds it
 
     def split_heads(self, x: Tensor) -> Tensor:  # (B, T, H*hd) -> (B, H, T, hd)
         B, T, _ = x.shape
@@ -206,17 +251,24 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
         bias: Tensor | None = None,
         rem_offset: int = 0,
+        kv: tuple[Tensor, Tensor] | None = None,
     ) -> Tensor:
-        """``rope``: rotary tables for the queries' positions, which the keys share (self-attention,
+        """``kv``: the keys and values (B, H, Tk, hd) of ``context``, projected beforehand
+        (``keys_values``): GUTLB reads the same memory at every iteration of a chunk.
+        ``rope``: rotary tables for the queries' positions, which the keys share (self-attention,
         or UT's attention to the halting mixture). ``rem_offset``: with RSA, the REM lag between
         query i and key j is i - j + rem_offset (keys = [rem_offset memory keys; current segment],
         App. D.2); masked REM when causal."""
-        ctx = x if context is None else context
-        q = self.split_heads(self.q_proj(x))  # (B, H, Tq, hd)
-        k = self.split_heads(self.k_proj(ctx))  # (B, H, Tk, hd)
-        v = self.split_heads(self.v_proj(ctx))
-        if rope is not None:
-            q, k = apply_rotary(q, k, rope)
+        if kv is not None:  # cross-attention to keys / values projected once (position-free)
+            q, (k, v) = self.split_heads(self.q_proj(x)), kv
+        elif context is None:  # self-attention: Q, K and V in one matmul, q and k rotated together
+            q, k, v = self.self_qkv(x, rope)  # (B, H, T, hd) each
+        else:
+            q = self.split_heads(self.q_proj(x))  # (B, H, Tq, hd)
+            k = self.split_heads(self.k_proj(context))  # (B, H, Tk, hd)
+            v = self.split_heads(self.v_proj(context))
+            if rope is not None:
+                q, k = apply_rotary(q, k, rope)
         out = attend(
             q, k, v, causal=causal, key_mask=key_mask, bias=bias, backend=self.backend,
             dropout_p=self.dropout if self.training else 0.0,
@@ -224,6 +276,30 @@ class MultiHeadAttention(nn.Module):
         if self.rsa is not None:
             out = self.rsa(out, v, key_mask=key_mask, causal=causal, offset=rem_offset)
         return self.o_proj(self.merge_heads(out))
+
+    def keys_values(self, context: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values (B, H, Tk, hd) of a position-free context (B, Tk, d), for ``forward(kv=)``."""
+        return self.split_heads(self.k_proj(context)), self.split_heads(self.v_proj(context))
+
+    def self_qkv(self, x: Tensor, rope: RotaryTables | None) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention's q, k, v (B, H, T, hd) from x (B, T, d) with one matmul against the stacked
+        [W_q; W_k; W_v] (the parameters stay three Linear layers: checkpoints keep their layout), and
+        the rotary / xPos of q and k applied to both at once: the same values as three projections and
+        ``apply_rotary`` (elementwise, bitwise), in fewer kernel launches forward and backward."""
+        B, T, _ = x.shape
+        w = self.stacked_qkv  # built once per forward by a recurrent model (``stacked_qkv_weights``)
+        if w is None:
+            w = torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight))  # (3 H hd, d)
+        qkv = F.linear(x, w).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, H, T, hd)
+        if self.training and self.dropout > 0 and x.device.type == "cpu":  # ``_attend_cpu_dropout``'s matmuls
+            qkv = qkv.contiguous()  # (B, H, T, hd) operands: one copy here instead of one per operand there
+        qk, v = qkv.split((2, 1))  # (2, B, H, T, hd), (1, B, H, T, hd)
+        if rope is not None:
+            qk = qk * rope.cos.to(qk.dtype) + _rotate_half(qk) * rope.sin.to(qk.dtype)
+        q, k = qk.unbind(0)
+        if rope is not None and rope.scale is not None:  # xPos: q scaled up, k down
+            q, k = q * rope.scale.to(q.dtype), k / rope.scale.to(k.dtype)
+        return q, k, v.squeeze(0)
 
     # ---- streaming: causal self-attention over a KV cache -----------------------------------
     def init_cache(self, batch_size: int, device=None) -> dict:

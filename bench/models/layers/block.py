@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
+from .dropout import Dropout
 from .feedforward import FeedForward
 from .memory import MemoryRead
 from .relative import RelativeAttention
@@ -54,7 +55,7 @@ class TransformerBlock(nn.Module):
         self.read = MemoryRead(d_model, n_heads, dropout=dropout, attn_dropout=attn_dropout, backend=backend) if read else None
         self.ln_ffn = nn.LayerNorm(d_model)
         self.ffn = FeedForward(d_model, d_ff, dropout, activation)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def mix(
         self, x: Tensor, *, context: Tensor | None = None, cached: Tensor | None = None, memory: Tensor | None = None, **attn

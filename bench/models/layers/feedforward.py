@@ -2,6 +2,8 @@
 (ReLU for the R-Transformer [RT eq. 7])."""
 from torch import Tensor, nn
 
+from .dropout import Dropout
+
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 
 
@@ -13,7 +15,7 @@ class FeedForward(nn.Module):
         self.up = nn.Linear(d_model, d_ff)
         self.act = ACTIVATIONS[activation]()
         self.down = nn.Linear(d_ff, d_model)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:  # (B, T, d) -> (B, T, d)
         return self.down(self.drop(self.act(self.up(x))))

@@ -17,7 +17,8 @@ Halting units ("levels"):
     t never sees positions > t; early exit then behaves like token-level halting.
 
 Modes [HALT §7]: ``halt`` drops a sequence from the batch as soon as all its units halted
-(real early exit: later iterations run on fewer rows); ``upperbound`` computes the same
+(real early exit: later iterations run on fewer rows; GUTLB instead freezes and checks once per
+chunk, ``DepthHalting.forward``'s ``freeze``); ``upperbound`` computes the same
 outputs but keeps every sequence to the upper bound (halted units frozen, nothing dropped);
 ``no-halt`` runs exactly ``max_iters`` iterations with no halting computation at all.
 
@@ -139,9 +140,29 @@ class DepthHalting(nn.Module):
         # no-halt has no halting function at all ([HALT §7] "GUT No Halt Upperbound").
         self.unit = None if mode == "no-halt" else HaltingUnit(d_model, transition, bias_init)
 
-    def forward(self, step: StepFn, h0: Tensor, mask: Tensor) -> HaltingOutput:
-        """Host syncs: none in ``upperbound`` / ``no-halt`` modes; in ``halt`` mode one per
-        iteration (whether any sequence finished: early exit changes the batch's shape)."""
+    def forward(self, step: StepFn, h0: Tensor, mask: Tensor, *, freeze: bool = False) -> HaltingOutput:
+        """Runs Alg. 1 / 3's loop on H_0 (B, T, d), mask (B, T) -> S_L, ponder and depth (eqs. 5-8, 15-17).
+
+        Early exit in ``halt`` mode, two ways (the outputs are the same: a halted unit is frozen, so
+        its S, ponder and depth no longer change; only the work done after it halted differs):
+
+        * ``freeze=False`` (UT, GUT): after each iteration, the sequences whose units all halted are
+          dropped from the batch (later iterations run on fewer rows): one host sync per iteration
+          (``int(fin.sum())``; the batch's shape depends on it) plus the boolean gathers.
+        * ``freeze=True`` (GUTLB: one call per chunk of g tokens, per-position causal units): every
+          sequence runs as in ``upperbound`` (halted units frozen on the device, no row ever dropped)
+          and ONE host sync per call, ``halted.all()`` after iteration ceil(L / 2), stops iterating
+          when every unit has halted by then.
+
+        Chosen by measurement (issue 25; CPU, flip-flop paper widths, B=2, T=512, fresh models, one
+        forward + backward): GUTLB (L=10, 52 chunks) per-iteration exit 798 syncs per training step
+        (710 in the committed BEFORE figures), freezing 52, at upperbound's op count plus two per chunk
+        (dropping rows saves no kernel launch; a fresh model's units halt at ~9.6 of 10 iterations, so
+        a check before L/2 would only add syncs). UT (L=10): drop 1,749 ops / 9 syncs / 2.8 s, freeze
+        1,724 / 1 / 2.7 s; GUT (L=20): drop 2,300 / 33 / 5.7 s, freeze 3,977 / 1 / 14.2 s (its units
+        halt at ~10 of 20: one check at 10 misses the exit by an iteration and runs all 20), so UT and
+        GUT keep the per-iteration exit. ``upperbound`` / ``no-halt``: no host sync at all.
+        """
         B, T, _ = h0.shape
         if self.unit is None:
             h = h0
@@ -162,12 +183,25 @@ class DepthHalting(nn.Module):
         reuse_pool = self.transition and not self.per_position
         x_prev = None
         done: list[tuple] = []  # (rows, S, carry) of finished sequences; rows None = all
+        check_at = (self.max_iters + 1) // 2  # freeze: the one early-exit check, after iteration ceil(L / 2)
+
+        def pooler(m: Tensor):  # halting_input's mask-only parts, once per mask (not once per iteration)
+            if not self.global_halt:
+                return lambda h: h  # token-level (b, T, d)
+            mf = m.unsqueeze(-1).to(h0.dtype)  # (b, T, 1)
+            if self.per_position:  # causal global halting: prefix mean over real positions (cumsum / t)
+                den = mf.cumsum(1).clamp_min(1.0)
+                return lambda h: (h * mf).cumsum(1) / den
+            den = mf.sum(1, keepdim=True).clamp_min(1.0)
+            return lambda h: (h * mf).sum(1, keepdim=True) / den  # (b, 1, d), eq. 14
+
+        pool = pooler(m)  # = halting_input(., m, per_position, global_halt), bitwise
 
         for l in range(1, self.max_iters + 1):
             h_new = step(h, s, rows)  # H_l   (b, T, d)
-            x = halting_input(h, m, self.per_position, self.global_halt) if x_prev is None else x_prev  # pool(H_{l-1})
+            x = pool(h) if x_prev is None else x_prev  # pool(H_{l-1})
             if self.transition:
-                x_new = halting_input(h_new, m, self.per_position, self.global_halt)  # pool(H_l), eq. 17
+                x_new = pool(h_new)  # pool(H_l), eq. 17
                 x = torch.cat([x, x_new], -1)
             a_hat = self.unit(x)  # alpha_hat_{l-1}  (b, P)
             if reuse_pool:
@@ -176,6 +210,10 @@ class DepthHalting(nn.Module):
 
             if l == self.max_iters:  # every sequence still running finishes here
                 done.append((rows, s, c))
+            elif self.mode == "halt" and freeze:  # early exit once every unit halted, checked once
+                if l == check_at and bool(c.halted.all()):  # the call's one host sync
+                    done.append((rows, s, c))
+                    break
             elif self.mode == "halt":  # early exit: drop the sequences whose units all halted
                 fin = c.halted.all(-1)  # (b,)
                 n_fin = int(fin.sum())  # the host sync that early exit needs
@@ -189,6 +227,7 @@ class DepthHalting(nn.Module):
                     rows, h, s, c = idx[keep], h[keep], s[keep], c.rows(keep)
                     x_prev = None if x_prev is None else x_prev[keep]
                     m = mask[rows]
+                    pool = pooler(m)
 
         pond = [d[2].cost() for d in done]
         if len(done) == 1 and done[0][0] is None:  # every sequence ran to the end: already in order

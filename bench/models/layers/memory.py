@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
+from .dropout import Dropout
 from .feedforward import FeedForward
 
 
@@ -35,11 +36,18 @@ class MemoryRead(nn.Module):
         self.ln_x = nn.LayerNorm(d_model)
         self.ln_mem = nn.LayerNorm(d_model)
         self.attn = MultiHeadAttention(d_model, n_heads, backend=backend, dropout=attn_dropout)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
-    def forward(self, x: Tensor, memory: Tensor, memory_mask: Tensor | None = None) -> Tensor:
-        read = self.attn(self.ln_x(x), context=self.ln_mem(memory), key_mask=memory_mask)  # (B, T, d)
+    def forward(self, x: Tensor, memory: Tensor | tuple[Tensor, Tensor], memory_mask: Tensor | None = None) -> Tensor:
+        """``memory``: the slots (B, S, d), or their keys and values from ``keys_values`` (GUTLB reads
+        one chunk's memory at every iteration: LN and projections once per chunk)."""
+        kv = memory if isinstance(memory, tuple) else self.keys_values(memory)
+        read = self.attn(self.ln_x(x), kv=kv, key_mask=memory_mask)  # (B, T, d)
         return x + self.drop(read)
+
+    def keys_values(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """M (B, S, d) -> the read's keys and values (B, H, S, hd): projections of LN(M)."""
+        return self.attn.keys_values(self.ln_mem(memory))
 
 
 class MemoryUpdate(nn.Module):
@@ -59,7 +67,7 @@ class MemoryUpdate(nn.Module):
         self.attn = MultiHeadAttention(d_model, n_heads, backend=backend, dropout=attn_dropout)
         self.ln_ffn = nn.LayerNorm(d_model)
         self.ffn = FeedForward(d_model, d_ff, dropout)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, memory: Tensor, chunk: Tensor, chunk_mask: Tensor | None = None) -> Tensor:
         m = memory + self.drop(self.attn(self.ln_mem(memory), context=self.ln_chunk(chunk), key_mask=chunk_mask))

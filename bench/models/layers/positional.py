@@ -16,6 +16,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from .dropout import Dropout
+
 POSITIONAL_ENCODINGS = ("xpos", "rope", "sinusoidal", "learned", "none")
 ROTARY = ("xpos", "rope")
 
@@ -171,7 +173,7 @@ class TokenEmbedding(nn.Module):
         self.embed = nn.Embedding(vocab_size, d_model)
         absolute = pos_encoding in ("sinusoidal", "learned")
         self.abs_pos = AbsolutePositionalEmbedding(pos_encoding, d_model, max_len) if absolute else None
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, tokens: Tensor, positions: Tensor) -> Tensor:  # (B, T) -> (B, T, d)
         x = self.embed(tokens)
