@@ -19,18 +19,15 @@ layer, so a variant of a shipped model is ``{base: transformer, params: {...}}``
 from __future__ import annotations
 
 import copy
-import difflib
 import importlib
 import importlib.metadata
 import importlib.resources
 import inspect
 import os
-import re
 from pathlib import Path
 
-import yaml
-
 from .errors import UserError
+from .schema import YAMLLoader, load_yaml, parse_yaml, suggest, type_ok  # noqa: F401 - re-exported
 
 #: the shipped registry (package data; bench is installed as files, never zipped)
 DEFAULT_REGISTRY = Path(str(importlib.resources.files(__package__).joinpath("registry.yaml")))
@@ -44,26 +41,6 @@ PRESETS = ("smoke", "small", "paper")
 PRESET_KEYS = {"data", "train", "model", "family"}
 
 
-class YAMLLoader(yaml.SafeLoader):
-    """PyYAML's safe loader with YAML 1.2 floats: ``3e-4``, ``1E-3`` and ``5e+2`` are numbers
-    (YAML 1.1, PyYAML's default, wants a dot, ``3.0e-4``, and reads the others as strings)."""
-
-
-YAMLLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-                 |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-                 |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
-                 |[-+]?\.(?:inf|Inf|INF)
-                 |\.(?:nan|NaN|NAN))$""", re.X),
-    list("-+0123456789."))
-
-
-def load_yaml(text: str):
-    """YAML text -> Python values, numbers in any YAML 1.1 or 1.2 spelling read as numbers."""
-    return yaml.load(text, Loader=YAMLLoader)  # noqa: S506 - a SafeLoader subclass
-
-
 def deep_merge(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in (over or {}).items():
@@ -72,12 +49,6 @@ def deep_merge(base: dict, over: dict) -> dict:
         else:
             out[k] = copy.deepcopy(v)
     return out
-
-
-def suggest(name: str, valid: list[str]) -> str:
-    close = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return f"valid: {', '.join(sorted(valid))}{hint}"
 
 
 def import_target(target: str, where: str):
@@ -209,26 +180,6 @@ def _what(obj) -> str:
     return f"a {type(obj).__name__}, not a class"
 
 
-def type_ok(default, value) -> bool:
-    """Whether ``value`` has the type of a parameter's ``default`` (anything goes for a default
-    of None or a parameter without one; an int is a fine float, a bool is never an int)."""
-    if default is None or default is inspect.Parameter.empty:
-        return True
-    if isinstance(default, bool):
-        return isinstance(value, bool)
-    if isinstance(default, int):
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(default, float):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if isinstance(default, str):
-        return isinstance(value, str)
-    if isinstance(default, (list, tuple)):
-        return isinstance(value, (list, tuple))
-    if isinstance(default, dict):
-        return isinstance(value, dict)
-    return True
-
-
 def type_problems(where: str, given: dict, defaults: dict) -> list[str]:
     """'where.key=value: expected int (like 2), got str' for every given value of the wrong type."""
     return [
@@ -259,16 +210,7 @@ def constructor_params(cls, skip=("self", "vocab_size", "causal")) -> dict:
 
 def _read_layer(path, label: str) -> dict:
     """One registry file's mapping, or UserError with the line of a YAML error."""
-    try:
-        raw = load_yaml(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"registry file {str(path)!r} not found; pass an existing registry.yaml") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(f"{label} is not valid YAML{where}: {problem}") from None
-    return raw
+    return load_yaml(Path(path), label, missing_text=f"registry file {str(path)!r} not found; pass an existing registry.yaml")
 
 
 def plugin_layers() -> list[tuple[str, dict]]:
@@ -293,9 +235,10 @@ def plugin_layers() -> list[tuple[str, dict]]:
         if isinstance(obj, (str, os.PathLike)) or hasattr(obj, "read_text"):
             label = f"{label}: {obj}"
             try:
-                obj = load_yaml(obj.read_text() if hasattr(obj, "read_text") else Path(obj).read_text())
-            except (OSError, yaml.YAMLError) as exc:
+                text = obj.read_text() if hasattr(obj, "read_text") else Path(obj).read_text()
+            except OSError as exc:
                 raise UserError(f"{label} cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
+            obj = load_yaml(text, label)
         layers.append((label, obj))
     return layers
 

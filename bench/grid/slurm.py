@@ -68,22 +68,13 @@ def load_profile(source: str | os.PathLike | dict | None = None, overrides: list
     """The profile's settings over the defaults: ``source`` is a YAML file (``--slurm-profile``) or
     a mapping; ``overrides`` are ``KEY=VALUE`` strings (YAML values) applied on top. Every key and
     type is checked here; a problem is one UserError line."""
-    import yaml
-
-    from ..registry import suggest
+    from ..schema import load_yaml, suggest
 
     where = "slurm profile"
     raw = source if isinstance(source, dict) else {}
     if source is not None and not isinstance(source, dict):
-        path, where = Path(source), f"slurm profile {str(source)!r}"
-        try:
-            raw = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise UserError(f"{where} cannot be read ({exc.strerror or exc}); pass an existing YAML file") from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise UserError(f"{where} is not valid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
+        where = f"slurm profile {str(source)!r}"
+        raw = load_yaml(Path(source), where)
         raw = {} if raw is None else raw
         if not isinstance(raw, dict):
             raise UserError(f"{where} must be a mapping of settings (partition: ..., timeout_min: ...), got {type(raw).__name__}")
@@ -92,7 +83,7 @@ def load_profile(source: str | os.PathLike | dict | None = None, overrides: list
         key, eq, value = str(item).partition("=")
         if not eq:
             raise UserError(f"slurm setting {item!r} must look like KEY=VALUE, e.g. partition=gpu")
-        raw[key.strip()] = yaml.safe_load(value)
+        raw[key.strip()] = load_yaml(value, f"slurm setting {item!r}")
     profile = {key: default for key, (_, default, _) in PROFILE.items()}
     for key, value in raw.items():
         if key not in PROFILE:

@@ -50,10 +50,9 @@ import importlib.resources
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from ..errors import UserError
-from ..registry import deep_merge, suggest
+from ..registry import deep_merge
+from ..schema import load_yaml, suggest
 
 #: the shipped tables (package data; bench is installed as files, never zipped)
 TABLES_DIR = Path(str(importlib.resources.files("bench").joinpath("tables")))
@@ -132,11 +131,7 @@ def _raw(name: str, folder: Path, chain: tuple = ()) -> dict:
         raise UserError(f"unknown table {name!r}; {suggest(name, table_names(folder))} (see 'bench reproduce --list')")
     if name in chain:
         raise UserError(f"tables/{name}.yaml: base cycle {' -> '.join((*chain, name))}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise UserError(f"tables/{path.name} is not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
+    raw = load_yaml(path, f"tables/{path.name}")
     if not isinstance(raw, dict):
         raise UserError(f"tables/{path.name} must be a mapping (title, preset, seeds, tasks, splits, rows, ...)")
     unknown = set(raw) - TABLE_KEYS
