@@ -163,27 +163,35 @@ def type_problem(label: str, value, default) -> str | None:
 # ---- typed objects from mappings -------------------------------------------------------------
 
 class Schema:
-    """Mixin for a dataclass read from a mapping (a YAML entry, a JSON record): ``from_mapping``
-    refuses a non-mapping, unknown keys (with a "did you mean"), missing required keys and values
-    of the wrong type, each in one UserError line starting with ``where``."""
+    """Mixin for a dataclass read from a mapping (a YAML entry): ``from_mapping`` refuses a
+    non-mapping, unknown keys (with a "did you mean"), missing required keys and values of the
+    wrong type, each in one UserError line starting with ``where`` (and, given ``shape``, e.g.
+    "a row is {model, label, set, paper}", saying it with the entry). ``check_keys`` does the key
+    check alone (a file whose required keys may come from its base)."""
 
     @classmethod
-    def from_mapping(cls, data, where: str, *, extra: bool = False):
+    def check_keys(cls, data, where: str, shape: str | None = None) -> None:
+        names = [f.name for f in dataclasses.fields(cls) if f.init]
+        said = f"{shape}, got {data!r}" if shape else None
         if not isinstance(data, dict):
-            raise UserError(f"{where} must be a mapping ({', '.join(f.name for f in dataclasses.fields(cls))}), got {type(data).__name__}")
-        fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-        unknown = [k for k in data if k not in fields]
-        if unknown and not extra:
-            raise UserError(f"{where}: unknown key {unknown[0]!r}; {suggest(str(unknown[0]), list(fields))}")
-        missing = [n for n, f in fields.items() if n not in data and f.default is dataclasses.MISSING
+            raise UserError(f"{where}: " + (said or f"must be a mapping ({', '.join(names)}), got {type(data).__name__}"))
+        unknown = sorted(str(k) for k in data if k not in names)
+        if unknown:
+            raise UserError(f"{where}: {said + ': ' if said else ''}unknown key(s) {', '.join(unknown)}; {suggest(unknown[0], names)}")
+
+    @classmethod
+    def from_mapping(cls, data, where: str, shape: str | None = None):
+        cls.check_keys(data, where, shape)
+        fields = [f for f in dataclasses.fields(cls) if f.init]
+        missing = [f.name for f in fields if f.name not in data and f.default is dataclasses.MISSING
                    and f.default_factory is dataclasses.MISSING]
         if missing:
-            raise UserError(f"{where}: missing {', '.join(missing)}")
+            raise UserError(f"{where}: {f'{shape}, got {data!r}: ' if shape else ''}missing {', '.join(map(repr, missing))}")
         hints = typing.get_type_hints(cls)
         for name, value in data.items():
-            if name in fields and not _is_a(value, hints[name]):
+            if not _is_a(value, hints[name]):
                 raise UserError(f"{where}: {name} must be {_type_text(hints[name])}, got {value!r}")
-        return cls(**{k: v for k, v in data.items() if k in fields})
+        return cls(**data)
 
 
 def _is_a(value, hint) -> bool:
