@@ -19,15 +19,17 @@ layer, so a variant of a shipped model is ``{base: transformer, params: {...}}``
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 import importlib.metadata
 import importlib.resources
 import inspect
 import os
 from pathlib import Path
+from typing import Any, Optional
 
 from .errors import UserError
-from .schema import YAMLLoader, load_yaml, parse_yaml, suggest, type_ok  # noqa: F401 - re-exported
+from .schema import Schema, YAMLLoader, load_yaml, parse_yaml, suggest, type_ok  # noqa: F401 - re-exported
 
 #: the shipped registry (package data; bench is installed as files, never zipped)
 DEFAULT_REGISTRY = Path(str(importlib.resources.files(__package__).joinpath("registry.yaml")))
@@ -35,10 +37,34 @@ ENTRY_POINT_GROUP = "bench.registries"
 NO_PLUGINS_ENV = "BENCH_NO_PLUGINS"
 #: bench's own packages, top-level packages before issue 28 (``models.xl:TransformerXL``)
 MOVED_PACKAGES = ("models", "tasks")
-MODEL_KEYS = {"target", "params", "base", "description"}
-TASK_KEYS = {"target", "params", "base", "description", "presets"}
 PRESETS = ("smoke", "small", "paper")
-PRESET_KEYS = {"data", "train", "model", "family"}
+
+
+@dataclasses.dataclass
+class ModelEntry(Schema):
+    """A ``models:`` entry as written (its target is checked when it is imported)."""
+    target: Any = None
+    params: Optional[dict] = None
+    base: Optional[str] = None
+    description: Any = None
+
+
+@dataclasses.dataclass
+class TaskEntry(ModelEntry):
+    """A ``tasks:`` entry as written."""
+    presets: Optional[dict] = None
+
+
+@dataclasses.dataclass
+class PresetEntry(Schema):
+    """``tasks.T.presets.P``: the sections a preset may set."""
+    data: Optional[dict] = None
+    train: Optional[dict] = None
+    model: Optional[dict] = None
+    family: Optional[dict] = None
+
+
+PRESET_KEYS = {f.name for f in dataclasses.fields(PresetEntry)}
 
 
 def deep_merge(base: dict, over: dict) -> dict:
@@ -277,16 +303,9 @@ class Registry:
         unknown_sections = {k for k in raw if k not in ("models", "tasks") and not str(k).startswith("_")}  # _x: YAML anchors
         if unknown_sections:
             raise UserError(f"{label}: unknown top-level key(s) {', '.join(sorted(map(str, unknown_sections)))}; a registry has models: and tasks:")
-        for section, entries, keys in (("models", raw.get("models") or {}, MODEL_KEYS), ("tasks", raw.get("tasks") or {}, TASK_KEYS)):
+        for section, entries, schema in (("models", raw.get("models") or {}, ModelEntry), ("tasks", raw.get("tasks") or {}, TaskEntry)):
             for name, entry in entries.items():
-                if not isinstance(entry, dict):
-                    raise UserError(f"{label}: {section}.{name} must be a mapping, got {type(entry).__name__}")
-                unknown = set(entry) - keys
-                if unknown:
-                    raise UserError(
-                        f"{label}: {section}.{name} has unknown key(s) {', '.join(sorted(unknown))}; "
-                        f"allowed: {', '.join(sorted(keys))}"
-                    )
+                schema.from_mapping(entry, f"{label}: {section}.{name}")
             target = self.raw_models if section == "models" else self.raw_tasks
             for name, entry in entries.items():
                 target[name] = entry  # a replaced entry keeps its place in listings
@@ -340,8 +359,8 @@ class Registry:
         for pname, preset in presets.items():
             if pname not in PRESETS:
                 raise UserError(f"{self._file('tasks', name)}: tasks.{name} has unknown preset {pname!r}; presets are {', '.join(PRESETS)}")
-            if not isinstance(preset, dict) or set(preset) - PRESET_KEYS:
-                raise UserError(f"{self._file('tasks', name)}: tasks.{name}.presets.{pname} may only hold {', '.join(sorted(PRESET_KEYS))}")
+            PresetEntry.from_mapping(preset, f"{self._file('tasks', name)}: tasks.{name}.presets.{pname}",
+                                     f"a preset may only hold {', '.join(PRESET_KEYS)}")
         return entry
 
     def preset(self, task_name: str, preset: str) -> dict:

@@ -168,16 +168,19 @@ class Schema:
     wrong type, each in one UserError line starting with ``where`` (and, given ``shape``, e.g.
     "a row is {model, label, set, paper}", saying it with the entry). ``check_keys`` does the key
     check alone (a file whose required keys may come from its base)."""
+    #: how an unknown key is named ({keys}: all of them, {first}: the first, quoted)
+    UNKNOWN = "unknown key(s) {keys}"
 
     @classmethod
     def check_keys(cls, data, where: str, shape: str | None = None) -> None:
         names = [f.name for f in dataclasses.fields(cls) if f.init]
         said = f"{shape}, got {data!r}" if shape else None
         if not isinstance(data, dict):
-            raise UserError(f"{where}: " + (said or f"must be a mapping ({', '.join(names)}), got {type(data).__name__}"))
+            raise UserError(f"{where}: {said}" if said else f"{where} must be a mapping ({', '.join(names)}), got {type(data).__name__}")
         unknown = sorted(str(k) for k in data if k not in names)
         if unknown:
-            raise UserError(f"{where}: {said + ': ' if said else ''}unknown key(s) {', '.join(unknown)}; {suggest(unknown[0], names)}")
+            unknown_text = cls.UNKNOWN.format(keys=", ".join(unknown), first=repr(unknown[0]))
+            raise UserError(f"{where}: {said + ': ' if said else ''}{unknown_text}; {suggest(unknown[0], names)}")
 
     @classmethod
     def from_mapping(cls, data, where: str, shape: str | None = None):
