@@ -45,6 +45,7 @@ from typing import Literal, Optional
 
 from ..errors import UserError
 from ..schema import Schema
+from ..stats import mean_std
 
 TOL = 1e-4
 SIZES = {"d_model": 32, "n_heads": 4, "d_ff": 64, "dropout": 0.0}
@@ -234,11 +235,6 @@ RULE = ("A beats B when mean_A - mean_B > max(std_A, std_B) (sample std over see
         "does not hold if any does not; paper = the same rule on the paper's mean ± std")
 
 
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    m = sum(values) / len(values)
-    return m, (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5
-
-
 def compare(mean_a: float, mean_b: float, spread: float, lower_is_better: bool = False, digits: int = 1) -> tuple[str, str]:
     """(verdict, why) for "A beats B" from the two means and the spread s they must differ by."""
     d = mean_b - mean_a if lower_is_better else mean_a - mean_b
@@ -254,7 +250,7 @@ def judge(a: list[float], b: list[float], lower_is_better: bool = False, digits:
     """(verdict, why) for "A beats B" from the per-seed values of the two cells."""
     if len(a) < 2 or len(b) < 2:
         return UNSURE, f"n = {len(a)} vs {len(b)} (< 2 seeds)"
-    (ma, sa), (mb, sb) = _mean_std(a), _mean_std(b)
+    (ma, sa), (mb, sb) = mean_std(a), mean_std(b)
     return compare(ma, mb, max(sa, sb), lower_is_better, digits)
 
 
@@ -284,7 +280,7 @@ def _aggregate(results: list[tuple[str, str]]) -> tuple[str, str]:
 def _cell_text(row: str, values: list[float], digits: int) -> str:
     if not values:
         return f"{row} — (0)"
-    m, s = _mean_std(values) if len(values) > 1 else (values[0], None)
+    m, s = mean_std(values)
     return f"{row} {m:.{digits}f}" + ("" if s is None else f" ± {s:.{digits}f}") + f" ({len(values)})"
 
 
