@@ -119,7 +119,8 @@ def import_model_class(target: str, where: str):
 
 def import_task_class(target: str, where: str):
     """A registry task target: a concrete subclass of bench.tasks.base.Task with a known kind."""
-    from bench.tasks.base import KINDS, Task
+    from bench.tasks.base import Task
+    from bench.tasks.kinds import KINDS
 
     cls = import_target(target, where)
     if not (inspect.isclass(cls) and issubclass(cls, Task)):
