@@ -74,8 +74,7 @@ class TrainConfig:
     def resolve(cls, values: dict, sources: dict) -> dict:
         """The layered values, each in its domain (naming where an offending value came from);
         the dict a record stores as ``config.train``."""
-        for key, domain in TRAIN_DOMAIN.items():
-            check_domain(f"train.{key}", values.get(key), domain, sources.get(key, ""))
+        check_domains("train", values, sources, TRAIN_DOMAIN)
         return dataclasses.asdict(cls(**values))
 
 
