@@ -14,83 +14,89 @@ registry entry); else true only for a model class without a bidirectional mode.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
-import math
+from dataclasses import dataclass
+from typing import Literal
 
 import yaml
 
 from .errors import UserError
-from .registry import Registry, constructor_params, import_model_class, import_task_class, load_yaml, suggest, type_ok
+from .registry import Registry, constructor_params, import_model_class, import_task_class
+from .schema import (AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, Domain, check_domain, choices_of, defaults_of, domains_of,
+                     parse_yaml, setting, suggest, type_problem)
 from .spec import DEFAULT, ModelSpec, RunConfig, TaskSpec, layer
 
-TRAIN_DEFAULTS = {
-    "optimizer": "adamw",  # adamw | adam
-    "lr": 1e-3,
-    "weight_decay": 0.01,
-    "betas": [0.9, 0.999],
-    "warmup_steps": 0,
-    "schedule": "constant",  # constant | linear | cosine | inverse_sqrt | step
-    "step_every_epochs": 5,  # schedule=step: multiply lr by step_gamma every N epochs
-    "step_gamma": 0.5,
-    "batch_size": 32,
-    "eval_batch_size": 128,
-    "max_epochs": 10,
-    "max_steps": -1,  # -1: no step limit
-    "val_every_steps": 0,  # 0: validate once per epoch
-    "patience": 0,  # early stopping on the validation metric, in validations; 0: off
-    "grad_clip": 1.0,
-    "accumulate_grad_batches": 1,
-    "num_threads": 0,  # 0: min(the CPUs this process may use, 8) (bench/cpus.py)
-    "precision": "32-true",
-    "deterministic": True,
-    "select": "best_val",  # best_val: test the best-on-validation weights | last: the final weights
-    "checkpoint_every_min": 10.0,  # the resume checkpoint is also written this often (and at every validation)
-    "progress_every_min": 5.0,  # piped output: a training line this often between validations (0: only at validations)
-    "compile": False,  # torch.compile the backbone (not part of a run's identity)
-    "watch_splits": [],  # test splits also scored at every validation, logged as <split>_<metric>; never selects
-}
-CHOICES = {
-    "optimizer": ("adamw", "adam"),
-    "schedule": ("constant", "linear", "cosine", "inverse_sqrt", "step"),
-    "select": ("best_val", "last"),
-    "precision": ("32-true", "16-mixed", "bf16-mixed", "32", "16", "bf16"),
-}
+Optimizer = Literal["adamw", "adam"]
+Schedule = Literal["constant", "linear", "cosine", "inverse_sqrt", "step"]
+Select = Literal["best_val", "last"]
+Precision = Literal["32-true", "16-mixed", "bf16-mixed", "32", "16", "bf16"]
+
+
+@dataclass
+class TrainConfig:
+    """The training settings (``train.*``): their types, defaults, choices (``Literal``) and the
+    values each may take (``Domain``). A run's ``config.train`` is ``asdict`` of one, as JSON."""
+    optimizer: Optimizer = "adamw"
+    lr: float = setting(1e-3, Domain.finite(0, True, "a finite number > 0, e.g. 0.001"))
+    weight_decay: float = setting(0.01, AT_LEAST_0)
+    betas: list = setting([0.9, 0.999])
+    warmup_steps: int = setting(0, AT_LEAST_0)
+    schedule: Schedule = "constant"
+    step_every_epochs: int = setting(5, AT_LEAST_1)  # schedule=step: multiply lr by step_gamma every N epochs
+    step_gamma: float = setting(0.5, POSITIVE)
+    batch_size: int = setting(32, AT_LEAST_1)
+    eval_batch_size: int = setting(128, AT_LEAST_1)
+    max_epochs: int = setting(10, AT_LEAST_1)
+    max_steps: int = setting(-1, Domain(lambda v: v == -1 or v >= 1, "-1 (no limit) or >= 1"))  # -1: no step limit
+    val_every_steps: int = setting(0, AT_LEAST_0)  # 0: validate once per epoch
+    patience: int = setting(0, AT_LEAST_0)  # early stopping on the validation metric, in validations; 0: off
+    grad_clip: float = setting(1.0, AT_LEAST_0)
+    accumulate_grad_batches: int = setting(1, AT_LEAST_1)
+    num_threads: int = setting(0, AT_LEAST_0)  # 0: min(the CPUs this process may use, 8) (bench/cpus.py)
+    precision: Precision = "32-true"
+    deterministic: bool = True
+    select: Select = "best_val"  # best_val: test the best-on-validation weights | last: the final weights
+    checkpoint_every_min: float = setting(10.0, POSITIVE)  # the resume checkpoint is also written this often (and at every validation)
+    progress_every_min: float = setting(5.0, AT_LEAST_0)  # piped output: a training line this often between validations (0: only at validations)
+    compile: bool = False  # torch.compile the backbone (not part of a run's identity)
+    watch_splits: list = setting([])  # test splits also scored at every validation, logged as <split>_<metric>; never selects
+
+    @classmethod
+    def check(cls, given: dict) -> None:
+        """Each given ``train.*`` value against its field: known key (else a "did you mean"), its
+        default's type, its choices; one UserError line for the first problem."""
+        for key, value in given.items():
+            check_value("train", key, value, TRAIN_DEFAULTS, "training")
+
+    @classmethod
+    def resolve(cls, values: dict, sources: dict) -> dict:
+        """The layered values, each in its domain (naming where an offending value came from);
+        the dict a record stores as ``config.train``."""
+        check_domains("train", values, sources, TRAIN_DOMAIN)
+        return dataclasses.asdict(cls(**values))
+
+
+#: derived views of TrainConfig (the source of truth)
+TRAIN_DEFAULTS = defaults_of(TrainConfig)
+CHOICES = choices_of(TrainConfig)
+TRAIN_DOMAIN = domains_of(TrainConfig)
 SECTIONS = ("model", "train", "data")
-
-
-def _finite(low: float, strict: bool):
-    return lambda v: math.isfinite(v) and (v > low if strict else v >= low)
-
-
-AT_LEAST_1, AT_LEAST_0 = (_finite(1, False), ">= 1"), (_finite(0, False), ">= 0")
-#: the values each numeric setting may take: (test, what the message says)
-TRAIN_DOMAIN = {
-    "lr": (_finite(0, True), "a finite number > 0, e.g. 0.001"),
-    "weight_decay": AT_LEAST_0, "warmup_steps": AT_LEAST_0, "step_every_epochs": AT_LEAST_1,
-    "step_gamma": (_finite(0, True), "a finite number > 0"), "batch_size": AT_LEAST_1, "eval_batch_size": AT_LEAST_1,
-    "max_epochs": AT_LEAST_1, "max_steps": (lambda v: v == -1 or v >= 1, "-1 (no limit) or >= 1"), "val_every_steps": AT_LEAST_0,
-    "patience": AT_LEAST_0, "grad_clip": AT_LEAST_0, "accumulate_grad_batches": AT_LEAST_1, "num_threads": AT_LEAST_0,
-    "checkpoint_every_min": (_finite(0, True), "a finite number > 0"), "progress_every_min": AT_LEAST_0,
-}
+#: the values each numeric model parameter may take (a model's parameters are its constructor's)
 MODEL_DOMAIN = {
     **dict.fromkeys(("d_model", "n_heads", "n_layers", "d_ff", "max_len", "segment_len", "block_size", "n_state", "chunk_size",
                      "memory_slots", "update_layers", "max_layers", "window", "rnn_per_layer"), AT_LEAST_1),
     **dict.fromkeys(("mem_len", "n_chunks"), AT_LEAST_0),
-    **dict.fromkeys(("dropout", "attn_dropout"), (lambda v: 0 <= v < 1, "in [0, 1)")),
+    **dict.fromkeys(("dropout", "attn_dropout"), FRACTION),
 }
 
 
 def check_domains(section: str, values: dict, sources: dict, domain: dict) -> None:
     """A numeric value outside what its setting may take (lr <= 0, batch_size 0, d_model 0 ...)
     is refused, naming where it came from; every check runs before anything is written."""
-    for key, (ok, text) in domain.items():
-        value = values.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        if not ok(value):
-            where = sources.get(key, "")
-            raise UserError(f"{section}.{key}={value!r}{f' (from {where})' if where and where != '--set' else ''}: must be {text}")
+    for key, dom in domain.items():
+        check_domain(f"{section}.{key}", values.get(key), dom, sources.get(key, ""))
 
 
 def parse_value(raw: str):
@@ -99,7 +105,7 @@ def parse_value(raw: str):
     if not raw.strip():
         return ""
     try:
-        value = load_yaml(raw)
+        value = parse_yaml(raw)
     except yaml.YAMLError:
         return raw
     if isinstance(value, str):
@@ -170,17 +176,22 @@ def canonical_overrides(items: list[str] | dict | None) -> list[str]:
 
 def check_overrides(section: str, given: dict, defaults: dict, what: str) -> None:
     for key, value in given.items():
-        if key not in defaults:
-            raise UserError(f"--set {section}.{key}: {what} has no parameter {key!r}; {suggest(key, list(defaults))}")
-        default = defaults[key]
-        if isinstance(value, dict) and isinstance(default, dict):
-            continue  # nested dict params (e.g. rsa) are checked by the model itself
-        if not type_ok(default, value):
-            raise UserError(
-                f"--set {section}.{key}={value!r}: expected {type(default).__name__} (like {default!r}), got {type(value).__name__}"
-            )
-        if key in CHOICES and section == "train" and value not in CHOICES[key]:
-            raise UserError(f"--set train.{key}={value!r}: choose one of {', '.join(CHOICES[key])}")
+        check_value(section, key, value, defaults, what)
+
+
+def check_value(section: str, key: str, value, defaults: dict, what: str) -> None:
+    """One ``--set section.key=value`` (or a preset's value): a known key of the right type,
+    one of the choices of a train setting; else one UserError line."""
+    if key not in defaults:
+        raise UserError(f"--set {section}.{key}: {what} has no parameter {key!r}; {suggest(key, list(defaults))}")
+    default = defaults[key]
+    if isinstance(value, dict) and isinstance(default, dict):
+        return  # nested dict params (e.g. rsa) are checked by the model itself
+    problem = type_problem(f"--set {section}.{key}", value, default)
+    if problem:
+        raise UserError(problem)
+    if key in CHOICES and section == "train" and value not in CHOICES[key]:
+        raise UserError(f"--set train.{key}={value!r}: choose one of {', '.join(CHOICES[key])}")
 
 
 def _entry_layers(entries: dict, lineage: list[str]) -> list[tuple[str, dict | None]]:
@@ -218,12 +229,10 @@ def resolve_task(registry: Registry, task: str, preset: str, overrides: dict) ->
 
 def resolve_train(registry: Registry, task: TaskSpec, overrides: dict) -> tuple[dict, dict]:
     parts = [(f"preset {where}.train", part.get("train") or {}) for where, part in _preset_parts(registry, task.name, task.preset)]
-    for _, given in parts:
-        check_overrides("train", given, TRAIN_DEFAULTS, "training")
-    check_overrides("train", overrides.get("train", {}), TRAIN_DEFAULTS, "training")
+    for _, given in [*parts, ("--set", overrides.get("train", {}))]:
+        TrainConfig.check(given)
     values, sources = layer([("TRAIN_DEFAULTS", TRAIN_DEFAULTS), *parts, ("--set", overrides.get("train", {}))])
-    check_domains("train", values, sources, TRAIN_DOMAIN)
-    return values, sources
+    return TrainConfig.resolve(values, sources), sources
 
 
 def resolve_model(registry: Registry, model: str, task: TaskSpec | None, overrides: dict) -> ModelSpec:

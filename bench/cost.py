@@ -69,6 +69,7 @@ from .config import resolve_run
 from .errors import UserError
 from .runner.build import instantiate_model, instantiate_task
 from .runner.module import Head, TaskModule, forward_batch, task_loss
+from .tasks.kinds import kind_of
 
 REFERENCE = "transformer"
 HALTING_MODELS = ("ut", "gut", "gutlb")
@@ -262,14 +263,7 @@ def random_batch(task, batch: int, length: int, device: torch.device, gen: torch
 
     full = torch.ones(batch, length, dtype=torch.bool, device=device)
     out = {"tokens": tokens(), "mask": full}
-    if task.kind == "lm":
-        out["targets"] = tokens()
-    elif task.kind in ("classify", "pair_classify"):
-        out["label"] = torch.randint(0, task.num_classes, (batch,), generator=gen).to(device)
-        if task.kind == "pair_classify":
-            out["tokens2"], out["mask2"] = tokens(), full
-    elif task.kind == "tag":
-        out["labels"] = torch.randint(0, 2, (batch, length, task.num_labels), generator=gen).float().to(device)
+    kind_of(task.kind).random_batch(task, out, tokens, gen, device)
     return out
 
 

@@ -7,6 +7,7 @@ half-written cache behind.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -18,7 +19,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from bench.tasks.base import IGNORE, PAD, Task
+from bench.tasks.base import PAD, Task
+from bench.tasks.kinds import KINDS, kind_of, pad
 
 from .records import current_umask
 from .sampling import ResumableLoader, eval_loader
@@ -154,39 +156,25 @@ class SplitData(Dataset):
         return ex
 
 
-def _pad(seqs: list, value, dtype=torch.long) -> tuple[torch.Tensor, torch.Tensor]:
-    lens = [len(s) for s in seqs]
-    T = max(lens)
-    out = torch.full((len(seqs), T), value, dtype=dtype)
-    mask = torch.zeros(len(seqs), T, dtype=torch.bool)
-    for i, s in enumerate(seqs):
-        out[i, : lens[i]] = torch.from_numpy(np.array(s)).to(dtype)  # a copy: arrow buffers are read-only
-        mask[i, : lens[i]] = True
-    return out, mask
-
-
-def collate(examples: list[dict]) -> dict:
-    """Right-pad a list of examples into a batch. Keys present depend on the task kind."""
+def collate(examples: list[dict], kind: str | None = None) -> dict:
+    """Right-pad a list of examples into a batch: tokens, mask, index, length, and the columns of
+    the task's ``kind`` (bench/tasks/kinds.py; None: the kind whose columns the examples hold)."""
     batch: dict = {"index": torch.tensor([ex["index"] for ex in examples])}
-    batch["tokens"], batch["mask"] = _pad([ex["tokens"] for ex in examples], PAD)
-    if "tokens2" in examples[0]:
-        batch["tokens2"], batch["mask2"] = _pad([ex["tokens2"] for ex in examples], PAD)
-    if "label" in examples[0]:
-        batch["label"] = torch.tensor([int(ex["label"]) for ex in examples])
-    if "targets" in examples[0]:
-        batch["targets"], _ = _pad([ex["targets"] for ex in examples], IGNORE)
-    if "labels" in examples[0]:
-        seqs = [ex["labels"] for ex in examples]
-        T = batch["tokens"].shape[1]
-        lab = torch.zeros(len(seqs), T, seqs[0].shape[-1])
-        for i, s in enumerate(seqs):
-            lab[i, : len(s)] = torch.from_numpy(np.array(s, dtype=np.float32))
-        batch["labels"] = lab
+    batch["tokens"], batch["mask"] = pad([ex["tokens"] for ex in examples], PAD)
+    task_kind = kind_of(kind) if kind is not None else _kind_of_columns(examples[0])
+    if task_kind is not None:
+        task_kind.collate(examples, batch)
     if "length" in examples[0]:
         batch["length"] = torch.tensor([int(ex["length"]) for ex in examples])
     else:
         batch["length"] = batch["mask"].sum(-1)
     return batch
+
+
+def _kind_of_columns(example: dict):
+    """The kind with the most columns that ``example`` holds all of (None: only tokens)."""
+    fits = [k for k in KINDS.values() if k.columns and all(c in example for c in k.columns)]
+    return max(fits, key=lambda k: len(k.columns), default=None)
 
 
 class TaskData:
@@ -202,11 +190,11 @@ class TaskData:
 
     def train_loader(self) -> DataLoader:
         """Seeded, epoch-dependent, rank-sharded and resumable order (bench/sampling.py)."""
-        return ResumableLoader(self.splits["train"], self.batch_size, self.seed, collate)
+        return ResumableLoader(self.splits["train"], self.batch_size, self.seed, functools.partial(collate, kind=self.task.kind))
 
     def eval_loader(self, split: str) -> DataLoader:
         """Every example once, in order, no dropped last batch (sharded over ranks under DDP)."""
-        return eval_loader(self.splits[split], self.eval_batch_size, collate)
+        return eval_loader(self.splits[split], self.eval_batch_size, functools.partial(collate, kind=self.task.kind))
 
     def test_splits(self) -> list[str]:
         return self.task.test_splits()

@@ -6,40 +6,12 @@ from collections import defaultdict
 import numpy as np
 import torch
 
-from bench.tasks.base import IGNORE
-
-
-def tag_positions_ok(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Per position of a 'tag' task, whether every label's sign is right: (B, T, K) logits and
-    {0, 1} labels, (B, T) mask -> (B, T) bool (False at padding)."""
-    return ((logits > 0) == (labels > 0.5)).all(-1) & mask
+from bench.tasks.kinds import kind_of, tag_positions_ok  # noqa: F401 - tag_positions_ok: importable from here
 
 
 def example_outcomes(kind: str, logits: torch.Tensor, batch: dict) -> dict:
-    """Per-example correctness for one batch. Returns 1-D tensors of length B."""
-    if kind in ("classify", "pair_classify"):
-        correct = logits.argmax(-1) == batch["label"]
-        ones = torch.ones_like(correct, dtype=torch.long)
-        return {"correct": correct, "tok_correct": correct.long(), "n_scored": ones, "last_correct": correct.float()}
-    if kind == "tag":
-        mask = batch["mask"]
-        pos_ok = tag_positions_ok(logits, batch["labels"], mask)  # (B, T)
-        n = mask.sum(-1)
-        tok = pos_ok.sum(-1)
-        last = pos_ok.gather(1, (n - 1).clamp_min(0).unsqueeze(1)).squeeze(1).float()
-        return {"correct": tok == n, "tok_correct": tok, "n_scored": n, "last_correct": last}
-    if kind == "lm":
-        targets = batch["targets"]
-        scored = targets != IGNORE
-        ok = (logits.argmax(-1) == targets) & scored
-        n = scored.sum(-1)
-        tok = ok.sum(-1)
-        T = targets.shape[1]
-        last_idx = torch.where(scored, torch.arange(T, device=targets.device), -1).max(-1).values
-        last = ok.gather(1, last_idx.clamp_min(0).unsqueeze(1)).squeeze(1).float()
-        last = torch.where(last_idx >= 0, last, torch.full_like(last, float("nan")))
-        return {"correct": tok == n, "tok_correct": tok, "n_scored": n, "last_correct": last}
-    raise ValueError(f"unknown task kind {kind!r}")
+    """Per-example correctness for one batch (the kind's ``outcomes``). Returns 1-D tensors of length B."""
+    return kind_of(kind).outcomes(logits, batch)
 
 
 class OutcomeBuffer:

@@ -1,6 +1,7 @@
 """Run records: one JSON file per (model, task, preset, seed[, overrides]), written atomically."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -124,6 +125,56 @@ FIELDS = {"status": str, "model": str, "task": str, "preset": str, "seed": int, 
           "test_splits": list, "report_metrics": list, "overrides": list}
 
 
+class RecordError(ValueError):
+    """Why a record file cannot be used: ``unreadable`` (not JSON, an I/O error) or not a run record."""
+
+    def __init__(self, problem: str, unreadable: bool = False):
+        super().__init__(problem)
+        self.problem, self.unreadable = problem, unreadable
+
+
+@dataclasses.dataclass
+class Record:
+    """A run record as read: the fields readers rely on, typed and checked, and ``data``, the whole
+    JSON mapping (what the readers of ``read_record`` get). ``from_json`` is the one reader."""
+    status: str
+    data: dict
+    model: str | None = None
+    task: str | None = None
+    preset: str | None = None
+    seed: int | None = None
+    metrics: dict = dataclasses.field(default_factory=dict)
+    config: dict = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, source: str | bytes | dict, required: tuple[str, ...] = ()) -> "Record":
+        """A record from its JSON text (or the parsed mapping); RecordError saying what is wrong:
+        not JSON, not a mapping, no status or an unknown one, a finished record without metrics,
+        a field of the wrong type, a metrics entry or config section that is not a mapping, or a
+        ``required`` field missing."""
+        if isinstance(source, (str, bytes)):
+            try:
+                source = json.loads(source)
+            except ValueError as exc:
+                raise RecordError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, unreadable=True) from None
+        problem = record_problem(source) or next((f"it has no {k!r}" for k in required if k not in source), None)
+        if problem:
+            raise RecordError(problem)
+        return cls(source["status"], source, **{k: source[k] for k in ("model", "task", "preset", "seed", "metrics", "config")
+                                                 if k in source})
+
+    @classmethod
+    def read(cls, path: Path, required: tuple[str, ...] = ()) -> "Record":
+        """The record at ``path``: FileNotFoundError when there is none, RecordError when it cannot be used."""
+        try:
+            text = Path(path).read_text()
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise RecordError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, unreadable=True) from None
+        return cls.from_json(text, required)
+
+
 def record_problem(rec) -> str | None:
     """Why a parsed record cannot be used (None: it can): not a mapping, no status or an unknown
     one, a finished record without metrics, a field of the wrong type, a metrics entry or config
@@ -149,22 +200,15 @@ def record_problem(rec) -> str | None:
 def read_record(path: Path, quiet: bool = False) -> dict:
     """A record's contents, or {} when it is missing, unreadable or malformed (then, unless
     ``quiet``, with a one-line warning: every reader skips such a record the same way)."""
-    path = Path(path)
     try:
-        rec = json.loads(path.read_text())
+        return Record.read(path).data
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as exc:
+    except RecordError as exc:
         if not quiet:
-            warn(f"record {path} is unreadable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); skipped "
-                 "(rerun that run with --rerun to replace it)")
+            what = f"is unreadable ({exc.problem})" if exc.unreadable else f"is not a run record ({exc.problem})"
+            warn(f"record {Path(path)} {what}; skipped (rerun that run with --rerun to replace it)")
         return {}
-    problem = record_problem(rec)
-    if problem:
-        if not quiet:
-            warn(f"record {path} is not a run record ({problem}); skipped (rerun that run with --rerun to replace it)")
-        return {}
-    return rec
 
 
 def record_checkpoint(record: Path, rec: dict) -> Path:

@@ -19,18 +19,17 @@ layer, so a variant of a shipped model is ``{base: transformer, params: {...}}``
 from __future__ import annotations
 
 import copy
-import difflib
+import dataclasses
 import importlib
 import importlib.metadata
 import importlib.resources
 import inspect
 import os
-import re
 from pathlib import Path
-
-import yaml
+from typing import Any, Optional
 
 from .errors import UserError
+from .schema import Schema, YAMLLoader, load_yaml, parse_yaml, suggest, type_ok  # noqa: F401 - re-exported
 
 #: the shipped registry (package data; bench is installed as files, never zipped)
 DEFAULT_REGISTRY = Path(str(importlib.resources.files(__package__).joinpath("registry.yaml")))
@@ -38,30 +37,34 @@ ENTRY_POINT_GROUP = "bench.registries"
 NO_PLUGINS_ENV = "BENCH_NO_PLUGINS"
 #: bench's own packages, top-level packages before issue 28 (``models.xl:TransformerXL``)
 MOVED_PACKAGES = ("models", "tasks")
-MODEL_KEYS = {"target", "params", "base", "description"}
-TASK_KEYS = {"target", "params", "base", "description", "presets"}
 PRESETS = ("smoke", "small", "paper")
-PRESET_KEYS = {"data", "train", "model", "family"}
 
 
-class YAMLLoader(yaml.SafeLoader):
-    """PyYAML's safe loader with YAML 1.2 floats: ``3e-4``, ``1E-3`` and ``5e+2`` are numbers
-    (YAML 1.1, PyYAML's default, wants a dot, ``3.0e-4``, and reads the others as strings)."""
+@dataclasses.dataclass
+class ModelEntry(Schema):
+    """A ``models:`` entry as written (its target is checked when it is imported)."""
+    target: Any = None
+    params: Optional[dict] = None
+    base: Optional[str] = None
+    description: Any = None
 
 
-YAMLLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-                 |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-                 |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
-                 |[-+]?\.(?:inf|Inf|INF)
-                 |\.(?:nan|NaN|NAN))$""", re.X),
-    list("-+0123456789."))
+@dataclasses.dataclass
+class TaskEntry(ModelEntry):
+    """A ``tasks:`` entry as written."""
+    presets: Optional[dict] = None
 
 
-def load_yaml(text: str):
-    """YAML text -> Python values, numbers in any YAML 1.1 or 1.2 spelling read as numbers."""
-    return yaml.load(text, Loader=YAMLLoader)  # noqa: S506 - a SafeLoader subclass
+@dataclasses.dataclass
+class PresetEntry(Schema):
+    """``tasks.T.presets.P``: the sections a preset may set."""
+    data: Optional[dict] = None
+    train: Optional[dict] = None
+    model: Optional[dict] = None
+    family: Optional[dict] = None
+
+
+PRESET_KEYS = {f.name for f in dataclasses.fields(PresetEntry)}
 
 
 def deep_merge(base: dict, over: dict) -> dict:
@@ -72,12 +75,6 @@ def deep_merge(base: dict, over: dict) -> dict:
         else:
             out[k] = copy.deepcopy(v)
     return out
-
-
-def suggest(name: str, valid: list[str]) -> str:
-    close = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return f"valid: {', '.join(sorted(valid))}{hint}"
 
 
 def import_target(target: str, where: str):
@@ -122,7 +119,8 @@ def import_model_class(target: str, where: str):
 
 def import_task_class(target: str, where: str):
     """A registry task target: a concrete subclass of bench.tasks.base.Task with a known kind."""
-    from bench.tasks.base import KINDS, Task
+    from bench.tasks.base import Task
+    from bench.tasks.kinds import KINDS
 
     cls = import_target(target, where)
     if not (inspect.isclass(cls) and issubclass(cls, Task)):
@@ -209,26 +207,6 @@ def _what(obj) -> str:
     return f"a {type(obj).__name__}, not a class"
 
 
-def type_ok(default, value) -> bool:
-    """Whether ``value`` has the type of a parameter's ``default`` (anything goes for a default
-    of None or a parameter without one; an int is a fine float, a bool is never an int)."""
-    if default is None or default is inspect.Parameter.empty:
-        return True
-    if isinstance(default, bool):
-        return isinstance(value, bool)
-    if isinstance(default, int):
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(default, float):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if isinstance(default, str):
-        return isinstance(value, str)
-    if isinstance(default, (list, tuple)):
-        return isinstance(value, (list, tuple))
-    if isinstance(default, dict):
-        return isinstance(value, dict)
-    return True
-
-
 def type_problems(where: str, given: dict, defaults: dict) -> list[str]:
     """'where.key=value: expected int (like 2), got str' for every given value of the wrong type."""
     return [
@@ -259,16 +237,7 @@ def constructor_params(cls, skip=("self", "vocab_size", "causal")) -> dict:
 
 def _read_layer(path, label: str) -> dict:
     """One registry file's mapping, or UserError with the line of a YAML error."""
-    try:
-        raw = load_yaml(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"registry file {str(path)!r} not found; pass an existing registry.yaml") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(f"{label} is not valid YAML{where}: {problem}") from None
-    return raw
+    return load_yaml(Path(path), label, missing_text=f"registry file {str(path)!r} not found; pass an existing registry.yaml")
 
 
 def plugin_layers() -> list[tuple[str, dict]]:
@@ -293,9 +262,10 @@ def plugin_layers() -> list[tuple[str, dict]]:
         if isinstance(obj, (str, os.PathLike)) or hasattr(obj, "read_text"):
             label = f"{label}: {obj}"
             try:
-                obj = load_yaml(obj.read_text() if hasattr(obj, "read_text") else Path(obj).read_text())
-            except (OSError, yaml.YAMLError) as exc:
+                text = obj.read_text() if hasattr(obj, "read_text") else Path(obj).read_text()
+            except OSError as exc:
                 raise UserError(f"{label} cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
+            obj = load_yaml(text, label)
         layers.append((label, obj))
     return layers
 
@@ -334,16 +304,9 @@ class Registry:
         unknown_sections = {k for k in raw if k not in ("models", "tasks") and not str(k).startswith("_")}  # _x: YAML anchors
         if unknown_sections:
             raise UserError(f"{label}: unknown top-level key(s) {', '.join(sorted(map(str, unknown_sections)))}; a registry has models: and tasks:")
-        for section, entries, keys in (("models", raw.get("models") or {}, MODEL_KEYS), ("tasks", raw.get("tasks") or {}, TASK_KEYS)):
+        for section, entries, schema in (("models", raw.get("models") or {}, ModelEntry), ("tasks", raw.get("tasks") or {}, TaskEntry)):
             for name, entry in entries.items():
-                if not isinstance(entry, dict):
-                    raise UserError(f"{label}: {section}.{name} must be a mapping, got {type(entry).__name__}")
-                unknown = set(entry) - keys
-                if unknown:
-                    raise UserError(
-                        f"{label}: {section}.{name} has unknown key(s) {', '.join(sorted(unknown))}; "
-                        f"allowed: {', '.join(sorted(keys))}"
-                    )
+                schema.from_mapping(entry, f"{label}: {section}.{name}")
             target = self.raw_models if section == "models" else self.raw_tasks
             for name, entry in entries.items():
                 target[name] = entry  # a replaced entry keeps its place in listings
@@ -397,8 +360,8 @@ class Registry:
         for pname, preset in presets.items():
             if pname not in PRESETS:
                 raise UserError(f"{self._file('tasks', name)}: tasks.{name} has unknown preset {pname!r}; presets are {', '.join(PRESETS)}")
-            if not isinstance(preset, dict) or set(preset) - PRESET_KEYS:
-                raise UserError(f"{self._file('tasks', name)}: tasks.{name}.presets.{pname} may only hold {', '.join(sorted(PRESET_KEYS))}")
+            PresetEntry.from_mapping(preset, f"{self._file('tasks', name)}: tasks.{name}.presets.{pname}",
+                                     f"a preset may only hold {', '.join(PRESET_KEYS)}")
         return entry
 
     def preset(self, task_name: str, preset: str) -> dict:

@@ -17,7 +17,6 @@ train.num_threads=1), the GUT ablations (no small records) as GUT x their measur
 from __future__ import annotations
 
 import glob
-import json
 import math
 import statistics
 import sys
@@ -76,13 +75,15 @@ def steps(task_name: str, families: list[str], rounds: int = 3) -> None:
 
 
 def estimate(task: str, n_train: int, epochs: int, seeds: int = 3, jobs: int = 2) -> None:
+    from bench.records import read_record
+
     s = SMALL[task]
     steps_small = math.ceil(s["n_train"] / s["batch"]) * s["epochs"]
     steps_cpu = math.ceil(n_train / s["batch"]) * epochs
     fam = {}
     for f in ("transformer", "ut", "gut", "tlb", "gutlb"):
-        recs = [json.loads(Path(p).read_text()) for p in glob.glob(str(ROOT / f"results/runs/{task}/small/{f}/seed[0-9].json"))]
-        recs = [r for r in recs if "train.num_threads=1" in r.get("overrides", [])]
+        recs = [read_record(Path(p)) for p in glob.glob(str(ROOT / f"results/runs/{task}/small/{f}/seed[0-9].json"))]
+        recs = [r for r in recs if r and "train.num_threads=1" in r.get("overrides", [])]
         fam[f] = (statistics.mean(r["train_time_s"] for r in recs) / steps_small,
                   statistics.mean(r["wall_time_s"] - r["train_time_s"] for r in recs))
     for f in ABLATIONS:

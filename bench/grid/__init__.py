@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..records import config_changes, read_record, record_path
+from ..stats import eta_text
 
 
 class Stopped(KeyboardInterrupt):
@@ -121,10 +122,9 @@ class Progress:
             self.failed.append((cell, detail))
         elapsed = time.perf_counter() - self.t0
         remaining = self.total - self.done
-        eta = elapsed / self.done * remaining if self.done else float("nan")
         status = "ok  " if ok else "FAIL"
         line = f"[{self.done}/{self.total}] {status} {cell.name} ({seconds:.0f}s)"
-        line += f"  | elapsed {elapsed:.0f}s, eta {eta:.0f}s" if remaining else f"  | elapsed {elapsed:.0f}s"
+        line += f"  | elapsed {elapsed:.0f}s, {eta_text(elapsed, self.done, remaining)}" if remaining else f"  | elapsed {elapsed:.0f}s"
         if detail and not ok:
             line += f"\n       {detail}"
         print(line, file=self.stream, flush=True)

@@ -30,33 +30,42 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional, Union
 
 from ..errors import UserError
 from ..cpus import available_cpus
 from ..records import read_record, record_path, run_folder
+from ..schema import Schema
 from . import Cell, Progress, Stopped
 
-#: profile keys: (accepted types, default, meaning); docs/cluster.md shows an example
-PROFILE = {
-    "executor": (str, "slurm", "slurm, or local (submitit's LocalExecutor: this machine, no cluster)"),
-    "partition": (str, None, "SLURM partition (default: the cluster's)"),
-    "account": (str, None, "SLURM account"),
-    "qos": (str, None, "SLURM quality of service"),
-    "constraint": (str, None, "SLURM node features, e.g. a100"),
-    "timeout_min": ((int, float), 60, "time limit of one job, in minutes (a chunk longer than this is requeued and resumed)"),
-    "gpus_per_cell": (int, 1, "GPUs per cell, i.e. per job (0 on CPU partitions)"),
-    "cpus_per_cell": (int, None, "CPU cores per cell; also its torch threads (default: the cores the job may use)"),
-    "mem_gb": ((int, float), None, "memory per job in GB"),
-    "array_parallelism": (int, None, "jobs of the array running at once (slurm default 256; local default 1)"),
-    "cells_per_job": (int, 1, "cells one job runs one after another (more amortise scheduling for short cells)"),
-    "max_num_timeout": (int, 3, "times a job may be requeued after hitting its time limit (preemptions do not count)"),
-    "signal_delay_s": (int, None, "seconds between the requeue signal and the time limit (submitit: 90 slurm, 30 local)"),
-    "setup": (list, None, "shell lines run in each job before it starts (module load ..., source .../activate)"),
-    "sbatch": (dict, None, "any other sbatch option, e.g. {exclusive: true, mail-type: END}"),
-    "job_name": (str, "bench", "job name shown by squeue"),
-    "folder": (str, None, "submitit's job files and logs (default OUT/slurm; must be shared with the nodes)"),
-    "cell_command": (str, None, "the command that runs one cell (default: the job's python -m bench)"),
-}
+def _setting(default, meaning: str):
+    return dataclasses.field(default=default, metadata={"help": meaning})
+
+
+@dataclasses.dataclass
+class SlurmProfile(Schema):
+    """The profile's settings, their types, defaults and meaning; docs/cluster.md shows an example."""
+    UNKNOWN = "unknown setting {first}"
+    executor: str = _setting("slurm", "slurm, or local (submitit's LocalExecutor: this machine, no cluster)")
+    partition: Optional[str] = _setting(None, "SLURM partition (default: the cluster's)")
+    account: Optional[str] = _setting(None, "SLURM account")
+    qos: Optional[str] = _setting(None, "SLURM quality of service")
+    constraint: Optional[str] = _setting(None, "SLURM node features, e.g. a100")
+    timeout_min: Union[int, float] = _setting(60, "time limit of one job, in minutes (a chunk longer than this is requeued and resumed)")
+    gpus_per_cell: int = _setting(1, "GPUs per cell, i.e. per job (0 on CPU partitions)")
+    cpus_per_cell: Optional[int] = _setting(None, "CPU cores per cell; also its torch threads (default: the cores the job may use)")
+    mem_gb: Union[int, float, None] = _setting(None, "memory per job in GB")
+    array_parallelism: Optional[int] = _setting(None, "jobs of the array running at once (slurm default 256; local default 1)")
+    cells_per_job: int = _setting(1, "cells one job runs one after another (more amortise scheduling for short cells)")
+    max_num_timeout: int = _setting(3, "times a job may be requeued after hitting its time limit (preemptions do not count)")
+    signal_delay_s: Optional[int] = _setting(None, "seconds between the requeue signal and the time limit (submitit: 90 slurm, 30 local)")
+    setup: Optional[list] = _setting(None, "shell lines run in each job before it starts (module load ..., source .../activate)")
+    sbatch: Optional[dict] = _setting(None, "any other sbatch option, e.g. {exclusive: true, mail-type: END}")
+    job_name: str = _setting("bench", "job name shown by squeue")
+    folder: Optional[str] = _setting(None, "submitit's job files and logs (default OUT/slurm; must be shared with the nodes)")
+    cell_command: Optional[str] = _setting(None, "the command that runs one cell (default: the job's python -m bench)")
+
+
 POLL_S = 2.0
 HEADER = "== bench slurm launcher "  # starts the line a job writes to a cell's log before each attempt
 #: after a cell was stopped by a signal from outside (scancel, preemption), the job waits this
@@ -68,22 +77,13 @@ def load_profile(source: str | os.PathLike | dict | None = None, overrides: list
     """The profile's settings over the defaults: ``source`` is a YAML file (``--slurm-profile``) or
     a mapping; ``overrides`` are ``KEY=VALUE`` strings (YAML values) applied on top. Every key and
     type is checked here; a problem is one UserError line."""
-    import yaml
-
-    from ..registry import suggest
+    from ..schema import load_yaml
 
     where = "slurm profile"
     raw = source if isinstance(source, dict) else {}
     if source is not None and not isinstance(source, dict):
-        path, where = Path(source), f"slurm profile {str(source)!r}"
-        try:
-            raw = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise UserError(f"{where} cannot be read ({exc.strerror or exc}); pass an existing YAML file") from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise UserError(f"{where} is not valid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
+        where = f"slurm profile {str(source)!r}"
+        raw = load_yaml(Path(source), where)
         raw = {} if raw is None else raw
         if not isinstance(raw, dict):
             raise UserError(f"{where} must be a mapping of settings (partition: ..., timeout_min: ...), got {type(raw).__name__}")
@@ -92,16 +92,8 @@ def load_profile(source: str | os.PathLike | dict | None = None, overrides: list
         key, eq, value = str(item).partition("=")
         if not eq:
             raise UserError(f"slurm setting {item!r} must look like KEY=VALUE, e.g. partition=gpu")
-        raw[key.strip()] = yaml.safe_load(value)
-    profile = {key: default for key, (_, default, _) in PROFILE.items()}
-    for key, value in raw.items():
-        if key not in PROFILE:
-            raise UserError(f"{where}: unknown setting {key!r}; {suggest(str(key), list(PROFILE))}")
-        types = PROFILE[key][0]
-        if value is not None and (not isinstance(value, types) or isinstance(value, bool)):
-            want = " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
-            raise UserError(f"{where}: {key} must be {want} ({PROFILE[key][2]}), got {value!r}")
-        profile[key] = value
+        raw[key.strip()] = load_yaml(value, f"slurm setting {item!r}")
+    profile = dataclasses.asdict(SlurmProfile.from_mapping({k: v for k, v in raw.items() if v is not None}, where))
     if profile["executor"] not in ("slurm", "local"):
         raise UserError(f"{where}: executor must be slurm or local, got {profile['executor']!r}")
     for key in ("timeout_min", "cells_per_job", "array_parallelism", "cpus_per_cell", "mem_gb", "signal_delay_s"):

@@ -39,9 +39,13 @@ printed mean ± std says whether the paper's own numbers support the claim as en
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, Optional
 
 from ..errors import UserError
+from ..schema import Schema
+from ..stats import mean_std
 
 TOL = 1e-4
 SIZES = {"d_model": 32, "n_heads": 4, "d_ff": 64, "dropout": 0.0}
@@ -49,26 +53,53 @@ VOCAB, LENGTH, SEEDS = 16, 8, (0, 1, 2)
 EXPECT = {"same": "same (max abs Δ < 1e-4)", "differs": "differs (abs Δ > 1e-4)", "at_least_baseline": "model ≥ baseline"}
 
 
+@dataclass
+class CheckEntry(Schema):
+    claim: str
+    source: str
+    compute: Optional[dict] = None
+    records: Optional[dict] = None
+    status: Optional[str] = None
+    expect: Optional[Literal["same", "differs", "at_least_baseline"]] = None
+
+
+@dataclass
+class ComputeEntry(Schema):
+    test: str
+    model: str
+    causal: bool
+    params: Optional[dict] = None
+
+
+@dataclass
+class RecordsEntry(Schema):
+    model: str
+    baseline: str
+    task: str
+    split: str
+    metric: str
+
+
 def check_specs(table) -> list[dict]:
     """The checks, validated, each with the models and tasks it names."""
     specs = []
     for i, c in enumerate(table.checks):
         where = f"tables/{table.name}.yaml, check {i + 1}"
-        if not isinstance(c, dict) or "claim" not in c or "source" not in c:
-            raise UserError(f"{where}: a check needs 'claim' and 'source'")
+        CheckEntry.from_mapping(c, where, "a check is {claim, source, one of compute | records | status, expect}")
         ways = [k for k in ("compute", "records", "status") if k in c]
         if len(ways) != 1:
             raise UserError(f"{where}: give exactly one of compute, records or status")
         spec = {**c, "models": [], "tasks": []}
         if "compute" in c:
-            if c["compute"].get("test") not in TESTS or c.get("expect") not in ("same", "differs"):
+            compute = ComputeEntry.from_mapping(c["compute"], f"{where}, compute")
+            if compute.test not in TESTS or c.get("expect") not in ("same", "differs"):
                 raise UserError(f"{where}: compute.test must be one of {', '.join(TESTS)} and expect same or differs")
-            spec["models"] = [c["compute"]["model"]]
+            spec["models"] = [compute.model]
         elif "records" in c:
-            r = c["records"]
-            if set(r) != {"model", "baseline", "task", "split", "metric"} or c.get("expect") != "at_least_baseline":
+            r = RecordsEntry.from_mapping(c["records"], f"{where}, records")
+            if c.get("expect") != "at_least_baseline":
                 raise UserError(f"{where}: records needs model, baseline, task, split, metric, and expect at_least_baseline")
-            spec["models"], spec["tasks"] = [r["model"], r["baseline"]], [r["task"]]
+            spec["models"], spec["tasks"] = [r.model, r.baseline], [r.task]
         specs.append(spec)
     return specs
 
@@ -204,11 +235,6 @@ RULE = ("A beats B when mean_A - mean_B > max(std_A, std_B) (sample std over see
         "does not hold if any does not; paper = the same rule on the paper's mean ± std")
 
 
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    m = sum(values) / len(values)
-    return m, (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5
-
-
 def compare(mean_a: float, mean_b: float, spread: float, lower_is_better: bool = False, digits: int = 1) -> tuple[str, str]:
     """(verdict, why) for "A beats B" from the two means and the spread s they must differ by."""
     d = mean_b - mean_a if lower_is_better else mean_a - mean_b
@@ -224,7 +250,7 @@ def judge(a: list[float], b: list[float], lower_is_better: bool = False, digits:
     """(verdict, why) for "A beats B" from the per-seed values of the two cells."""
     if len(a) < 2 or len(b) < 2:
         return UNSURE, f"n = {len(a)} vs {len(b)} (< 2 seeds)"
-    (ma, sa), (mb, sb) = _mean_std(a), _mean_std(b)
+    (ma, sa), (mb, sb) = mean_std(a), mean_std(b)
     return compare(ma, mb, max(sa, sb), lower_is_better, digits)
 
 
@@ -254,7 +280,7 @@ def _aggregate(results: list[tuple[str, str]]) -> tuple[str, str]:
 def _cell_text(row: str, values: list[float], digits: int) -> str:
     if not values:
         return f"{row} — (0)"
-    m, s = _mean_std(values) if len(values) > 1 else (values[0], None)
+    m, s = mean_std(values)
     return f"{row} {m:.{digits}f}" + ("" if s is None else f" ± {s:.{digits}f}") + f" ({len(values)})"
 
 

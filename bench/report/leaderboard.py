@@ -19,6 +19,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from ..records import read_record, warn, write_atomic  # noqa: F401 - warn: kept importable from here
+from ..stats import mean_std
 
 MISSING, STALE = "—", "†"
 
@@ -93,10 +94,9 @@ def mean_std_percent(values: list[float]) -> str:
     vals = _present(values)
     if not vals:
         return MISSING
-    mean = sum(vals) / len(vals)
-    if len(vals) == 1:
+    mean, std = mean_std(vals)
+    if std is None:
         return f"{100 * mean:.1f}"
-    std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
     return f"{100 * mean:.1f} ± {100 * std:.1f}"
 
 

@@ -31,6 +31,7 @@ from ..config import parse_overrides
 from ..errors import UserError
 from ..records import ensure_writable, write_atomic
 from ..registry import PRESETS, suggest
+from ..stats import mean_std
 from .tables import TABLES_DIR, Table, check_names, load_table, table_names
 
 MISSING, NOT_REPORTED, STALE = "—", "n/r", "†"
@@ -91,7 +92,7 @@ def _ours_text(values: list[float], center: float | None, table: Table) -> str:
     if table.unit == "%":
         text = cell_percent(values, table.stat)
     else:
-        spread = _std(values) if table.stat == "mean" else None
+        spread = mean_std(values)[1] if table.stat == "mean" else None
         text = f"{center:.2f}" + ("" if spread is None else f" ± {spread:.2f}")
     return f"{text} ({len(values)})"
 
@@ -153,7 +154,7 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
                 text += f" (FAIL {failed}/{len(recs)})"
             texts[row.label, col.label] = [text, _paper_text(paper), _delta_text(d, table.delta)]
             cells.append({"row": row.label, "model": row.model, "task": col.task, "split": col.split, "column": col.label,
-                          "n": len(values), "failed": failed, "ours": center, "ours_std": _std(values),
+                          "n": len(values), "failed": failed, "ours": center, "ours_std": mean_std(values)[1] if values else None,
                           "paper": None if paper is None else paper[0], "paper_std": None if paper is None else paper[1], "delta": d,
                           "stale": bool(mark)})
     headers, rows = _layout(table, texts)
@@ -177,13 +178,6 @@ def _layout(table: Table, texts: dict) -> tuple[list[str], list[list[str]]]:
     rows = [[task, r.label] + [t for split in splits for t in texts.get((r.label, label.get((task, split))), ["", "", ""])]
             for task in tasks for r in table.rows]
     return headers, rows
-
-
-def _std(values: list[float]) -> float | None:
-    if len(values) < 2:
-        return None
-    m = sum(values) / len(values)
-    return math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1))
 
 
 def note(table: Table, preset: str, present: int, expected: int, out: Path) -> str:

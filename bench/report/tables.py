@@ -46,23 +46,81 @@ splits on both sides pairs by position; one split is used for every pair).
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib.resources
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import yaml
+from typing import Any, Literal, Optional
 
 from ..errors import UserError
-from ..registry import deep_merge, suggest
+from ..registry import deep_merge
+from ..schema import Schema, load_yaml, suggest
 
 #: the shipped tables (package data; bench is installed as files, never zipped)
 TABLES_DIR = Path(str(importlib.resources.files("bench").joinpath("tables")))
-TABLE_KEYS = {"title", "source", "base", "preset", "seeds", "metric", "stat", "paper_units", "delta", "set", "tasks", "splits",
-              "columns", "rows", "kind", "checks", "claims"}
-CLAIM_KEYS, SIDE_KEYS = {"text", "source", "better", "than", "split", "splits", "lower_is_better"}, {"model", "models", "split", "splits"}
-ROW_KEYS, COLUMN_KEYS = {"model", "label", "set", "paper"}, {"task", "split", "label", "set"}
 PAPER_UNITS = {"percent": 1.0, "fraction": 100.0, "minutes": 1.0}  # factor to our display unit (%, or minutes)
 
+
+# ---- the files as written: one schema per entry (bench/schema.py checks keys and types) -------
+
+@dataclass
+class TableFile(Schema):
+    """A table file's keys (after its ``base`` is merged in: title, source, preset, seeds may come from it)."""
+    title: str
+    source: str
+    preset: str
+    seeds: list[int]
+    base: Optional[str] = None
+    kind: Literal["results", "checks"] = "results"
+    metric: str = "acc"
+    stat: Literal["mean", "median"] = "mean"
+    paper_units: Literal["percent", "fraction", "minutes"] = "percent"
+    delta: Literal["points", "ratio"] = "points"
+    set: Optional[list[str]] = None
+    tasks: Optional[list[str]] = None
+    splits: Any = None
+    columns: Optional[list] = None
+    rows: Optional[list] = None
+    checks: Optional[list] = None
+    claims: Optional[list] = None
+
+
+@dataclass
+class ColumnEntry(Schema):
+    task: str
+    split: str = ""
+    label: Optional[str] = None
+    set: Optional[list[str]] = None
+
+
+@dataclass
+class RowEntry(Schema):
+    model: str
+    label: Optional[str] = None
+    set: Optional[list[str]] = None
+    paper: Any = None
+
+
+@dataclass
+class ClaimEntry(Schema):
+    text: Any
+    source: Any
+    better: Any
+    than: Any
+    split: Optional[str] = None
+    splits: Optional[list[str]] = None
+    lower_is_better: Optional[bool] = None
+
+
+@dataclass
+class SideEntry(Schema):
+    model: Optional[str] = None
+    models: Optional[list[str]] = None
+    split: Optional[str] = None
+    splits: Optional[list[str]] = None
+
+
+# ---- the tables as used -----------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Column:
@@ -132,16 +190,8 @@ def _raw(name: str, folder: Path, chain: tuple = ()) -> dict:
         raise UserError(f"unknown table {name!r}; {suggest(name, table_names(folder))} (see 'bench reproduce --list')")
     if name in chain:
         raise UserError(f"tables/{name}.yaml: base cycle {' -> '.join((*chain, name))}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise UserError(f"tables/{path.name} is not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
-    if not isinstance(raw, dict):
-        raise UserError(f"tables/{path.name} must be a mapping (title, preset, seeds, tasks, splits, rows, ...)")
-    unknown = set(raw) - TABLE_KEYS
-    if unknown:
-        raise UserError(f"tables/{path.name}: unknown key(s) {', '.join(sorted(unknown))}; {suggest(sorted(unknown)[0], sorted(TABLE_KEYS))}")
+    raw = load_yaml(path, f"tables/{path.name}")
+    TableFile.check_keys(raw, f"tables/{path.name}")
     if raw.get("base"):
         raw = deep_merge(_raw(raw["base"], folder, (*chain, name)), {k: v for k, v in raw.items() if k != "base"})
     return raw
@@ -149,30 +199,19 @@ def _raw(name: str, folder: Path, chain: tuple = ()) -> dict:
 
 def load_table(name: str, preset: str | None = None, folder: Path = TABLES_DIR) -> Table:
     """The table ``name`` with its columns for ``preset`` (default: the table's own)."""
-    raw = _raw(name, folder)
     where = f"tables/{name}.yaml"
-    for key in ("title", "source", "preset", "seeds"):
-        if key not in raw:
-            raise UserError(f"{where}: missing {key!r}")
-    seeds = raw["seeds"]
-    if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
+    spec = TableFile.from_mapping(_raw(name, folder), where)
+    raw = dataclasses.asdict(spec)
+    if not spec.seeds:
         raise UserError(f"{where}: seeds must be a list of integers, e.g. [0, 1, 2]")
-    table = Table(name=name, title=raw["title"], source=raw["source"], preset=raw["preset"], seeds=seeds,
-                  kind=raw.get("kind", "results"))
+    table = Table(name=name, title=spec.title, source=spec.source, preset=spec.preset, seeds=spec.seeds, kind=spec.kind)
     if table.kind == "checks":
-        table.checks = list(raw.get("checks") or [])
+        table.checks = list(spec.checks or [])
         if not table.checks:
             raise UserError(f"{where}: a checks table needs a non-empty 'checks' list")
         return table
-    if table.kind != "results":
-        raise UserError(f"{where}: kind must be results or checks, got {table.kind!r}")
-    table.metric, table.stat, table.delta = raw.get("metric", "acc"), raw.get("stat", "mean"), raw.get("delta", "points")
-    table.set = tuple(raw.get("set") or ())
-    units = raw.get("paper_units", "percent")
-    for key, value, valid in (("stat", table.stat, ("mean", "median")), ("delta", table.delta, ("points", "ratio")),
-                              ("paper_units", units, tuple(PAPER_UNITS))):
-        if value not in valid:
-            raise UserError(f"{where}: {key} must be one of {', '.join(valid)}, got {value!r}")
+    table.metric, table.stat, table.delta, table.set = spec.metric, spec.stat, spec.delta, tuple(spec.set or ())
+    units = spec.paper_units
     if (units == "minutes") != (table.metric == "minutes_per_epoch"):
         raise UserError(f"{where}: paper_units minutes goes with metric minutes_per_epoch, and only with it")
     table.columns = _columns(raw, preset or table.preset, where)
@@ -180,8 +219,6 @@ def load_table(name: str, preset: str | None = None, folder: Path = TABLES_DIR) 
         raise UserError(f"{where}: 'rows' must list at least one row")
     table.rows = [_row(r, table.columns, PAPER_UNITS[units], where) for r in raw["rows"]]
     claims = raw.get("claims") or []
-    if not isinstance(claims, list):
-        raise UserError(f"{where}: 'claims' must be a list of {{text, source, better, than}}")
     table.claims = [_claim(c, i + 1, table, raw.get("splits"), preset or table.preset, where) for i, c in enumerate(claims)]
     return table
 
@@ -189,10 +226,9 @@ def load_table(name: str, preset: str | None = None, folder: Path = TABLES_DIR) 
 def _columns(raw: dict, preset: str, where: str) -> list[Column]:
     if raw.get("columns"):
         cols = []
-        for c in raw["columns"]:
-            if not isinstance(c, dict) or "task" not in c or set(c) - COLUMN_KEYS:
-                raise UserError(f"{where}: a column is {{task, split, label, set}}, got {c!r}")
-            cols.append(Column(c["task"], c.get("split", ""), c.get("label") or f"{c['task']}:{c.get('split', '')}", tuple(c.get("set") or ())))
+        for entry in raw["columns"]:
+            c = ColumnEntry.from_mapping(entry, where, "a column is {task, split, label, set}")
+            cols.append(Column(c.task, c.split, c.label or f"{c.task}:{c.split}", tuple(c.set or ())))
         return cols
     tasks, splits = raw.get("tasks"), raw.get("splits")
     if not tasks or not splits:
@@ -204,9 +240,8 @@ def _columns(raw: dict, preset: str, where: str) -> list[Column]:
     return [Column(t, s, f"{t}:{s}" if len(tasks) > 1 else s) for t in tasks for s in splits]
 
 
-def _row(r: dict, columns: list[Column], factor: float, where: str) -> Row:
-    if not isinstance(r, dict) or "model" not in r or set(r) - ROW_KEYS:
-        raise UserError(f"{where}: a row is {{model, label, set, paper}}, got {r!r}")
+def _row(entry: dict, columns: list[Column], factor: float, where: str) -> Row:
+    r = dataclasses.asdict(RowEntry.from_mapping(entry, where, "a row is {model, label, set, paper}"))
     paper = r.get("paper")
     if paper is None:
         values = [None] * len(columns)
@@ -255,10 +290,12 @@ def _side(side, default_splits, what: str) -> tuple[list[str], list[str]]:
     """(models, splits) of one side of a claim: a model, a list of models, or a mapping."""
     if isinstance(side, (str, list)):
         side = {"models" if isinstance(side, list) else "model": side}
-    if not isinstance(side, dict) or set(side) - SIDE_KEYS or not (("model" in side) ^ ("models" in side)):
-        raise UserError(f"{what} is a model, a list of models, or {{model | models, split | splits}}, got {side!r}")
-    models = side.get("models", side.get("model"))
-    splits = side.get("splits", side.get("split", default_splits))
+    shape = "a side is a model, a list of models, or {model | models, split | splits}"
+    entry = SideEntry.from_mapping(side, what, shape)
+    if (entry.model is None) == (entry.models is None):
+        raise UserError(f"{what}: {shape}, got {side!r}")
+    models = entry.models if entry.models is not None else entry.model
+    splits = entry.splits if entry.splits is not None else (entry.split if entry.split is not None else default_splits)
     models, splits = ([x] if isinstance(x, str) else list(x or []) for x in (models, splits))
     if not models or not splits or not all(isinstance(x, str) for x in models + splits):
         raise UserError(f"{what} needs at least one model and one split (on the side or the claim), got {side!r}")
@@ -295,9 +332,8 @@ def _column_label(name: str, table: Table, raw_splits, preset: str, what: str) -
 
 def _claim(c, i: int, table: Table, raw_splits, preset: str, where: str) -> Claim:
     what = f"{where}, claim {i}"
-    if not isinstance(c, dict) or not {"text", "source", "better", "than"} <= set(c) or set(c) - CLAIM_KEYS:
-        raise UserError(f"{what}: a claim is {{text, source, better, than}} (optional split(s), lower_is_better), got {c!r}")
-    default = c.get("splits", c.get("split"))
+    c = dataclasses.asdict(ClaimEntry.from_mapping(c, what, "a claim is {text, source, better, than} (optional split(s), lower_is_better)"))
+    default = c["splits"] if c["splits"] is not None else c["split"]
     (better, b_splits), (than, t_splits) = _side(c["better"], default, f"{what}, better"), _side(c["than"], default, f"{what}, than")
     if len(b_splits) != len(t_splits) and 1 not in (len(b_splits), len(t_splits)):
         raise UserError(f"{what}: better has {len(b_splits)} splits and than {len(t_splits)}: give the same number, or one on a side")
@@ -309,7 +345,5 @@ def _claim(c, i: int, table: Table, raw_splits, preset: str, where: str) -> Clai
                   for sa, sb in zip(b_splits, t_splits) for a in better for b in than if (rows[a], cols[sa]) != (rows[b], cols[sb]))
     if not pairs:
         raise UserError(f"{what}: compares nothing (better and than name the same cells)")
-    lower = c.get("lower_is_better", table.metric == "minutes_per_epoch")
-    if not isinstance(lower, bool):
-        raise UserError(f"{what}: lower_is_better is true or false, got {lower!r}")
+    lower = c["lower_is_better"] if c["lower_is_better"] is not None else table.metric == "minutes_per_epoch"
     return Claim(str(c["text"]), str(c["source"]), pairs, lower)

@@ -20,6 +20,7 @@ import torch
 from lightning.pytorch.callbacks import Checkpoint
 
 from ..errors import RunInterrupted  # noqa: F401 - defined there, so the CLI catches it without Lightning
+from ..stats import eta_text
 
 
 class RNGState(L.Callback):
@@ -139,11 +140,10 @@ class LineProgress(L.Callback):
         now = time.perf_counter()
         step, elapsed = trainer.global_step, now - self._t0
         done = step - self._step0
-        eta = elapsed / done * (self.total - step) if done > 0 and self.total > 0 else float("nan")
         loss = trainer.callback_metrics.get("train_loss") if loss is None else loss
         parts = [f"step {step}/{self.total}", f"epoch {trainer.current_epoch}",
                  f"loss {float(loss):.4f}" if loss is not None else "loss -", *extra,
-                 f"elapsed {elapsed:.0f}s", f"eta {eta:.0f}s" if eta == eta else "eta -"]
+                 f"elapsed {elapsed:.0f}s", eta_text(elapsed, done, self.total - step) if self.total > 0 else "eta -"]
         print("  ".join(parts), file=self.stream, flush=True)
         self._last = now
 

@@ -7,7 +7,6 @@ path the record was written with): a copied results tree evaluates its own check
 copy without them stops with one line instead of scoring another copy's weights."""
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -16,23 +15,22 @@ import lightning as L
 from ..config import resolve_run
 from ..data import TaskData
 from ..errors import UserError
-from ..records import overrides_tag, record_checkpoint, record_problem, relative_checkpoint, run_folder, write_json_atomic
+from ..records import Record, RecordError, overrides_tag, record_checkpoint, relative_checkpoint, run_folder, write_json_atomic
 from .build import instantiate_model, instantiate_task
 from .checkpoint_io import inspect_checkpoint
 from .module import TaskModule
 
 
 def read_record(path: Path) -> dict:
+    """The record ``bench eval`` was given, or one UserError line saying why it cannot be used."""
     try:
-        rec = json.loads(Path(path).read_text())
+        return Record.read(path, required=("model", "task", "preset", "seed")).data
     except FileNotFoundError:
         raise UserError(f"record {str(path)!r} not found; give the path of a run's .json under OUT/runs") from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"record {str(path)!r} is not readable JSON ({exc}); rerun the run with --rerun") from None
-    problem = record_problem(rec) or next((f"it has no {k!r}" for k in ("model", "task", "preset", "seed") if k not in rec), None)
-    if problem:
-        raise UserError(f"record {str(path)!r} is not a bench run record ({problem}); give the path of a run's .json under OUT/runs")
-    return rec
+    except RecordError as exc:
+        if exc.unreadable:
+            raise UserError(f"record {str(path)!r} is not readable JSON ({exc.problem}); rerun the run with --rerun") from None
+        raise UserError(f"record {str(path)!r} is not a bench run record ({exc.problem}); give the path of a run's .json under OUT/runs") from None
 
 
 def rebuild_run(path: Path, data_overrides: list[str], registry):

@@ -1,4 +1,4 @@
-"""The LightningModule that joins any backbone to any task: a head chosen by the task's kind,
+"""The LightningModule that joins any backbone to any task: the head and loss of the task's kind,
 the loss, AdamW/Adam with warm-up and a schedule, and evaluation by per-example outcomes."""
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import time
 
 import lightning as L
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bench.tasks.base import IGNORE
+from bench.tasks.kinds import kind_of, masked_mean, pool  # noqa: F401 - masked_mean: importable from here
 
 from ..errors import RunFailed
 from ..metrics import OutcomeBuffer, example_outcomes
@@ -41,49 +40,23 @@ def gather_buffers(buffers: dict[int, OutcomeBuffer], world_size: int) -> dict[i
     return merged
 
 
-def masked_mean(hidden: Tensor, mask: Tensor) -> Tensor:  # (B, T, d), (B, T) -> (B, d)
-    m = mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * m).sum(1) / m.sum(1).clamp_min(1.0)
-
-
 class Head(nn.Module):
-    """Maps backbone output to logits according to the task kind."""
+    """Maps backbone output to logits: the output layer of the task's kind (bench/tasks/kinds.py)."""
 
     def __init__(self, kind: str, d_model: int, vocab_size: int, num_classes: int, num_labels: int):
         super().__init__()
         self.kind = kind
-        if kind == "classify":
-            self.out = nn.Linear(d_model, num_classes)
-        elif kind == "pair_classify":  # [u; v; u*v; |u-v|] -> MLP
-            self.out = nn.Sequential(nn.Linear(4 * d_model, d_model), nn.GELU(), nn.Linear(d_model, num_classes))
-        elif kind == "tag":
-            self.out = nn.Linear(d_model, num_labels)
-        elif kind == "lm":
-            self.out = nn.Linear(d_model, vocab_size)
-        else:
-            raise ValueError(f"unknown task kind {kind!r}")
+        self.task_kind = kind_of(kind)
+        self.out = self.task_kind.output_layer(d_model, vocab_size, num_classes, num_labels)
 
-    @staticmethod
-    def pool(out, mask: Tensor) -> Tensor:
-        return out.pooled if out.pooled is not None else masked_mean(out.hidden, mask)
+    pool = staticmethod(pool)
 
     def forward(self, out, mask: Tensor, out2=None, mask2: Tensor | None = None) -> Tensor:
-        if self.kind == "classify":
-            return self.out(self.pool(out, mask))
-        if self.kind == "pair_classify":
-            u, v = self.pool(out, mask), self.pool(out2, mask2)
-            return self.out(torch.cat([u, v, u * v, (u - v).abs()], dim=-1))
-        return self.out(out.hidden)  # (B, T, labels | vocab)
+        return self.task_kind.logits(self.out, out, mask, out2, mask2)
 
 
 def task_loss(kind: str, logits: Tensor, batch: dict) -> Tensor:
-    if kind in ("classify", "pair_classify"):
-        return F.cross_entropy(logits, batch["label"])
-    if kind == "tag":
-        per = F.binary_cross_entropy_with_logits(logits, batch["labels"], reduction="none").mean(-1)  # (B, T)
-        m = batch["mask"].to(per.dtype)
-        return (per * m).sum() / m.sum().clamp_min(1.0)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch["targets"].reshape(-1), ignore_index=IGNORE)
+    return kind_of(kind).loss(logits, batch)
 
 
 def lr_lambda(train: dict, steps_per_epoch: int, total_steps: int):
@@ -125,7 +98,7 @@ def forward_batch(backbone: nn.Module, head: Head, batch: dict):
     reference code (models/sentence_pair_framework.py: (aux_loss1.mean() + aux_loss2.mean()) / 2),
     so beta weighs the same ponder cost on a pair task as on a single-sequence one."""
     out = backbone(batch["tokens"], batch["mask"])
-    if head.kind == "pair_classify":
+    if head.task_kind.pair:
         out2 = backbone(batch["tokens2"], batch["mask2"])
         stats = {k: (v + out2.stats[k]) / 2 if k in out2.stats else v for k, v in out.stats.items()}
         return head(out, batch["mask"], out2, batch["mask2"]), (out.aux_loss + out2.aux_loss) / 2, stats

@@ -9,7 +9,8 @@ example (lists, or numpy arrays whose first axis is the example): what
 ``datasets.Dataset.from_dict`` takes, and what a vectorised generator produces anyway (a
 [N, T] array of tokens is one column, not N row dicts).
 
-Kinds and the columns each kind's split carries (token ids are ints, 0 is always PAD):
+Kinds and the columns each kind's split carries (token ids are ints, 0 is always PAD); each kind
+is one class in bench/tasks/kinds.py (its collate, head, loss and outcomes), ``KINDS`` by name:
 
 * ``classify``       "tokens": [..], "label": int                      pooled -> num_classes
 * ``pair_classify``  "tokens": [..], "tokens2": [..], "label": int     [u; v; u*v; |u-v|]
@@ -37,7 +38,6 @@ from typing import ClassVar
 
 import numpy as np
 
-KINDS = ("classify", "pair_classify", "tag", "lm")
 IGNORE = -100
 PAD = 0
 
@@ -207,3 +207,11 @@ class Task(abc.ABC):
 
 
 Task.__init__ = _recording_constructor(Task, Task.__init__)
+
+
+def __getattr__(name: str):
+    if name == "KINDS":  # the kinds by name; bench/tasks/kinds.py (imports torch, so only when asked)
+        from .kinds import KINDS
+
+        return KINDS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
