@@ -539,3 +539,21 @@ def test_bench_list_shows_which_models_stream(capsys):
     for name in CAUSAL:
         assert ("yes" in rows[name]) == (name in STREAMING), name
     assert "no" in rows["tlb-fr"]
+
+
+@pytest.mark.parametrize("name", ["transformer", "ut", "r-transformer"])
+def test_a_state_continued_twice_is_two_independent_streams(name):
+    """KV caches grow in place (``append_rows``): continuing one state two ways (a fork, as beam
+    search does) gives each continuation its own rows, and the first stream goes on undisturbed."""
+    model = build(name)
+    a = tokens_for(4, length=30)
+    b = torch.cat((a[:, :11], tokens_for(5, length=19)), dim=1)  # the same 11-token prefix, then different
+    with torch.no_grad():
+        _, state = stream(model, a[:, :11], [10, 1])  # one small append: buffers with room from here on
+        first_a, state_a = stream(model, a[:, 11:20], [1] * 9, state)  # written in place after the prefix
+        first_b, state_b = stream(model, b[:, 11:20], [1] * 9, state)  # a fork of the same state
+        rest_a, _ = stream(model, a[:, 20:], [2] * 5, state_a)  # the first stream after the fork
+        rest_b, _ = stream(model, b[:, 20:], [10], state_b)
+        full_a, full_b = model(a).hidden, model(b).hidden
+    torch.testing.assert_close(torch.cat((first_a, rest_a), 1), full_a[:, 11:], atol=TOL, rtol=0)
+    torch.testing.assert_close(torch.cat((first_b, rest_b), 1), full_b[:, 11:], atol=TOL, rtol=0)

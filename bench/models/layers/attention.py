@@ -197,6 +197,43 @@ def stacked_qkv_weights(attentions):
             a.stacked_qkv = None
 
 
+def append_rows(caches: tuple[Tensor, ...], new: tuple[Tensor, ...], filled: list | None) -> tuple[tuple[Tensor, ...], list]:
+    """A KV cache's append in amortised O(t) instead of a copy of all n rows per step: each cache
+    (B, H, n, hd) is a view into a buffer with room for more rows, and the t new rows (B, H, t, hd)
+    are written after the n visible ones. ``filled`` ([rows written into the buffers], shared by
+    every state that views them) says whether this view is the buffers' furthest: when another
+    stream already continued from the same state (a fork), or the buffers are full, the rows go to
+    fresh buffers instead (room for twice the rows after a small append; exactly n + t after a
+    prefill), so no state ever sees another's rows. With autograd recording, plain concatenation.
+    -> (the caches with the new rows (B, H, n+t, hd), the ``filled`` to keep beside them)."""
+    n, t = caches[0].shape[2], new[0].shape[2]
+    if torch.is_grad_enabled() and any(c.requires_grad or x.requires_grad for c, x in zip(caches, new)):
+        return tuple(torch.cat((c, x), dim=2) for c, x in zip(caches, new)), [n + t]
+
+    def room(c: Tensor) -> int:  # rows the view's buffer holds, 0 unless laid out as (B, H, C, hd) from row 0
+        B, H, _, hd = c.shape
+        C = c.stride(1) // hd if hd else 0
+        ok = c.storage_offset() == 0 and c.stride()[2:] == (hd, 1) and c.stride(0) == H * C * hd
+        ok = ok and c.untyped_storage().nbytes() >= B * H * C * hd * c.element_size()
+        ok = ok and (torch.is_inference_mode_enabled() or not c.is_inference())
+        return C if ok else 0
+
+    if filled is not None and filled[0] == n and all(room(c) >= n + t for c in caches):
+        filled[0] = n + t
+        out = tuple(c.as_strided((*c.shape[:2], n + t, c.shape[3]), c.stride()) for c in caches)
+    else:
+        capacity = max(n + t, 2 * n, 16) if t < n else n + t
+        out = []
+        for c in caches:
+            buf = c.new_empty(*c.shape[:2], capacity, c.shape[3])
+            buf[:, :, :n] = c
+            out.append(buf[:, :, : n + t])
+        out, filled = tuple(out), [n + t]
+    for c, x in zip(out, new):
+        c[:, :, n:] = x
+    return out, filled
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with bias-free Q/K/V/O projections (as in the [HALT] reference code).
 
@@ -307,7 +344,7 @@ class MultiHeadAttention(nn.Module):
         w = self.q_proj.weight
         empty = w.new_zeros(batch_size, self.n_heads, 0, self.head_dim, device=device)
         rem = None if self.rsa is None else self.rsa.rem.init_state(batch_size, self.head_dim, device)
-        return {"k": empty, "v": empty.clone(), "rem": rem}
+        return {"k": empty, "v": empty.clone(), "filled": [0], "rem": rem}
 
     def step(
         self, x: Tensor, cache: dict, *, rope: RotaryTables | None = None, key_scale: Tensor | None = None,
@@ -323,15 +360,15 @@ class MultiHeadAttention(nn.Module):
         kv = x if context is None else context  # (B, t, d)
         q = self.split_heads(self.q_proj(x))  # (B, H, t, hd)
         k = self.split_heads(self.k_proj(kv))
-        v = torch.cat((cache["v"], self.split_heads(self.v_proj(kv))), dim=2)  # (B, H, n+t, hd)
+        v = self.split_heads(self.v_proj(kv))
         if rope is not None:
             q, k = rotate(q, rope), rotate(k, rope)
             if rope.scale is not None:
                 q = q * rope.scale.to(q.dtype)
-        k = torch.cat((cache["k"], k), dim=2)  # (B, H, n+t, hd), rotated, unscaled
-        keys = k if key_scale is None else k / key_scale.to(k.dtype)
+        (k, v), filled = append_rows((cache["k"], cache["v"]), (k, v), cache.get("filled"))  # (B, H, n+t, hd) each
+        keys = k if key_scale is None else k / key_scale.to(k.dtype)  # k: rotated, unscaled
         out = attend(q, keys, v, causal=True, backend=self.backend)  # (B, H, t, hd)
         rem = cache["rem"]
         if self.rsa is not None:
             out, rem = self.rsa.step(out, v, rem)
-        return self.o_proj(self.merge_heads(out)), {"k": k, "v": v, "rem": rem}
+        return self.o_proj(self.merge_heads(out)), {"k": k, "v": v, "filled": filled, "rem": rem}
