@@ -34,7 +34,9 @@ from pathlib import Path
 from ..errors import UserError
 from ..cpus import available_cpus
 from ..records import read_record, record_path, run_folder
-from . import Cell, Progress, Stopped
+from ..registry import suggest
+from ..cell import Cell
+from .common import Progress, Stopped, log
 
 #: profile keys: (accepted types, default, meaning); docs/cluster.md shows an example
 PROFILE = {
@@ -69,8 +71,6 @@ def load_profile(source: str | os.PathLike | dict | None = None, overrides: list
     a mapping; ``overrides`` are ``KEY=VALUE`` strings (YAML values) applied on top. Every key and
     type is checked here; a problem is one UserError line."""
     import yaml
-
-    from ..registry import suggest
 
     where = "slurm profile"
     raw = source if isinstance(source, dict) else {}
@@ -126,7 +126,7 @@ def run_slurm(cells: list[Cell], out: Path, registry_path: str | None, *, traine
         import submitit
     except ImportError:
         raise UserError('--launcher slurm needs submitit: pip install "bench[slurm]"') from None
-    from ..runner.lifecycle import world_size_of
+    from ..runner.lifecycle import world_size_of  # lazy: Lightning, which loading a profile does not need
 
     prof = load_profile(profile)
     out = Path(out).resolve()
@@ -150,7 +150,7 @@ def run_slurm(cells: list[Cell], out: Path, registry_path: str | None, *, traine
         running.extend(zip(jobs, batch))
         if prof["executor"] == "slurm":
             what = f"job array {jobs[0].job_id.split('_')[0]} ({len(batch)} jobs" if len(batch) > 1 else f"job {jobs[0].job_id} (1 job"
-            print(f"submitted {what}, {sum(map(len, batch))} cell(s)); job logs in {folder}, cell logs in {logs}", flush=True)
+            log.info(f"submitted {what}, {sum(map(len, batch))} cell(s)); job logs in {folder}, cell logs in {logs}")
 
     def stop(signum, frame):
         raise Stopped(signum)
