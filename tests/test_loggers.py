@@ -60,3 +60,26 @@ def test_a_missing_logger_package_is_one_line_and_writes_nothing(kind, tmp_path,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--logger {kind} needs the" in err and "pip install" in err, err
     assert not out.exists(), "nothing is written"
+
+
+def test_lightning_log_levels_are_given_back_after_a_run(tmp_path):
+    """A run quiets Lightning's INFO lines while it trains, and leaves the levels as it found them."""
+    import logging
+
+    import lightning.pytorch  # noqa: F401 - its import sets its own level (INFO): set ours after it
+
+    from bench.logs import LIGHTNING, quiet
+
+    loggers = [logging.getLogger(name) for name in LIGHTNING]
+    before = [lg.level for lg in loggers]
+    try:
+        for lg in loggers:
+            lg.setLevel(logging.DEBUG)
+        with quiet():
+            assert all(lg.level == logging.WARNING for lg in loggers)
+        assert all(lg.level == logging.DEBUG for lg in loggers)
+        assert main([*SMOKE, "--logger", "none", "--out", str(tmp_path)]) == 0
+        assert all(lg.level == logging.DEBUG for lg in loggers), [lg.level for lg in loggers]
+    finally:
+        for lg, level in zip(loggers, before):
+            lg.setLevel(level)
