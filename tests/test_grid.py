@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from bench.cli import main
@@ -40,6 +41,7 @@ def test_compare_run_jobs_trains_cells_in_parallel_reports_failures_and_resumes(
     assert "grid: 2 to train, 2 already finished" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_concurrent_first_use_of_a_fresh_data_cache(tmp_path):
     """Four processes generate the same splits at once into an empty cache that holds an orphan
     temporary folder (a generator killed mid-write): all succeed, one folder per split, no orphan."""

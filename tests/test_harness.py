@@ -25,6 +25,7 @@ def no_records(out: Path) -> bool:
 
 # ---- learning and records ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_lstm_learns_parity_in_a_smoke_run(tmp_path):
     rec = bench.run(model="lstm", task="parity", preset="smoke", seed=0, out=tmp_path, progress=False,
                     overrides=["train.max_epochs=12", "train.lr=0.01"])
@@ -136,6 +137,7 @@ def test_nan_loss_gives_a_failed_record(tmp_path):
 
 # ---- compare / leaderboard ----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_compare_run_trains_missing_and_prints_mean_std(tmp_path, capsys):
     code, out, err = run_cli(capsys, "compare", "--models", "transformer,lstm", "--tasks", "parity", "--preset", "smoke",
                              "--run", "--seeds", "0,1", "--out", str(tmp_path), "--quiet", "--plot")
