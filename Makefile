@@ -1,5 +1,6 @@
 # make demo  : set up .venv (CPU torch from local disk) and train a Transformer on Parity
 # make test  : set up .venv and run the test suite (what CI runs)
+# make test-fast : the suite without the tests marked slow (-m "not slow"), for the edit loop
 # make wheel-smoke : build the wheel, install it in a fresh venv outside the checkout, run bench from it (CI runs it too)
 # GPU machines: install your CUDA torch build into .venv first, then `make setup TORCH=`;
 # make gpu-check : CUDA tests + GPU benchmarks + the suite (scripts/gpu_check.sh), logs in results/perf/gpu-<date>
@@ -7,8 +8,9 @@ PY ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
+PYTEST_ARGS ?=
 
-.PHONY: setup demo test wheel-smoke gpu-check bench-overhead clean-cache
+.PHONY: setup demo test test-fast wheel-smoke gpu-check bench-overhead clean-cache
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,7 +25,10 @@ demo: setup
 	$(BIN)/bench run --model transformer --task parity --preset small --out .cache/demo
 
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 wheel-smoke: setup
 	PYTHON=$(BIN)/python BASE_PY=$(PY) TORCH="$(TORCH)" bash scripts/wheel_smoke.sh

@@ -11,35 +11,44 @@ the current folder has one, i.e. in a checkout; elsewhere to $BENCH_OUT or ``out
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
 from pathlib import Path
 
-from .errors import UserError
-
-
-OUT_ENV = "BENCH_OUT"
-
-
-def default_out() -> str:
-    """Where runs and leaderboards go without --out: $BENCH_OUT, else ``out`` (git-ignored)."""
-    return os.environ.get(OUT_ENV) or "out"
-
-
-REFERENCE = "results"  # the checkout's committed reference results (not package data)
-
-
-def reference_out(sub: str = "") -> str:
-    """Where ``bench reproduce`` (and ``bench cost``, under ``cost/``) read and write by default:
-    the checkout's reference results, ``results/``, when the current folder has them (a checkout);
-    elsewhere (an installed bench used outside a checkout) $BENCH_OUT, else ``out``."""
-    base = REFERENCE if Path(REFERENCE).is_dir() else default_out()
-    return f"{base}/{sub}" if sub else base
+from . import parsing
+from .errors import RunInterrupted, UserError
+from .parsing import OUT_ENV, default_out, reference_out, version  # noqa: F401 - default_out, OUT_ENV: part of the CLI's API
+from .registry import Registry
 
 
 def note(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a record comes (a redirected stderr, a test's capture)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):  # StreamHandler.__init__ sets it: always sys.stderr here
+        pass
+
+
+def notes_to_stderr() -> None:
+    """The library's notes, warnings and progress lines (``bench.*`` loggers, INFO and up) on stderr,
+    as written (they carry their own ``bench: ...`` prefixes); installed once per process."""
+    notes = logging.getLogger("bench")
+    if not any(isinstance(h, _Stderr) for h in notes.handlers):
+        handler = _Stderr()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        notes.addHandler(handler)
+    if notes.level == logging.NOTSET or notes.level > logging.INFO:
+        notes.setLevel(logging.INFO)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,39 +57,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_seeds(args) -> list[int]:
-    raw = args.seeds if args.seeds is not None else (str(args.seed) if args.seed is not None else "0")
-    try:
-        seeds = [int(s) for s in str(raw).split(",") if s.strip() != ""]
-    except ValueError:
-        raise UserError(f"seeds must be integers separated by commas (e.g. 0,1,2), got {raw!r}") from None
-    if not seeds:
-        raise UserError("no seed given; use --seed N or --seeds 0,1,2")
-    bad = [s for s in seeds if not 0 <= s < 2**32]
-    if bad:
-        raise UserError(f"seed {bad[0]} is out of range; seeds are whole numbers from 0 to 4294967295 (e.g. 0,1,2)")
-    if len(set(seeds)) != len(seeds):
-        dup = sorted({s for s in seeds if seeds.count(s) > 1})
-        raise UserError(f"seed {', '.join(map(str, dup))} given twice in {raw!r}; give each seed once (e.g. 0,1,2)")
-    return seeds
+    return parsing.parse_seeds(getattr(args, "seeds", None), getattr(args, "seed", None))
 
 
-def _names(raw: str, what: str) -> list[str]:
-    names = [n.strip() for n in raw.split(",") if n.strip()]
-    if not names:
-        raise UserError(f"--{what} needs at least one name")
-    return names
+_names = parsing.parse_names
 
 
 def _trainer_kwargs(args) -> dict:
-    kw = {}
-    for key in ("accelerator", "devices", "strategy", "num_nodes"):
-        value = getattr(args, key, None)
-        if value is None:
-            continue
-        if key == "num_nodes" and not (str(value).isdigit() and int(value) >= 1):
-            raise UserError(f"--num-nodes takes a whole number >= 1, got {value!r}")
-        kw[key] = int(value) if key in ("num_nodes",) or (key == "devices" and str(value).isdigit()) else value
-    return kw
+    return parsing.trainer_kwargs(*(getattr(args, key, None) for key in ("accelerator", "devices", "strategy", "num_nodes")))
 
 
 def _check_names(registry, models: list[str], tasks: list[str]) -> None:
@@ -91,11 +75,13 @@ def _check_names(registry, models: list[str], tasks: list[str]) -> None:
 
 
 def cmd_run(args, registry) -> int:
-    from .runner import run
-    from .runner.lifecycle import plan_run
+    from .cell import Cell
+    from .runner import run_cell
+    from .runner.lifecycle import check_logger, plan_run
 
     seeds = parse_seeds(args)
     _check_names(registry, [args.model], [args.task])
+    check_logger(args.logger)
     preset = args.preset or "small"
     for seed in seeds:  # every check on the input, for every seed, before the first line and any training
         plan_run(args.model, args.task, preset, seed, args.out, args.set or None, registry, _trainer_kwargs(args))
@@ -105,11 +91,9 @@ def cmd_run(args, registry) -> int:
         note(f"bench: {plan.model} on {plan.task}, preset {plan.preset}{chosen}, seed {plan.seed}: training into {plan.folder}")
     records = []
     for seed in seeds:
-        rec = run(
-            model=args.model, task=args.task, preset=preset, seed=seed, out=args.out, overrides=args.set or None,
-            registry=registry, trainer_kwargs=_trainer_kwargs(args), progress="none" if args.quiet else "auto",
-            logger=args.logger, rerun=args.rerun, on_start=announce,
-        )
+        rec = run_cell(Cell(args.model, args.task, preset, seed, tuple(args.set or ())), args.out, registry=registry,
+                       trainer_kwargs=_trainer_kwargs(args), rerun=args.rerun, progress="none" if args.quiet else "auto",
+                       logger=args.logger, on_start=announce)
         if rec.get("rank", 0) != 0:
             continue  # other ranks of a multi-device run: rank 0 reports
         records.append(rec)
@@ -147,7 +131,7 @@ def _print_summary(records: list[dict]) -> None:
 def cmd_compare(args, registry) -> int:
     from tabulate import tabulate
 
-    from .grid import launcher_profile, plan_grid, run_grid
+    from .grid import plan_grid
     from .records import overrides_tag
     from .report.leaderboard import STAT_TEXT, load_records, mark_stale, plot, seeds_note, stale_note, table, write_tables
 
@@ -158,15 +142,9 @@ def cmd_compare(args, registry) -> int:
     if args.run:
         if not tasks:
             raise UserError("--run needs --tasks to know what to train")
-        if args.jobs < 1 or args.runs_per_gpu < 1:
-            raise UserError("--jobs and --runs-per-gpu take a whole number >= 1")
-        profile = launcher_profile(args.launcher, args.slurm_profile, args.slurm)
+        profile = _grid_profile(args)
         grid = plan_grid(registry, models, tasks, parse_seeds(args), args.preset, args.set, Path(args.out), rerun=args.rerun)
-        for cell, why in grid.incompatible:
-            note(f"skipped: {cell.model} on {cell.task}: {why}")
-        note(f"grid: {len(grid.todo)} to train, {len(grid.finished)} already finished")
-        failed = run_grid(registry, grid.todo, Path(args.out), jobs=args.jobs, launcher=args.launcher, runs_per_gpu=args.runs_per_gpu,
-                          trainer_args=_trainer_kwargs(args), rerun=args.rerun, profile=profile)
+        failed = _train_grid(args, registry, grid.todo, grid.incompatible, profile, f"{len(grid.finished)} already finished")
     tag = overrides_tag(args.set)
     records = load_records(Path(args.out), models, tasks, args.preset, tag)
     if not tasks:
@@ -190,6 +168,27 @@ def cmd_compare(args, registry) -> int:
     if failed:
         print(f"{len(failed)} cell(s) failed: " + "; ".join(c.name for c, _ in failed), file=sys.stderr)
     return 1 if failed else 0
+
+
+def _grid_profile(args) -> dict | None:
+    """The grid options' checks (GRID_OPTIONS), before anything is planned: the SLURM profile, or None."""
+    from .grid import launcher_profile
+
+    if args.jobs < 1 or args.runs_per_gpu < 1:
+        raise UserError("--jobs and --runs-per-gpu take a whole number >= 1")
+    return launcher_profile(args.launcher, args.slurm_profile, args.slurm)
+
+
+def _train_grid(args, registry, todo: list, incompatible: list, profile: dict | None, finished: str = "") -> list:
+    """The one grid call of `compare --run` and `reproduce --run`: notes, then the cells through
+    the launcher; returns the failed cells."""
+    from .grid import run_grid
+
+    for cell, why in incompatible:
+        note(f"skipped: {cell.model} on {cell.task}: {why}")
+    note(f"grid: {len(todo)} to train" + (f", {finished}" if finished else ""))
+    return run_grid(registry, todo, Path(args.out), jobs=args.jobs, launcher=args.launcher, runs_per_gpu=args.runs_per_gpu,
+                    trainer_args=_trainer_kwargs(args), rerun=args.rerun, profile=profile)
 
 
 def cmd_eval(args, registry) -> int:
@@ -333,6 +332,17 @@ def build_parser() -> argparse.ArgumentParser:
         g.add_argument("--strategy", help="auto | ddp | fsdp ... (several devices)")
         g.add_argument("--num-nodes", dest="num_nodes", help="machines taking part in one run (default 1)")
 
+    # the grid options, one parent for every command that trains missing cells (compare, reproduce)
+    grid = argparse.ArgumentParser(add_help=False)
+    gg = grid.add_argument_group("grid (with --run: how the missing cells are trained)")
+    gg.add_argument("--jobs", type=int, default=1, help="--run: cells trained at the same time (default 1)")
+    gg.add_argument("--runs-per-gpu", dest="runs_per_gpu", type=int, default=1, help="--run on GPUs: cells sharing one GPU")
+    gg.add_argument("--launcher", default="local", choices=["local", "slurm"], help="--run: where cells run (slurm: through submitit)")
+    gg.add_argument("--slurm-profile", dest="slurm_profile", help="--launcher slurm: YAML with partition, time, array parallelism ...")
+    gg.add_argument("--slurm", action="append", metavar="KEY=VALUE", help="--launcher slurm: one profile setting, e.g. partition=gpu (over the profile's)")
+    gg.add_argument("--rerun", action="store_true", help="--run: train every cell again, finished or not")
+    lightning_args(grid)
+
     r = sub.add_parser("run", help="train and evaluate one model on one task")
     r.add_argument("--model", required=True, help="a registry model, e.g. transformer (see bench list)")
     r.add_argument("--task", required=True, help="a registry task, e.g. parity (see bench list)")
@@ -343,7 +353,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default=default_out(), help=f"output folder, records under OUT/runs (default: ${OUT_ENV}, else out/)")
     r.add_argument("--quiet", action="store_true", help="no progress output (default: a bar on a terminal, one line per validation otherwise)")
     r.add_argument("--rerun", action="store_true", help="train again even if a finished record exists (discards its checkpoints)")
-    r.add_argument("--logger", default="csv", choices=["csv", "tensorboard", "none"], help="curve log beside the record (default csv)")
+    r.add_argument("--logger", default="csv", choices=["csv", "tensorboard", "wandb", "mlflow", "none"],
+                   help="curve log beside the record (default csv); tensorboard, wandb (offline unless $WANDB_MODE is set) and "
+                        "mlflow (a file store under the run's folder unless $MLFLOW_TRACKING_URI is set) add theirs to the CSV")
     lightning_args(r)
 
     e = sub.add_parser("eval", help="re-evaluate finished runs' tested checkpoints (optionally on other data)")
@@ -358,7 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--tokens", type=int, default=10, help="how many tokens to generate (default 10)")
     g.add_argument("--accelerator", help="cpu | gpu (default cpu)")
 
-    c = sub.add_parser("compare", help="leaderboard over models and tasks from run records")
+    c = sub.add_parser("compare", help="leaderboard over models and tasks from run records", parents=[grid])
     c.add_argument("--models", required=True, help="registry models, comma-separated: the table's rows")
     c.add_argument("--tasks", help="registry tasks, comma-separated (default: every task with records; needed by --run)")
     c.add_argument("--preset", default="small", help="smoke | small | paper (default: small)")
@@ -369,14 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="overrides for --run; the table reads records made with exactly these")
     c.add_argument("--plot", action="store_true", help="also plot accuracy (and halting depth) against input length")
     c.add_argument("--stat", default="mean", choices=["mean", "median", "both"], help="cell summary over seeds (default mean ± std)")
-    c.add_argument("--jobs", type=int, default=1, help="--run: cells trained at the same time (default 1)")
-    c.add_argument("--runs-per-gpu", dest="runs_per_gpu", type=int, default=1, help="--run on GPUs: cells sharing one GPU")
-    c.add_argument("--launcher", default="local", choices=["local", "slurm"], help="--run: where cells run (slurm: through submitit)")
-    c.add_argument("--slurm-profile", dest="slurm_profile", help="--launcher slurm: YAML with partition, time, array parallelism ...")
-    c.add_argument("--slurm", action="append", metavar="KEY=VALUE", help="--launcher slurm: one profile setting, e.g. partition=gpu (over the profile's)")
-    c.add_argument("--rerun", action="store_true", help="--run: train every cell again, finished or not")
     c.add_argument("--quiet", action="store_true", help="(kept for compatibility: cells always log to files)")
-    lightning_args(c)
 
     cu = sub.add_parser("curves", help="plot validation metric against step for runs (from their metrics.csv)")
     cu.add_argument("--models", required=True, help="registry models, comma-separated")
@@ -386,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     cu.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="the overrides the runs were made with")
     cu.add_argument("--metric", default="val_metric", help="column of metrics.csv to draw (default val_metric; also train_loss, lr)")
 
-    rp = sub.add_parser("reproduce", help="a paper's table (tables/*.yaml): our records beside the paper's numbers")
+    rp = sub.add_parser("reproduce", help="a paper's table (tables/*.yaml): our records beside the paper's numbers", parents=[grid])
     rp.add_argument("table", nargs="?", help="table name, e.g. rsa-table2 (see --list)")
     rp.add_argument("--list", dest="list_tables", action="store_true", help="list the tables and how many cells have records")
     rp.add_argument("--preset", help="use this preset instead of the table's (a proxy: the note says so)")
@@ -398,9 +403,6 @@ def build_parser() -> argparse.ArgumentParser:
                     help="folder holding runs/; tables go to OUT/reproduce/ (default: results/, the committed reference records, "
                          f"when the current folder has it, else ${OUT_ENV} or out/)")
     rp.add_argument("--run", action="store_true", help="first train the table's missing (row, column, seed) runs")
-    rp.add_argument("--jobs", type=int, default=1, help="--run: cells trained at the same time (default 1)")
-    rp.add_argument("--launcher", default="local", choices=["local", "slurm"], help="--run: where cells run")
-    rp.add_argument("--slurm-profile", dest="slurm_profile", help="--launcher slurm: YAML with partition, time, ...")
 
     co = sub.add_parser("cost", help="step time, memory, ops and host syncs per model and length (--halting, --stream)")
     co.add_argument("--models", help="registry models, e.g. ut,gut,tlb (transformer, the reference, is always added); "
@@ -438,28 +440,46 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_reproduce(args, registry) -> int:
-    from .report.reproduce import cmd_reproduce as reproduce
+    from tabulate import tabulate
 
-    return reproduce(args, registry)
+    from .records import ensure_writable
+    from .report import reproduce
 
-
-def version() -> str:
-    """The installed distribution's version (pyproject.toml's, through the package metadata)."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
-    try:
-        return dist_version("bench")
-    except PackageNotFoundError:  # imported from a source tree that was never installed
-        return "unknown (not installed)"
+    out = Path(args.out)
+    if args.list_tables:
+        print(tabulate(reproduce.list_tables(out, registry=registry), headers=["table", "preset", "with records", "description"],
+                       tablefmt="simple"))
+        return 0
+    if not args.table:
+        raise UserError("name a table (e.g. bench reproduce rsa-table2) or pass --list")
+    profile = _grid_profile(args)
+    ensure_writable(out)
+    models = _names(args.models, "models") if args.models else None
+    seeds = parse_seeds(args) if args.seeds is not None else None
+    table, preset = reproduce.select_table(args.table, registry, args.preset, models, seeds, args.set)
+    failed = []
+    if args.run:
+        todo, incompatible = reproduce.plan(table, registry, preset, out, rerun=args.rerun)
+        failed = _train_grid(args, registry, todo, incompatible, profile)
+    command = reproduce.command_text(table, out, args.preset, args.models, args.seeds, args.set)
+    result = reproduce.reproduce(table, registry, preset, out, command, args.set)
+    print(f"{result['title']}\n")
+    print(tabulate(result["rows"], headers=result["headers"], tablefmt="github", disable_numparse=True))
+    print(f"({result['note']})")
+    if result["claims"]:
+        claims = result["claims"]
+        print(f"\nThe paper's claims (rule: {claims['rule']}):\n")
+        print(tabulate(claims["rows"], headers=claims["headers"], tablefmt="github", disable_numparse=True))
+    print("wrote " + ", ".join(map(str, result["paths"])))
+    if failed:
+        print(f"{len(failed)} run(s) failed: " + "; ".join(c.name for c, _ in failed), file=sys.stderr)
+    return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     # Light on purpose: each handler imports what it needs, so --help, list, validate and
     # explain never import Lightning (tests/test_packaging.py); RunInterrupted lives in errors.
-    from .errors import RunInterrupted
-    from .registry import Registry
-
+    notes_to_stderr()
     handlers = {"run": cmd_run, "eval": cmd_eval, "compare": cmd_compare, "curves": cmd_curves, "list": cmd_list, "validate": cmd_validate, "generate": cmd_generate,
                 "explain": cmd_explain,
                 "reproduce": cmd_reproduce, "cost": cmd_cost}

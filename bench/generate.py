@@ -21,6 +21,10 @@ import torch
 from torch import Tensor
 
 from .errors import UserError
+from .metrics import OutcomeBuffer, example_outcomes
+from .models.base import BackboneOutput
+from .records import overrides_tag, run_folder, write_json_atomic
+from .registry import Registry
 
 
 def load_tested(record: str | Path, data_overrides: list[str], registry, device: str | None = None):
@@ -45,8 +49,6 @@ class StreamedBackbone:
         self.backbone, self.piece = backbone, piece
 
     def __call__(self, tokens: Tensor, mask: Tensor | None = None):
-        from bench.models.base import BackboneOutput
-
         B, T = tokens.shape
         lengths = torch.full((B,), T) if mask is None else mask.long().sum(-1).cpu()
         hidden = tokens.new_zeros(B, T, self.backbone.d_model, dtype=torch.float32)
@@ -68,8 +70,6 @@ class StreamedBackbone:
 def stream_evaluate(record: str | Path, data_overrides: list[str], registry, device: str | None = None) -> dict:
     """``bench eval RECORD --stream``: the metrics of every split (val and the test splits),
     computed through the streaming path. Written beside the record as eval-stream[-tag].json."""
-    from .metrics import OutcomeBuffer, example_outcomes
-    from .records import overrides_tag, run_folder, write_json_atomic
     from .runner.module import forward_batch
 
     rec, task, data, module = load_tested(record, data_overrides, registry, device)
@@ -106,8 +106,6 @@ def parse_prompt(prompt: str | list[str], vocab: list[str]) -> list[int]:
 def generate(record: str | Path, prompt: str | list[str], tokens: int, registry=None, device: str | None = None) -> dict:
     """Greedy decoding from a finished LM run's tested checkpoint through the streaming path:
     {"prompt": [...symbols], "generated": [...symbols]} (``tokens`` new symbols)."""
-    from .registry import Registry
-
     registry = registry or Registry()
     if tokens < 0:
         raise UserError(f"--tokens must be >= 0, got {tokens}")

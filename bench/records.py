@@ -5,6 +5,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+import logging
 import os
 import platform
 import subprocess
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import torch
 
+from .config import TRAIN_DEFAULTS, canonical_overrides
 from .errors import UserError
+from .parsing import version
 
 SCHEMA = 1
 
@@ -29,8 +32,6 @@ def identity_overrides(overrides: list[str] | dict | None) -> list[str]:
     """The learning-relevant --set items, parsed and written one way (bench/config.py:
     canonical_overrides): train.lr=3e-4 and train.lr=0.0003 are one run. The canonical spelling
     is the one every committed record was typed with, so their folder names do not change."""
-    from .config import canonical_overrides
-
     return [i for i in canonical_overrides(overrides) if i.partition("=")[0] not in NOT_IDENTITY]
 
 
@@ -50,8 +51,6 @@ def config_changes(made_with: dict | None, current: dict | None) -> str | None:
     skipped for model and data (parameters added later). The data generator's version counts too:
     a record that does not name one was made before versions were recorded, i.e. version "1"
     unless scripts/backfill_data_version.py read its version from the record's commit."""
-    from .config import TRAIN_DEFAULTS
-
     if not made_with or not current:
         return None
     pairs = [("model", made_with.get("model", {}).get("params", {}), current["model"].get("params", {})),
@@ -115,8 +114,12 @@ def write_json_atomic(path: Path, data: dict) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
+log = logging.getLogger(__name__)
+
+
 def warn(message: str) -> None:
-    print(f"bench: warning: {message}", file=sys.stderr)
+    """A problem the reader goes on past, logged as ``bench: warning: ...`` (the CLI writes it to stderr)."""
+    log.warning(f"bench: warning: {message}")
 
 
 STATUSES = ("ok", "failed")
@@ -254,8 +257,6 @@ def versions() -> dict:
     import datasets
     import lightning
     import numpy
-
-    from .cli import version
 
     return {
         "python": platform.python_version(),

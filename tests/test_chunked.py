@@ -200,6 +200,7 @@ def test_brt_gates_follow_their_equations():
     torch.testing.assert_close(lstm(c, h), c * torch.sigmoid(f + 1) + torch.tanh(z) * torch.sigmoid(i - 1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, params, lr, steps, threshold",
     [

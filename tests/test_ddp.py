@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import bench
 from bench.cli import main
 
@@ -15,6 +17,7 @@ DATA = ["--set", "data.n_train=100", "--set", "data.n_val=37", "--set", "data.n_
         "--set", "train.batch_size=16", "--set", "train.max_epochs=3"]
 
 
+@pytest.mark.slow
 def test_two_cpu_processes_score_every_example_once(tmp_path):
     args = ["run", "--model", "transformer", "--task", "parity", "--preset", "smoke", *DATA, "--out", str(tmp_path), "--quiet"]
     proc = subprocess.run([sys.executable, "-m", "bench", *args, "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp"],

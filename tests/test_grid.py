@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from bench.cli import main
@@ -40,6 +41,7 @@ def test_compare_run_jobs_trains_cells_in_parallel_reports_failures_and_resumes(
     assert "grid: 2 to train, 2 already finished" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_concurrent_first_use_of_a_fresh_data_cache(tmp_path):
     """Four processes generate the same splits at once into an empty cache that holds an orphan
     temporary folder (a generator killed mid-write): all succeed, one folder per split, no orphan."""
@@ -92,3 +94,20 @@ def test_a_grid_trains_every_cell_at_one_seed_before_any_at_the_next(tmp_path, m
     pairs = [(c.model, c.task) for c in seen]
     assert pairs[:4] == [("lstm", "parity"), ("lstm", "d2"), ("transformer", "parity"), ("transformer", "d2")]
     assert pairs[4:7] == pairs[1:4] and pairs[7:] == pairs[:4]
+
+
+def test_reproduce_run_takes_the_grid_options_of_compare_run(tmp_path, monkeypatch):
+    """One parent parser, one grid call: `reproduce --run` and `compare --run` hand the launcher
+    the same options (jobs, GPU sharing, launcher, rerun, Lightning's)."""
+    import bench.grid as grid
+
+    calls = []
+    monkeypatch.setattr(grid, "run_grid", lambda registry, cells, out, **kw: calls.append((len(cells), kw)) or [])
+    options = ["--run", "--rerun", "--jobs", "2", "--runs-per-gpu", "3", "--accelerator", "cpu", "--launcher", "local",
+               "--out", str(tmp_path)]
+    assert main(["reproduce", "halt-table2", "--preset", "small", "--models", "gut", "--seeds", "0", *options]) == 0
+    main(["compare", "--models", "gut", "--tasks", "logic", "--preset", "small", "--seeds", "0", *options])  # no records: exit 2
+    (cells_reproduce, by_reproduce), (cells_compare, by_compare) = calls
+    assert cells_reproduce == cells_compare == 1
+    assert by_reproduce == by_compare == {"jobs": 2, "launcher": "local", "runs_per_gpu": 3, "trainer_args": {"accelerator": "cpu"},
+                                          "rerun": True, "profile": None}

@@ -57,6 +57,7 @@ def records(out: Path) -> dict:
     return found
 
 
+@pytest.mark.slow
 def test_slurm_launcher_matches_local_and_resumes_a_requeued_cell(tmp_path, capsys):
     threads = max(1, available_cpus() // 2)  # what the local launcher gives each of 2 jobs
     assert main([*GRID, "--jobs", "2", "--out", str(tmp_path / "local")]) == 0

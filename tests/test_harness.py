@@ -1,5 +1,6 @@
 """The harness end to end: runs that learn, determinism, records, failures, bad input."""
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ def no_records(out: Path) -> bool:
 
 # ---- learning and records ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_lstm_learns_parity_in_a_smoke_run(tmp_path):
     rec = bench.run(model="lstm", task="parity", preset="smoke", seed=0, out=tmp_path, progress=False,
                     overrides=["train.max_epochs=12", "train.lr=0.01"])
@@ -71,24 +73,40 @@ def test_watched_split_is_scored_at_every_validation_and_never_selects(tmp_path)
     assert plain["metrics"] == rec["metrics"]  # watching changes nothing that is trained or tested
 
 
-def test_piped_progress_prints_training_lines_between_validations(tmp_path, capsys):
+def test_piped_progress_prints_training_lines_between_validations(tmp_path, caplog):
     """A 10k-step epoch validates once: between validations a training line comes every
     train.progress_every_min minutes (here: after every batch; 0: validation lines only), with the
-    mean training loss since the last validation. Not part of the run's identity."""
+    mean training loss since the last validation. Not part of the run's identity. The lines are
+    logged to bench.progress (the CLI writes them to stderr: test_cli_progress_lines_go_to_stderr)."""
     kw = dict(model="transformer", task="parity", preset="smoke", seed=0, progress="lines")
     base = ["train.max_epochs=2", "train.batch_size=64"]  # 256 strings: 4 steps an epoch
+    caplog.set_level(logging.INFO, logger="bench.progress")
+
+    def progress_lines():
+        lines = [r.getMessage() for r in caplog.records if r.name == "bench.progress"]
+        caplog.clear()
+        return lines
     rec = bench.run(out=tmp_path / "often", overrides=base + ["train.progress_every_min=0.000001"], **kw)
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("step ")]  # progress: stderr
+    lines = progress_lines()
     training = [ln for ln in lines if "  training  " in ln]
     validation = [ln for ln in lines if "  val acc " in ln]
     assert [ln.split()[1] for ln in training] == [f"{s}/8" for s in range(1, 9)]
     assert [ln.split()[1] for ln in validation] == ["4/8", "8/8"] and len(lines) == 10
     assert all(ln.split()[5] != "-" and float(ln.split()[5]) > 0 for ln in training)  # "loss <mean>"
     quiet = bench.run(out=tmp_path / "quiet", overrides=base + ["train.progress_every_min=0"], **kw)
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("step ")]  # progress: stderr
+    lines = progress_lines()
     assert len(lines) == 2 and not any("training" in ln for ln in lines)
     assert Path(rec["checkpoint"]).parent.parent.name == Path(quiet["checkpoint"]).parent.parent.name  # same identity
     assert rec["metrics"] == quiet["metrics"]
+
+
+def test_cli_progress_lines_go_to_stderr(tmp_path, capsys):
+    """Piped (not a terminal), `bench run` writes one progress line per validation on stderr, and
+    stdout holds the results only."""
+    code, out, err = run_cli(capsys, "run", "--model", "transformer", "--task", "parity", "--preset", "smoke", "--set",
+                             "train.max_epochs=2", "--set", "train.batch_size=64", "--out", str(tmp_path))
+    assert code == 0 and "record: " in out and not any(ln.startswith("step ") for ln in out.splitlines())
+    assert [ln.split()[1] for ln in err.splitlines() if ln.startswith("step ")] == ["4/8", "8/8"], err
 
 
 def test_rsa_record_holds_the_tested_rem_parameters(tmp_path):
@@ -119,6 +137,7 @@ def test_nan_loss_gives_a_failed_record(tmp_path):
 
 # ---- compare / leaderboard ----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_compare_run_trains_missing_and_prints_mean_std(tmp_path, capsys):
     code, out, err = run_cli(capsys, "compare", "--models", "transformer,lstm", "--tasks", "parity", "--preset", "smoke",
                              "--run", "--seeds", "0,1", "--out", str(tmp_path), "--quiet", "--plot")

@@ -47,6 +47,7 @@ def uninterrupted(tmp_path_factory):
     return rec
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_step,extra,checkpoint_step", [
     (7, (), 6),                                          # mid-epoch, checkpoint of the validation at step 6
     (9, ("--set", "train.val_every_steps=4"), 8),        # just after an epoch ended with a validation (step 8)
@@ -66,6 +67,7 @@ def test_sigkill_then_same_command_resumes_to_identical_metrics(tmp_path, uninte
         assert same_result(resumed, record(twin))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signame,status", [("SIGINT", 130), ("SIGTERM", 143)])
 def test_sigint_sigterm_checkpoint_and_say_how_to_resume(tmp_path, uninterrupted, signame, status):
     stopped = cli_with_signal(tmp_path, 5, signame)

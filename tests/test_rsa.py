@@ -118,6 +118,7 @@ def test_bidirectional_rsa_ignores_padding():
     torch.testing.assert_close(model(padded, pmask).hidden[:, :9], model(tokens, mask).hidden, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_rem_decay_is_learned_from_data():
     """A 1-head REM (gate 1, zero Q/K) fitted by Adam recovers the decay of the recurrence that
     generated its targets: gradients reach eta through the FFT path."""

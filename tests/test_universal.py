@@ -89,6 +89,7 @@ def test_causal_models_never_see_the_future(cls, kw):
     assert_causal(model)
 
 
+@pytest.mark.slow
 def test_gut_learns_a_counting_task():
     # Label = whether token 1 occurs more often than token 2 (needs attention over the whole input).
     torch.manual_seed(0)

@@ -1,16 +1,18 @@
-"""The local launcher: cells as separate processes, ``jobs`` at a time, each exactly ``bench run``.
+"""The local launcher: cells as separate processes, ``jobs`` at a time, each ``bench.runner.run_cell``.
 
 On the CPU a cell is forked from a fork server that has imported the libraries once (a small
 cell starts in milliseconds, not seconds; the server never ran a torch op, so forking is safe
-even when this process has started OpenMP threads) and the CPU threads are divided among the jobs
-(``train.num_threads``, not part of a run's identity). On a GPU machine a cell is a fresh
-``python -m bench run`` process (CUDA does not survive a fork) that sees one GPU through
-CUDA_VISIBLE_DEVICES; ``runs_per_gpu`` cells may share one. Each cell's output goes to a log
-file; the grid prints one line per finished cell. Ctrl-C / SIGTERM reach the running cells,
+even when this process has started OpenMP threads) and calls ``run_cell`` with the cell's spec;
+the CPU threads are divided among the jobs (``train.num_threads``, not part of a run's identity).
+On a GPU machine a cell is a fresh ``python -m bench run`` process (CUDA does not survive a fork;
+``bench run`` calls ``run_cell``) that sees one GPU through CUDA_VISIBLE_DEVICES; ``runs_per_gpu``
+cells may share one. Each cell's output (its notes and progress, as ``bench run`` writes them)
+goes to a log file; the grid logs one line per finished cell. Ctrl-C / SIGTERM reach the running cells,
 which checkpoint and stop; the same command later resumes them.
 """
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import signal
@@ -20,7 +22,10 @@ import time
 from pathlib import Path
 
 from ..cpus import available_cpus
-from . import Cell, Progress, Stopped
+from ..cell import Cell
+from ..errors import RunInterrupted, UserError
+from ..registry import Registry
+from .common import Progress, Stopped
 
 
 def device_slots(jobs: int, runs_per_gpu: int) -> tuple[list[dict], bool]:
@@ -35,8 +40,10 @@ def device_slots(jobs: int, runs_per_gpu: int) -> tuple[list[dict], bool]:
     return [{"BENCH_THREADS": str(threads)} for _ in range(jobs)], False
 
 
-def _forked_cell(argv: list[str], env: dict, log: str) -> None:
-    """The body of a forked cell: its own session, output to its log, then `bench run`."""
+def _forked_cell(cell: Cell, out: str, registry_path: str | None, trainer_args: dict, rerun: bool, threads: int | None,
+                 env: dict, log: str) -> None:
+    """The body of a forked cell: its own session, output to its log, then ``run_cell``; it exits
+    with ``bench run``'s status (0 trained, 1 failed, 2 bad input, 130 / 143 stopped by a signal)."""
     os.setsid()
     os.environ.update(env)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
@@ -46,16 +53,48 @@ def _forked_cell(argv: list[str], env: dict, log: str) -> None:
     sys.stderr = open(2, "w", buffering=1, closefd=False)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
-    from ..cli import main
-
-    code = main(argv)
+    handler = logging.StreamHandler(sys.stderr)  # this process is the cell's: its notes go to its log
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    notes = logging.getLogger("bench")
+    notes.addHandler(handler)
+    notes.setLevel(logging.INFO)
+    # the record's command: how to train this cell again by hand
+    sys.argv = ["bench", *cell.argv(Path(out), registry_path, trainer_args, rerun), *cell.threads_argv(threads)]
+    code = cell_status(cell, out, registry_path, trainer_args, rerun, threads, notes)
     sys.stdout.flush()
     sys.exit(code)
 
 
+def cell_status(cell: Cell, out: str, registry_path: str | None, trainer_args: dict, rerun: bool, threads: int | None,
+                notes: logging.Logger) -> int:
+    """Train the cell with ``run_cell`` and return ``bench run``'s exit status, with its last line
+    saying what happened (the grid's FAIL line quotes it)."""
+    from ..runner import run_cell  # here, not at the top: bench.grid is imported without Lightning (bench reproduce --list)
+
+    def announce(plan):
+        notes.info(f"bench: {plan.model} on {plan.task}, preset {plan.preset}, seed {plan.seed}: training into {plan.folder}")
+    try:
+        rec = run_cell(cell, out, registry=Registry(registry_path), trainer_kwargs=trainer_args, rerun=rerun, threads=threads,
+                       on_start=announce)
+    except UserError as exc:
+        notes.error(f"bench: error: {exc}")
+        return 2
+    except RunInterrupted as exc:
+        notes.error(f"bench: stopped by {exc}")
+        return exc.exit_status
+    except KeyboardInterrupt:
+        notes.error("bench: interrupted; run the same command again to resume from the last checkpoints")
+        return 130
+    notes.info(f"record: {rec['path']}")
+    if rec["status"] != "ok":
+        notes.error(f"bench: the run failed: {rec.get('error', '')}")
+        return 1
+    return 0
+
+
 def _fork_server():
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["bench.cli", "bench.runner.lifecycle", "bench.grid.local"])
+    context.set_forkserver_preload(["bench.registry", "bench.runner", "bench.grid.local"])
     return context
 
 
@@ -68,17 +107,21 @@ def start_fork_server() -> None:
 
 
 class CellProcess:
-    """One running cell: a fork (CPU) or a fresh interpreter (GPU), with one interface."""
+    """One running cell: a fork (CPU) calling ``run_cell``, or a fresh interpreter (GPU) running
+    ``bench run``, with one interface."""
 
-    def __init__(self, argv: list[str], env: dict, log: Path, fresh: bool):
+    def __init__(self, cell: Cell, out: Path, registry_path: str | None, trainer_args: dict, rerun: bool, threads: int | None,
+                 env: dict, log: Path, fresh: bool):
         self.log = log
         if fresh:
+            argv = cell.argv(out, registry_path, trainer_args, rerun) + (cell.threads_argv(threads) if threads else [])
             with open(log, "w") as f:
                 self.proc = subprocess.Popen([sys.executable, "-m", "bench", *argv], stdout=f, stderr=subprocess.STDOUT,
                                              env={**os.environ, **env}, start_new_session=True)
             self.pid = self.proc.pid
         else:
-            self.proc = _fork_server().Process(target=_forked_cell, args=(argv, env, str(log)))
+            self.proc = _fork_server().Process(target=_forked_cell,
+                                               args=(cell, str(out), registry_path, trainer_args, rerun, threads, env, str(log)))
             self.proc.start()
             self.pid = self.proc.pid
 
@@ -113,12 +156,10 @@ def run_local(cells: list[Cell], out: Path, registry_path: str, *, jobs: int, ru
         while (todo and not stop["signum"]) or running:
             while todo and free and not stop["signum"]:
                 cell, slot = todo.pop(0), free.pop(0)
-                argv = cell.argv(out, registry_path, trainer_args, rerun)
                 env = {k: v for k, v in slots[slot].items() if k != "BENCH_THREADS"}
-                if "BENCH_THREADS" in slots[slot]:
-                    argv += cell.threads_argv(slots[slot]["BENCH_THREADS"])
+                threads = int(slots[slot]["BENCH_THREADS"]) if "BENCH_THREADS" in slots[slot] else None
                 log = logs / f"{cell.task}--{cell.model}--seed{cell.seed}.log"
-                proc = CellProcess(argv, env, log, fresh)
+                proc = CellProcess(cell, out, registry_path, trainer_args, rerun, threads, env, log, fresh)
                 running[proc.pid] = (proc, cell, slot, log, time.perf_counter())
             time.sleep(0.05)
             for pid, (proc, cell, slot, log, t0) in list(running.items()):

@@ -36,7 +36,8 @@ from ..errors import UserError
 from ..cpus import available_cpus
 from ..records import read_record, record_path, run_folder
 from ..schema import Schema
-from . import Cell, Progress, Stopped
+from ..cell import Cell
+from .common import Progress, Stopped, log
 
 def _setting(default, meaning: str):
     return dataclasses.field(default=default, metadata={"help": meaning})
@@ -118,7 +119,7 @@ def run_slurm(cells: list[Cell], out: Path, registry_path: str | None, *, traine
         import submitit
     except ImportError:
         raise UserError('--launcher slurm needs submitit: pip install "bench[slurm]"') from None
-    from ..runner.lifecycle import world_size_of
+    from ..runner.lifecycle import world_size_of  # lazy: Lightning, which loading a profile does not need
 
     prof = load_profile(profile)
     out = Path(out).resolve()
@@ -142,7 +143,7 @@ def run_slurm(cells: list[Cell], out: Path, registry_path: str | None, *, traine
         running.extend(zip(jobs, batch))
         if prof["executor"] == "slurm":
             what = f"job array {jobs[0].job_id.split('_')[0]} ({len(batch)} jobs" if len(batch) > 1 else f"job {jobs[0].job_id} (1 job"
-            print(f"submitted {what}, {sum(map(len, batch))} cell(s)); job logs in {folder}, cell logs in {logs}", flush=True)
+            log.info(f"submitted {what}, {sum(map(len, batch))} cell(s)); job logs in {folder}, cell logs in {logs}")
 
     def stop(signum, frame):
         raise Stopped(signum)

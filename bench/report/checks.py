@@ -46,6 +46,8 @@ from typing import Literal, Optional
 from ..errors import UserError
 from ..schema import Schema
 from ..stats import mean_std
+from .cells import STALE, cell_records, current_config, record_value, stale
+from .leaderboard import mean_std_percent
 
 TOL = 1e-4
 SIZES = {"d_model": 32, "n_heads": 4, "d_ff": 64, "dropout": 0.0}
@@ -177,9 +179,6 @@ def measure(spec: dict, expect: str, registry) -> float:
 def _record_check(spec: dict, table, out: Path, preset: str, registry=None):
     """(measured text, status) for model vs baseline on one split; with a registry, records made
     with settings the registry no longer gives are marked as in results tables."""
-    from .leaderboard import mean_std_percent
-    from .reproduce import STALE, cell_records, current_config, record_value, stale
-
     r = spec["records"]
     means, texts = [], []
     for model in (r["model"], r["baseline"]):
@@ -196,8 +195,6 @@ def _record_check(spec: dict, table, out: Path, preset: str, registry=None):
 
 
 def run_checks(table, out: Path, preset: str, registry) -> dict:
-    from .reproduce import STALE
-
     rows = []
     for spec in check_specs(table):
         expect = spec.get("expect")
@@ -288,8 +285,6 @@ def run_claims(table, values: dict) -> dict:
     """Each claim of a results table judged on ``values`` ({(row label, column label): (per-seed
     values in display units, stale)}) and on the paper's numbers. Comparisons naming a row the
     table no longer has (``--models``) are left out; a claim left with none is not shown."""
-    from .reproduce import STALE
-
     digits = 2 if table.unit == "min" else 1
     paper = {(r.label, c.label): p for r in table.rows for c, p in zip(table.columns, r.paper)}
     rows = []

@@ -12,14 +12,16 @@ import hashlib
 import io
 import json
 import math
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 from tabulate import tabulate
 
-from ..records import read_record, warn, write_atomic  # noqa: F401 - warn: kept importable from here
 from ..stats import mean_std
+from ..config import resolve_run
+from ..errors import UserError
+from ..metrics import _bin_start
+from ..records import config_changes, read_record, warn, write_atomic  # noqa: F401 - warn: kept importable from here
 
 MISSING, STALE = "—", "†"
 
@@ -44,10 +46,6 @@ def load_records(out: Path, models: list[str], tasks: list[str] | None, preset: 
 def mark_stale(registry, records: dict, preset: str, overrides) -> dict:
     """{(model, task): the changed settings} for cells holding finished records made with settings
     the registry no longer gives; each such record gets ``rec["stale"]`` (in memory only)."""
-    from ..config import resolve_run
-    from ..errors import UserError
-    from ..records import config_changes
-
     stale = {}
     for (model, task), recs in records.items():
         try:
@@ -194,8 +192,6 @@ def plot(out: Path, preset: str, records: dict, models: list[str], tasks: list[s
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from ..metrics import _bin_start
 
     written = []
     folder = Path(out) / "leaderboards" / "plots"

@@ -24,54 +24,28 @@ import csv
 import io
 import math
 import shlex
-import sys
 from pathlib import Path
 
-from ..config import parse_overrides
-from ..errors import UserError
-from ..records import ensure_writable, write_atomic
+from tabulate import tabulate
+
+from ..config import parse_overrides, resolve_run
+from ..grid import plan_grid
+from ..records import overrides_tag, write_atomic
 from ..registry import PRESETS, suggest
 from ..stats import mean_std
+from ..errors import UserError
+from .cells import MISSING, NOT_REPORTED, STALE, cell_records, current_config, record_value, stale
+from .checks import checks_summary, record_cells, run_checks, run_claims
+from .leaderboard import cell_percent
 from .tables import TABLES_DIR, Table, check_names, load_table, table_names
 
-MISSING, NOT_REPORTED, STALE = "—", "n/r", "†"
+__all__ = ["MISSING", "NOT_REPORTED", "STALE", "build", "cell_records", "check_names", "current_config", "list_tables", "load_table",
+           "plan", "record_value", "reproduce", "select_table", "stale", "table_names"]
+
 PROXY_PRESETS = ("smoke", "small")
 
 
 # ---- cells ----------------------------------------------------------------------------------
-
-def record_value(rec: dict, split: str, metric: str):
-    if metric == "minutes_per_epoch":
-        epochs, seconds = rec.get("epochs_run"), rec.get("train_time_s")
-        return seconds / epochs / 60 if epochs and seconds is not None else None
-    return rec.get("metrics", {}).get(split, {}).get(metric)
-
-
-def cell_records(out: Path, model: str, task: str, preset: str, overrides: list[str], seeds: list[int]) -> list[dict]:
-    """The records of one cell made with exactly these overrides, for the expected seeds."""
-    from ..records import overrides_tag
-    from .leaderboard import load_records
-
-    found = load_records(Path(out), [model], [task], preset, overrides_tag(overrides)).get((model, task), [])
-    return sorted((r for r in found if r.get("seed") in seeds), key=lambda r: r.get("seed", 0))
-
-
-def current_config(registry, model: str, task: str, preset: str, overrides: list[str]) -> dict | None:
-    """What a run of this cell would be made with today (None: the cell cannot run)."""
-    from ..config import resolve_run
-
-    try:
-        return resolve_run(registry, model, task, preset, overrides).public()
-    except UserError:
-        return None
-
-
-def stale(rec: dict, current: dict | None) -> str | None:
-    """The settings the record was made with that the registry no longer gives (None if none)."""
-    from ..records import config_changes
-
-    return config_changes(rec.get("config"), current)
-
 
 def _summary(values: list[float], stat: str) -> float | None:
     vals = sorted(values)
@@ -85,8 +59,6 @@ def _summary(values: list[float], stat: str) -> float | None:
 
 def _ours_text(values: list[float], center: float | None, table: Table) -> str:
     """values as recorded: fractions formatted as the leaderboard's %, minutes with 2 decimals."""
-    from .leaderboard import cell_percent
-
     if center is None:
         return MISSING
     if table.unit == "%":
@@ -199,8 +171,6 @@ def note(table: Table, preset: str, present: int, expected: int, out: Path) -> s
 def output_stem(out: Path, table: Table, preset: str, overrides: list[str] = ()) -> Path:
     """OUT/reproduce/<table>[--<preset>][--set-<tag>]: a proxy preset or extra overrides never
     overwrite the table at its own settings."""
-    from ..records import overrides_tag
-
     tag = overrides_tag(list(overrides))
     return Path(out) / "reproduce" / (table.name + (f"--{preset}" if preset != table.preset else "") + (f"--set-{tag}" if tag else ""))
 
@@ -217,8 +187,6 @@ def _csv_text(csv_rows: list[dict]) -> str:
 def write_outputs(stem: Path, title: str, command: str, note_text: str, headers: list[str], rows: list[list], csv_rows: list[dict],
                   claims: dict | None = None) -> list[Path]:
     """NAME.md (the table, and the claims when given) and NAME.csv; the claims also to NAME--claims.csv."""
-    from tabulate import tabulate
-
     md, csv_path = stem.with_suffix(".md"), stem.with_suffix(".csv")
     text = f"# {title}\n\n`{command}`\n\n{note_text}.\n\n{tabulate(rows, headers=headers, tablefmt='github', disable_numparse=True)}\n"
     if claims:
@@ -266,13 +234,9 @@ def plot(stem: Path, table: Table, cells: list[dict], preset: str) -> Path | Non
 
 # ---- training the missing cells -------------------------------------------------------------
 
-def plan(table: Table, registry, preset: str, out: Path) -> tuple[list, list]:
+def plan(table: Table, registry, preset: str, out: Path, rerun: bool = False) -> tuple[list, list]:
     """(cells to train, incompatible (cell, why)) over every row x column group with one override set."""
-    from ..grid import plan_grid
-
     if table.kind == "checks":
-        from .checks import record_cells
-
         groups = record_cells(table)
     else:
         groups = {}
@@ -281,7 +245,7 @@ def plan(table: Table, registry, preset: str, out: Path) -> tuple[list, list]:
                 groups.setdefault((row.model, tuple(table.cell_set(row, col))), []).append(col.task)
     todo, incompatible = [], []
     for (model, overrides), tasks in groups.items():
-        grid = plan_grid(registry, [model], list(dict.fromkeys(tasks)), table.seeds, preset, list(overrides), Path(out))
+        grid = plan_grid(registry, [model], list(dict.fromkeys(tasks)), table.seeds, preset, list(overrides), Path(out), rerun=rerun)
         todo += grid.todo
         incompatible += grid.incompatible
     return todo, incompatible
@@ -296,8 +260,6 @@ def list_tables(out: Path, folder: Path = TABLES_DIR, registry=None) -> list[lis
     for name in table_names(folder):
         table = load_table(name, folder=folder)
         if table.kind == "checks":
-            from .checks import checks_summary
-
             have = checks_summary(table, out, table.preset)
         else:
             cells = build(table, out, table.preset, registry)["cells"]
@@ -308,67 +270,47 @@ def list_tables(out: Path, folder: Path = TABLES_DIR, registry=None) -> list[lis
     return rows
 
 
-def cmd_reproduce(args, registry) -> int:
-    from tabulate import tabulate
-
-    out = Path(args.out)
-    if args.list_tables:
-        print(tabulate(list_tables(out, registry=registry), headers=["table", "preset", "with records", "description"], tablefmt="simple"))
-        return 0
-    if not args.table:
-        raise UserError("name a table (e.g. bench reproduce rsa-table2) or pass --list")
-    if args.jobs < 1:
-        raise UserError("--jobs takes a whole number >= 1")
-    ensure_writable(out)
-    if args.preset and args.preset not in PRESETS:
-        raise UserError(f"unknown preset {args.preset!r}; {suggest(args.preset, list(PRESETS))}")
-    table = load_table(args.table, args.preset)
-    preset = args.preset or table.preset
+def select_table(name: str, registry, preset: str | None = None, models: list[str] | None = None, seeds: list[int] | None = None,
+                 overrides: list[str] | None = None) -> tuple[Table, str]:
+    """The table ``name`` as ``bench reproduce`` uses it, and the preset it is read at: only the rows
+    of ``models``, ``seeds`` instead of the table's, ``overrides`` after the table's own (the user's
+    win). Every name, preset and override is checked here: one UserError line, before anything is
+    read or trained."""
+    if preset and preset not in PRESETS:
+        raise UserError(f"unknown preset {preset!r}; {suggest(preset, list(PRESETS))}")
+    table = load_table(name, preset)
+    preset = preset or table.preset
     check_names(table, registry)
-    if args.models:
-        keep = [m.strip() for m in args.models.split(",") if m.strip()]
+    if models:
         rows = [r.model for r in table.rows]
-        bad = next((m for m in keep if m not in rows), None)
+        bad = next((m for m in models if m not in rows), None)
         if bad:
             raise UserError(f"--models: {bad!r} is not a row of {table.name}; {suggest(bad, rows)}")
-        table.rows = [r for r in table.rows if r.model in keep]
-    if args.seeds is not None:
-        from ..cli import parse_seeds
-
-        table.seeds = parse_seeds(args)
-    if args.set:  # after the table's own settings: the user's win
-        from ..config import resolve_run
-
-        table.set = [*table.set, *args.set]
-        # a malformed item, an unknown key or a wrong type: one line, before anything is read or trained
+        table.rows = [r for r in table.rows if r.model in models]
+    if seeds is not None:
+        table.seeds = list(seeds)
+    if overrides:
+        table.set = [*table.set, *overrides]
         if table.kind == "checks":
-            parse_overrides(args.set)
+            parse_overrides(overrides)
         else:
             resolve_run(registry, table.rows[0].model, table.columns[0].task, preset, table.cell_set(table.rows[0], table.columns[0]))
     for task in dict.fromkeys(c.task for c in table.columns):
         registry.preset(task, preset)  # one line naming the task when it lacks the preset
-    failed = []
-    if args.run:
-        from ..grid import launcher_profile, run_grid
+    return table, preset
 
-        profile = launcher_profile(args.launcher, args.slurm_profile)
-        todo, incompatible = plan(table, registry, preset, out)
-        for cell, why in incompatible:
-            print(f"skipped: {cell.model} on {cell.task}: {why}", file=sys.stderr)
-        print(f"grid: {len(todo)} run(s) to train", flush=True)
-        failed = run_grid(registry, todo, out, jobs=args.jobs, launcher=args.launcher, trainer_args={}, profile=profile)
-    stem = output_stem(out, table, preset, args.set or [])
-    command = " ".join(["bench reproduce", table.name, f"--out {out}", *([f"--preset {preset}"] if args.preset else []),
-                        *([f"--models {args.models}"] if args.models else []), *([f"--seeds {args.seeds}"] if args.seeds else []),
-                        *(f"--set {shlex.quote(item)}" for item in args.set or [])])
+
+def reproduce(table: Table, registry, preset: str, out: Path, command: str, overrides: list[str] | None = None) -> dict:
+    """The table from the records under ``out``, written to OUT/reproduce/ (Markdown, CSV, a plot;
+    the claims when the table has some). Returns what to show: title, headers, rows, note, claims
+    (None or its headers, rows and rule) and the paths written."""
+    out = Path(out)
+    stem = output_stem(out, table, preset, overrides or [])
+    claims = None
     if table.kind == "checks":
-        from .checks import run_checks
-
         result = run_checks(table, out, preset, registry)
         paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["csv"])
     else:
-        from .checks import run_claims
-
         result = build(table, out, preset, registry)
         result["note"] = note(table, preset, result["present"], result["expected"], out) + (f"; {result['stale']}" if result["stale"] else "")
         claims = run_claims(table, result["values"]) if table.claims else None
@@ -376,13 +318,12 @@ def cmd_reproduce(args, registry) -> int:
         paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["cells"], claims)
         png = plot(stem, table, result["cells"], preset)
         paths += [png] if png else []
-    print(f"{table.title}\n")
-    print(tabulate(result["rows"], headers=result["headers"], tablefmt="github", disable_numparse=True))
-    print(f"({result['note']})")
-    if table.kind != "checks" and claims:
-        print(f"\nThe paper's claims (rule: {claims['rule']}):\n")
-        print(tabulate(claims["rows"], headers=claims["headers"], tablefmt="github", disable_numparse=True))
-    print("wrote " + ", ".join(map(str, paths)))
-    if failed:
-        print(f"{len(failed)} run(s) failed: " + "; ".join(c.name for c, _ in failed), file=sys.stderr)
-    return 1 if failed else 0
+    return {"title": table.title, "headers": result["headers"], "rows": result["rows"], "note": result["note"], "claims": claims,
+            "paths": paths}
+
+
+def command_text(table: Table, out: Path, preset: str | None, models: str | None, seeds: str | None, overrides: list[str] | None) -> str:
+    """The ``bench reproduce`` command written at the top of the Markdown (how to make it again)."""
+    return " ".join(["bench reproduce", table.name, f"--out {out}", *([f"--preset {preset}"] if preset else []),
+                     *([f"--models {models}"] if models else []), *([f"--seeds {seeds}"] if seeds else []),
+                     *(f"--set {shlex.quote(item)}" for item in overrides or [])])

@@ -5,13 +5,14 @@
 - ``ValidationHistory``: one entry per validation (epoch, step, metric), kept in checkpoints.
 - ``GracefulStop``: SIGINT / SIGTERM set a flag; after the current batch every rank writes the
   last checkpoint and the run raises ``RunInterrupted`` (Lightning alone turns Ctrl-C into exit 1).
-- ``LineProgress``: one line per validation when stdout is not a terminal (no carriage returns).
+- ``LineProgress``: one line per validation when stdout is not a terminal (no carriage returns),
+  logged to ``bench.progress`` (the CLI writes it to stderr).
 """
 from __future__ import annotations
 
+import logging
 import random
 import signal
-import sys
 import time
 
 import lightning as L
@@ -127,9 +128,9 @@ class LineProgress(L.Callback):
     """One line per validation: step, epoch, train loss, validation metric, elapsed, ETA; and, when
     validations are far apart (a 10k-step epoch), a training line at most every ``every_s`` seconds."""
 
-    def __init__(self, metric: str, stream=None, every_s: float = 300.0):
+    def __init__(self, metric: str, every_s: float = 300.0, notes: logging.Logger | None = None):
         self.metric, self.total, self.every_s = metric, 0, every_s
-        self.stream = stream or sys.stdout
+        self.notes = notes or logging.getLogger("bench.progress")
         self._t0 = self._step0 = self._last = None
 
     def on_train_start(self, trainer, module):
@@ -144,7 +145,7 @@ class LineProgress(L.Callback):
         parts = [f"step {step}/{self.total}", f"epoch {trainer.current_epoch}",
                  f"loss {float(loss):.4f}" if loss is not None else "loss -", *extra,
                  f"elapsed {elapsed:.0f}s", eta_text(elapsed, done, self.total - step) if self.total > 0 else "eta -"]
-        print("  ".join(parts), file=self.stream, flush=True)
+        self.notes.info("  ".join(parts))
         self._last = now
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):

@@ -7,7 +7,6 @@ path the record was written with): a copied results tree evaluates its own check
 copy without them stops with one line instead of scoring another copy's weights."""
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import lightning as L
@@ -15,6 +14,7 @@ import lightning as L
 from ..config import resolve_run
 from ..data import TaskData
 from ..errors import UserError
+from ..logs import quiet
 from ..records import Record, RecordError, overrides_tag, record_checkpoint, relative_checkpoint, run_folder, write_json_atomic
 from .build import instantiate_model, instantiate_task
 from .checkpoint_io import inspect_checkpoint
@@ -60,13 +60,12 @@ def rebuild_run(path: Path, data_overrides: list[str], registry):
 
 def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator: str | None = None) -> dict:
     rec, ckpt, task, data, module = rebuild_run(path, data_overrides, registry)
-    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):  # no "GPU available: ..." notes: stderr is for problems
-        logging.getLogger(name).setLevel(logging.WARNING)
     train = module.train_cfg
-    trainer = L.Trainer(accelerator=accelerator or "auto", devices=1, logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        precision=train["precision"])
     splits = ["val", *task.test_splits()]
-    trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
+    with quiet():  # no "GPU available: ..." notes while it evaluates: stderr is for problems
+        trainer = L.Trainer(accelerator=accelerator or "auto", devices=1, logger=False, enable_progress_bar=False,
+                            enable_model_summary=False, precision=train["precision"])
+        trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
     result = {**rec, "metrics": {s: module.last_eval[i] for i, s in enumerate(splits)}, "test_splits": splits[1:],
               "evaluated_with": data_overrides, "checkpoint": relative_checkpoint(Path(path), ckpt)}
     tag = overrides_tag(data_overrides)

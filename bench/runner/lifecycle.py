@@ -34,8 +34,10 @@ rename), and the same command resumes from it.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
+import importlib.util
 import logging
 import math
 import os
@@ -49,13 +51,17 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from filelock import FileLock, Timeout
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from bench.tasks.base import TaskError
 
 from ..config import RunConfig, resolve_run
-from ..data import TaskData
+from ..data import DATA_ENV, TaskData, cache_root
 from ..cpus import default_threads
 from ..errors import RunFailed, UserError
+from ..logs import quiet
 from ..records import (base_record, config_changes, device_info, ensure_writable, read_record, record_path, relative_checkpoint,
                        run_folder, write_json_atomic)
 from .build import _registry, check_attention_backend, instantiate_model, instantiate_task
@@ -64,6 +70,7 @@ from .checkpoint_io import AtomicCheckpointIO, inspect_checkpoint
 from .module import TaskModule
 
 __all__ = ["run", "RunInterrupted"]
+log = logging.getLogger(__name__)
 
 _QUIET_WARNINGS = (".*does not have many workers.*", ".*deterministic.*", ".*number of training batches.*", ".*LeafSpec.*",
                    ".*litlogger.*", ".*Checkpoint directory.*exists and is not empty.*", ".*Experiment logs directory.*",
@@ -114,15 +121,26 @@ def run(model: str, task: str, preset: str = "small", seed: int = 0, out: str | 
     before anything is written; SIGINT / SIGTERM raise RunInterrupted after a checkpoint.
     ``on_start(plan)`` is called once everything is checked and built, just before training
     (the CLI names the run and its preset there)."""
-    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    with warnings.catch_warnings():
+    with quiet(), warnings.catch_warnings():  # Lightning's INFO lines and known warnings, for this run only
         for pattern in _QUIET_WARNINGS:
             warnings.filterwarnings("ignore", message=pattern)
-        return _run(model, task, preset, seed, out, overrides, registry, trainer_kwargs, progress, logger, rerun, callbacks, on_start)
+        try:
+            return _run(model, task, preset, seed, out, overrides, registry, trainer_kwargs, progress, logger, rerun, callbacks, on_start)
+        finally:
+            if logger == "wandb":
+                finish_wandb()
+
+
+def finish_wandb() -> None:
+    """End the run's W&B run now (not at exit), its closing notes on stderr: stdout holds results."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        with contextlib.redirect_stdout(sys.stderr):
+            wandb.finish()
 
 
 def _run(model, task, preset, seed, out, overrides, registry, trainer_kwargs, progress, logger, rerun, callbacks, on_start) -> dict:
+    check_logger(logger)
     plan = plan_run(model, task, preset, seed, out, overrides, registry, trainer_kwargs)
     done = finished_record(plan.record)
     if done is not None and not rerun and not config_changes(done.get("config"), plan.config.public()):
@@ -136,7 +154,7 @@ def _run_locked(plan: RunPlan, built, progress, logger, rerun, callbacks, on_sta
     done = finished_record(plan.record)  # again: another process may have finished it while this one waited
     changed = config_changes(done.get("config"), plan.config.public()) if done else None
     if changed and not rerun:  # the registry changed since: the record is not this cell's result any more
-        print(f"bench: {plan.record} was made with other settings ({changed}); training it again", file=sys.stderr)
+        log.warning(f"bench: {plan.record} was made with other settings ({changed}); training it again")
         rerun = True
     if done is not None and not rerun:
         return {**done, "path": str(plan.record), "skipped": True}
@@ -187,15 +205,13 @@ class run_lock:
     def __enter__(self):
         if not is_launching_rank():
             return self
-        from filelock import FileLock, Timeout
-
         self.plan.lock.parent.mkdir(parents=True, exist_ok=True)
         self.lock = FileLock(str(self.plan.lock))
         try:
             self.lock.acquire(timeout=0)
         except Timeout:
-            print(f"bench: waiting: another process is running {self.plan.record} (lock {self.plan.lock}); "
-                  "this one goes on when it ends", file=sys.stderr, flush=True)
+            log.info(f"bench: waiting: another process is running {self.plan.record} (lock {self.plan.lock}); "
+                     "this one goes on when it ends")
             self.lock.acquire()
         return self
 
@@ -299,8 +315,9 @@ def world_size_of(trainer_kwargs: dict) -> int:
     if not any(k in trainer_kwargs for k in ("accelerator", "devices", "num_nodes", "strategy")):
         return 1
     try:
-        probe = L.Trainer(**{"accelerator": "auto", "devices": 1, **trainer_kwargs}, logger=False, enable_checkpointing=False,
-                          enable_progress_bar=False, enable_model_summary=False)
+        with quiet():  # a probe: no "GPU available: ..." notes
+            probe = L.Trainer(**{"accelerator": "auto", "devices": 1, **trainer_kwargs}, logger=False, enable_checkpointing=False,
+                              enable_progress_bar=False, enable_model_summary=False)
     except Exception as exc:  # noqa: BLE001 - Lightning's MisconfigurationException, ValueError, ...
         raise trainer_refused(trainer_kwargs, exc) from None
     return probe.world_size
@@ -335,8 +352,6 @@ def build(plan: RunPlan):
     except TaskError as exc:
         raise UserError(f"task {plan.task!r}: {exc}") from None
     except OSError as exc:  # the data cache cannot be created or written
-        from ..data import DATA_ENV, cache_root
-
         raise UserError(f"the data cache {cache_root()} cannot be written ({exc.strerror or exc}); "
                         f"set ${DATA_ENV} to a writable folder") from None
     backbone = instantiate_model(plan.config.model, task_obj.vocab_size)
@@ -355,8 +370,6 @@ def build(plan: RunPlan):
 
 
 def make_trainer(plan: RunPlan, task_obj, data: TaskData, progress, logger: str, extra_callbacks: list) -> L.Trainer:
-    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
-
     train = plan.train
     ckpt_dir = str(plan.last_ckpt.parent)
     # every validation's checkpoints are written when it ends (not at the end of the training
@@ -373,8 +386,8 @@ def make_trainer(plan: RunPlan, task_obj, data: TaskData, progress, logger: str,
         callbacks.append(EarlyStopping(monitor="val_metric", mode="max", patience=train["patience"], check_on_train_epoch_end=False))
     on_terminal = sys.stdout.isatty() and sys.stderr.isatty()
     mode = ("bar" if on_terminal else "lines") if progress in ("auto", True) else (progress or "none")
-    if mode == "lines":  # on stderr, as every note: stdout has the results only
-        callbacks.append(LineProgress(task_obj.metric, stream=sys.stderr, every_s=60 * train["progress_every_min"]))
+    if mode == "lines":  # logged to bench.progress (the CLI writes it to stderr, as every note: stdout has the results only)
+        callbacks.append(LineProgress(task_obj.metric, every_s=60 * train["progress_every_min"]))
     kwargs = dict(
         max_epochs=train["max_epochs"], max_steps=train["max_steps"], gradient_clip_val=train["grad_clip"] or None,
         accumulate_grad_batches=train["accumulate_grad_batches"], precision=train["precision"],
@@ -391,15 +404,33 @@ def make_trainer(plan: RunPlan, task_obj, data: TaskData, progress, logger: str,
         raise trainer_refused(plan.trainer_kwargs, exc) from None
 
 
-def make_loggers(plan: RunPlan, kind: str) -> list:
-    """CSV (one row per validation) by default; TensorBoard beside it with ``--logger tensorboard``.
-    A resumed run keeps the rows up to its checkpoint (CSVLogger itself would delete the file)."""
-    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+#: --logger choices; csv and tensorboard come with Lightning, the others are optional extras
+LOGGERS = ("csv", "tensorboard", "wandb", "mlflow", "none")
+#: the package each logger needs (any of them) and how to install it
+LOGGER_PACKAGES = {"tensorboard": (("tensorboard", "tensorboardX"), "pip install tensorboard"),
+                   "wandb": (("wandb",), 'pip install "bench[wandb]"'), "mlflow": (("mlflow",), 'pip install "bench[mlflow]"')}
 
+
+def check_logger(kind: str) -> None:
+    """Refuse, before anything is written, a logger that is unknown or whose package is missing."""
+    if kind not in LOGGERS:
+        raise UserError(f"--logger {kind!r}: choose {', '.join(LOGGERS[:-1])} or none")
+    if kind in LOGGER_PACKAGES:
+        packages, install = LOGGER_PACKAGES[kind]
+        if all(importlib.util.find_spec(package) is None for package in packages):
+            raise UserError(f"--logger {kind} needs the {packages[0]} package ({install}); or use --logger csv")
+
+
+def make_loggers(plan: RunPlan, kind: str) -> list:
+    """CSV (one row per validation) by default, and beside it TensorBoard, Weights & Biases or
+    MLflow with ``--logger tensorboard|wandb|mlflow``. Nothing leaves the machine unless asked:
+    W&B runs offline (files under the run's folder, ``wandb sync`` uploads them) unless
+    $WANDB_MODE says otherwise; MLflow writes a local file store under the run's folder
+    (``mlruns/``) unless $MLFLOW_TRACKING_URI names another. A resumed run keeps the CSV rows up to
+    its checkpoint (CSVLogger itself would delete the file)."""
+    check_logger(kind)
     if kind == "none":
         return []
-    if kind not in ("csv", "tensorboard"):
-        raise UserError(f"--logger {kind!r}: choose csv, tensorboard or none")
     curve = plan.folder / "metrics.csv"
     kept = []
     resume_step = inspect_checkpoint(plan.last_ckpt)[0] if curve.is_file() and plan.last_ckpt.is_file() else None
@@ -410,11 +441,27 @@ def make_loggers(plan: RunPlan, kind: str) -> list:
     if kept:
         csv_logger.experiment.metrics.extend(kept)
     loggers = [csv_logger]
+    name = f"{plan.model}-{plan.task}-{plan.preset}-{plan.record.stem}"  # e.g. transformer-parity-smoke-seed0
     if kind == "tensorboard":
-        try:
-            loggers.append(TensorBoardLogger(save_dir=str(plan.folder), name="", version="tensorboard"))
-        except ModuleNotFoundError:
-            raise UserError("--logger tensorboard needs the tensorboard package (pip install tensorboard); or use --logger csv") from None
+        loggers.append(TensorBoardLogger(save_dir=str(plan.folder), name="", version="tensorboard"))
+    elif kind == "wandb":
+        from lightning.pytorch.loggers import WandbLogger
+
+        import wandb
+
+        offline = not os.environ.get("WANDB_MODE")  # the user's WANDB_MODE wins; else nothing is sent
+        loggers.append(WandbLogger(name=name, project=os.environ.get("WANDB_PROJECT") or "bench", save_dir=str(plan.folder),
+                                   offline=offline, config=plan.config.public(),
+                                   settings=wandb.Settings(quiet=True)))  # its notes stay off stdout, which holds results
+    elif kind == "mlflow":
+        from lightning.pytorch.loggers import MLFlowLogger
+
+        uri = os.environ.get("MLFLOW_TRACKING_URI")
+        if not uri:  # a local file store in the run's folder (file:///.../mlruns); MLflow >= 3.7 wants it allowed
+            uri = (plan.folder / "mlruns").resolve().as_uri()
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        loggers.append(MLFlowLogger(experiment_name=os.environ.get("MLFLOW_EXPERIMENT_NAME") or "bench", run_name=name,
+                                    tracking_uri=uri))
     return loggers
 
 

@@ -1,0 +1,41 @@
+"""What the grid and its launchers share: the grid's progress lines and its stop by a signal."""
+from __future__ import annotations
+
+import logging
+import time
+
+from ..cell import Cell
+from ..stats import eta_text
+
+log = logging.getLogger("bench.grid")
+
+
+class Stopped(KeyboardInterrupt):
+    """A grid stopped by SIGINT or SIGTERM (its running cells checkpointed): the CLI exits with
+    128 + the signal's number, 130 or 143, as a shell reports a process the signal ended."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+class Progress:
+    """One line per finished cell, with the grid's progress, elapsed time and ETA (logged to
+    ``bench.grid``: the CLI writes it on stderr, as progress, not results)."""
+
+    def __init__(self, total: int, jobs: int):
+        self.total, self.jobs, self.done, self.failed = total, max(1, jobs), 0, []
+        self.t0 = time.perf_counter()
+
+    def finished(self, cell: Cell, ok: bool, seconds: float, detail: str = "") -> None:
+        self.done += 1
+        if not ok:
+            self.failed.append((cell, detail))
+        elapsed = time.perf_counter() - self.t0
+        remaining = self.total - self.done
+        status = "ok  " if ok else "FAIL"
+        line = f"[{self.done}/{self.total}] {status} {cell.name} ({seconds:.0f}s)"
+        line += f"  | elapsed {elapsed:.0f}s, {eta_text(elapsed, self.done, remaining)}" if remaining else f"  | elapsed {elapsed:.0f}s"
+        if detail and not ok:
+            line += f"\n       {detail}"
+        (log.info if ok else log.warning)(line)

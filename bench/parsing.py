@@ -1,0 +1,73 @@
+"""Parsing and defaults shared by the command line and the code below it (plain Python, no torch
+or Lightning: the CLI imports this module up front). Nothing here prints; bad input is a UserError."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import UserError
+
+OUT_ENV = "BENCH_OUT"
+REFERENCE = "results"  # the checkout's committed reference results (not package data)
+
+
+def default_out() -> str:
+    """Where runs and leaderboards go without --out: $BENCH_OUT, else ``out`` (git-ignored)."""
+    return os.environ.get(OUT_ENV) or "out"
+
+
+def reference_out(sub: str = "") -> str:
+    """Where ``bench reproduce`` (and ``bench cost``, under ``cost/``) read and write by default:
+    the checkout's reference results, ``results/``, when the current folder has them (a checkout);
+    elsewhere (an installed bench used outside a checkout) $BENCH_OUT, else ``out``."""
+    base = REFERENCE if Path(REFERENCE).is_dir() else default_out()
+    return f"{base}/{sub}" if sub else base
+
+
+def parse_seeds(seeds: str | None = None, seed: str | int | None = None) -> list[int]:
+    """``--seeds 0,1,2`` (or ``--seed N``; default 0) as distinct whole numbers in [0, 2**32)."""
+    raw = seeds if seeds is not None else (str(seed) if seed is not None else "0")
+    try:
+        parsed = [int(s) for s in str(raw).split(",") if s.strip() != ""]
+    except ValueError:
+        raise UserError(f"seeds must be integers separated by commas (e.g. 0,1,2), got {raw!r}") from None
+    if not parsed:
+        raise UserError("no seed given; use --seed N or --seeds 0,1,2")
+    bad = [s for s in parsed if not 0 <= s < 2**32]
+    if bad:
+        raise UserError(f"seed {bad[0]} is out of range; seeds are whole numbers from 0 to 4294967295 (e.g. 0,1,2)")
+    if len(set(parsed)) != len(parsed):
+        dup = sorted({s for s in parsed if parsed.count(s) > 1})
+        raise UserError(f"seed {', '.join(map(str, dup))} given twice in {raw!r}; give each seed once (e.g. 0,1,2)")
+    return parsed
+
+
+def parse_names(raw: str, what: str) -> list[str]:
+    """``--models a,b`` -> ["a", "b"] (at least one)."""
+    names = [n.strip() for n in raw.split(",") if n.strip()]
+    if not names:
+        raise UserError(f"--{what} needs at least one name")
+    return names
+
+
+def trainer_kwargs(accelerator=None, devices=None, strategy=None, num_nodes=None) -> dict:
+    """The Lightning Trainer settings given on the command line (left out when not given)."""
+    kw = {}
+    for key, value in (("accelerator", accelerator), ("devices", devices), ("strategy", strategy), ("num_nodes", num_nodes)):
+        if value is None:
+            continue
+        if key == "num_nodes" and not (str(value).isdigit() and int(value) >= 1):
+            raise UserError(f"--num-nodes takes a whole number >= 1, got {value!r}")
+        kw[key] = int(value) if key == "num_nodes" or (key == "devices" and str(value).isdigit()) else value
+    return kw
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml's, through the package metadata)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("bench")
+    except PackageNotFoundError:  # imported from a source tree that was never installed
+        return "unknown (not installed)"

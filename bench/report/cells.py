@@ -1,0 +1,38 @@
+"""The records of one cell of a paper's table, and how they compare with what the registry gives
+today; shared by results tables (reproduce.py) and checks tables (checks.py)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import resolve_run
+from ..errors import UserError
+from ..records import config_changes, overrides_tag
+from .leaderboard import load_records
+
+MISSING, NOT_REPORTED, STALE = "—", "n/r", "†"
+
+
+def record_value(rec: dict, split: str, metric: str):
+    if metric == "minutes_per_epoch":
+        epochs, seconds = rec.get("epochs_run"), rec.get("train_time_s")
+        return seconds / epochs / 60 if epochs and seconds is not None else None
+    return rec.get("metrics", {}).get(split, {}).get(metric)
+
+
+def cell_records(out: Path, model: str, task: str, preset: str, overrides: list[str], seeds: list[int]) -> list[dict]:
+    """The records of one cell made with exactly these overrides, for the expected seeds."""
+    found = load_records(Path(out), [model], [task], preset, overrides_tag(overrides)).get((model, task), [])
+    return sorted((r for r in found if r.get("seed") in seeds), key=lambda r: r.get("seed", 0))
+
+
+def current_config(registry, model: str, task: str, preset: str, overrides: list[str]) -> dict | None:
+    """What a run of this cell would be made with today (None: the cell cannot run)."""
+    try:
+        return resolve_run(registry, model, task, preset, overrides).public()
+    except UserError:
+        return None
+
+
+def stale(rec: dict, current: dict | None) -> str | None:
+    """The settings the record was made with that the registry no longer gives (None if none)."""
+    return config_changes(rec.get("config"), current)
