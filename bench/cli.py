@@ -250,8 +250,9 @@ def cmd_list(args, registry) -> int:
                 streams = "yes" if all(cls[f] for f in flags) else "no"  # init_state / step (causal)
             except UserError:  # a broken target: `bench validate` says why; the listing still shows the entry
                 streams = "?"
-            rows.append([name, e.get("base_name", " <- ".join(e["lineage"][1:]) or ""), streams, e.get("description", "")])
-        print(tabulate(rows, headers=["model", "based on", "streams", "description"], tablefmt="simple"))
+            rows.append([name, e["lineage"][1] if len(e["lineage"]) > 1 else "", streams, e.get("description", "")])
+        headers = ["model", "based on", "streams", "description"]
+        print(tabulate(_fit(rows, headers, args.full), headers=headers, tablefmt="simple"))
     if what == "all":
         print()
     if what in ("tasks", "all"):
@@ -259,8 +260,22 @@ def cmd_list(args, registry) -> int:
         for name in registry.task_names():
             e = registry.task_entry(name)
             rows.append([name, ",".join(e["presets"]), e.get("description", "")])
-        print(tabulate(rows, headers=["task", "presets", "description"], tablefmt="simple"))
+        headers = ["task", "presets", "description"]
+        print(tabulate(_fit(rows, headers, args.full), headers=headers, tablefmt="simple"))
     return 0
+
+
+def _fit(rows: list[list[str]], headers: list[str], full: bool) -> list[list[str]]:
+    """The last column (a description) cut with '...' so that a row fits the terminal's width
+    (100 columns when the output is not a terminal); ``full`` keeps every word."""
+    import shutil
+
+    if full or not rows:
+        return rows
+    width = shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
+    lead = sum(max(*(len(str(r[i])) for r in rows), len(headers[i]) + 2) + 2 for i in range(len(headers) - 1))  # tabulate pads headers by 2
+    room = max(20, width - lead)
+    return [[*r[:-1], r[-1] if len(r[-1]) <= room else r[-1][: room - 3].rstrip() + "..."] for r in rows]
 
 
 def cmd_validate(args, registry) -> int:
@@ -427,6 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", help="list registry models and tasks")
     ls.add_argument("what", nargs="?", choices=["models", "tasks"], help="only the models or only the tasks (default: both)")
+    ls.add_argument("--full", action="store_true", help="whole descriptions (default: cut to the terminal's width, 100 columns when piped)")
 
     v = sub.add_parser("validate", help="check the registry (shipped, plugins, yours): inheritance, imports, parameters")
     v.add_argument("path", nargs="?", help="a registry file to check with the shipped one (as --registry; default: the shipped one)")
