@@ -20,6 +20,9 @@ recursive generator, ~100x faster); runaway trees are dropped as soon as they pa
 Deduplication keeps the first occurrence in generation order (a dict, never set order).
 Train and the short in-distribution eval splits are made disjoint by a stable content hash:
 ``crc32(tokens) % 20`` = 0 is reserved for val, 1 for the test splits, the rest for train.
+The near-IID test mixes short trees (which the hash must keep out of train) with long ones
+(which train cannot hold): it thins both by the hash alike, so that its length mix is the
+generator's (~90% of trees <= 100 tokens), not one skewed 20:1 towards the long trees.
 """
 from __future__ import annotations
 
@@ -136,17 +139,20 @@ def sample_split(rng, n, min_len, max_len, max_args, leaf_prob, max_depth, bucke
     """Rejection-sample n distinct trees with min_len <= length <= max_len.
 
     bucket: hash bucket this split may use for lengths <= bucket_max_len ("train" = any bucket
-    >= 2, or 0 / 1), so that short samples never appear in two of train / val / test."""
+    >= 2, or 0 / 1), so that short samples never appear in two of train / val / test. A val / test
+    split whose window straddles bucket_max_len (near-IID: 1-1000) is thinned by the hash at every
+    length: filtering only its short trees would keep 1 in 20 of them and every long one."""
     seen: dict[bytes, None] = {}
     toks_out, labels, lengths = [], [], []
     tries = 0
+    thin_every_length = bucket not in (None, "train") and min_len < bucket_max_len < max_len
     while len(toks_out) < n:
         toks, vals, lens = grow_trees(rng, batch, max_args, leaf_prob, max_depth, max_len, min_len)
         for t, v, L in zip(toks, vals, lens):
             key = t.tobytes()
             if key in seen:
                 continue
-            if bucket is not None and L <= bucket_max_len:
+            if bucket is not None and (L <= bucket_max_len or thin_every_length):
                 h = zlib.crc32(key) % HASH_BUCKETS
                 if (h >= 2) != (bucket == "train") or (bucket != "train" and h != bucket):
                     continue
@@ -194,7 +200,7 @@ class ListOps(Task):
 
     kind = "classify"
     num_classes = 10
-    version = "1"
+    version = "2"  # 2: the near-IID test keeps the generator's length mix (sample_split)
 
     def __init__(self, n_train: int = 90000, n_val: int = 2000, n_test: int = 2000,
                  n_test_iid: int | None = None, test_splits: list | None = None,
