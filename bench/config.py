@@ -23,7 +23,7 @@ from typing import Literal
 import yaml
 
 from .errors import UserError
-from .registry import Registry, constructor_params, import_model_class, import_task_class
+from .registry import BACKBONE_SETTINGS, MODEL_INITS, Registry, constructor_params, import_model_class, import_task_class
 from .schema import (AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, Domain, check_domain, choices_of, defaults_of, domains_of,
                      parse_yaml, setting, suggest, type_problem)
 from .spec import DEFAULT, ModelSpec, RunConfig, TaskSpec, layer
@@ -239,7 +239,7 @@ def resolve_model(registry: Registry, model: str, task: TaskSpec | None, overrid
     """The model's params; with ``task``, its preset's sizes and family overrides apply and its causality."""
     entry = registry.model_entry(model)
     cls = import_model_class(entry["target"], f"models.{model}")
-    accepted = constructor_params(cls)
+    accepted = {**constructor_params(cls), **BACKBONE_SETTINGS}
     bad = set(entry["params"]) - set(accepted) - {"causal"}
     if bad:
         raise UserError(f"registry model {model!r}: params {', '.join(sorted(bad))} not accepted by {entry['target']}")
@@ -259,6 +259,8 @@ def resolve_model(registry: Registry, model: str, task: TaskSpec | None, overrid
                                for where, part in parts),
                              *families, ("--set", given)])
     check_domains("model", params, sources, MODEL_DOMAIN)
+    if params["init"] not in MODEL_INITS:
+        raise UserError(f"model.init={params['init']!r} ({sources.get('init', DEFAULT)}): choose one of {', '.join(MODEL_INITS)}")
     explicit, explicit_source = params.pop("causal", None), sources.pop("causal", None)
     task_cls = task.cls if task is not None else None
     causal = _resolve_causal(model, cls, task_cls, explicit)

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from .config import TRAIN_DEFAULTS, canonical_overrides
+from .registry import BACKBONE_SETTINGS
 from .errors import UserError
 from .parsing import version
 
@@ -47,13 +48,14 @@ def overrides_tag(overrides: list[str] | dict | None, world_size: int = 1) -> st
 def config_changes(made_with: dict | None, current: dict | None) -> str | None:
     """The learning-relevant settings a record was made with that a run of the same cell would
     not use today, e.g. "model.pos_encoding 'xpos' -> 'sinusoidal'" (a preset edited after the
-    run); None when there are none. Keys a record lacks count as their default for train and are
-    skipped for model and data (parameters added later). The data generator's version counts too:
+    run); None when there are none. Keys a record lacks count as their default for train and for
+    the settings every backbone takes (``model.init``), and are skipped for the other model and data
+    parameters (parameters added later). The data generator's version counts too:
     a record that does not name one was made before versions were recorded, i.e. version "1"
     unless scripts/backfill_data_version.py read its version from the record's commit."""
     if not made_with or not current:
         return None
-    pairs = [("model", made_with.get("model", {}).get("params", {}), current["model"].get("params", {})),
+    pairs = [("model", {**BACKBONE_SETTINGS, **made_with.get("model", {}).get("params", {})}, current["model"].get("params", {})),
              ("data", made_with.get("task", {}).get("params", {}), current["task"].get("params", {})),
              ("train", {**TRAIN_DEFAULTS, **made_with.get("train", {})}, current["train"])]
     diffs = [f"{section}.{key} {old[key]!r} -> {new[key]!r}" for section, old, new in pairs

@@ -216,6 +216,12 @@ def type_problems(where: str, given: dict, defaults: dict) -> list[str]:
     ]
 
 
+#: settings every backbone takes besides its constructor's parameters, applied after it is built
+#: (bench/runner/build.py): ``init``, the parameter initialisation (bench/models/layers/init.py)
+BACKBONE_SETTINGS = {"init": "default"}
+MODEL_INITS = ("default", "reference")
+
+
 def constructor_params(cls, skip=("self", "vocab_size", "causal")) -> dict:
     """Keyword parameters of a class constructor with their defaults (inspect.Parameter.empty if none)."""
     sig = inspect.signature(cls.__init__)
@@ -386,7 +392,7 @@ class Registry:
             except UserError as exc:
                 problems.append(str(exc))
                 continue
-            accepted = model_params[name] = constructor_params(cls)
+            accepted = model_params[name] = {**constructor_params(cls), **BACKBONE_SETTINGS}
             bad = set(entry["params"]) - set(accepted)
             if bad:
                 problems.append(f"models.{name}: params {', '.join(sorted(bad))} are not accepted by {entry['target']}")

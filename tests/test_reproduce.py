@@ -248,8 +248,8 @@ def test_a_record_of_an_older_data_version_is_stale(tmp_path, registry):
     v1 = {**now, "task": {**now["task"], "version": "1"}}
     unrecorded = {**now, "task": {k: v for k, v in now["task"].items() if k != "version"}}
     assert config_changes(v1, now) == "data version '1' -> '2'" == config_changes(unrecorded, now)
-    listops = current_config(registry, "transformer", "listops", "small", [])  # never bumped: "1" either way
-    assert config_changes({**listops, "task": {k: v for k, v in listops["task"].items() if k != "version"}}, listops) is None
+    flipflop = current_config(registry, "transformer", "flipflop", "small", [])  # never bumped: "1" either way
+    assert config_changes({**flipflop, "task": {k: v for k, v in flipflop["task"].items() if k != "version"}}, flipflop) is None
 
 
 # ---- claims: the paper's findings judged over cells ----------------------------------------

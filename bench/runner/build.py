@@ -7,7 +7,7 @@ from bench.tasks.base import TaskError
 
 from ..config import parse_overrides, resolve_model, resolve_task
 from ..errors import UserError
-from ..registry import Registry
+from ..registry import BACKBONE_SETTINGS, Registry
 from ..spec import ModelSpec, TaskSpec
 
 
@@ -23,8 +23,11 @@ def instantiate_task(spec: TaskSpec):
 
 
 def instantiate_model(spec: ModelSpec, vocab_size: int):
+    from bench.models.layers.init import initialise
+
+    params = {k: v for k, v in spec.params.items() if k not in BACKBONE_SETTINGS}
     try:
-        return spec.cls(vocab_size, spec.causal, **spec.params)
+        return initialise(spec.cls(vocab_size, spec.causal, **params), spec.params.get("init", "default"))
     except (ValueError, TypeError) as exc:
         raise UserError(f"model {spec.name!r}: {exc}") from None
     except (RuntimeError, MemoryError) as exc:  # negative sizes, allocator failures
