@@ -86,6 +86,35 @@ def test_compiled_chunk_step_compiles_once_for_every_length():
     assert dynamo.utils.counters["stats"]["unique_graphs"] == 1
 
 
+def test_gutlb_compiles_one_depth_iteration_for_every_iteration_chunk_and_length():
+    """GUTLB.compile compiles one depth iteration (block + halting update) and the memory update, each
+    once: every iteration of every chunk of every length reuses them (the depth loop and halt mode's
+    exit check run in Python between calls); the outputs are the eager ones (to float rounding; the
+    padding positions of the last chunk excepted: compiled, it is padded to g)."""
+    import torch._dynamo as dynamo
+
+    for mode, causal in (("halt", True), ("upperbound", False)):  # per-position units; one per sequence (pool carried)
+        torch.manual_seed(0)
+        model = GUTLB(11, causal=causal, d_model=16, n_heads=4, d_ff=24, max_layers=4, chunk_size=5, memory_slots=3,
+                      dropout=0.0, mode=mode).eval()
+        batches = []
+        for T in (12, 14):
+            tokens, mask = torch.randint(1, 11, (2, T)), torch.ones(2, T, dtype=torch.bool)
+            mask[1, T - 3 :] = False
+            batches.append((tokens, mask, model(tokens, mask)))
+        dynamo.reset()
+        dynamo.utils.counters.clear()  # other tests' graphs
+        model.compile()
+        for tokens, mask, ref in batches:
+            out = model(tokens, mask)  # grad enabled: the carry requires grad from iteration 1 on, as later
+            torch.testing.assert_close(out.hidden[mask], ref.hidden[mask], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(out.pooled, ref.pooled, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(out.aux_loss, ref.aux_loss, rtol=1e-5, atol=1e-5)
+            for k in ("halt_depth", "gate_mean"):
+                torch.testing.assert_close(out.stats[k], ref.stats[k], rtol=1e-5, atol=1e-5)
+        assert dynamo.utils.counters["stats"]["unique_graphs"] == 2, (mode, dict(dynamo.utils.counters["stats"]))
+
+
 def test_cpu_dropout_attention_is_sdpas():
     """attend's CPU path with attention dropout = F.scaled_dot_product_attention (same dropout mask
     from the same generator state), outputs and gradients, causal or not, with and without a key mask."""
