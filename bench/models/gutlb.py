@@ -112,7 +112,7 @@ class GUTLB(TLB):
         # the iteration index as a 0-dim tensor (a Python int would be a constant of the graph: one per l)
         levels = torch.arange(1, self.halting.max_iters + 1, device=c0.device).to(c0.dtype).unbind(0)
 
-        def iterate(l: int, h: Tensor, s: Tensor, c, x_prev, parts: tuple):
+        def iterate(l: int, h: Tensor, s: Tensor, c, x_prev, parts: tuple, rows: None):  # freeze: rows stay None
             h, s, c, x_prev, gate = compiled(levels[l - 1], h, s, c, x_prev, parts, kv, rope, key_mask, mf, n_c)
             if gate is not None:
                 gates.append((gate, seen))

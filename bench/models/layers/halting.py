@@ -51,8 +51,9 @@ StepFn = Callable[[Tensor, Tensor, "Tensor | None"], Tensor]
 # streaming: block_step(h_prev (B, t, d), s_prev (B, t, d), cache) -> (h_new (B, t, d), cache), one
 # iteration on the t new positions with that iteration's cache (``DepthHalting.step``)
 BlockStepFn = Callable[[Tensor, Tensor, object], "tuple[Tensor, object]"]
-# iterate(l, h_prev, s_prev, carry, x_prev, parts) -> (h, s, carry, x_prev): ``DepthHalting.iteration`` with the
-# step bound, for a fixed batch (``forward``'s ``iterate``; e.g. compiled once and reused for every l)
+# iterate(l, h_prev, s_prev, carry, x_prev, parts, rows) -> (h, s, carry, x_prev): ``DepthHalting.iteration``
+# with the step bound (``forward``'s ``iterate``; e.g. compiled once and reused for every l); ``rows`` as
+# for StepFn (the running sequences, whose rows h, s, carry, x_prev and parts already are; None = all)
 IterateFn = Callable[..., "tuple[Tensor, Tensor, HaltingCarry | None, Tensor | None]"]
 
 
@@ -177,12 +178,10 @@ class DepthHalting(nn.Module):
         GUT keep the per-iteration exit. ``upperbound`` / ``no-halt``: no host sync at all.
         """
         B, T, _ = h0.shape
-        if iterate is not None and self.mode == "halt" and not freeze:
-            raise ValueError("iterate needs a fixed batch: halt mode drops rows unless freeze=True")
         if self.unit is None:
             h = h0
             for l in range(1, self.max_iters + 1):
-                h = step(h, h, None) if iterate is None else iterate(l, h, h, None, None, ())[0]
+                h = step(h, h, None) if iterate is None else iterate(l, h, h, None, None, (), None)[0]
             full = torch.full((B,), float(self.max_iters), device=h0.device)
             return HaltingOutput(h, torch.zeros(B, device=h0.device), full)
 
@@ -207,7 +206,7 @@ class DepthHalting(nn.Module):
             if iterate is None:
                 h, s, c, x_prev = self.iteration(step, l, h, s, c, x_prev, parts, rows)
             else:
-                h, s, c, x_prev = iterate(l, h, s, c, x_prev, parts)
+                h, s, c, x_prev = iterate(l, h, s, c, x_prev, parts, rows)
 
             if l == self.max_iters:  # every sequence still running finishes here
                 done.append((rows, s, c))
