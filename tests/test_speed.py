@@ -1,5 +1,6 @@
 """Issue 25 (the chunk- and depth-recurrent families at the Transformer's pace): the cheaper code
 paths compute what the plain ones did."""
+import pytest
 import torch
 from torch import nn
 
@@ -113,6 +114,40 @@ def test_gutlb_compiles_one_depth_iteration_for_every_iteration_chunk_and_length
             for k in ("halt_depth", "gate_mean"):
                 torch.testing.assert_close(out.stats[k], ref.stats[k], rtol=1e-5, atol=1e-5)
         assert dynamo.utils.counters["stats"]["unique_graphs"] == 2, (mode, dict(dynamo.utils.counters["stats"]))
+
+
+@pytest.mark.slow
+def test_ut_gut_compile_one_depth_iteration():
+    """UT / GUT .compile compiles one depth iteration, reused by every iteration and batch of a length
+    (one graph); in halt mode, a batch that drops finished rows compiles it once more (dynamic batch
+    size); the outputs are the eager ones (to float rounding)."""
+    import torch._dynamo as dynamo
+
+    import bench
+
+    for name, mode, causal, graphs in (("ut", "halt", False, 2), ("gut", "upperbound", True, 1)):
+        torch.manual_seed(0)
+        model = bench.build_model(name, vocab_size=11, causal=causal, d_model=16, d_ff=24, dropout=0.0, max_layers=4,
+                                  mode=mode).eval()
+        model.halting.unit.fc2.weight.data *= 20  # halting probabilities far apart: rows finish at different depths
+        model.halting.unit.fc2.bias.data.fill_(4.0)
+        batches = []
+        for seed in (1, 2):  # halt: the one-token row 2 finishes after iteration 2 in both, the others run on
+            g = torch.Generator().manual_seed(seed)
+            tokens, mask = torch.randint(1, 11, (3, 12), generator=g), torch.ones(3, 12, dtype=torch.bool)
+            mask[1, 9:] = False
+            mask[2, 1:] = False
+            batches.append((tokens, mask, model(tokens, mask)))
+        dynamo.reset()
+        dynamo.utils.counters.clear()
+        model.compile()
+        for tokens, mask, ref in batches:
+            out = model(tokens, mask)
+            torch.testing.assert_close(out.hidden[mask], ref.hidden[mask], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(out.aux_loss, ref.aux_loss, rtol=1e-5, atol=1e-5)
+            for k in ref.stats:
+                torch.testing.assert_close(out.stats[k], ref.stats[k], rtol=1e-5, atol=1e-5)
+        assert dynamo.utils.counters["stats"]["unique_graphs"] == graphs, (name, dict(dynamo.utils.counters["stats"]))
 
 
 def test_cpu_dropout_attention_is_sdpas():
