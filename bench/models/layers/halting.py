@@ -272,7 +272,7 @@ class DepthHalting(nn.Module):
         """One iteration of ``forward``'s loop, the block and the halting update: (H_{l-1}, S_{l-1},
         the carry, pool(H_{l-1}) if carried over) -> (H_l, S_l, the carry after l, pool(H_l) if carried).
         No host sync and, for a fixed batch, the same shapes at every l: a host compiles it once and
-        passes it as ``forward``'s ``iterate`` (GUTLB's ``compile``; ``l`` then a 0-dim tensor).
+        passes it as ``forward``'s ``iterate`` (GUTLB's and UT / GUT's ``compile``; ``l`` then a 0-dim tensor).
         ``no-halt`` (no unit): H_l = step(H_{l-1}), c and x_prev pass through (None)."""
         if self.unit is None:
             h = step(h, h, rows)
