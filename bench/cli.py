@@ -319,7 +319,7 @@ def cmd_cost(args, registry) -> int:
         raise UserError("--models is required (e.g. --models transformer,ut,gut); --halting defaults to ut,gut,gutlb")
     _check_names(registry, [model_of(m) for m in models], [args.task])
     setup = Setup(task=args.task, preset=args.preset, lengths=parse_positive_ints(args.lengths, "lengths", "512,1024"),
-                  batch=args.batch, device=args.device, dtype=args.dtype, compile=args.compile, repeats=args.repeats,
+                  batch=args.batch, device=args.device, dtype=args.dtype, compile=args.compile, kernels=args.kernels, repeats=args.repeats,
                   warmup=args.warmup, overrides=args.set or [])
     bounds = parse_positive_ints(args.bounds, "bounds", "10,20,40") if args.halting else None
     result = run_cost(registry, models, setup, Path(args.out), mode=mode, bounds=bounds, decode_tokens=args.decode_tokens,
@@ -429,6 +429,8 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--device", default="cpu", help="cpu | cuda (default cpu)")
     co.add_argument("--dtype", default="fp32", help="fp32 | bf16 (autocast) (default fp32)")
     co.add_argument("--compile", action="store_true", help="torch.compile the backbone; compile + first step reported apart")
+    co.add_argument("--kernels", action="store_true",
+                    help="CPU: kernel calls per step from torch.profiler, eager and (with --compile) compiled (inductor's kernels + aten calls)")
     co.add_argument("--repeats", type=int, default=3, help="timed steps per model and length, interleaved across models (default 3)")
     co.add_argument("--warmup", type=int, default=1, help="untimed steps after the counted one (default 1)")
     co.add_argument("--halting", action="store_true", help="HALT Table 5: modes halt / upperbound / no-halt at --bounds")

@@ -9,6 +9,8 @@ of the next N tokens costs either one ``step`` (the state carried) or one ``forw
 tokens (what a model without a streaming path has to do). The two are timed in turn within each
 repetition (machine-load drift hits both alike); the median per token is reported, with the ratio.
 The last column checks that both give the same states (max |step - forward| over the N tokens).
+``--read-pooled`` also reads every step's ``pooled`` (the model's sequence summary), which TLB and
+GUTLB compute only when read (a memory update on the partial chunk): the decoding cost before that.
 """
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ def main() -> None:
     p.add_argument("--new", type=int, default=16)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--read-pooled", action="store_true",
+                   help="read each step's pooled (TLB / GUTLB compute it on demand: a memory update mid-chunk)")
     p.add_argument("--out")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -53,6 +57,8 @@ def main() -> None:
                 for k in range(N):
                     out, state = model.step(tokens[:, P + k : P + k + 1], state)
                     outs.append(out.hidden[:, -1])
+                    if args.read_pooled:
+                        out.pooled  # noqa: B018 (computed on this read)
                 return outs
 
             def by_forward():

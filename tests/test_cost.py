@@ -95,6 +95,39 @@ def test_op_counter_counts_kernels_not_views():
     assert s.shape == () and e.shape == (3,)
 
 
+def test_profiler_kernel_calls_are_the_op_counters_ops_on_an_eager_step():
+    """--kernels' rule (torch.profiler) on eager code counts what OpCounter counts: composite operators
+    (linear, layer_norm) as the operators they run, views and allocations not, nothing run inside
+    another operator's kernel, the backward's operators too."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 1))
+    x = torch.randn(4, 8)
+
+    def step():
+        loss = model(x).view(-1).sum() + torch.empty(3).numel()
+        loss.backward()
+
+    step()
+    with cost.OpCounter() as c:
+        step()
+    counted = cost.count_kernels(step)
+    assert counted == {"kernels": c.ops, "inductor": 0, "aten": c.ops}, (counted, dict(c.by_name))
+
+
+def test_profiler_counts_inductors_kernels_of_a_compiled_function():
+    """Compiled with inductor's kernel profiling on, each generated C++ kernel call is one event."""
+    from torch._inductor import config as inductor_config
+
+    torch._dynamo.reset()
+    with inductor_config.patch({"cpp.enable_kernel_profile": True}):
+        f = torch.compile(lambda x, w: ((x * 2 + 1).relu() @ w).sum(-1).exp())
+        x, w = torch.randn(4, 8), torch.randn(8, 8)
+        f(x, w)
+        counted = cost.count_kernels(lambda: f(x, w))
+    assert counted["inductor"] >= 1 and counted["aten"] >= 1, counted  # the fused pointwise kernels; the matmul an extern call
+    assert counted["kernels"] == counted["inductor"] + counted["aten"]
+
+
 @pytest.mark.parametrize("k", [0, 1, 3])
 def test_each_item_is_one_sync(k):
     x = torch.randn(5)

@@ -1,5 +1,6 @@
 """Issue 25 (the chunk- and depth-recurrent families at the Transformer's pace): the cheaper code
 paths compute what the plain ones did."""
+import pytest
 import torch
 from torch import nn
 
@@ -84,6 +85,69 @@ def test_compiled_chunk_step_compiles_once_for_every_length():
         torch.testing.assert_close(out.hidden, ref.hidden, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(out.pooled, ref.pooled, rtol=1e-5, atol=1e-5)
     assert dynamo.utils.counters["stats"]["unique_graphs"] == 1
+
+
+def test_gutlb_compiles_one_depth_iteration_for_every_iteration_chunk_and_length():
+    """GUTLB.compile compiles one depth iteration (block + halting update) and the memory update, each
+    once: every iteration of every chunk of every length reuses them (the depth loop and halt mode's
+    exit check run in Python between calls); the outputs are the eager ones (to float rounding; the
+    padding positions of the last chunk excepted: compiled, it is padded to g)."""
+    import torch._dynamo as dynamo
+
+    for mode, causal in (("halt", True), ("upperbound", False)):  # per-position units; one per sequence (pool carried)
+        torch.manual_seed(0)
+        model = GUTLB(11, causal=causal, d_model=16, n_heads=4, d_ff=24, max_layers=4, chunk_size=5, memory_slots=3,
+                      dropout=0.0, mode=mode).eval()
+        batches = []
+        for T in (12, 14):
+            tokens, mask = torch.randint(1, 11, (2, T)), torch.ones(2, T, dtype=torch.bool)
+            mask[1, T - 3 :] = False
+            batches.append((tokens, mask, model(tokens, mask)))
+        dynamo.reset()
+        dynamo.utils.counters.clear()  # other tests' graphs
+        model.compile()
+        for tokens, mask, ref in batches:
+            out = model(tokens, mask)  # grad enabled: the carry requires grad from iteration 1 on, as later
+            torch.testing.assert_close(out.hidden[mask], ref.hidden[mask], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(out.pooled, ref.pooled, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(out.aux_loss, ref.aux_loss, rtol=1e-5, atol=1e-5)
+            for k in ("halt_depth", "gate_mean"):
+                torch.testing.assert_close(out.stats[k], ref.stats[k], rtol=1e-5, atol=1e-5)
+        assert dynamo.utils.counters["stats"]["unique_graphs"] == 2, (mode, dict(dynamo.utils.counters["stats"]))
+
+
+@pytest.mark.slow
+def test_ut_gut_compile_one_depth_iteration():
+    """UT / GUT .compile compiles one depth iteration, reused by every iteration and batch of a length
+    (one graph); in halt mode, a batch that drops finished rows compiles it once more (dynamic batch
+    size); the outputs are the eager ones (to float rounding)."""
+    import torch._dynamo as dynamo
+
+    import bench
+
+    for name, mode, causal, graphs in (("ut", "halt", False, 2), ("gut", "upperbound", True, 1)):
+        torch.manual_seed(0)
+        model = bench.build_model(name, vocab_size=11, causal=causal, d_model=16, d_ff=24, dropout=0.0, max_layers=4,
+                                  mode=mode).eval()
+        model.halting.unit.fc2.weight.data *= 20  # halting probabilities far apart: rows finish at different depths
+        model.halting.unit.fc2.bias.data.fill_(4.0)
+        batches = []
+        for seed in (1, 2):  # halt: the one-token row 2 finishes after iteration 2 in both, the others run on
+            g = torch.Generator().manual_seed(seed)
+            tokens, mask = torch.randint(1, 11, (3, 12), generator=g), torch.ones(3, 12, dtype=torch.bool)
+            mask[1, 9:] = False
+            mask[2, 1:] = False
+            batches.append((tokens, mask, model(tokens, mask)))
+        dynamo.reset()
+        dynamo.utils.counters.clear()
+        model.compile()
+        for tokens, mask, ref in batches:
+            out = model(tokens, mask)
+            torch.testing.assert_close(out.hidden[mask], ref.hidden[mask], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(out.aux_loss, ref.aux_loss, rtol=1e-5, atol=1e-5)
+            for k in ref.stats:
+                torch.testing.assert_close(out.stats[k], ref.stats[k], rtol=1e-5, atol=1e-5)
+        assert dynamo.utils.counters["stats"]["unique_graphs"] == graphs, (name, dict(dynamo.utils.counters["stats"]))
 
 
 def test_cpu_dropout_attention_is_sdpas():

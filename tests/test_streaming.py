@@ -224,6 +224,27 @@ def test_tlb_step_pools_as_forward_on_the_prefix(name, length):
     assert (out.pooled - full.pooled).abs().max().item() < TOL
 
 
+@pytest.mark.parametrize("name", ["tlb", "gutlb"])
+def test_tlb_step_pools_only_when_read(name):
+    """A step's ``pooled`` is computed on demand: token-by-token steps update the memory only at chunk
+    boundaries; the first read of ``pooled`` (here outside the inference mode the step ran in) adds the
+    one partial-chunk update and gives forward's value on the prefix."""
+    model = build(name)
+    g = model.chunk_size
+    tokens = tokens_for(9, length=2 * g + 2)
+    calls = []
+    update = model.update_memory
+    model.update_memory = lambda *a, **k: (calls.append(1), update(*a, **k))[1]
+    with torch.inference_mode():
+        state = model.init_state(2)
+        for start in range(tokens.shape[1]):
+            out, state = model.step(tokens[:, start : start + 1], state)
+        full = model(tokens)
+    assert len(calls) == 2  # the two completed chunks
+    assert (out.pooled - full.pooled).abs().max().item() < TOL
+    assert len(calls) == 3 and out.pooled is out.pooled  # computed once
+
+
 def test_every_causal_entry_streams_except_tlb_fr():
     """The streaming set is every causal entry but TLB-FR. Entries another branch streams are
     skipped while their class lacks ``supports_streaming`` (so after the merge this is a full check)."""

@@ -7,7 +7,7 @@ harness, so any backbone runs on any task whose causality it supports.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -23,6 +23,37 @@ class BackboneOutput:
     aux_loss: Tensor  # scalar; 0 when the model has none (ACT/ponder cost otherwise)
     stats: dict = field(default_factory=dict)  # e.g. halting depth, gate values (floats or tensors)
     pooled: Tensor | None = None  # (B, d) a model's own sequence summary (TLB memory, GUT END), if any
+
+
+class LazyPooled(BackboneOutput):
+    """A ``BackboneOutput`` whose ``pooled`` is computed on its first read, by ``pool()``, not when the
+    output is made: a streaming ``step`` whose summary costs extra work (TLB: a memory update on the
+    partial chunk) pays it only where a caller reads it (e.g. after a sequence's last token, not at
+    every decoded token). ``pool`` runs under the grad / inference mode of the step that made it, so
+    reading it later gives the value the step would have given (the weights unchanged); it must read
+    nothing the stream changes in place afterwards. Assigning ``pooled`` replaces it."""
+
+    def __init__(self, hidden: Tensor, aux_loss: Tensor, stats: dict | None = None, *, pool: Callable[[], Tensor]):
+        grad, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
+
+        def compute() -> Tensor:
+            with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+                return pool()
+
+        self._pool: Callable[[], Tensor] | None = compute
+        super().__init__(hidden, aux_loss, {} if stats is None else stats)
+
+    @property
+    def pooled(self) -> Tensor | None:
+        if self._pool is not None:
+            self._pooled, self._pool = self._pool(), None
+        return self._pooled
+
+    @pooled.setter
+    def pooled(self, value: Tensor | None) -> None:  # the dataclass __init__ sets None: the pool stays
+        if value is not None:
+            self._pool = None
+        self._pooled = value
 
 
 class Backbone(nn.Module):

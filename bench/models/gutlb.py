@@ -82,9 +82,13 @@ class GUTLB(TLB):
         """Alg. 4's recurrent part of one chunk (``TLB.forward_chunk`` / ``TLB.forward`` embed it and
         build its xPos tables): C_0 (B, g, d) -> (S_L (B, g, d) before ``ln_out``, M^{t+1} (B, S, d),
         the chunk's statistics as values: ponder (B,), depth (B,), active (B,), and per iteration the
-        mean gate and whether the chunk has a real token). Nothing is stored on the module, so a
-        compiled step (``TLB.compile``) has no guard on a growing list.
-        ``a1`` is always None here (no layer stack: ``TLB.first_attention`` returns None)."""
+        mean gate and whether the chunk has a real token). Nothing is stored on the module.
+        ``a1`` is always None here (no layer stack: ``TLB.first_attention`` returns None).
+
+        Compiled (``compile``): this driver stays eager and runs the depth loop in Python, each
+        iteration one call of the compiled ``depth_iteration`` (one graph for every iteration of
+        every chunk), then the compiled ``memory_step``; ``halt`` mode's one early-exit check per
+        chunk sits between two calls, outside any graph."""
         key_mask = None if self.causal else mask
         kv = self.block.read.keys_values(memory)  # LN(M^t)'s keys / values, read by every iteration
         # gate_mean's mask-only parts, once per chunk: no sequence is ever dropped (freeze below)
@@ -92,22 +96,75 @@ class GUTLB(TLB):
         n = mf.sum() * c0.shape[-1]
         n_c, seen = n.clamp_min(1.0), n > 0
         gates: list[tuple[Tensor, Tensor]] = []
+        compiled = getattr(self, "_iteration_step", None)
 
-        def step(c: Tensor, s: Tensor, rows: Tensor | None) -> Tensor:  # one iteration of the shared block
-            out = self.block(
-                c, context=s if self.attend_to_mixture else None, memory=kv,
-                rope=rope, key_mask=key_mask, causal=self.causal,
-            )
-            if self.block.last_gate is not None:  # = gate_mean(last_gate, mask), bitwise
-                gates.append(((self.block.last_gate * mf).sum() / n_c, seen))
+        if compiled is None:
+            def step(c: Tensor, s: Tensor, rows: Tensor | None) -> Tensor:  # one iteration of the shared block
+                out, gate = self.block_iteration(c, s, kv, rope, key_mask, mf, n_c)
+                if gate is not None:
+                    gates.append((gate, seen))
+                return out
+
+            # freeze: halted units stay frozen on the device, one early-exit check per chunk (rows is None)
+            res = self.halting(step, c0, mask, freeze=True)
+            return res.output, self.memory_step(memory, res.output, mask, active), (res.ponder, res.depth, active, tuple(gates))
+
+        # the iteration index as a 0-dim tensor (a Python int would be a constant of the graph: one per l)
+        levels = torch.arange(1, self.halting.max_iters + 1, device=c0.device).to(c0.dtype).unbind(0)
+
+        def iterate(l: int, h: Tensor, s: Tensor, c, x_prev, parts: tuple, rows: None):  # freeze: rows stay None
+            h, s, c, x_prev, gate = compiled(levels[l - 1], h, s, c, x_prev, parts, kv, rope, key_mask, mf, n_c)
+            if gate is not None:
+                gates.append((gate, seen))
+            return h, s, c, x_prev
+
+        res = self.halting(None, c0, mask, freeze=True, iterate=iterate)
+        new_memory = self._update_step(memory, res.output, mask, active)
+        return res.output, new_memory, (res.ponder, res.depth, active, tuple(gates))
+
+    def block_iteration(
+        self, c: Tensor, s: Tensor, kv: tuple, rope, key_mask: Tensor | None, mf: Tensor, n_c: Tensor
+    ) -> tuple[Tensor, Tensor | None]:
+        """One iteration of the shared block: H_{l-1} (B, g, d), S_{l-1}, the memory read's keys / values
+        -> (H_l, the mean gate over the chunk's real positions (= gate_mean, bitwise) or None)."""
+        out = self.block(
+            c, context=s if self.attend_to_mixture else None, memory=kv, rope=rope, key_mask=key_mask, causal=self.causal,
+        )
+        gate = None if self.block.last_gate is None else (self.block.last_gate * mf).sum() / n_c
+        return out, gate
+
+    def depth_iteration(self, level: Tensor, h: Tensor, s: Tensor, carry, x_prev, parts: tuple, kv: tuple, rope,
+                        key_mask: Tensor | None, mf: Tensor, n_c: Tensor):
+        """``DepthHalting.iteration`` with the shared block: the step ``compile`` compiles, once (static
+        shapes: every chunk g long, ``level`` a tensor) -> (H_l, S_l, carry, x_prev, mean gate or None)."""
+        gate: list[Tensor] = []
+
+        def step(c: Tensor, s: Tensor, rows: Tensor | None) -> Tensor:
+            out, g = self.block_iteration(c, s, kv, rope, key_mask, mf, n_c)
+            if g is not None:
+                gate.append(g)
             return out
 
-        # freeze: halted units stay frozen on the device, one early-exit check per chunk (rows is None)
-        res = self.halting(step, c0, mask, freeze=True)
+        h, s, carry, x_prev = self.halting.iteration(step, level, h, s, carry, x_prev, parts)
+        return h, s, carry, x_prev, (gate[0] if gate else None)
+
+    def memory_step(self, memory: Tensor, chunk: Tensor, mask: Tensor, active: Tensor) -> Tensor:
+        """M^{t+1} = the update layers' memory attending to S_L (B, g, d); the old memory where the
+        chunk has no real token (``active`` (B,) False)."""
         new_memory = memory
         for update in self.updates:
-            new_memory = update(new_memory, res.output, mask)  # memory attends to S_L
-        return res.output, keep_where(active, new_memory, memory), (res.ponder, res.depth, active, tuple(gates))
+            new_memory = update(new_memory, chunk, mask)  # memory attends to S_L
+        return keep_where(active, new_memory, memory)
+
+    def compile(self, *args, **kwargs) -> None:
+        """``train.compile`` / ``bench cost --compile``: compiles ONE depth iteration (block + halting
+        update, ``depth_iteration``) and the memory update (``memory_step``), each once, reused by
+        every iteration of every chunk of every batch; the chunk driver ``chunk_states`` and its depth
+        loop stay eager (TLB.forward's compiled layout: every chunk padded to g). TLB's ``compile``
+        would compile the whole chunk step, unrolling max_layers iterations into it."""
+        self._iteration_step = torch.compile(self.depth_iteration, *args, **kwargs)
+        self._update_step = torch.compile(self.memory_step, *args, **kwargs)
+        self._chunk_step = self.chunk_states  # eager driver, TLB.forward's static-shape chunks
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
         out = super().forward(tokens, mask)

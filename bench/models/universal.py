@@ -98,7 +98,22 @@ class UT(Backbone):
                 gates.append(gate_mean(self.block.last_gate, take(mask, rows)))
             return out
 
-        res = self.halting(step, self.embed(tokens, positions), mask)
+        compiled = getattr(self, "_iteration_step", None)
+        if compiled is None:
+            res = self.halting(step, self.embed(tokens, positions), mask)
+        else:  # ``compile``: the depth loop in Python, each iteration one call of the compiled depth_iteration
+            # the iteration index as a 0-dim tensor (a Python int would be a constant of the graph: one per l)
+            levels = torch.arange(1, self.halting.max_iters + 1, device=tokens.device).to(torch.get_default_dtype()).unbind(0)
+
+            def iterate(l: int, h: Tensor, s: Tensor, c, x_prev, parts: tuple, rows: Tensor | None):
+                h, s, c, x_prev, gate = compiled(
+                    levels[l - 1], h, s, c, x_prev, parts, None if rope is None else rope.rows(rows), take(key_mask, rows), take(mask, rows),
+                )
+                if gate is not None:
+                    gates.append(gate)
+                return h, s, c, x_prev
+
+            res = self.halting(None, self.embed(tokens, positions), mask, iterate=iterate)
         hidden = self.ln_out(res.output)  # (B, T, d)
         stats: dict = {"halt_depth": res.depth.detach()}
         if gates:
@@ -106,6 +121,30 @@ class UT(Backbone):
         pooled = last_real_state(hidden, mask) if (self.pool == "end" and not self.causal) else None
         aux = self.beta * res.ponder.mean() if self.beta else self.zero_aux(hidden)
         return BackboneOutput(hidden=hidden, aux_loss=aux, stats=stats, pooled=pooled)
+
+    def depth_iteration(self, level: Tensor, h: Tensor, s: Tensor, carry, x_prev, parts: tuple, rope,
+                        key_mask: Tensor | None, mask: Tensor):
+        """``DepthHalting.iteration`` with the shared block, on the running sequences' rows (``rope``,
+        ``key_mask``, ``mask`` already theirs): what ``compile`` compiles, once for every l (``level``
+        a tensor) -> (H_l, S_l, carry, x_prev, gate_mean's pair or None)."""
+        gate: list = []
+
+        def step(h: Tensor, s: Tensor, rows: None) -> Tensor:
+            out = self.block(h, context=s if self.attend_to_mixture else None, rope=rope, key_mask=key_mask, causal=self.causal)
+            if self.block.last_gate is not None:
+                gate.append(gate_mean(self.block.last_gate, mask))
+            return out
+
+        h, s, carry, x_prev = self.halting.iteration(step, level, h, s, carry, x_prev, parts)
+        return h, s, carry, x_prev, (gate[0] if gate else None)
+
+    def compile(self, *args, **kwargs) -> None:
+        """``train.compile`` / ``bench cost --compile`` (in place): compiles ONE depth iteration (block +
+        halting update, ``depth_iteration``), reused by every iteration, instead of the whole forward,
+        whose graph unrolls max_layers iterations (and, in ``halt`` mode, breaks at every exit check).
+        The depth loop, its exit checks and the row dropping stay eager: a batch that drops rows runs
+        the iteration on fewer rows, which dynamo compiles once more with a dynamic batch size."""
+        self._iteration_step = torch.compile(self.depth_iteration, *args, **kwargs)
 
     # ---- streaming -----------------------------------------------------------------------
     def init_state(self, batch_size: int, device=None) -> dict:

@@ -51,6 +51,10 @@ StepFn = Callable[[Tensor, Tensor, "Tensor | None"], Tensor]
 # streaming: block_step(h_prev (B, t, d), s_prev (B, t, d), cache) -> (h_new (B, t, d), cache), one
 # iteration on the t new positions with that iteration's cache (``DepthHalting.step``)
 BlockStepFn = Callable[[Tensor, Tensor, object], "tuple[Tensor, object]"]
+# iterate(l, h_prev, s_prev, carry, x_prev, parts, rows) -> (h, s, carry, x_prev): ``DepthHalting.iteration``
+# with the step bound (``forward``'s ``iterate``; e.g. compiled once and reused for every l); ``rows`` as
+# for StepFn (the running sequences, whose rows h, s, carry, x_prev and parts already are; None = all)
+IterateFn = Callable[..., "tuple[Tensor, Tensor, HaltingCarry | None, Tensor | None]"]
 
 
 class HaltingUnit(nn.Module):
@@ -97,8 +101,16 @@ class HaltingCarry(NamedTuple):
     halted: Tensor  # (b, P) bool: frozen (or padding)
 
     @staticmethod
-    def start(h0: Tensor, P: int, halted: Tensor) -> "HaltingCarry":
+    def start(h0: Tensor, P: int, halted: Tensor, *, like_later: bool = False) -> "HaltingCarry":
+        """The carry before iteration 1: no weight, remain 1, no ponder, no step. ``like_later``: its
+        float parts as iteration 1 leaves them, so a compiled iteration sees the same kinds of inputs
+        at every l (no recompile): computed from h0 (acc = h0 - h0 = 0, total, ponder = 0, remain
+        = 1; the same values), they require grad where h0 does, and none is another's alias."""
         b = h0.shape[0]
+        if like_later:
+            acc = h0 - h0  # exact zeros (finite h0); requires grad as h0 does
+            zeros = acc[:, :P, 0].contiguous()  # (b, P)
+            return HaltingCarry(acc, zeros, zeros + 1, zeros.clone(), h0.new_zeros(b, P), halted)
         zeros = h0.new_zeros(b, P)
         return HaltingCarry(torch.zeros_like(h0), zeros, h0.new_ones(b, P), zeros.clone(), zeros.clone(), halted)
 
@@ -140,7 +152,9 @@ class DepthHalting(nn.Module):
         # no-halt has no halting function at all ([HALT §7] "GUT No Halt Upperbound").
         self.unit = None if mode == "no-halt" else HaltingUnit(d_model, transition, bias_init)
 
-    def forward(self, step: StepFn, h0: Tensor, mask: Tensor, *, freeze: bool = False) -> HaltingOutput:
+    def forward(
+        self, step: StepFn, h0: Tensor, mask: Tensor, *, freeze: bool = False, iterate: IterateFn | None = None
+    ) -> HaltingOutput:
         """Runs Alg. 1 / 3's loop on H_0 (B, T, d), mask (B, T) -> S_L, ponder and depth (eqs. 5-8, 15-17).
 
         Early exit in ``halt`` mode, two ways (the outputs are the same: a halted unit is frozen, so
@@ -166,8 +180,8 @@ class DepthHalting(nn.Module):
         B, T, _ = h0.shape
         if self.unit is None:
             h = h0
-            for _ in range(self.max_iters):
-                h = step(h, h, None)
+            for l in range(1, self.max_iters + 1):
+                h = step(h, h, None) if iterate is None else iterate(l, h, h, None, None, (), None)[0]
             full = torch.full((B,), float(self.max_iters), device=h0.device)
             return HaltingOutput(h, torch.zeros(B, device=h0.device), full)
 
@@ -175,38 +189,24 @@ class DepthHalting(nn.Module):
         valid = mask if self.per_position else torch.ones(B, 1, dtype=torch.bool, device=h0.device)  # (B, P)
         rows: Tensor | None = None  # the running sequences' indices; None = all, in order
         h, s = h0, h0  # H_0, and S_0 = H_0 (Alg. 1 attends to S_{l-1})
-        m = mask
-        c = HaltingCarry.start(h0, P, ~valid)  # padding positions never count as running
+        c = HaltingCarry.start(h0, P, ~valid, like_later=iterate is not None)  # padding positions never count as running
+        if iterate is not None:
+            s = h0.clone()  # not h0 itself: a compiled iteration would guard on h is s at l = 1
+        parts = self.pool_parts(mask, h0.dtype)  # = halting_input(., mask, per_position, global_halt), bitwise
         # pool(H_{l-1}) carried over from the last iteration's pool(H_l): exact for one unit per
         # sequence (a sequence is frozen or updated as a whole); a prefix mean over partly frozen
-        # positions is not pool(H_l), so per-position units pool again
-        reuse_pool = self.transition and not self.per_position
-        x_prev = None
+        # positions is not pool(H_l), so per-position units pool again (x_prev stays None). With
+        # ``iterate``, pool(H_0) before the loop: the same graph for l = 1 as for every later l (eager
+        # pools it in iteration 1, as before: the same values, backward in the same order)
+        x_prev = self.pool(h0, *parts) if self.reuse_pool and iterate is not None else None
         done: list[tuple] = []  # (rows, S, carry) of finished sequences; rows None = all
         check_at = (self.max_iters + 1) // 2  # freeze: the one early-exit check, after iteration ceil(L / 2)
 
-        def pooler(m: Tensor):  # halting_input's mask-only parts, once per mask (not once per iteration)
-            if not self.global_halt:
-                return lambda h: h  # token-level (b, T, d)
-            mf = m.unsqueeze(-1).to(h0.dtype)  # (b, T, 1)
-            if self.per_position:  # causal global halting: prefix mean over real positions (cumsum / t)
-                den = mf.cumsum(1).clamp_min(1.0)
-                return lambda h: (h * mf).cumsum(1) / den
-            den = mf.sum(1, keepdim=True).clamp_min(1.0)
-            return lambda h: (h * mf).sum(1, keepdim=True) / den  # (b, 1, d), eq. 14
-
-        pool = pooler(m)  # = halting_input(., m, per_position, global_halt), bitwise
-
         for l in range(1, self.max_iters + 1):
-            h_new = step(h, s, rows)  # H_l   (b, T, d)
-            x = pool(h) if x_prev is None else x_prev  # pool(H_{l-1})
-            if self.transition:
-                x_new = pool(h_new)  # pool(H_l), eq. 17
-                x = torch.cat([x, x_new], -1)
-            a_hat = self.unit(x)  # alpha_hat_{l-1}  (b, P)
-            if reuse_pool:
-                x_prev = torch.where(~c.halted.unsqueeze(-1), x_new, x[..., : x_new.shape[-1]])  # pool(H_l) as frozen
-            h, s, c = self.advance(l, a_hat, h, h_new, c)
+            if iterate is None:
+                h, s, c, x_prev = self.iteration(step, l, h, s, c, x_prev, parts, rows)
+            else:
+                h, s, c, x_prev = iterate(l, h, s, c, x_prev, parts, rows)
 
             if l == self.max_iters:  # every sequence still running finishes here
                 done.append((rows, s, c))
@@ -226,8 +226,7 @@ class DepthHalting(nn.Module):
                     keep = ~fin
                     rows, h, s, c = idx[keep], h[keep], s[keep], c.rows(keep)
                     x_prev = None if x_prev is None else x_prev[keep]
-                    m = mask[rows]
-                    pool = pooler(m)
+                    parts = self.pool_parts(mask[rows], h0.dtype)
 
         pond = [d[2].cost() for d in done]
         if len(done) == 1 and done[0][0] is None:  # every sequence ran to the end: already in order
@@ -241,7 +240,55 @@ class DepthHalting(nn.Module):
         n_valid = vf.sum(-1).clamp_min(1.0)
         return HaltingOutput(out, (pond * vf).sum(-1) / n_valid, (stp * vf).sum(-1) / n_valid)
 
-    def advance(self, l: int, a_hat: Tensor, h: Tensor, h_new: Tensor, c: HaltingCarry) -> tuple[Tensor, Tensor, HaltingCarry]:
+    @property
+    def reuse_pool(self) -> bool:
+        """Whether pool(H_{l-1}) is carried over from the last iteration's pool(H_l) (``forward``'s x_prev)."""
+        return self.unit is not None and self.transition and not self.per_position
+
+    def pool_parts(self, mask: Tensor, dtype: torch.dtype) -> tuple:
+        """``halting_input``'s mask-only parts, once per mask (not once per iteration): (mf (b, T, 1),
+        the denominator) for global units, () for token-level ones (``pool`` takes them)."""
+        if not self.global_halt:
+            return ()
+        mf = mask.unsqueeze(-1).to(dtype)  # (b, T, 1)
+        if self.per_position:  # causal global halting: prefix mean over real positions (cumsum / t)
+            return mf, mf.cumsum(1).clamp_min(1.0)
+        return mf, mf.sum(1, keepdim=True).clamp_min(1.0)
+
+    def pool(self, h: Tensor, *parts: Tensor) -> Tensor:
+        """The state the halting unit scores, = ``halting_input(h, mask, per_position, global_halt)``
+        bitwise, from ``pool_parts(mask)``: (b, T, d) or (b, 1, d) (eq. 14)."""
+        if not parts:
+            return h  # token-level (b, T, d)
+        mf, den = parts
+        if self.per_position:
+            return (h * mf).cumsum(1) / den
+        return (h * mf).sum(1, keepdim=True) / den
+
+    def iteration(
+        self, step: StepFn, l, h: Tensor, s: Tensor, c: HaltingCarry | None, x_prev: Tensor | None, parts: tuple,
+        rows: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor, HaltingCarry | None, Tensor | None]:
+        """One iteration of ``forward``'s loop, the block and the halting update: (H_{l-1}, S_{l-1},
+        the carry, pool(H_{l-1}) if carried over) -> (H_l, S_l, the carry after l, pool(H_l) if carried).
+        No host sync and, for a fixed batch, the same shapes at every l: a host compiles it once and
+        passes it as ``forward``'s ``iterate`` (GUTLB's and UT / GUT's ``compile``; ``l`` then a 0-dim tensor).
+        ``no-halt`` (no unit): H_l = step(H_{l-1}), c and x_prev pass through (None)."""
+        if self.unit is None:
+            h = step(h, h, rows)
+            return h, h, c, x_prev
+        h_new = step(h, s, rows)  # H_l   (b, T, d)
+        x = self.pool(h, *parts) if x_prev is None else x_prev  # pool(H_{l-1})
+        if self.transition:
+            x_new = self.pool(h_new, *parts)  # pool(H_l), eq. 17
+            x = torch.cat([x, x_new], -1)
+        a_hat = self.unit(x)  # alpha_hat_{l-1}  (b, P)
+        if self.reuse_pool:
+            x_prev = torch.where(~c.halted.unsqueeze(-1), x_new, x[..., : x_new.shape[-1]])  # pool(H_l) as frozen
+        h, s, c = self.advance(l, a_hat, h, h_new, c)
+        return h, s, c, x_prev
+
+    def advance(self, l: int | Tensor, a_hat: Tensor, h: Tensor, h_new: Tensor, c: HaltingCarry) -> tuple[Tensor, Tensor, HaltingCarry]:
         """Iteration l's halting update, shared by ``forward`` and ``step``: alpha_hat_{l-1} (b, P),
         H_{l-1} and H_l (b, T, d) -> (H_l with frozen units kept, S_l, the carry after l)."""
         live = ~c.halted
