@@ -426,3 +426,19 @@ def test_ratio_claims_rule():
     assert judge_ratio([3.0, 3.2], [4.0, 4.2], 0.6)[0] == FAILS
     assert judge_ratio([1.0, 3.0], [4.0, 4.2], 0.6)[0] == UNSURE  # the range straddles 0.6
     assert judge_ratio([1.0], [4.0], 0.6, depth=25.0, depth_below=20)[0] == UNSURE
+
+
+def test_the_flipflop_cpu_proxy_has_every_family_and_both_chunk_sizes(tmp_path, registry):
+    """halt-table3-cpu: every family of [HALT Table 3] x 3 seeds, TLB and GUTLB at the paper text's
+    chunk (10 at T 512 -> 3 at T 128) and the reference code's (100 -> 25), the small splits."""
+    from bench.report import reproduce as rep
+
+    table, preset = rep.select_table("halt-table3-cpu", registry)
+    assert preset == "small" and table.seeds == [0, 1, 2]
+    assert [c.split for c in table.columns] == ["T128_p1", "T128_p8", "T128_p98", "T256_p1", "T256_p8", "T256_p98"]
+    todo, incompatible = rep.plan(table, registry, preset, tmp_path)
+    assert len(todo) == 8 * 3 and not incompatible
+    chunks = {(c.model, o.split("=")[1]) for c in todo for o in c.overrides if o.startswith("model.chunk_size=")}
+    assert chunks == {("tlb", "3"), ("tlb", "25"), ("gutlb", "3"), ("gutlb", "25")}
+    assert {c.model for c in todo} == {"transformer", "ut", "gut", "tlb", "gutlb", "tlb-fr"}
+    assert any("TLB beats the Transformer (chunk 25)" in c.text for c in table.claims)
