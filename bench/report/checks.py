@@ -286,13 +286,13 @@ def judge_ratio(a: list[float], b: list[float], at_most: float, depth: float | N
         said = "not measured" if depth is None else f"{depth:.2f} >= {depth_below:g}"
         return UNSURE, f"premise absent: halting depth {said}"
     lo, hi, ratio = min(a) / max(b), max(a) / min(b), statistics.median(a) / statistics.median(b)
-    depth_text = "" if depth is None else f", halting depth {depth:.2f}"
-    text = f"ratio {ratio:.2f} (range {lo:.2f}-{hi:.2f}){depth_text}"
+    depth_text = "" if depth is None else f"; halting depth {depth:.2f}" + ("" if depth_below is None else f" < {depth_below:g}")
+    text = f"ratio {ratio:.2f} (range {lo:.2f}-{hi:.2f})"
     if hi <= at_most:
-        return HOLDS, f"{text} ≤ {at_most:g}"
+        return HOLDS, f"{text} ≤ {at_most:g}{depth_text}"
     if lo > at_most:
-        return FAILS, f"{text} > {at_most:g}"
-    return UNSURE, f"{text}: the range straddles {at_most:g}"
+        return FAILS, f"{text} > {at_most:g}{depth_text}"
+    return UNSURE, f"{text}: the range straddles {at_most:g}{depth_text}"
 
 
 def judge_paper_ratio(a, b, at_most: float) -> tuple[str, str]:
