@@ -476,7 +476,11 @@ def cmd_reproduce(args, registry) -> int:
     seeds = parse_seeds(args) if args.seeds is not None else None
     table, preset = reproduce.select_table(args.table, registry, args.preset, models, seeds, args.set)
     failed = []
-    if args.run:
+    if args.run and table.kind == "cost":  # measured, not trained (bench/report/cost_table.py)
+        path = reproduce.measure_cost(table, registry, preset, out, args.set,
+                                      progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+        print(f"measured: {path}", file=sys.stderr)
+    elif args.run:
         todo, incompatible = reproduce.plan(table, registry, preset, out, rerun=args.rerun)
         failed = _train_grid(args, registry, todo, incompatible, profile)
     command = reproduce.command_text(table, out, args.preset, args.models, args.seeds, args.set)

@@ -445,7 +445,8 @@ def _cell_guard(row: dict, fn):
 
 
 def _summary(times: list[float]) -> dict:
-    return {"step_s": statistics.median(times), "step_min_s": min(times), "step_max_s": max(times), "repeats": len(times)}
+    return {"step_s": statistics.median(times), "step_min_s": min(times), "step_max_s": max(times), "repeats": len(times),
+            "step_times_s": list(times)}
 
 
 def measure_steps(steps: dict[str, TrainingStep], setup: Setup, lengths: list[int], progress=None) -> list[dict]:
@@ -834,7 +835,7 @@ def write_outputs(out: Path, name: str, head: dict, headers: list[str], table: l
     lines = [f"- **{k}**: {', '.join(v) if isinstance(v, list) else v}" for k, v in head.items()]
     md = out / f"{name}.md"
     md.write_text("\n".join(lines) + "\n\n" + tabulate(table, headers=headers, tablefmt="github", disable_numparse=True) + "\n")
-    keys = list(dict.fromkeys(k for r in rows for k in r if not isinstance(r[k], dict)))
+    keys = list(dict.fromkeys(k for r in rows for k in r if not isinstance(r[k], (dict, list))))  # the JSON has them all
     buf = io.StringIO()
     for k, v in head.items():
         buf.write(f"# {k}: {', '.join(v) if isinstance(v, list) else v}\n")

@@ -111,3 +111,77 @@ def test_reproduce_run_takes_the_grid_options_of_compare_run(tmp_path, monkeypat
     assert cells_reproduce == cells_compare == 1
     assert by_reproduce == by_compare == {"jobs": 2, "launcher": "local", "runs_per_gpu": 3, "trainer_args": {"accelerator": "cpu"},
                                           "rerun": True, "profile": None}
+
+
+def test_a_grid_reports_cells_stopped_by_a_signal_as_interrupted_not_failed(tmp_path, monkeypatch, caplog):
+    """A SIGTERM to the grid's process group also ends the fork server, and multiprocessing then
+    reports each forked cell as exit status 255: still a stop, one resumable line per cell, no FAIL."""
+    import logging
+    import signal
+
+    import bench.grid.local as local
+    from bench.grid import Cell, Stopped
+
+    codes = iter([255, 143])  # 255: multiprocessing's status for a cell whose fork server died
+
+    class FakeCell:  # a running cell that the grid's SIGTERM stops
+        def __init__(self, cell, *args):
+            self.pid, self.signum = id(self), 0
+            if cell.seed == 0:
+                os.kill(os.getpid(), signal.SIGTERM)  # the grid's handler forwards it to the running cells
+
+        def poll(self):
+            return next(codes) if self.signum else None
+
+        def signal(self, signum):
+            self.signum = signum
+
+    monkeypatch.setattr(local, "device_slots", lambda jobs, per_gpu: ([{"BENCH_THREADS": "1"}] * jobs, False))
+    monkeypatch.setattr(local, "CellProcess", FakeCell)
+    cells = [Cell("lstm", "parity", "smoke", s) for s in (1, 0, 2)]
+    with caplog.at_level(logging.INFO, logger="bench.grid"), pytest.raises(Stopped) as stopped:
+        local.run_local(cells, tmp_path, None, jobs=2, runs_per_gpu=1, trainer_args={}, rerun=False)
+    assert stopped.value.signum == signal.SIGTERM
+    lines = [r.getMessage() for r in caplog.records if r.name == "bench.grid"]
+    assert not any("FAIL" in ln for ln in lines), lines
+    assert sorted(ln.split(" stopped ")[1].split(" (")[0] for ln in lines) == ["lstm on parity", "lstm on parity"]
+    assert all("interrupted; the same command resumes it" in ln for ln in lines) and len(lines) == 2
+
+
+def test_exit_statuses_of_a_stop():
+    import signal
+
+    from bench.grid.local import stopped_status
+
+    assert [stopped_status(c) for c in (130, 143, -signal.SIGINT, -signal.SIGTERM)] == [True] * 4
+    assert [stopped_status(c) for c in (0, 1, 2, 255, -signal.SIGKILL, None)] == [False] * 6
+
+
+@pytest.mark.slow
+def test_a_grid_whose_process_group_gets_sigterm_stops_its_forked_cells_resumably(tmp_path):
+    """`kill -- -PGID` (timeout, a batch system): the fork server dies with the grid's group, the
+    cells checkpoint; the grid says each stopped, exits 143, and no cell is reported as failed."""
+    import signal
+    import time
+
+    out = tmp_path / "out"
+    argv = ["compare", "--models", "transformer,lstm", "--tasks", "parity", "--preset", "smoke", "--seeds", "0",
+            "--set", "train.max_epochs=500", "--run", "--jobs", "2", "--out", str(out)]
+    grid = subprocess.Popen([sys.executable, "-m", "bench", *argv], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.time() + 120
+    while time.time() < deadline and sum("training into" in p.read_text() for p in out.glob("logs/*/*.log")) < 2:
+        time.sleep(0.5)
+    assert grid.poll() is None, grid.communicate()
+    ckpts = lambda: list(out.rglob("last.ckpt"))  # noqa: E731
+    while time.time() < deadline and len(ckpts()) < 2:  # both past their first validation
+        time.sleep(0.5)
+    os.killpg(grid.pid, signal.SIGTERM)
+    _, err = grid.communicate(timeout=120)
+    assert grid.returncode == 143, err
+    assert "FAIL" not in err and "exit status" not in err, err
+    stopped = [ln for ln in err.splitlines() if "interrupted; the same command resumes it" in ln]
+    assert len(stopped) == 2, err
+    for log in out.glob("logs/*/*.log"):
+        assert "stopped by SIGTERM" in log.read_text().splitlines()[-1], log.read_text()[-500:]
+    assert not list(out.rglob("seed0*.json")), "a stopped cell writes no record"

@@ -363,3 +363,82 @@ def test_malformed_claims_are_one_line_errors(tmp_path, claim, message):
     (tmp_path / "t.yaml").write_text(CLAIMS_TABLE.split("claims:")[0] + f"claims:\n  - {claim}\n")
     with pytest.raises(UserError, match=message.replace("{", r"\{").replace("}", r"\}").replace("[", r"\[")):
         load_table("t", folder=tmp_path)
+
+
+def test_a_cost_table_is_measured_and_its_ratios_come_from_the_measurements(tmp_path, registry, capsys):
+    """halt-table5-cpu (kind: cost): --run times every cell (tiny shapes here) and writes the
+    measurements; the table's ratio to no-halt is each cell's median step time over the no-halt
+    cell's in the same column, and the claims are judged on those times."""
+    import dataclasses
+    import json
+
+    from bench.report import reproduce as rep
+
+    table, preset = rep.select_table("halt-table5-cpu", registry, overrides=["model.d_model=16", "model.d_ff=32"])
+    assert table.kind == "cost" and preset == "small" and table.cost["reference"] == "GUT No Halt Upperbound"
+    table.cost.update(length=6, batch=2, repeats=2, warmup=0)
+    table.columns = table.columns[:1] + table.columns[-1:]  # bounds 10 and 40
+    table.rows = [dataclasses.replace(r, paper=(r.paper[0], r.paper[-1])) for r in table.rows]
+    empty = rep.reproduce(table, registry, preset, tmp_path, "bench reproduce halt-table5-cpu")
+    assert "not measured yet" in empty["note"] and all(line[2] == MISSING for line in empty["rows"])
+    path = rep.measure_cost(table, registry, preset, tmp_path, ["model.d_model=16", "model.d_ff=32"])
+    measured = json.loads(path.read_text())
+    assert len(measured["rows"]) == 6 and all(len(r["step_times_s"]) == 2 for r in measured["rows"])
+    assert "thread" in measured["header"]["device"]
+
+    def ratio_of(result, row, column):
+        line = next(r for r in result["rows"] if r[:2] == [row, column])
+        return line[result["headers"].index("ours × ref")], line[result["headers"].index("paper × ref")]
+
+    result = rep.reproduce(table, registry, preset, tmp_path, "bench reproduce halt-table5-cpu", ["model.d_model=16", "model.d_ff=32"])
+    step = {(r["row"], r["column"]): r["step_s"] for r in measured["rows"]}
+    ours, paper = ratio_of(result, "GUT", "upper bound 40")
+    assert ours == f"{step['GUT', 'upper bound 40'] / step['GUT No Halt Upperbound', 'upper bound 40']:.2f}"
+    assert paper == f"{5.04 / 9.067:.2f}" and ratio_of(result, "GUT No Halt Upperbound", "upper bound 10") == ("1.00", "1.00")
+    assert path in result["paths"] and Path(str(path).replace("--measured.json", ".md")).is_file()
+    # the claims follow the measurements: GUT made 10x faster than no-halt at bound 40, with an early halt
+    for r in measured["rows"]:
+        if r["row"] == "GUT" and r["column"] == "upper bound 40":
+            r["step_times_s"] = [t / 10 for t in step_times(measured, "GUT No Halt Upperbound")]
+            r["step_s"], r["halt_depth"] = sum(r["step_times_s"]) / 2, 3.0
+    path.write_text(json.dumps(measured))
+    result = rep.reproduce(table, registry, preset, tmp_path, "bench reproduce halt-table5-cpu", ["model.d_model=16", "model.d_ff=32"])
+    assert ratio_of(result, "GUT", "upper bound 40")[0] == "0.10"
+    claim = next(r for r in result["claims"]["rows"] if "0.6x" in r[0])
+    assert claim[2] == "holds" and claim[4] == "holds" and "halting depth 3.00" in claim[3]
+    for r in measured["rows"]:  # no early halt: the claim's premise is absent
+        if r["row"] == "GUT" and r["column"] == "upper bound 40":
+            r["halt_depth"] = 39.0
+    path.write_text(json.dumps(measured))
+    result = rep.reproduce(table, registry, preset, tmp_path, "bench reproduce halt-table5-cpu", ["model.d_model=16", "model.d_ff=32"])
+    claim = next(r for r in result["claims"]["rows"] if "0.6x" in r[0])
+    assert claim[2] == "inconclusive" and "premise absent" in claim[3]
+
+
+def step_times(measured, row, column="upper bound 40"):
+    return next(r["step_times_s"] for r in measured["rows"] if r["row"] == row and r["column"] == column)
+
+
+def test_ratio_claims_rule():
+    from bench.report.checks import FAILS, HOLDS, UNSURE, judge_ratio
+
+    assert judge_ratio([1.0, 1.1], [4.0, 4.2], 0.6)[0] == HOLDS
+    assert judge_ratio([3.0, 3.2], [4.0, 4.2], 0.6)[0] == FAILS
+    assert judge_ratio([1.0, 3.0], [4.0, 4.2], 0.6)[0] == UNSURE  # the range straddles 0.6
+    assert judge_ratio([1.0], [4.0], 0.6, depth=25.0, depth_below=20)[0] == UNSURE
+
+
+def test_the_flipflop_cpu_proxy_has_every_family_and_both_chunk_sizes(tmp_path, registry):
+    """halt-table3-cpu: every family of [HALT Table 3] x 3 seeds, TLB and GUTLB at the paper text's
+    chunk (10 at T 512 -> 3 at T 128) and the reference code's (100 -> 25), the small splits."""
+    from bench.report import reproduce as rep
+
+    table, preset = rep.select_table("halt-table3-cpu", registry)
+    assert preset == "small" and table.seeds == [0, 1, 2]
+    assert [c.split for c in table.columns] == ["T128_p1", "T128_p8", "T128_p98", "T256_p1", "T256_p8", "T256_p98"]
+    todo, incompatible = rep.plan(table, registry, preset, tmp_path)
+    assert len(todo) == 8 * 3 and not incompatible
+    chunks = {(c.model, o.split("=")[1]) for c in todo for o in c.overrides if o.startswith("model.chunk_size=")}
+    assert chunks == {("tlb", "3"), ("tlb", "25"), ("gutlb", "3"), ("gutlb", "25")}
+    assert {c.model for c in todo} == {"transformer", "ut", "gut", "tlb", "gutlb", "tlb-fr"}
+    assert any("TLB beats the Transformer (chunk 25)" in c.text for c in table.claims)

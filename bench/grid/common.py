@@ -39,3 +39,8 @@ class Progress:
         if detail and not ok:
             line += f"\n       {detail}"
         (log.info if ok else log.warning)(line)
+
+    def interrupted(self, cell: Cell, seconds: float) -> None:
+        """One line for a cell stopped by SIGINT / SIGTERM: not finished, not failed (it checkpointed;
+        the same command resumes it)."""
+        log.info(f"[-/{self.total}] stopped {cell.name} ({seconds:.0f}s): interrupted; the same command resumes it")

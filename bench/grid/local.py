@@ -8,7 +8,13 @@ On a GPU machine a cell is a fresh ``python -m bench run`` process (CUDA does no
 ``bench run`` calls ``run_cell``) that sees one GPU through CUDA_VISIBLE_DEVICES; ``runs_per_gpu``
 cells may share one. Each cell's output (its notes and progress, as ``bench run`` writes them)
 goes to a log file; the grid logs one line per finished cell. Ctrl-C / SIGTERM reach the running cells,
-which checkpoint and stop; the same command later resumes them.
+which checkpoint and stop; the grid logs one line per stopped cell, and the same command later resumes them.
+
+A forked cell sends its exit status to the grid through a pipe of its own, not only through the
+fork server: a SIGTERM to the grid's process group (``kill -- -PGID``, ``timeout``, a batch
+system) also ends the fork server, after which multiprocessing reports every cell it forked as
+exit status 255 at once, while the cells (in sessions of their own) are still checkpointing.
+The pipe stays open until the cell itself ends, so the grid waits for it and reads what it said.
 """
 from __future__ import annotations
 
@@ -40,10 +46,23 @@ def device_slots(jobs: int, runs_per_gpu: int) -> tuple[list[dict], bool]:
     return [{"BENCH_THREADS": str(threads)} for _ in range(jobs)], False
 
 
+# What a forked cell that ended without saying its status (killed) exits with, when the fork
+# server that would have relayed its real status has died too: multiprocessing's own stand-in.
+UNKNOWN_STATUS = 255
+
+
+def stopped_status(code: int | None) -> bool:
+    """Whether a cell's exit status says it was stopped by SIGINT / SIGTERM (it checkpointed, or
+    was ended before it started training): 130 / 143 as ``bench run`` exits, -2 / -15 as
+    multiprocessing reports a process a signal ended."""
+    return code in (128 + signal.SIGINT, 128 + signal.SIGTERM, -signal.SIGINT, -signal.SIGTERM)
+
+
 def _forked_cell(cell: Cell, out: str, registry_path: str | None, trainer_args: dict, rerun: bool, threads: int | None,
-                 env: dict, log: str) -> None:
+                 env: dict, log: str, status=None) -> None:
     """The body of a forked cell: its own session, output to its log, then ``run_cell``; it exits
-    with ``bench run``'s status (0 trained, 1 failed, 2 bad input, 130 / 143 stopped by a signal)."""
+    with ``bench run``'s status (0 trained, 1 failed, 2 bad input, 130 / 143 stopped by a signal),
+    which it first sends on ``status`` (the write end of the grid's pipe, see the module's note)."""
     os.setsid()
     os.environ.update(env)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
@@ -62,6 +81,11 @@ def _forked_cell(cell: Cell, out: str, registry_path: str | None, trainer_args: 
     sys.argv = ["bench", *cell.argv(Path(out), registry_path, trainer_args, rerun), *cell.threads_argv(threads)]
     code = cell_status(cell, out, registry_path, trainer_args, rerun, threads, notes)
     sys.stdout.flush()
+    if status is not None:
+        try:
+            status.send(code)
+        except OSError:  # the grid is gone: nobody to tell
+            pass
     sys.exit(code)
 
 
@@ -120,15 +144,30 @@ class CellProcess:
                                              env={**os.environ, **env}, start_new_session=True)
             self.pid = self.proc.pid
         else:
-            self.proc = _fork_server().Process(target=_forked_cell,
-                                               args=(cell, str(out), registry_path, trainer_args, rerun, threads, env, str(log)))
+            context = _fork_server()
+            self.status, status_w = context.Pipe(duplex=False)
+            self.proc = context.Process(target=_forked_cell,
+                                        args=(cell, str(out), registry_path, trainer_args, rerun, threads, env, str(log), status_w))
             self.proc.start()
+            status_w.close()  # the cell holds the only write end now: EOF on it means the cell has ended
             self.pid = self.proc.pid
+        self.code = None
 
     def poll(self) -> int | None:
+        """The cell's exit status, or None while it runs. A forked cell's comes from its status
+        pipe (what it sent, or, if it ended without sending, what the fork server relays:
+        ``UNKNOWN_STATUS`` when the fork server is gone too)."""
         if isinstance(self.proc, subprocess.Popen):
             return self.proc.poll()
-        return None if self.proc.is_alive() else self.proc.exitcode
+        if self.code is None and self.status.poll():  # data, or EOF: the cell has ended (or is ending)
+            try:
+                self.code = self.status.recv()
+            except (EOFError, OSError):
+                self.proc.join(5)
+                self.code = UNKNOWN_STATUS if self.proc.exitcode is None else self.proc.exitcode
+            self.status.close()
+            self.proc.join(5)  # it exits right after sending; don't leave a zombie behind
+        return self.code
 
     def signal(self, signum: int) -> None:
         try:
@@ -168,8 +207,9 @@ def run_local(cells: list[Cell], out: Path, registry_path: str, *, jobs: int, ru
                     continue
                 del running[pid]
                 free.append(slot)
-                if stop["signum"] and code in (130, 143, -signal.SIGINT, -signal.SIGTERM):
-                    continue  # stopped on request: it resumes next time
+                if stop["signum"] and (stopped_status(code) or code == UNKNOWN_STATUS):
+                    progress.interrupted(cell, time.perf_counter() - t0)  # stopped on request: it resumes next time
+                    continue
                 detail = "" if code == 0 else f"exit status {code}; last line: {_last_line(log)} (log: {log})"
                 progress.finished(cell, code == 0, time.perf_counter() - t0, detail)
     finally:

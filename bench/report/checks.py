@@ -36,9 +36,20 @@ std over seeds):
 A claim over several pairs ("each GUT ablation loses to GUT") holds when every pair holds, does
 not hold when any pair does not, and is inconclusive otherwise. The same rule on the paper's
 printed mean ± std says whether the paper's own numbers support the claim as encoded.
+
+A ratio claim (``ratio_at_most: r``, e.g. "GUT with halting at bound 40 costs <= 0.6x no-halt"),
+judged by ``RATIO_RULE`` on the per-seed (or, in a cost table, per-repeat) values a of the better
+cell and b of the other: the ratio is median(a) / median(b), its range [min(a) / max(b),
+max(a) / min(b)] (the worst pairings the spread allows):
+
+    holds          max(a) / min(b) <= r
+    does not hold  min(a) / max(b) >  r
+    inconclusive   otherwise, or (``halt_depth_below: d``) when the better cell's mean halting
+                   depth is >= d: the claim's premise ("when the model halts early") is absent
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
@@ -261,6 +272,36 @@ def judge_paper(a, b, lower_is_better: bool = False, digits: int = 1) -> tuple[s
     return compare(a[0], b[0], max(a[1], b[1]), lower_is_better, digits)
 
 
+RATIO_RULE = ("A costs <= r x B holds when max(A) / min(B) <= r (even the worst pairing of the values: timed repeats in a cost "
+              "table, seeds otherwise), does not hold when min(A) / max(B) > r, inconclusive otherwise or when the claim's "
+              "premise (halting depth below a bound) is absent; ratio shown = median(A) / median(B); paper = its means' ratio")
+
+
+def judge_ratio(a: list[float], b: list[float], at_most: float, depth: float | None = None,
+                depth_below: float | None = None) -> tuple[str, str]:
+    """(verdict, why) for "A / B <= at_most" on the values of the two cells (RATIO_RULE)."""
+    if not a or not b:
+        return UNSURE, f"n = {len(a)} vs {len(b)} (a cell has no value)"
+    if depth_below is not None and (depth is None or depth >= depth_below):
+        said = "not measured" if depth is None else f"{depth:.2f} >= {depth_below:g}"
+        return UNSURE, f"premise absent: halting depth {said}"
+    lo, hi, ratio = min(a) / max(b), max(a) / min(b), statistics.median(a) / statistics.median(b)
+    depth_text = "" if depth is None else f"; halting depth {depth:.2f}" + ("" if depth_below is None else f" < {depth_below:g}")
+    text = f"ratio {ratio:.2f} (range {lo:.2f}-{hi:.2f})"
+    if hi <= at_most:
+        return HOLDS, f"{text} ≤ {at_most:g}{depth_text}"
+    if lo > at_most:
+        return FAILS, f"{text} > {at_most:g}{depth_text}"
+    return UNSURE, f"{text}: the range straddles {at_most:g}{depth_text}"
+
+
+def judge_paper_ratio(a, b, at_most: float) -> tuple[str, str]:
+    if a is None or b is None or not b[0]:
+        return "n/r", "not reported"
+    ratio = a[0] / b[0]
+    return (HOLDS if ratio <= at_most else FAILS), f"ratio {ratio:.2f} {'≤' if ratio <= at_most else '>'} {at_most:g} (means)"
+
+
 def _aggregate(results: list[tuple[str, str]]) -> tuple[str, str]:
     """One verdict over a claim's pairs, with the first pair that decides it."""
     if len(results) == 1:
@@ -281,10 +322,12 @@ def _cell_text(row: str, values: list[float], digits: int) -> str:
     return f"{row} {m:.{digits}f}" + ("" if s is None else f" ± {s:.{digits}f}") + f" ({len(values)})"
 
 
-def run_claims(table, values: dict) -> dict:
+def run_claims(table, values: dict, depths: dict | None = None, over: str = "seeds") -> dict:
     """Each claim of a results table judged on ``values`` ({(row label, column label): (per-seed
     values in display units, stale)}) and on the paper's numbers. Comparisons naming a row the
-    table no longer has (``--models``) are left out; a claim left with none is not shown."""
+    table no longer has (``--models``) are left out; a claim left with none is not shown.
+    ``depths``: {(row, column): mean halting depth} for ratio claims' premises (cost tables);
+    ``over``: what the values are samples of (seeds, or a cost table's timed repeats)."""
     digits = 2 if table.unit == "min" else 1
     paper = {(r.label, c.label): p for r in table.rows for c, p in zip(table.columns, r.paper)}
     rows = []
@@ -298,12 +341,21 @@ def run_claims(table, values: dict) -> dict:
             where = ca if ca == cb else f"{ca} vs {cb}"
             va, stale_a = values[p.better]
             vb, stale_b = values[p.than]
-            verdict, why = judge(va, vb, claim.lower_is_better, digits)
+            if claim.ratio_at_most is not None:
+                verdict, why = judge_ratio(va, vb, claim.ratio_at_most, (depths or {}).get(p.better), claim.halt_depth_below)
+            else:
+                verdict, why = judge(va, vb, claim.lower_is_better, digits)
             mark = f" {STALE}" if stale_a or stale_b else ""
             ours.append((verdict, f"{_cell_text(ra, va, digits)} vs {_cell_text(rb, vb, digits)} on {where}{mark}: {why}"))
-            pv, pwhy = judge_paper(paper.get(p.better), paper.get(p.than), claim.lower_is_better, digits)
+            if claim.ratio_at_most is not None:
+                pv, pwhy = judge_paper_ratio(paper.get(p.better), paper.get(p.than), claim.ratio_at_most)
+            else:
+                pv, pwhy = judge_paper(paper.get(p.better), paper.get(p.than), claim.lower_is_better, digits)
             theirs.append((pv, f"{ra} vs {rb} on {where}: {pwhy}"))
         (verdict, why), (pverdict, _) = _aggregate(ours), _aggregate(theirs)
         rows.append([claim.text, claim.source, verdict, why, pverdict])
     headers = ["claim", "source", "ours", "why", "paper"]
-    return {"headers": headers, "rows": rows, "csv": [dict(zip(headers, r)) for r in rows], "rule": RULE}
+    rule = RULE if over == "seeds" else RULE.replace("sample std over seeds, >= 2 seeds each", f"sample std over {over}, >= 2 each")
+    if any(c.ratio_at_most is not None for c in table.claims):
+        rule += "; ratio claims: " + RATIO_RULE
+    return {"headers": headers, "rows": rows, "csv": [dict(zip(headers, r)) for r in rows], "rule": rule}

@@ -12,7 +12,8 @@ more data at the small preset; the outputs' names carry the overrides' tag).
 Records are read from ``OUT/runs/<task>/<preset>/<model>/seed<N>[-<tag>].json``, the tag being
 the hash of the cell's learning-relevant overrides (table + row + column ``set``). A cell whose
 records were made with settings the registry no longer resolves to (a preset edited since) is
-marked † and the note names the differences. A table with ``kind: checks`` (e.g.
+marked † and the note names the differences. A table with ``kind: cost`` (HALT Table 5 on the
+CPU) is measured instead of trained: ``--run`` times its cells (bench/report/cost_table.py). A table with ``kind: checks`` (e.g.
 nope-properties) lists checks instead of cells: bench/report/checks.py. A results table's
 ``claims`` (the paper's findings over its cells) are judged beside the numbers, printed and
 written to the Markdown and to ``...--claims.csv`` (bench/report/checks.py:run_claims). The YAML
@@ -35,6 +36,7 @@ from ..registry import PRESETS, suggest
 from ..stats import mean_std
 from ..errors import UserError
 from .cells import MISSING, NOT_REPORTED, STALE, cell_records, current_config, record_value, stale
+from . import cost_table
 from .checks import checks_summary, record_cells, run_checks, run_claims
 from .leaderboard import cell_percent
 from .tables import TABLES_DIR, Table, check_names, load_table, table_names
@@ -244,6 +246,8 @@ def plan(table: Table, registry, preset: str, out: Path, rerun: bool = False) ->
             for col in table.columns:
                 groups.setdefault((row.model, tuple(table.cell_set(row, col))), []).append(col.task)
     todo, incompatible = [], []
+    if table.kind == "cost":  # measured, not trained: measure_cost
+        return todo, incompatible
     for (model, overrides), tasks in groups.items():
         grid = plan_grid(registry, [model], list(dict.fromkeys(tasks)), table.seeds, preset, list(overrides), Path(out), rerun=rerun)
         todo += grid.todo
@@ -261,6 +265,8 @@ def list_tables(out: Path, folder: Path = TABLES_DIR, registry=None) -> list[lis
         table = load_table(name, folder=folder)
         if table.kind == "checks":
             have = checks_summary(table, out, table.preset)
+        elif table.kind == "cost":
+            have = "measured" if cost_table.build(table, table.preset, output_stem(out, table, table.preset))["measured"] else "not measured"
         else:
             cells = build(table, out, table.preset, registry)["cells"]
             current = sum(1 for c in cells if c["n"] and not c["stale"])
@@ -307,7 +313,13 @@ def reproduce(table: Table, registry, preset: str, out: Path, command: str, over
     out = Path(out)
     stem = output_stem(out, table, preset, overrides or [])
     claims = None
-    if table.kind == "checks":
+    if table.kind == "cost":
+        result = cost_table.build(table, preset, stem)
+        claims = run_claims(table, result["values"], result["depths"], over="timed repeats") if table.claims else None
+        claims = claims if claims and claims["rows"] else None
+        paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["cells"], claims)
+        paths += [cost_table.measured_path(stem)] if result["measured"] else []
+    elif table.kind == "checks":
         result = run_checks(table, out, preset, registry)
         paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["csv"])
     else:
@@ -320,6 +332,11 @@ def reproduce(table: Table, registry, preset: str, out: Path, command: str, over
         paths += [png] if png else []
     return {"title": table.title, "headers": result["headers"], "rows": result["rows"], "note": result["note"], "claims": claims,
             "paths": paths}
+
+
+def measure_cost(table: Table, registry, preset: str, out: Path, overrides: list[str] | None = None, progress=None) -> Path:
+    """``--run`` for a cost table: time every cell now (bench/report/cost_table.py)."""
+    return cost_table.measure(table, registry, preset, output_stem(Path(out), table, preset, overrides or []), progress)
 
 
 def command_text(table: Table, out: Path, preset: str | None, models: str | None, seeds: str | None, overrides: list[str] | None) -> str:

@@ -37,6 +37,22 @@ Schema of a results table (lm-evaluation-harness style: short entries, a shared 
         better: gut                  # a side: a model, a list (each of them), or {model(s), split(s)}
         than: [gut-no-global-halt, gut-no-gate, gut-no-transition]
         lower_is_better: false       # optional; true by default for minutes_per_epoch
+      - text: "halting at bound 40 costs <= 0.6x no-halt when the model halts early"
+        better: GUT                  # a ratio claim: better / than <= ratio_at_most (checks.py: RATIO_RULE)
+        than: GUT No Halt Upperbound
+        split: "upper bound 40"
+        ratio_at_most: 0.6
+        halt_depth_below: 20         # optional (cost tables): the better row's mean halting depth must
+                                     # be below this, else the claim's premise is absent: inconclusive
+
+A cost table (``kind: cost``; e.g. halt-table5-cpu) is measured, not trained: each cell is one
+training step of the row's model with the cell's overrides, timed by bench/cost.py (the
+machinery of ``bench cost``) at the shapes of its ``cost`` entry; ``bench reproduce NAME --run``
+measures and writes the measurements beside the table (bench/report/cost_table.py)::
+
+    kind: cost
+    metric: minutes_per_epoch        # as the paper prints; paper_units: minutes
+    cost: {length: 100, batch: 32, repeats: 5, warmup: 1, threads: 1, reference: "GUT No Halt Upperbound"}
 
 A side's ``model`` is a row label, or the model of exactly one row; its ``split`` a column
 label, or the split of exactly one column (a split named for another preset, in a table whose
@@ -71,7 +87,7 @@ class TableFile(Schema):
     preset: str
     seeds: list[int]
     base: Optional[str] = None
-    kind: Literal["results", "checks"] = "results"
+    kind: Literal["results", "checks", "cost"] = "results"
     metric: str = "acc"
     stat: Literal["mean", "median"] = "mean"
     paper_units: Literal["percent", "fraction", "minutes"] = "percent"
@@ -83,6 +99,20 @@ class TableFile(Schema):
     rows: Optional[list] = None
     checks: Optional[list] = None
     claims: Optional[list] = None
+    cost: Optional[dict] = None
+
+
+@dataclass
+class CostEntry(Schema):
+    """A cost table's measurement: every cell a training step at batch x length (bench/cost.py);
+    ``reference`` is the row every cell's time is divided by, in the same column."""
+    length: int
+    reference: str
+    batch: Optional[int] = None  # None: the preset's train.batch_size
+    repeats: int = 3
+    warmup: int = 1
+    threads: int = 1
+    device: Literal["cpu", "cuda"] = "cpu"
 
 
 @dataclass
@@ -110,6 +140,8 @@ class ClaimEntry(Schema):
     split: Optional[str] = None
     splits: Optional[list[str]] = None
     lower_is_better: Optional[bool] = None
+    ratio_at_most: Optional[float] = None
+    halt_depth_below: Optional[float] = None
 
 
 @dataclass
@@ -151,6 +183,8 @@ class Claim:
     source: str
     comparisons: tuple[Comparison, ...]
     lower_is_better: bool = False
+    ratio_at_most: float | None = None  # a ratio claim: better / than <= this (checks.py: judge_ratio)
+    halt_depth_below: float | None = None  # its premise: the better cell's mean halting depth below this
 
 
 @dataclass
@@ -169,6 +203,7 @@ class Table:
     rows: list[Row] = field(default_factory=list)
     checks: list[dict] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
+    cost: dict | None = None  # kind cost: the CostEntry's fields
 
     @property
     def unit(self) -> str:
@@ -218,6 +253,16 @@ def load_table(name: str, preset: str | None = None, folder: Path = TABLES_DIR) 
     if not raw.get("rows"):
         raise UserError(f"{where}: 'rows' must list at least one row")
     table.rows = [_row(r, table.columns, PAPER_UNITS[units], where) for r in raw["rows"]]
+    if table.kind == "cost":
+        if table.metric != "minutes_per_epoch" or not raw.get("cost"):
+            raise UserError(f"{where}: a cost table has metric minutes_per_epoch and a 'cost' entry (length, reference, ...)")
+        table.cost = dataclasses.asdict(CostEntry.from_mapping(raw["cost"], f"{where}, cost",
+                                                               "cost is {length, reference, batch, repeats, warmup, threads, device}"))
+        table.cost["reference"] = _row_label(table.cost["reference"], table, f"{where}, cost.reference")
+        if min(table.cost["length"], table.cost["repeats"], table.cost["threads"], table.cost["batch"] or 1) < 1 or table.cost["warmup"] < 0:
+            raise UserError(f"{where}: cost.length, batch, repeats and threads are >= 1, warmup >= 0")
+    elif raw.get("cost"):
+        raise UserError(f"{where}: 'cost' belongs to a table of kind cost")
     claims = raw.get("claims") or []
     table.claims = [_claim(c, i + 1, table, raw.get("splits"), preset or table.preset, where) for i, c in enumerate(claims)]
     return table
@@ -346,4 +391,7 @@ def _claim(c, i: int, table: Table, raw_splits, preset: str, where: str) -> Clai
     if not pairs:
         raise UserError(f"{what}: compares nothing (better and than name the same cells)")
     lower = c["lower_is_better"] if c["lower_is_better"] is not None else table.metric == "minutes_per_epoch"
-    return Claim(str(c["text"]), str(c["source"]), pairs, lower)
+    ratio, depth = c["ratio_at_most"], c["halt_depth_below"]
+    if (ratio is not None and ratio <= 0) or (depth is not None and ratio is None):
+        raise UserError(f"{what}: ratio_at_most is a number > 0, and halt_depth_below goes with it")
+    return Claim(str(c["text"]), str(c["source"]), pairs, lower, ratio, depth)
