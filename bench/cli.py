@@ -409,6 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("reproduce", help="a paper's table (tables/*.yaml): our records beside the paper's numbers", parents=[grid])
     rp.add_argument("table", nargs="?", help="table name, e.g. rsa-table2 (see --list)")
     rp.add_argument("--list", dest="list_tables", action="store_true", help="list the tables and how many cells have records")
+    rp.add_argument("--full", action="store_true", help="with --list: whole descriptions (default: cut to the terminal's width, 100 columns when piped)")
     rp.add_argument("--preset", help="use this preset instead of the table's (a proxy: the note says so)")
     rp.add_argument("--models", help="only the rows of these models")
     rp.add_argument("--seeds", help="these seeds instead of the table's, e.g. 0 or 0,1,2")
@@ -465,8 +466,8 @@ def cmd_reproduce(args, registry) -> int:
 
     out = Path(args.out)
     if args.list_tables:
-        print(tabulate(reproduce.list_tables(out, registry=registry), headers=["table", "preset", "with records", "description"],
-                       tablefmt="simple"))
+        headers = ["table", "preset", "with records", "description"]
+        print(tabulate(_fit(reproduce.list_tables(out, registry=registry), headers, args.full), headers=headers, tablefmt="simple"))
         return 0
     if not args.table:
         raise UserError("name a table (e.g. bench reproduce rsa-table2) or pass --list")

@@ -232,7 +232,7 @@ def checks_summary(table, out: Path, preset: str) -> str:
     record = [s for s in specs if "records" in s]
     have = sum(_record_check(s, table, out, preset)[1] != "missing records" for s in record)
     missing = len(specs) - computed - len(record)
-    return f"{computed} computed, {have}/{len(record)} from records, {missing} not implemented"
+    return f"{computed} computed, {have}/{len(record)} recorded, {missing} n/i"  # n/i: not implemented
 
 
 # ---- claims over a results table's cells ----------------------------------------------------
