@@ -54,6 +54,7 @@ pay a memory update per token.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 
 import torch
@@ -145,8 +146,28 @@ class TLB(Backbone):
         """``train.compile`` / ``bench cost --compile`` (``backbone.compile()``, in place): compiles the
         chunk step ``chunk_states``, compiled once and reused by every chunk of every batch (``forward``
         then pads the last chunk to g and masks it: one static shape), instead of the whole forward,
-        whose graph unrolls the chunk loop (one graph per padded length, minutes to compile each)."""
-        self._chunk_step = torch.compile(self.chunk_states, *args, **kwargs)
+        whose graph unrolls the chunk loop (one graph per padded length, minutes to compile each).
+        The step compiled is ``flat_chunk_states``: its parameters come as one flat tensor."""
+        self._chunk_step = torch.compile(self.flat_chunk_states, *args, **kwargs)
+        self._step_reads_flat = True  # forward passes it the flat parameters (GUTLB's own compile: not)
+
+    def step_parameters(self) -> list[tuple[str, nn.Parameter]]:
+        """The parameters the compiled chunk step reads: the layers' and the memory updates', less
+        layer 1's self-attention sublayer (compiled, every chunk is g long, so ``first_attention`` runs
+        it outside the step for every chunk)."""
+        first = {id(p) for m in (self.layers[0].attn, self.layers[0].ln_attn) for p in m.parameters()} if self.layers else set()
+        return [(n, p) for n, p in self.named_parameters() if n.startswith(("layers.", "updates.")) and id(p) not in first]
+
+    def flat_chunk_states(self, flat: Tensor, *args) -> tuple[Tensor, Tensor, tuple]:
+        """``chunk_states`` reading its parameters as views of ONE flat tensor (``step_parameters``
+        concatenated, once per forward): each chunk's backward then returns one gradient, for ``flat``,
+        so autograd sums the chunks' parameter gradients in one add per chunk instead of one per
+        parameter, and splits the sum to the parameters once per step."""
+        names, shapes = self._flat_layout
+        views = flat.split([math.prod(s) for s in shapes])
+        params = {n: v.view(s) for n, v, s in zip(names, views, shapes)}
+        with torch.nn.utils.stateless._reparametrize_module(self, params):
+            return self.chunk_states(*args)
 
     def first_attention(self, chunks: Tensor, tables: RotaryTables, masks: Tensor, n: int) -> Tensor | None:
         """Layer 1's self-attention sublayer reads no memory (Alg. 2: A_1 = C_0 + Attention1_1(C_0)):
@@ -196,6 +217,10 @@ class TLB(Backbone):
             widths = [g] * n
             memory = memory.contiguous()  # M^0 laid out as every later memory (no second graph for chunk 0)
             stacked = contextlib.nullcontext()
+            if getattr(self, "_step_reads_flat", False):  # the step's parameters as one tensor (one gradient per chunk)
+                named = self.step_parameters()
+                self._flat_layout = [n for n, _ in named], [tuple(p.shape) for _, p in named]
+                step = functools.partial(step, torch.cat([p.reshape(-1) for _, p in named]))  # flat_chunk_states
         n_full = sum(w == g for w in widths)
         outs, extras = [], []
         with stacked:
