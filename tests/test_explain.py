@@ -49,7 +49,8 @@ def test_explain_the_paper_rsa_transformer_on_parity(capsys):
     assert rows["train", "select"] == ("last", "preset _formal.paper.train")
     assert rows["train", "grad_clip"] == ("1.0", "TRAIN_DEFAULTS")
     accepted = constructor_params(import_model_class("bench.models.transformer:Transformer", "test"))
-    assert {k.split(".")[0] for (s, k) in rows if s == "model"} == {*accepted, "causal"}
+    assert rows["model", "init"] == ("default", "constructor default")  # every backbone's setting (BACKBONE_SETTINGS)
+    assert {k.split(".")[0] for (s, k) in rows if s == "model"} == {*accepted, "init", "causal"}
 
 
 def test_explain_data_and_train_overrides_and_inherited_task_presets(capsys):
