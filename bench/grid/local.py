@@ -184,10 +184,12 @@ def run_local(cells: list[Cell], out: Path, registry_path: str, *, jobs: int, ru
     progress = Progress(len(cells), len(slots))
     todo, running, free = list(cells), {}, list(range(len(slots)))
     stop = {"signum": 0}
+    told: set[int] = set()  # pids of the cells the stop was forwarded to
 
     def forward(signum, frame):
         stop["signum"] = stop["signum"] or signum
-        for proc, *_ in running.values():
+        for pid, (proc, *_) in running.items():
+            told.add(pid)
             proc.signal(signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -200,6 +202,9 @@ def run_local(cells: list[Cell], out: Path, registry_path: str, *, jobs: int, ru
                 log = logs / f"{cell.task}--{cell.model}--seed{cell.seed}.log"
                 proc = CellProcess(cell, out, registry_path, trainer_args, rerun, threads, env, log, fresh)
                 running[proc.pid] = (proc, cell, slot, log, time.perf_counter())
+                if stop["signum"] and proc.pid not in told:  # the stop came while this cell was starting
+                    told.add(proc.pid)
+                    proc.signal(stop["signum"])
             time.sleep(0.05)
             for pid, (proc, cell, slot, log, t0) in list(running.items()):
                 code = proc.poll()
