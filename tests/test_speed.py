@@ -72,14 +72,7 @@ def test_compiled_chunk_step_compiles_once_for_every_length():
     torch.manual_seed(0)
     model = bench.build_model("tlb", vocab_size=11, causal=True, d_model=16, d_ff=24, dropout=0.0, n_layers=1,
                               chunk_size=5, memory_slots=3).eval()
-    batches = []
-    for T in (12, 14):
-        tokens, mask = torch.randint(1, 11, (2, T)), torch.ones(2, T, dtype=torch.bool)
-        mask[1, T - 3 :] = False
-        batches.append((tokens, mask, model(tokens, mask)))
-    dynamo.reset()
-    dynamo.utils.counters.clear()  # other tests' graphs
-    model.compile()
+    batches = eager_batches_then_compile(model)
     for tokens, mask, ref in batches:
         out = model(tokens, mask)
         torch.testing.assert_close(out.hidden, ref.hidden, rtol=1e-5, atol=1e-5)
@@ -98,14 +91,7 @@ def test_gutlb_compiles_one_depth_iteration_for_every_iteration_chunk_and_length
         torch.manual_seed(0)
         model = GUTLB(11, causal=causal, d_model=16, n_heads=4, d_ff=24, max_layers=4, chunk_size=5, memory_slots=3,
                       dropout=0.0, mode=mode).eval()
-        batches = []
-        for T in (12, 14):
-            tokens, mask = torch.randint(1, 11, (2, T)), torch.ones(2, T, dtype=torch.bool)
-            mask[1, T - 3 :] = False
-            batches.append((tokens, mask, model(tokens, mask)))
-        dynamo.reset()
-        dynamo.utils.counters.clear()  # other tests' graphs
-        model.compile()
+        batches = eager_batches_then_compile(model)
         for tokens, mask, ref in batches:
             out = model(tokens, mask)  # grad enabled: the carry requires grad from iteration 1 on, as later
             torch.testing.assert_close(out.hidden[mask], ref.hidden[mask], rtol=1e-5, atol=1e-5)
@@ -172,3 +158,19 @@ def test_cpu_dropout_attention_is_sdpas():
             torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
             for ga, gb in zip(torch.autograd.grad(a.square().sum(), (q, k, v)), torch.autograd.grad(b.square().sum(), (q, k, v))):
                 torch.testing.assert_close(ga, gb, rtol=1e-5, atol=1e-6)
+
+
+def eager_batches_then_compile(model):
+    """(tokens, mask, eager output) at two lengths (the second row padded), then a fresh compile
+    of ``model`` with dynamo's graph counter cleared of other tests' graphs."""
+    import torch._dynamo as dynamo
+
+    batches = []
+    for T in (12, 14):
+        tokens, mask = torch.randint(1, 11, (2, T)), torch.ones(2, T, dtype=torch.bool)
+        mask[1, T - 3 :] = False
+        batches.append((tokens, mask, model(tokens, mask)))
+    dynamo.reset()
+    dynamo.utils.counters.clear()
+    model.compile()
+    return batches
