@@ -7,7 +7,8 @@ bench/spec.py:layer is the merge, the resolve_* functions below list each sectio
           < preset E.P.model (keys the model class accepts)
           < preset E.P.family.F (F: M's bases, the most general first, then M itself) < --set model.*
   data:   constructor default < base entry B < registry entry T < preset E.P.data < --set data.*
-  train:  TRAIN_DEFAULTS < preset E.P.train < --set train.*
+  train:  TRAIN_DEFAULTS < preset E.P.train
+          < preset E.P.family_train.F (F: M's bases, the most general first, then M itself) < --set train.*
 where E.P is preset P as written under task T or one of its bases (the most general first).
 model.causal: true when the task needs a causal model; else the explicit value (--set or the
 registry entry); else true only for a model class without a bidirectional mode.
@@ -23,9 +24,10 @@ from typing import Literal
 import yaml
 
 from .errors import UserError
-from .registry import BACKBONE_SETTINGS, MODEL_INITS, Registry, constructor_params, import_model_class, import_task_class
+from .registry import (BACKBONE_SETTINGS, MODEL_INITS, Registry, constructor_params, import_model_class, import_task_class,
+                       type_problems)
 from .schema import (AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, Domain, check_domain, choices_of, defaults_of, domains_of,
-                     parse_yaml, setting, suggest, type_problem)
+                     parse_yaml, setting, suggest, type_ok, type_problem)
 from .spec import DEFAULT, ModelSpec, RunConfig, TaskSpec, layer
 
 Optimizer = Literal["adamw", "adam"]
@@ -194,6 +196,16 @@ def check_value(section: str, key: str, value, defaults: dict, what: str) -> Non
         raise UserError(f"--set train.{key}={value!r}: choose one of {', '.join(CHOICES[key])}")
 
 
+def train_problems(where: str, given: dict) -> list[str]:
+    """``bench validate``'s lines for a preset's train settings at ``where``: the unknown keys
+    (one line), each value of the wrong type, each value that is not one of its choices."""
+    unknown = sorted(set(given) - set(TRAIN_DEFAULTS))
+    problems = [f"{where}: {', '.join(unknown)} not a training setting; {suggest(unknown[0], list(TRAIN_DEFAULTS))}"] if unknown else []
+    problems += type_problems(where, given, TRAIN_DEFAULTS)
+    return problems + [f"{where}.{key}={value!r}: choose one of {', '.join(CHOICES[key])}" for key, value in given.items()
+                       if key in CHOICES and type_ok(TRAIN_DEFAULTS[key], value) and value not in CHOICES[key]]
+
+
 def _entry_layers(entries: dict, lineage: list[str]) -> list[tuple[str, dict | None]]:
     """The params of an entry and its bases, the most general base first."""
     name = lineage[0]
@@ -205,6 +217,13 @@ def _preset_parts(registry: Registry, task: str, preset: str) -> list[tuple[str,
     lineage = registry.task_entry(task)["lineage"]
     parts = [(e, (registry.raw_tasks[e].get("presets") or {}).get(preset)) for e in reversed(lineage)]
     return [(f"{e}.{preset}", part) for e, part in parts if part]
+
+
+def _family_parts(parts: list[tuple[str, dict]], lineage: list[str], section: str) -> list[tuple[str, dict]]:
+    """(source, values) of preset section ``section`` (family | family_train) for the model entry
+    of ``lineage``: its bases, the most general first, then the entry itself."""
+    return [(f"preset {where}.{section}.{fam}", (part.get(section) or {}).get(fam) or {})
+            for fam in reversed(lineage) for where, part in parts]
 
 
 def _defaults(accepted: dict) -> dict:
@@ -227,11 +246,14 @@ def resolve_task(registry: Registry, task: str, preset: str, overrides: dict) ->
     return TaskSpec(task, entry["target"], cls, values, preset, sources)
 
 
-def resolve_train(registry: Registry, task: TaskSpec, overrides: dict) -> tuple[dict, dict]:
-    parts = [(f"preset {where}.train", part.get("train") or {}) for where, part in _preset_parts(registry, task.name, task.preset)]
-    for _, given in [*parts, ("--set", overrides.get("train", {}))]:
-        TrainConfig.check(given)
-    values, sources = layer([("TRAIN_DEFAULTS", TRAIN_DEFAULTS), *parts, ("--set", overrides.get("train", {}))])
+def resolve_train(registry: Registry, model: str, task: TaskSpec, overrides: dict) -> tuple[dict, dict]:
+    parts = _preset_parts(registry, task.name, task.preset)
+    given = [*((f"preset {where}.train", part.get("train") or {}) for where, part in parts),
+             *_family_parts(parts, registry.model_entry(model)["lineage"], "family_train"),
+             ("--set", overrides.get("train", {}))]
+    for _, settings in given:
+        TrainConfig.check(settings)
+    values, sources = layer([("TRAIN_DEFAULTS", TRAIN_DEFAULTS), *given])
     return TrainConfig.resolve(values, sources), sources
 
 
@@ -244,14 +266,11 @@ def resolve_model(registry: Registry, model: str, task: TaskSpec | None, overrid
     if bad:
         raise UserError(f"registry model {model!r}: params {', '.join(sorted(bad))} not accepted by {entry['target']}")
     parts = _preset_parts(registry, task.name, task.preset) if task is not None else []
-    families = []
-    for fam in reversed(entry["lineage"]):  # most general first, the entry itself last
-        for where, part in parts:
-            fam_params = (part.get("family") or {}).get(fam) or {}
-            unknown = set(fam_params) - set(accepted)
-            if unknown:
-                raise UserError(f"preset family override for {fam!r}: {', '.join(sorted(unknown))} not accepted by {entry['target']}")
-            families.append((f"preset {where}.family.{fam}", fam_params))
+    families = _family_parts(parts, entry["lineage"], "family")
+    for where, fam_params in families:
+        unknown = set(fam_params) - set(accepted)
+        if unknown:
+            raise UserError(f"{where}: {', '.join(sorted(unknown))} not accepted by {entry['target']}")
     given = overrides.get("model", {})
     check_overrides("model", {k: v for k, v in given.items() if k != "causal"}, accepted, f"model {model!r}")
     params, sources = layer([(DEFAULT, _defaults(accepted)), *_entry_layers(registry.raw_models, entry["lineage"]),
@@ -296,5 +315,5 @@ def resolve_run(registry: Registry, model: str, task: str, preset: str, override
     ov = parse_overrides(overrides)
     t = resolve_task(registry, task, preset, ov)
     m = resolve_model(registry, model, t, ov)
-    train, train_sources = resolve_train(registry, t, ov)
+    train, train_sources = resolve_train(registry, model, t, ov)
     return RunConfig(m, t, train, preset, train_sources)

@@ -57,14 +57,15 @@ class TaskEntry(ModelEntry):
 
 @dataclasses.dataclass
 class PresetEntry(Schema):
-    """``tasks.T.presets.P``: the sections a preset may set."""
+    """``tasks.T.presets.P``: the sections a preset may set (bench/config.py layers them)."""
     data: Optional[dict] = None
     train: Optional[dict] = None
     model: Optional[dict] = None
-    family: Optional[dict] = None
+    family: Optional[dict] = None  # {model entry: {model params}}, for it and every entry based on it
+    family_train: Optional[dict] = None  # {model entry: {train settings}}, likewise
 
 
-PRESET_KEYS = {f.name for f in dataclasses.fields(PresetEntry)}
+PRESET_KEYS = tuple(f.name for f in dataclasses.fields(PresetEntry))
 
 
 def deep_merge(base: dict, over: dict) -> dict:
@@ -382,7 +383,9 @@ class Registry:
     # ---- validation -----------------------------------------------------------------------
     def validate(self) -> list[str]:
         """Resolve every entry, import every target, check parameter names and types against
-        the constructors. Returns human-readable problems (empty list = valid)."""
+        the constructors and presets' train settings against TrainConfig. Returns human-readable
+        problems (empty list = valid)."""
+        from .config import train_problems  # bench.config imports this module
         problems: list[str] = []
         model_params: dict[str, dict] = {}  # entry name -> its class's constructor parameters
         for name in self.model_names():
@@ -426,4 +429,10 @@ class Registry:
                         if unknown:
                             problems.append(f"{where}.family.{fam}: {', '.join(sorted(unknown))} not accepted by models.{fam}")
                         problems += type_problems(f"{where}.family.{fam}", fam_params or {}, model_params[fam])
+                problems += train_problems(f"{where}.train", preset.get("train") or {})
+                for fam, settings in (preset.get("family_train") or {}).items():
+                    if fam not in self.raw_models:
+                        problems.append(f"{where}.family_train: {fam!r} is not a model entry")
+                    else:
+                        problems += train_problems(f"{where}.family_train.{fam}", settings or {})
         return problems

@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 python scripts/halt_flipflop_cpu.py [SECONDS] [ROW ...]
 
-Times training steps (forward, loss, backward, clipping, the preset's AdamW: bench/cost.py's
+Times training steps (forward, loss, backward, clipping, the preset's AdamW: bench/cost/step.py's
 TrainingStep, as `bench run` builds them) of each row of the table at the flip-flop `small`
 preset on real training batches (T = 128, batch 32), one thread, rows interleaved in rounds of
 10 steps until each row has run SECONDS seconds (default 60) or 300 steps; prints per row the

@@ -1,4 +1,4 @@
-"""`bench cost` (bench/cost.py): the op / sync counter and the saved-bytes measure against
+"""`bench cost` (bench/cost/): the op / sync counter and the saved-bytes measure against
 hand-computed values, ratios to the Transformer, OOM cells, bad input, --stream with a test
 double that streams, and the files' header. Tiny models only; nothing here times anything."""
 import json

@@ -5,6 +5,7 @@ import json
 import re
 
 import pytest
+import yaml
 
 from bench.cli import main
 from bench.config import resolve_run
@@ -77,6 +78,37 @@ def test_explain_entry_values_and_causal_sources(capsys):
     assert rows["model", "causal"] == ("true", "--set")
     rows = explain(capsys, "--model", "nope", "--task", "listops", "--preset", "smoke")
     assert rows["model", "causal"] == ("true", "NoPE is causal-only")
+
+
+def test_explain_family_train_sources_and_set_wins(capsys):
+    rows = explain(capsys, "--model", "rsa-tlb", "--task", "listops", "--preset", "paper")  # rsa-tlb is based on tlb
+    assert rows["train", "lr"] == ("0.00013975", "preset listops.paper.family_train.tlb")
+    assert rows["train", "warmup_steps"] == ("8000", "preset listops.paper.family_train.tlb")
+    assert rows["train", "betas"] == ("[0.9, 0.98]", "preset listops.paper.train")
+    rows = explain(capsys, "--model", "gutlb", "--task", "listops", "--preset", "paper", "--set", "train.lr=0.001")
+    assert rows["train", "lr"] == ("0.001", "--set")
+    assert rows["train", "warmup_steps"] == ("8000", "preset listops.paper.family_train.gutlb")
+    rows = explain(capsys, "--model", "transformer", "--task", "listops", "--preset", "paper")
+    assert rows["train", "lr"] == ("0.00158", "preset listops.paper.train")
+
+
+def test_family_train_layers_after_train_bases_first(tmp_path):
+    """preset train < family_train of the entry's bases (most general first) < the entry's own < --set,
+    whichever task preset (the task's or its base's) holds each."""
+    path = tmp_path / "registry.yaml"
+    path.write_text(yaml.safe_dump({"tasks": {
+        "base-task": {"base": "parity", "presets": {"smoke": {"family_train": {"rsa-transformer": {"lr": 0.02, "max_epochs": 4}}}}},
+        "task": {"base": "base-task", "presets": {"smoke": {"train": {"lr": 0.5, "max_epochs": 3},
+                                                            "family_train": {"transformer": {"lr": 0.01, "batch_size": 8}}}}}}}))
+    reg = Registry(path)
+    run = resolve_run(reg, "rsa-transformer-I", "task", "smoke")
+    assert {k: (run.train[k], run.train_sources[k]) for k in ("lr", "batch_size", "max_epochs")} == {
+        "lr": (0.02, "preset base-task.smoke.family_train.rsa-transformer"),
+        "batch_size": (8, "preset task.smoke.family_train.transformer"),
+        "max_epochs": (4, "preset base-task.smoke.family_train.rsa-transformer")}
+    assert resolve_run(reg, "rsa-transformer-I", "task", "smoke", ["train.lr=0.3"]).train["lr"] == 0.3
+    lstm = resolve_run(reg, "lstm", "task", "smoke")
+    assert (lstm.train["lr"], lstm.train_sources["lr"], lstm.train["batch_size"]) == (0.5, "preset task.smoke.train", 32)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -197,6 +197,39 @@ def test_logic_and_flipflop_chunking(model):
         assert (p["chunk_size"], p["memory_slots"]) == (10, 10)
 
 
+@pytest.mark.parametrize("task", ["listops", "lra-listops"])
+def test_tlb_and_gutlb_take_the_reference_tlb_optimisation_on_listops(task):
+    """[HALT App. A] "We use the same hyperparameters for TLB in ListOps as used in LRA ListOps for TLB
+    in the original repository": TLB_config lr 0.05/4, rootwarmup, warm-up 8000 (configs/listopsc2_configs.py,
+    listops_lra_configs.py), = inverse_sqrt at 0.05/4/sqrt(8000); GUTLB_config inherits it, so do the
+    entries based on tlb. The Transformer, UT and GUT keep Transformer_config's 0.05/sqrt(1000), warm-up 1000."""
+    for model in ("tlb", "gutlb", "rsa-tlb", "tlb-fr"):
+        t = resolve(model, task)["train"]
+        assert (t["lr"], t["warmup_steps"], t["schedule"]) == (round(0.05 / 4 / 8000 ** 0.5, 8), 8000, "inverse_sqrt")
+        assert (t["betas"], t["weight_decay"], t["batch_size"]) == ([0.9, 0.98], 0.1, 32)
+    for model in ("transformer", "ut", "gut"):
+        t = resolve(model, task)["train"]
+        assert (t["lr"], t["warmup_steps"]) == (0.00158, 1000)
+
+
+def test_tlb_and_gutlb_take_the_reference_tlb_optimisation_on_lra():
+    """TLB_config of each LRA config (GUTLB_config inherits it), where it differs from Transformer_config:
+    Text and Retrieval lr 0.025 rootwarmup 8000 (Retrieval batch 128 = 32 x 4 accumulated, as every
+    family there); Image lr 1e-3; Pathfinder lr 5e-4, batch 512, betas (0.9, 0.98), cosine2 with warm-up
+    160000 // 512, no clipping, 200 epochs, patience 200."""
+    for model in ("tlb", "gutlb"):
+        text, retrieval, image, path = (resolve(model, t)["train"] for t in ("lra-text", "lra-retrieval", "lra-image", "lra-pathfinder"))
+        assert (text["lr"], text["warmup_steps"]) == (retrieval["lr"], retrieval["warmup_steps"]) == (round(0.025 / 8000 ** 0.5, 8), 8000)
+        assert retrieval["batch_size"] * retrieval["accumulate_grad_batches"] == 128
+        assert (image["lr"], image["batch_size"], image["schedule"]) == (1e-3, 256, "cosine")
+        assert (path["lr"], path["batch_size"], path["betas"], path["schedule"], path["warmup_steps"], path["grad_clip"],
+                path["max_epochs"], path["patience"], path["weight_decay"]) == (5e-4, 512, [0.9, 0.98], "cosine", 160000 // 512, 0.0, 200, 200, 0.0)
+    for model in ("transformer", "ut", "gut"):
+        lrs = [resolve(model, t)["train"]["lr"] for t in ("lra-text", "lra-retrieval", "lra-image", "lra-pathfinder")]
+        assert lrs == [0.00056, 0.00056, 5e-4, 2e-4]
+    assert resolve("transformer", "lra-pathfinder")["train"]["schedule"] == "linear"
+
+
 def test_flipflop_reports_last_read_accuracy_first():
     """[HALT §6.6] "We show the accuracy of the models in predicting the last read value"."""
     assert FlipFlop.report_metrics[0] == "last_acc"

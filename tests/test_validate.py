@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from bench.cli import main
+from bench.config import TRAIN_DEFAULTS
 from bench.registry import Registry, type_ok, type_problems
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,6 +27,7 @@ BAD_TASKS = {
                 "data": {"bin_width": 2.5, "n_val": 10},
                 "model": {"d_model": "big", "n_heads": 4},
                 "family": {"transformer": {"n_layers": "two"}, "lstm": {"n_heads": 2}},
+                "family_train": {"tbl": {"lr": 0.1}, "tlb": {"lrr": 0.1, "lr": "fast", "schedule": "cosin", "batch_size": 64}},
             }
         },
     },
@@ -63,14 +65,19 @@ def test_validate_reports_every_problem_and_nothing_else(bad_registry):
         "tasks.mistyped.presets.smoke.model.d_model='big': expected int (like 128), got str",
         "tasks.mistyped.presets.smoke.family.transformer.n_layers='two': expected int (like 2), got str",
         "tasks.mistyped.presets.smoke.family.lstm: n_heads not accepted by models.lstm",
+        "tasks.mistyped.presets.smoke.family_train: 'tbl' is not a model entry",
+        f"tasks.mistyped.presets.smoke.family_train.tlb: lrr not a training setting; valid: {', '.join(sorted(TRAIN_DEFAULTS))}; "
+        "did you mean 'lr'?",
+        "tasks.mistyped.presets.smoke.family_train.tlb.lr='fast': expected float (like 0.001), got str",
+        "tasks.mistyped.presets.smoke.family_train.tlb.schedule='cosin': choose one of constant, linear, cosine, inverse_sqrt, step",
     ]
-    assert problems == expected  # dropout: 0 is a fine float; n_val: 10 and n_heads: 4 are ints
+    assert problems == expected  # dropout: 0 is a fine float; n_val: 10, n_heads: 4 and batch_size: 64 are ints
 
 
 def test_validate_cli_prints_each_problem_and_exits_2(bad_registry, capsys):
     assert main(["validate", str(bad_registry)]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 11 and all(line.startswith("bench: invalid registry: ") for line in err)
+    assert len(err) == 15 and all(line.startswith("bench: invalid registry: ") for line in err)
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,10 @@
 """Cost tables (``kind: cost`` in bench/tables/*.yaml, e.g. halt-table5-cpu): a paper's runtime table
-measured with ``bench cost``'s machinery (bench/cost.py) instead of read from training records.
+measured with ``bench cost``'s machinery (bench/cost/) instead of read from training records.
 
 Each cell (row x column) is one training step (forward, head + loss, backward, clipping, the
 preset's optimizer) of the row's registry model with the cell's overrides (table + row + column
 ``set``), at the table's ``cost`` shapes (batch x length, random tokens), timed ``repeats`` times
-interleaved across the cells after ``warmup`` untimed steps (bench/cost.py: measure_steps).
+interleaved across the cells after ``warmup`` untimed steps (bench/cost/training.py: measure_steps).
 ``bench reproduce NAME --run`` measures every cell and writes the measurements to
 ``OUT/reproduce/NAME[...]--measured.json`` (device, threads, torch, commit, per-repeat times,
 halting depth); ``bench reproduce NAME`` rebuilds the table from that file, as a results table
@@ -55,7 +55,7 @@ def _task(table) -> str:
 
 
 def measure(table, registry, preset: str, stem: Path, progress=None) -> Path:
-    """Time every cell (bench/cost.py) and write ``stem--measured.json``; returns its path."""
+    """Time every cell (bench/cost/) and write ``stem--measured.json``; returns its path."""
     import torch
 
     from ..cost import Setup, build_steps, check_models, header, measure_steps

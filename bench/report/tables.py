@@ -46,7 +46,7 @@ Schema of a results table (lm-evaluation-harness style: short entries, a shared 
                                      # be below this, else the claim's premise is absent: inconclusive
 
 A cost table (``kind: cost``; e.g. halt-table5-cpu) is measured, not trained: each cell is one
-training step of the row's model with the cell's overrides, timed by bench/cost.py (the
+training step of the row's model with the cell's overrides, timed by bench/cost/ (the
 machinery of ``bench cost``) at the shapes of its ``cost`` entry; ``bench reproduce NAME --run``
 measures and writes the measurements beside the table (bench/report/cost_table.py)::
 
@@ -104,7 +104,7 @@ class TableFile(Schema):
 
 @dataclass
 class CostEntry(Schema):
-    """A cost table's measurement: every cell a training step at batch x length (bench/cost.py);
+    """A cost table's measurement: every cell a training step at batch x length (bench/cost/);
     ``reference`` is the row every cell's time is divided by, in the same column."""
     length: int
     reference: str
