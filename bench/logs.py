@@ -1,5 +1,5 @@
 """Logging conventions. Library code logs to ``bench.*`` loggers (notes at INFO, problems at
-WARNING) and never prints; the CLI (bench/cli.py) writes them to stderr. Other libraries' log
+WARNING) and never prints; the CLI (bench/cli/) writes them to stderr. Other libraries' log
 levels are changed only for a while (``quiet``), never for the rest of the process."""
 from __future__ import annotations
 

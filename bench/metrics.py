@@ -1,4 +1,9 @@
-"""Per-example outcomes -> split metrics, per-length metrics and backbone statistics."""
+"""Per-example outcomes -> split metrics, per-length metrics and backbone statistics.
+
+A split's metrics: ``n`` (examples), ``acc``, ``token_acc``, ``last_acc``; for kinds with one
+class label per example (classify, pair_classify) also ``majority``: the share of the split's
+examples whose label is its most frequent label (the accuracy of always guessing that label),
+counted over every example evaluated, on all ranks (outcomes are gathered before summarizing)."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -36,6 +41,8 @@ class OutcomeBuffer:
             return {}
         cat = {k: torch.cat(v).numpy() for k, v in self.parts.items()}
         out = {"n": int(len(cat["correct"])), **_rates(cat, np.arange(len(cat["correct"])))}
+        if "label" in cat:  # one class label per example: the share of the most frequent one (always guessing it)
+            out["majority"] = float(np.unique(cat["label"], return_counts=True)[1].max() / len(cat["label"]))
         stats = {}
         for name, vals in self.scalar_stats.items():
             w = sum(b for _, b in vals)

@@ -20,6 +20,16 @@ def registry():
     return Registry()
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models stepped token by token: a second thread only adds synchronisation.
+    The streaming tests take it for every test of their module (``pytestmark``)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def readme_example(tmp_path, monkeypatch, file_name: str, section: str, package: str) -> tuple[dict, dict]:
     """The README's worked example `bench/<section>/<file_name>` installed as ``package.<module>``
     under tmp_path, and the registry with the README's entries for it added: (registry, entries)."""

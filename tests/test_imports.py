@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "bench"
-TOP = {"bench.cli", "bench.__main__"}  # the command line: the only modules that may import bench.cli
+TOP = {"bench.cli", "bench.__main__"}  # the command line: the only modules that may import bench.cli (and bench.cli.*, its own)
 
 
 def modules() -> dict[str, tuple[Path, bool]]:
@@ -96,7 +96,7 @@ def find_cycle(edges: dict[str, list[str]]) -> list[str] | None:
 
 def test_nothing_below_the_cli_imports_it():
     every, _ = graph()
-    offenders = [f"{name}:{line}" for name, found in every.items() if name not in TOP
+    offenders = [f"{name}:{line}" for name, found in every.items() if name not in TOP and not name.startswith("bench.cli.")
                  for target, line, _ in found if target == "bench.cli" or target.startswith("bench.cli.")]
     assert not offenders, f"bench.cli imported from below the command line (module-level or in a function): {', '.join(offenders)}"
 

@@ -27,6 +27,7 @@ def test_classification_counts_examples(kind):
     out = summarize(kind, logits_for([0, 2, 2, 1], 3), {"label": torch.tensor([0, 1, 2, 1])})
     assert out["n"] == 4
     assert out["acc"] == out["token_acc"] == out["last_acc"] == 0.75
+    assert out["majority"] == 0.5  # label 1: 2 of the 4 examples
 
 
 def test_tagging_needs_every_position_and_ignores_padding():
@@ -42,6 +43,7 @@ def test_tagging_needs_every_position_and_ignores_padding():
     assert out["acc"] == 0.5  # string 1 only
     assert out["token_acc"] == pytest.approx(4 / 5)  # positions right: 2 of 3, 2 of 2
     assert out["last_acc"] == 1.0  # the last real positions (2 and 1) are both right
+    assert "majority" not in out  # no class label per example
 
 
 def test_lm_scores_only_targets_and_skips_sequences_without_any():
@@ -55,6 +57,7 @@ def test_lm_scores_only_targets_and_skips_sequences_without_any():
     assert out["acc"] == 0.5  # 1 of the 2 sequences with scored positions
     assert out["token_acc"] == 3 / 4
     assert out["last_acc"] == 0.5
+    assert "majority" not in out  # token-level: no class label per example
 
 
 def test_nothing_scored_is_missing_not_zero():
@@ -73,6 +76,7 @@ def test_length_bins_statistics_and_several_batches():
             torch.tensor([12, 40]), {"depth": torch.tensor([2.04, 5.0]), "gate": torch.tensor(0.8)}, 2)
     out = buf.summarize(bins)
     assert out["n"] == 5 and out["acc"] == pytest.approx(3 / 5)
+    assert out["majority"] == pytest.approx(2 / 5)  # labels 0 1 2 1 0: 0 and 1 twice each, over both batches
     stats = out["stats"]
     assert stats["gate"] == pytest.approx((0.5 * 3 + 0.8 * 2) / 5)  # per-batch scalars, weighted by batch size
     assert stats["depth"] == pytest.approx((1 + 2 + 3 + 2.04 + 5) / 5)
@@ -82,6 +86,30 @@ def test_length_bins_statistics_and_several_batches():
     assert out["by_length"]["6-10"] == {"n": 1, "acc": 0.0, "token_acc": 0.0, "last_acc": 0.0, "depth": 3.0}
     eleven = out["by_length"]["11-15"]  # lengths 12 (right, depth 1) and 12 (right, depth 2.04)
     assert eleven["n"] == 2 and eleven["acc"] == 1.0 and eleven["depth"] == pytest.approx(1.52)
+
+
+def test_majority_share_counts_every_rank_s_examples(monkeypatch):
+    """Under DDP each rank scores a shard (examples rank, rank + world, ...); the majority share is
+    counted after the shards are gathered: labels 0 1 0 1 1 -> 3/5, where rank 0's shard alone
+    (examples 0, 2, 4: labels 0 0 1) would say 2/3."""
+    import torch.distributed as dist
+
+    from bench.runner.module import gather_buffers
+
+    labels = [0, 1, 0, 1, 1]
+    shards = []
+    for rank in (0, 1):
+        index = torch.arange(rank, 5, 2)
+        buf = OutcomeBuffer()
+        batch = {"label": torch.tensor([labels[i] for i in index])}
+        buf.add(example_outcomes("classify", logits_for([0] * len(index), 2), batch), torch.ones(len(index)), {}, len(index))
+        buf.parts["index"].append(index)
+        shards.append(buf)
+    sent = [({k: torch.cat(v) for k, v in b.parts.items()}, dict(b.scalar_stats)) for b in shards]
+    monkeypatch.setattr(dist, "all_gather_object", lambda everyone, mine: everyone.__setitem__(slice(None), [{0: s} for s in sent]))
+    assert shards[0].summarize(lambda n: None)["majority"] == pytest.approx(2 / 3)
+    out = gather_buffers({0: shards[0]}, world_size=2)[0].summarize(lambda n: None)
+    assert out["n"] == 5 and out["majority"] == pytest.approx(3 / 5) and out["acc"] == pytest.approx(2 / 5)  # always 0
 
 
 def test_bin_labels_sort_by_their_first_number():

@@ -10,12 +10,14 @@ from bench.records import base_record, record_path, write_json_atomic
 from bench.report.reproduce import MISSING, build, check_names, load_table, table_names
 
 
-def write_record(out, model, task, seed, metrics, preset="paper", overrides=None, status="ok", **extra):
-    """A record as `bench run` writes it, with only the fields reports read filled in."""
+def write_record(out, model, task, seed, metrics, preset="paper", overrides=None, status="ok", n=10, majority=None, **extra):
+    """A record as `bench run` writes it, with only the fields reports read filled in (``majority``:
+    every test split's majority-class share, as classification records carry it)."""
     rec = base_record(model, task, preset, seed, overrides or [])
     splits = list(metrics)
+    share = {} if majority is None else {"majority": majority}
     rec.update(status=status, primary_metric="acc", report_metrics=["acc"], test_splits=splits,
-               metrics={"val": {"n": 10, "acc": 0.5}, **{s: {"n": 10, "acc": v} for s, v in metrics.items()}}, **extra)
+               metrics={"val": {"n": 10, "acc": 0.5}, **{s: {"n": n, "acc": v, **share} for s, v in metrics.items()}}, **extra)
     write_json_atomic(record_path(out, model, task, preset, seed, overrides), rec)
 
 
@@ -299,7 +301,8 @@ def judged(folder):
     from bench.report.checks import run_claims
 
     table = load_table("t", folder=folder / "tables")
-    return {r[0]: r for r in run_claims(table, build(table, folder, "paper")["values"])["rows"]}
+    result = build(table, folder, "paper")
+    return {r[0]: r for r in run_claims(table, result["values"], at_chance=result["at_chance"])["rows"]}
 
 
 def test_claims_hold_fail_or_stay_inconclusive_by_the_spread_rule(claim_runs):
@@ -342,6 +345,91 @@ def test_the_cli_prints_the_claims_and_writes_them(claim_runs, capsys, monkeypat
     assert "## The paper's claims" in md and printed_row(md, "UT beats TLB on 500-600")[2] == "inconclusive"
     rows = list(csv.DictReader((claim_runs / "reproduce" / "t--claims.csv").open()))
     assert [r["ours"] for r in rows] == ["holds", "does not hold", "inconclusive", "inconclusive", "does not hold"]
+
+
+CHANCE_TABLE = """
+title: "a logic-like table"
+source: "test"
+preset: paper
+seeds: [0, 1, 2]
+tasks: [listops]
+splits: [test]
+rows:
+  - {model: transformer, paper: [[70, 1]]}
+  - {model: ut, paper: [[60, 1]]}
+  - {model: gut, paper: [[50, 1]]}
+claims:
+  - {text: "UT beats GUT", source: "both at chance", split: test, better: ut, than: gut}
+  - {text: "the Transformer beats UT", source: "one above chance", split: test, better: transformer, than: ut}
+"""
+
+
+def chance_runs(folder, majority):
+    """1,000 test examples, majority-class share 0.493 (``majority``; None: older records without
+    it): SE = sqrt(0.493 x 0.507 / 1000) = 0.0158, 2 SE = 0.0316. Per-seed accuracies:
+    gut .48 / .49 / .51 (49.3 ± 1.5, |Δ to 0.493| 0.0003: at chance), ut .50 / .52 / .53 (51.7 ± 1.5,
+    0.0237: at chance), transformer .60 / .62 / .64 (62.0 ± 2.0, 0.127: well above)."""
+    (folder / "tables").mkdir()
+    (folder / "tables" / "t.yaml").write_text(CHANCE_TABLE)
+    per_seed = {"gut": [0.48, 0.49, 0.51], "ut": [0.50, 0.52, 0.53], "transformer": [0.60, 0.62, 0.64]}
+    for model, accs in per_seed.items():
+        for seed, acc in enumerate(accs):
+            write_record(folder, model, "listops", seed, {"test": acc}, n=1000, majority=majority)
+    return folder
+
+
+def test_at_chance_is_within_two_standard_errors_of_the_majority_share():
+    from bench.report.cells import at_chance, majority_share
+
+    assert at_chance(0.524, (0.493, 1000)) and not at_chance(0.525, (0.493, 1000))  # 2 SE = 0.0316
+    assert at_chance(0.462, (0.493, 1000)) and not at_chance(0.461, (0.493, 1000))  # on either side
+    recs = [{"metrics": {"test": {"n": 1000, "acc": 0.5, "majority": 0.49}}}, {"metrics": {"test": {"n": 998, "acc": 0.5, "majority": 0.51}}}]
+    assert majority_share(recs, "test") == (pytest.approx(0.5), 998)  # the mean share, the smallest split
+    assert majority_share([*recs, {"metrics": {"test": {"n": 1000, "acc": 0.5}}}], "test") is None  # one older record
+
+
+def test_cells_at_chance_are_marked_and_their_claims_inconclusive(tmp_path):
+    folder = chance_runs(tmp_path, majority=0.493)
+    result = build(load_table("t", folder=folder / "tables"), folder, "paper")
+    assert cell(result, "gut", "test")[0] == "49.3 ± 1.5 (3) ~"
+    assert cell(result, "ut", "test")[0] == "51.7 ± 1.5 (3) ~"
+    assert cell(result, "transformer", "test")[0] == "62.0 ± 2.0 (3)"  # well above chance: no mark
+    assert result["at_chance"] == {("gut", "test"): pytest.approx(49.3), ("ut", "test"): pytest.approx(49.3)}
+    assert result["chance"] == ("~ = at chance: the mean accuracy over seeds is within 2 standard errors of the split's "
+                                "majority-class share p (SE = sqrt(p(1-p)/n), n = the split's examples)")
+    rows = judged(folder)
+    # Δ = 51.7 - 49.3 = +2.3 > max(1.5, 1.5) would hold; both cells are at chance: inconclusive
+    assert rows["UT beats GUT"][2:4] == ["inconclusive", "ut 51.7 ± 1.5 (3) vs gut 49.3 ± 1.5 (3) on test: both at chance (majority 49.3%)"]
+    # one cell above chance: the spread rule as before, 62.0 - 51.7 = +10.3 > 2.0
+    assert rows["the Transformer beats UT"][2:4] == ["holds", "transformer 62.0 ± 2.0 (3) vs ut 51.7 ± 1.5 (3) on test: Δ +10.3 > 2.0"]
+
+
+def test_records_without_a_majority_share_are_never_at_chance(tmp_path, capsys, monkeypatch):
+    import bench.report.reproduce as reproduce
+
+    folder = chance_runs(tmp_path, majority=None)
+    result = build(load_table("t", folder=folder / "tables"), folder, "paper")
+    assert cell(result, "gut", "test")[0] == "49.3 ± 1.5 (3)" and result["at_chance"] == {} and result["chance"] == ""
+    assert judged(folder)["UT beats GUT"][2:4] == ["holds", "ut 51.7 ± 1.5 (3) vs gut 49.3 ± 1.5 (3) on test: Δ +2.3 > 1.5"]
+    # the printed table and note: the mark explained once, only where a cell has it
+    monkeypatch.setattr(reproduce, "load_table", lambda name, preset=None: load_table(name, preset, folder=folder / "tables"))
+    assert main(["reproduce", "t", "--out", str(folder)]) == 0
+    printed = capsys.readouterr().out
+    assert "~ = at chance" not in printed and "(3) ~" not in printed and "49.3 ± 1.5 (3)" in printed
+
+
+def test_the_cli_explains_the_chance_mark_and_rule(tmp_path, capsys, monkeypatch):
+    import bench.report.reproduce as reproduce
+
+    folder = chance_runs(tmp_path, majority=0.493)
+    monkeypatch.setattr(reproduce, "load_table", lambda name, preset=None: load_table(name, preset, folder=folder / "tables"))
+    assert main(["reproduce", "t", "--out", str(folder)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("~ = at chance: the mean accuracy over seeds is within 2 standard errors") == 1
+    assert "a pair whose cells are both at chance (~) is inconclusive" in printed
+    assert printed_row(printed, "UT beats GUT")[2] == "inconclusive"
+    md = (folder / "reproduce" / "t.md").read_text()
+    assert "~ = at chance" in md and "49.3 ± 1.5 (3) ~" in md
 
 
 def test_claims_name_splits_of_another_preset_by_position():

@@ -62,18 +62,41 @@ class CountOnes(Task):
         return {"tokens": [s + 1 for s in strings], "count": [float(s.sum()) for s in strings]}
 
 
-@pytest.fixture
-def count_registry(tmp_path, monkeypatch):
+class FixedLabels(Task):
+    """Classification whose labels are known: val 1 1 1 0 (majority share 3/4), test 2 0 2 1 2 (3/5)."""
+    kind = "classify"
+    num_classes = 3
+    LABELS = {"train": [0, 1, 2] * 6, "val": [1, 1, 1, 0], "test": [2, 0, 2, 1, 2]}
+
+    @property
+    def vocab(self):
+        return ["<pad>", "a", "b", "c"]
+
+    def test_splits(self):
+        return ["test"]
+
+    def generate(self, split, rng):
+        labels = self.LABELS[split]
+        return {"tokens": [np.array([label + 1, *rng.integers(1, 4, size=3)]) for label in labels], "label": labels}
+
+
+def registry_with(tmp_path, monkeypatch, name: str, task_class: type) -> Registry:
+    """The shipped registry plus the task ``task_class`` of this file as ``name``, with a smoke preset."""
     module = __name__  # as pytest imported this file; the registry's target imports it from sys.modules
-    assert sys.modules[module].CountOnes is CountOnes
+    assert getattr(sys.modules[module], task_class.__name__) is task_class
     monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
     reg = yaml.safe_load((ROOT / "bench" / "registry.yaml").read_text())
-    reg["tasks"]["count-ones"] = {"target": f"{module}:CountOnes", "description": "test double: a new kind",
-                                  "presets": {"smoke": {"model": {"d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32, "dropout": 0.0},
-                                                        "train": {"max_epochs": 1, "batch_size": 16}}}}
+    reg["tasks"][name] = {"target": f"{module}:{task_class.__name__}", "description": "test double",
+                          "presets": {"smoke": {"model": {"d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32, "dropout": 0.0},
+                                                "train": {"max_epochs": 1, "batch_size": 16}}}}
     path = tmp_path / "registry.yaml"
     path.write_text(yaml.safe_dump(reg, allow_unicode=True))
     return Registry(path)
+
+
+@pytest.fixture
+def count_registry(tmp_path, monkeypatch):
+    return registry_with(tmp_path, monkeypatch, "count-ones", CountOnes)
 
 
 def test_a_new_kind_is_one_class_and_trains(count_registry, tmp_path):
@@ -82,6 +105,15 @@ def test_a_new_kind_is_one_class_and_trains(count_registry, tmp_path):
                     registry=count_registry, progress=False)
     assert rec["status"] == "ok" and set(rec["metrics"]) == {"val", "test"}
     assert 0.0 <= rec["metrics"]["test"]["acc"] <= 1.0 and rec["metrics"]["test"]["n"] == 16
+    assert "majority" not in rec["metrics"]["test"]  # a kind without class labels has no majority share
+
+
+def test_a_classification_record_carries_each_split_s_majority_share(tmp_path, monkeypatch):
+    """The share of each split's most frequent label, counted from the labels evaluated."""
+    reg = registry_with(tmp_path, monkeypatch, "fixed-labels", FixedLabels)
+    rec = bench.run(model="transformer", task="fixed-labels", preset="smoke", seed=0, out=tmp_path / "out", registry=reg, progress=False)
+    assert rec["status"] == "ok"
+    assert {s: (m["n"], m["majority"]) for s, m in rec["metrics"].items()} == {"val": (4, 0.75), "test": (5, 0.6)}
 
 
 def test_collate_uses_the_kind_s_columns():

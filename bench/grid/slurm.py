@@ -119,7 +119,7 @@ def run_slurm(cells: list[Cell], out: Path, registry_path: str | None, *, traine
         import submitit
     except ImportError:
         raise UserError('--launcher slurm needs submitit: pip install "bench[slurm]"') from None
-    from ..runner.lifecycle import world_size_of  # lazy: Lightning, which loading a profile does not need
+    from ..runner.guards import world_size_of  # lazy: Lightning, which loading a profile does not need
 
     prof = load_profile(profile)
     out = Path(out).resolve()

@@ -2,6 +2,7 @@
 today; shared by results tables (reproduce.py) and checks tables (checks.py)."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from ..config import resolve_run
@@ -9,7 +10,10 @@ from ..errors import UserError
 from ..records import config_changes, overrides_tag
 from .leaderboard import load_records
 
-MISSING, NOT_REPORTED, STALE = "—", "n/r", "†"
+MISSING, NOT_REPORTED, STALE, CHANCE = "—", "n/r", "†", "~"
+CHANCE_SES = 2  # a mean accuracy this many standard errors or less from the majority share is at chance
+CHANCE_RULE = (f"{CHANCE} = at chance: the mean accuracy over seeds is within {CHANCE_SES} standard errors of the split's "
+               "majority-class share p (SE = sqrt(p(1-p)/n), n = the split's examples)")
 
 
 def record_value(rec: dict, split: str, metric: str):
@@ -17,6 +21,21 @@ def record_value(rec: dict, split: str, metric: str):
         epochs, seconds = rec.get("epochs_run"), rec.get("train_time_s")
         return seconds / epochs / 60 if epochs and seconds is not None else None
     return rec.get("metrics", {}).get(split, {}).get(metric)
+
+
+def majority_share(records: list[dict], split: str) -> tuple[float, int] | None:
+    """(p, n) of a cell on ``split``: the records' majority-class share (their mean) and the split's
+    size (the smallest); None unless every record has one (token-level tasks, older records)."""
+    metrics = [rec.get("metrics", {}).get(split, {}) for rec in records]
+    if not metrics or any("majority" not in m or not m.get("n") for m in metrics):
+        return None
+    return sum(m["majority"] for m in metrics) / len(metrics), min(m["n"] for m in metrics)
+
+
+def at_chance(mean_acc: float, majority: tuple[float, int]) -> bool:
+    """Whether a mean accuracy is within CHANCE_SES standard errors of the majority share p of n examples."""
+    p, n = majority
+    return abs(mean_acc - p) <= CHANCE_SES * math.sqrt(p * (1 - p) / n)
 
 
 def cell_records(out: Path, model: str, task: str, preset: str, overrides: list[str], seeds: list[int]) -> list[dict]:

@@ -33,6 +33,10 @@ std over seeds):
     does not hold  d < -s
     inconclusive   |d| <= s, or a cell with fewer than 2 seeds
 
+A pair whose two cells are both at chance (``~`` in the table: mean accuracy within 2 standard
+errors of the split's majority-class share, bench/report/cells.py:at_chance) is inconclusive,
+whatever d: the difference of two cells at chance is noise.
+
 A claim over several pairs ("each GUT ablation loses to GUT") holds when every pair holds, does
 not hold when any pair does not, and is inconclusive otherwise. The same rule on the paper's
 printed mean ± std says whether the paper's own numbers support the claim as encoded.
@@ -240,7 +244,8 @@ def checks_summary(table, out: Path, preset: str) -> str:
 HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
 RULE = ("A beats B when mean_A - mean_B > max(std_A, std_B) (sample std over seeds, >= 2 seeds each); does not hold when "
         "mean_B - mean_A > max(std_A, std_B); inconclusive otherwise; over several pairs: holds if every pair holds, "
-        "does not hold if any does not; paper = the same rule on the paper's mean ± std")
+        "does not hold if any does not; a pair whose cells are both at chance (~) is inconclusive; "
+        "paper = the same rule on the paper's mean ± std")
 
 
 def compare(mean_a: float, mean_b: float, spread: float, lower_is_better: bool = False, digits: int = 1) -> tuple[str, str]:
@@ -322,12 +327,20 @@ def _cell_text(row: str, values: list[float], digits: int) -> str:
     return f"{row} {m:.{digits}f}" + ("" if s is None else f" ± {s:.{digits}f}") + f" ({len(values)})"
 
 
-def run_claims(table, values: dict, depths: dict | None = None, over: str = "seeds") -> dict:
+def both_at_chance(majority_a: float, majority_b: float, digits: int) -> tuple[str, str]:
+    """(inconclusive, why) for a pair of cells at chance, with their majority-class shares."""
+    shares = " / ".join(dict.fromkeys(f"{m:.{digits}f}%" for m in (majority_a, majority_b)))
+    return UNSURE, f"both at chance (majority {shares})"
+
+
+def run_claims(table, values: dict, depths: dict | None = None, over: str = "seeds", at_chance: dict | None = None) -> dict:
     """Each claim of a results table judged on ``values`` ({(row label, column label): (per-seed
     values in display units, stale)}) and on the paper's numbers. Comparisons naming a row the
     table no longer has (``--models``) are left out; a claim left with none is not shown.
     ``depths``: {(row, column): mean halting depth} for ratio claims' premises (cost tables);
-    ``over``: what the values are samples of (seeds, or a cost table's timed repeats)."""
+    ``over``: what the values are samples of (seeds, or a cost table's timed repeats);
+    ``at_chance``: {(row, column): majority-class share} of the cells at chance (build's)."""
+    at_chance = at_chance or {}
     digits = 2 if table.unit == "min" else 1
     paper = {(r.label, c.label): p for r in table.rows for c, p in zip(table.columns, r.paper)}
     rows = []
@@ -343,6 +356,8 @@ def run_claims(table, values: dict, depths: dict | None = None, over: str = "see
             vb, stale_b = values[p.than]
             if claim.ratio_at_most is not None:
                 verdict, why = judge_ratio(va, vb, claim.ratio_at_most, (depths or {}).get(p.better), claim.halt_depth_below)
+            elif p.better in at_chance and p.than in at_chance:
+                verdict, why = both_at_chance(at_chance[p.better], at_chance[p.than], digits)
             else:
                 verdict, why = judge(va, vb, claim.lower_is_better, digits)
             mark = f" {STALE}" if stale_a or stale_b else ""

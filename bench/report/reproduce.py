@@ -12,7 +12,9 @@ more data at the small preset; the outputs' names carry the overrides' tag).
 Records are read from ``OUT/runs/<task>/<preset>/<model>/seed<N>[-<tag>].json``, the tag being
 the hash of the cell's learning-relevant overrides (table + row + column ``set``). A cell whose
 records were made with settings the registry no longer resolves to (a preset edited since) is
-marked † and the note names the differences. A table with ``kind: cost`` (HALT Table 5 on the
+marked † and the note names the differences. A cell of accuracies whose records carry the split's
+majority-class share (classification tasks) and whose mean is within 2 standard errors of it is
+marked ~ (at chance; bench/report/cells.py:at_chance). A table with ``kind: cost`` (HALT Table 5 on the
 CPU) is measured instead of trained: ``--run`` times its cells (bench/report/cost_table.py). A table with ``kind: checks`` (e.g.
 nope-properties) lists checks instead of cells: bench/report/checks.py. A results table's
 ``claims`` (the paper's findings over its cells) are judged beside the numbers, printed and
@@ -35,7 +37,8 @@ from ..records import overrides_tag, write_atomic
 from ..registry import PRESETS, suggest
 from ..stats import mean_std
 from ..errors import UserError
-from .cells import MISSING, NOT_REPORTED, STALE, cell_records, current_config, record_value, stale
+from .cells import (CHANCE, CHANCE_RULE, MISSING, NOT_REPORTED, STALE, at_chance, cell_records, current_config, majority_share,
+                    record_value, stale)
 from . import cost_table
 from .checks import checks_summary, record_cells, run_checks, run_claims
 from .leaderboard import cell_percent
@@ -96,12 +99,14 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     """Headers, rows, per-cell numbers, and the runs found / expected (a run is a model, task,
     override set and seed: one run fills every column of its task). With a registry, records
     made with settings the registry no longer gives are left out of a cell that has current
-    ones, and marked STALE where they are all it has.
+    ones, and marked STALE where they are all it has. A cell at chance (``at_chance``: its mean
+    accuracy near the split's majority-class share) is marked CHANCE; ``at_chance`` maps it to
+    that share in display units, for the claims.
 
     Layout: one row per table row and (ours, paper, Δ) per column; a table of several tasks
     with several splits each (RSA Table 2) is printed long instead, one row per (task, row)
     and (ours, paper, Δ) per split, as the papers print it."""
-    texts, cells, present, expected, stale_runs, values_by_cell = {}, [], set(), set(), {}, {}
+    texts, cells, present, expected, stale_runs, values_by_cell, chance_by_cell = {}, [], set(), set(), {}, {}, {}
     scale = 100.0 if table.unit == "%" else 1.0
     for row in table.rows:
         for col, paper in zip(table.columns, row.paper):
@@ -121,21 +126,26 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
             raw = [v for v in (record_value(r, col.split, table.metric) for r in ok) if v is not None and not math.isnan(v)]
             values = [v * scale for v in raw]
             values_by_cell[row.label, col.label] = (values, bool(mark))
+            majority = majority_share(ok, col.split) if table.metric == "acc" and raw else None
+            if majority and at_chance(sum(raw) / len(raw), majority):
+                chance_by_cell[row.label, col.label] = majority[0] * scale
             center = _summary(values, table.stat)
             d = _delta(center, paper, table.delta)
             text = "FAIL" if failed and not ok else _ours_text(raw, center, table) + mark
+            text += f" {CHANCE}" if (row.label, col.label) in chance_by_cell else ""
             if failed and ok:
                 text += f" (FAIL {failed}/{len(recs)})"
             texts[row.label, col.label] = [text, _paper_text(paper), _delta_text(d, table.delta)]
             cells.append({"row": row.label, "model": row.model, "task": col.task, "split": col.split, "column": col.label,
                           "n": len(values), "failed": failed, "ours": center, "ours_std": mean_std(values)[1] if values else None,
                           "paper": None if paper is None else paper[0], "paper_std": None if paper is None else paper[1], "delta": d,
-                          "stale": bool(mark)})
+                          "stale": bool(mark), "majority": None if majority is None else majority[0] * scale,
+                          "at_chance": (row.label, col.label) in chance_by_cell})
     headers, rows = _layout(table, texts)
     only_stale = [run for run, by_seed in stale_runs.items() if all(by_seed.values())]
     reasons = sorted({why for run in only_stale for why in stale_runs[run].values() if why})
-    return {"headers": headers, "rows": rows, "cells": cells, "values": values_by_cell,
-            "present": len(present), "expected": len(expected) * len(table.seeds),
+    return {"headers": headers, "rows": rows, "cells": cells, "values": values_by_cell, "at_chance": chance_by_cell,
+            "chance": CHANCE_RULE if chance_by_cell else "", "present": len(present), "expected": len(expected) * len(table.seeds),
             "stale": (f"{STALE} = only records made with settings the registry no longer gives for that cell "
                       f"({len(only_stale)} of {len(expected)} (model, task) cells; {'; '.join(reasons[:3])}): "
                       "rerun them to compare the current setting; they do not count as present") if reasons else ""}
@@ -324,8 +334,9 @@ def reproduce(table: Table, registry, preset: str, out: Path, command: str, over
         paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["csv"])
     else:
         result = build(table, out, preset, registry)
-        result["note"] = note(table, preset, result["present"], result["expected"], out) + (f"; {result['stale']}" if result["stale"] else "")
-        claims = run_claims(table, result["values"]) if table.claims else None
+        result["note"] = "; ".join(part for part in (note(table, preset, result["present"], result["expected"], out), result["stale"],
+                                                     result["chance"]) if part)
+        claims = run_claims(table, result["values"], at_chance=result["at_chance"]) if table.claims else None
         claims = claims if claims and claims["rows"] else None
         paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["cells"], claims)
         png = plot(stem, table, result["cells"], preset)

@@ -21,7 +21,8 @@ is one class in bench/tasks/kinds.py (its collate, head, loss and outcomes), ``K
 Every split may carry ``"length"`` (int per example) used for per-length metrics; it defaults
 to len(tokens). Metrics the harness computes for every split: ``acc`` (example-level: label,
 or every scored position right), ``token_acc`` (tag / lm, per position), ``last_acc`` (lm:
-the last scored position). A task names its primary (model selection) metric in ``metric``.
+the last scored position); classify / pair_classify splits also record ``majority``, the share
+of the split's most frequent label (chance). A task names its primary (model selection) metric in ``metric``.
 
 Every task instance carries ``params`` (its constructor's arguments, defaults included, as
 JSON values) and ``name``, both set by this base class before the subclass constructor runs,

@@ -7,7 +7,8 @@ class per kind. A ``TaskKind`` owns
 - ``output_layer`` / ``logits``: the head put on the backbone;
 - ``loss``: the training loss from the logits and the batch;
 - ``outcomes``: per-example correctness (``correct``, ``tok_correct``, ``n_scored``,
-  ``last_correct``), from which bench/metrics.py computes acc / token_acc / last_acc;
+  ``last_correct``), from which bench/metrics.py computes acc / token_acc / last_acc, and, for
+  kinds with one class label per example, the ``label`` (the split's ``majority`` share);
 - ``random_batch``: a batch of random data of the kind (``bench cost``).
 
 Defining a subclass with a ``name`` registers it in ``KINDS``; a task class names its kind by
@@ -118,7 +119,8 @@ class Classify(TaskKind):
     def outcomes(self, logits, batch):
         correct = logits.argmax(-1) == batch["label"]
         ones = torch.ones_like(correct, dtype=torch.long)
-        return {"correct": correct, "tok_correct": correct.long(), "n_scored": ones, "last_correct": correct.float()}
+        return {"correct": correct, "tok_correct": correct.long(), "n_scored": ones, "last_correct": correct.float(),
+                "label": batch["label"]}
 
     def random_batch(self, task, batch, tokens, gen, device):
         batch["label"] = torch.randint(0, task.num_classes, (batch["tokens"].shape[0],), generator=gen).to(device)

@@ -1,0 +1,51 @@
+"""Command line: bench run | eval | compare | curves | cost | list | validate | explain.
+
+Bad input prints one line ("bench: error: ...") on stderr and exits with status 2. A run or grid
+stopped by SIGINT / SIGTERM checkpoints, says how to resume and exits with 130 / 143. Results
+(records, tables) go to stdout; progress, notes and warnings to stderr.
+
+Output: runs and leaderboards go to --out, by default $BENCH_OUT or ``out/`` (ignored by git),
+never into the committed reference results under ``results/`` unless asked (``--out results``);
+``bench reproduce`` reads those reference records by default (its --out defaults to results/ when
+the current folder has one, i.e. in a checkout; elsewhere to $BENCH_OUT or ``out/``)."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from ..errors import RunInterrupted, UserError
+from ..parsing import OUT_ENV, default_out, reference_out, version  # noqa: F401 - re-exported: default_out, OUT_ENV are part of the CLI's API
+from ..registry import Registry
+from .common import note, notes_to_stderr, parse_seeds  # noqa: F401 - note, parse_seeds: re-exported, as before the split
+from .evaluate import cmd_eval, cmd_generate
+from .info import cmd_cost, cmd_curves, cmd_explain, cmd_list, cmd_validate
+from .parser import build_parser
+from .train import cmd_compare, cmd_reproduce, cmd_run
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Light on purpose: each handler imports what it needs, so --help, list, validate and
+    # explain never import Lightning (tests/test_packaging.py); RunInterrupted lives in errors.
+    notes_to_stderr()
+    handlers = {"run": cmd_run, "eval": cmd_eval, "compare": cmd_compare, "curves": cmd_curves, "list": cmd_list, "validate": cmd_validate, "generate": cmd_generate,
+                "explain": cmd_explain,
+                "reproduce": cmd_reproduce, "cost": cmd_cost}
+    try:
+        args = build_parser().parse_args(argv)
+        if not args.command:
+            raise UserError(f"choose a command: {', '.join(handlers)} (see 'bench --help')")
+        registry = Registry(getattr(args, "path", None) or args.registry)
+        return handlers[args.command](args, registry)
+    except UserError as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 2
+    except RunInterrupted as exc:
+        print(f"bench: stopped by {exc}", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a grid stopped by a signal (bench.grid.Stopped)
+        print("bench: interrupted; run the same command again to resume from the last checkpoints", file=sys.stderr)
+        return 128 + getattr(exc, "signum", signal.SIGINT)
+    except BrokenPipeError:  # `bench compare ... | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141

@@ -1,0 +1,105 @@
+"""The commands that read the registry or records, or measure: ``bench list``, ``validate``,
+``explain``, ``curves`` and ``cost``."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import UserError
+from .common import _check_names, _fit, _names
+
+
+def cmd_curves(args, registry) -> int:
+    from ..report.curves import draw_curves
+
+    models = _names(args.models, "models")
+    tasks = _names(args.tasks, "tasks")
+    _check_names(registry, models, tasks)
+    for path in draw_curves(Path(args.out), models, tasks, args.preset, args.set or None, metric=args.metric):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_list(args, registry) -> int:
+    from tabulate import tabulate
+
+    what = args.what or "all"
+    if what in ("models", "all"):
+        from ..registry import import_model_class, static_class_attrs
+
+        rows = []
+        flags = ("supports_causal", "supports_streaming")
+        for name in registry.model_names():
+            e = registry.model_entry(name)
+            try:  # read from the source when it can be (no torch for a listing), else from the class
+                cls = static_class_attrs(e["target"], flags) or {f: getattr(import_model_class(e["target"], f"models.{name}"), f) for f in flags}
+                streams = "yes" if all(cls[f] for f in flags) else "no"  # init_state / step (causal)
+            except UserError:  # a broken target: `bench validate` says why; the listing still shows the entry
+                streams = "?"
+            rows.append([name, e["lineage"][1] if len(e["lineage"]) > 1 else "", streams, e.get("description", "")])
+        headers = ["model", "based on", "streams", "description"]
+        print(tabulate(_fit(rows, headers, args.full), headers=headers, tablefmt="simple"))
+    if what == "all":
+        print()
+    if what in ("tasks", "all"):
+        rows = []
+        for name in registry.task_names():
+            e = registry.task_entry(name)
+            rows.append([name, ",".join(e["presets"]), e.get("description", "")])
+        headers = ["task", "presets", "description"]
+        print(tabulate(_fit(rows, headers, args.full), headers=headers, tablefmt="simple"))
+    return 0
+
+
+def cmd_validate(args, registry) -> int:
+    problems = registry.validate()
+    if problems:
+        for p in problems:
+            print(f"bench: invalid registry: {p}", file=sys.stderr)
+        return 2
+    print(f"{' + '.join(registry.sources)}: {len(registry.model_names())} models and {len(registry.task_names())} tasks, all valid")
+    return 0
+
+
+def cmd_explain(args, registry) -> int:
+    import json
+
+    from tabulate import tabulate
+
+    from ..config import resolve_run
+
+    _check_names(registry, [args.model], [args.task])
+    config = resolve_run(registry, args.model, args.task, args.preset, args.set or None)
+    m, t = config.model, config.task
+    print(f"{m.name} ({m.target}) on {t.name} ({t.target}), preset {config.preset}")
+    rows = [[section, key, value if isinstance(value, str) else json.dumps(value), source]
+            for section, key, value, source in config.explain()]
+    print(tabulate(rows, headers=["section", "key", "value", "source"], tablefmt="simple", disable_numparse=True))
+    return 0
+
+
+def cmd_cost(args, registry) -> int:
+    """`bench cost`: training step cost (LRA Table 2's shape), --halting (HALT Table 5), --stream."""
+    from tabulate import tabulate
+
+    from ..cost import HALTING_MODELS, Setup, model_of, parse_positive_ints, run_cost
+
+    if args.halting and args.stream:
+        raise UserError("--halting and --stream are separate measurements; give one of them")
+    mode = "halting" if args.halting else "streaming" if args.stream else "training"
+    models = _names(args.models, "models") if args.models else (list(HALTING_MODELS) if args.halting else None)
+    if models is None:
+        raise UserError("--models is required (e.g. --models transformer,ut,gut); --halting defaults to ut,gut,gutlb")
+    _check_names(registry, [model_of(m) for m in models], [args.task])
+    setup = Setup(task=args.task, preset=args.preset, lengths=parse_positive_ints(args.lengths, "lengths", "512,1024"),
+                  batch=args.batch, device=args.device, dtype=args.dtype, compile=args.compile, kernels=args.kernels, repeats=args.repeats,
+                  warmup=args.warmup, overrides=args.set or [])
+    bounds = parse_positive_ints(args.bounds, "bounds", "10,20,40") if args.halting else None
+    result = run_cost(registry, models, setup, Path(args.out), mode=mode, bounds=bounds, decode_tokens=args.decode_tokens,
+                      progress=None if args.quiet else lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    for key, value in result["header"].items():
+        print(f"# {key}: {', '.join(value) if isinstance(value, list) else value}")
+    print(tabulate(result["table"], headers=result["headers"], tablefmt="simple", disable_numparse=True))
+    for path in result["files"]:
+        print(f"wrote {path}")
+    return 0

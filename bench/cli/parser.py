@@ -1,0 +1,138 @@
+"""The argument parser: every command's options (``bench --help``)."""
+from __future__ import annotations
+
+import argparse
+
+from ..errors import UserError
+from ..parsing import OUT_ENV, default_out, reference_out, version
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, no usage dump
+        raise UserError(f"{message} (see '{self.prog} --help')")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="bench", description="Recurrent Transformer families side by side on one task suite.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {version()}", help="print bench's version and exit")
+    p.add_argument("--registry", metavar="FILE",
+                   help="your registry.yaml, extending the shipped one and plugins' (new entries, or replacing those of the "
+                        "same name; default: $BENCH_REGISTRY, if set)")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+
+    def lightning_args(sp):
+        g = sp.add_argument_group("Lightning (passed to the Trainer)")
+        g.add_argument("--accelerator", help="cpu | gpu | auto ...")
+        g.add_argument("--devices", help="devices per node: a number, a list such as 0,1, or auto")
+        g.add_argument("--strategy", help="auto | ddp | fsdp ... (several devices)")
+        g.add_argument("--num-nodes", dest="num_nodes", help="machines taking part in one run (default 1)")
+
+    # the grid options, one parent for every command that trains missing cells (compare, reproduce)
+    grid = argparse.ArgumentParser(add_help=False)
+    gg = grid.add_argument_group("grid (with --run: how the missing cells are trained)")
+    gg.add_argument("--jobs", type=int, default=1, help="--run: cells trained at the same time (default 1)")
+    gg.add_argument("--runs-per-gpu", dest="runs_per_gpu", type=int, default=1, help="--run on GPUs: cells sharing one GPU")
+    gg.add_argument("--launcher", default="local", choices=["local", "slurm"], help="--run: where cells run (slurm: through submitit)")
+    gg.add_argument("--slurm-profile", dest="slurm_profile", help="--launcher slurm: YAML with partition, time, array parallelism ...")
+    gg.add_argument("--slurm", action="append", metavar="KEY=VALUE", help="--launcher slurm: one profile setting, e.g. partition=gpu (over the profile's)")
+    gg.add_argument("--rerun", action="store_true", help="--run: train every cell again, finished or not")
+    lightning_args(grid)
+
+    r = sub.add_parser("run", help="train and evaluate one model on one task")
+    r.add_argument("--model", required=True, help="a registry model, e.g. transformer (see bench list)")
+    r.add_argument("--task", required=True, help="a registry task, e.g. parity (see bench list)")
+    r.add_argument("--preset", help="smoke | small | paper (default: small)")
+    r.add_argument("--seed", help="one seed (default 0)")
+    r.add_argument("--seeds", help="several seeds, e.g. 0,1,2")
+    r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override, e.g. model.d_model=64, train.lr=3e-4, data.n_train=500")
+    r.add_argument("--out", default=default_out(), help=f"output folder, records under OUT/runs (default: ${OUT_ENV}, else out/)")
+    r.add_argument("--quiet", action="store_true", help="no progress output (default: a bar on a terminal, one line per validation otherwise)")
+    r.add_argument("--rerun", action="store_true", help="train again even if a finished record exists (discards its checkpoints)")
+    r.add_argument("--logger", default="csv", choices=["csv", "tensorboard", "wandb", "mlflow", "none"],
+                   help="curve log beside the record (default csv); tensorboard, wandb (offline unless $WANDB_MODE is set) and "
+                        "mlflow (a file store under the run's folder unless $MLFLOW_TRACKING_URI is set) add theirs to the CSV")
+    lightning_args(r)
+
+    e = sub.add_parser("eval", help="re-evaluate finished runs' tested checkpoints (optionally on other data)")
+    e.add_argument("records", nargs="+", metavar="RECORD", help="run record(s), e.g. out/runs/parity/small/transformer/seed0.json")
+    e.add_argument("--set", action="append", metavar="data.KEY=VALUE", help="data parameters to evaluate on instead, e.g. data.test_lengths=[100,200]")
+    e.add_argument("--accelerator", help="cpu | gpu | auto (one device)")
+    e.add_argument("--stream", action="store_true", help="score through the model's streaming path (init_state / step), token by token")
+
+    g = sub.add_parser("generate", help="greedy decoding from an LM run's tested checkpoint, through the streaming path")
+    g.add_argument("record", metavar="RECORD", help="run record of an LM task (copy, flip-flop)")
+    g.add_argument("--prompt", required=True, help="space-separated symbols of the task's vocabulary, e.g. 's3 s7 s1 <sep>'")
+    g.add_argument("--tokens", type=int, default=10, help="how many tokens to generate (default 10)")
+    g.add_argument("--accelerator", help="cpu | gpu (default cpu)")
+
+    c = sub.add_parser("compare", help="leaderboard over models and tasks from run records", parents=[grid])
+    c.add_argument("--models", required=True, help="registry models, comma-separated: the table's rows")
+    c.add_argument("--tasks", help="registry tasks, comma-separated (default: every task with records; needed by --run)")
+    c.add_argument("--preset", default="small", help="smoke | small | paper (default: small)")
+    c.add_argument("--out", default=default_out(), help=f"output folder, records under OUT/runs, tables under OUT/leaderboards (default: ${OUT_ENV}, else out/)")
+    c.add_argument("--run", action="store_true", help="first train the missing (model, task, seed) runs")
+    c.add_argument("--seed", help="one seed for --run (default 0)")
+    c.add_argument("--seeds", help="seeds for --run (default 0)")
+    c.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="overrides for --run; the table reads records made with exactly these")
+    c.add_argument("--plot", action="store_true", help="also plot accuracy (and halting depth) against input length")
+    c.add_argument("--stat", default="mean", choices=["mean", "median", "both"], help="cell summary over seeds (default mean ± std)")
+    c.add_argument("--quiet", action="store_true", help="(kept for compatibility: cells always log to files)")
+
+    cu = sub.add_parser("curves", help="plot validation metric against step for runs (from their metrics.csv)")
+    cu.add_argument("--models", required=True, help="registry models, comma-separated")
+    cu.add_argument("--tasks", "--task", dest="tasks", required=True, help="registry tasks, comma-separated (one plot each)")
+    cu.add_argument("--preset", default="small", help="smoke | small | paper (default: small)")
+    cu.add_argument("--out", default=default_out(), help=f"output folder, records under OUT/runs (default: ${OUT_ENV}, else out/)")
+    cu.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="the overrides the runs were made with")
+    cu.add_argument("--metric", default="val_metric", help="column of metrics.csv to draw (default val_metric; also train_loss, lr)")
+
+    rp = sub.add_parser("reproduce", help="a paper's table (tables/*.yaml): our records beside the paper's numbers", parents=[grid])
+    rp.add_argument("table", nargs="?", help="table name, e.g. rsa-table2 (see --list)")
+    rp.add_argument("--list", dest="list_tables", action="store_true", help="list the tables and how many cells have records")
+    rp.add_argument("--full", action="store_true", help="with --list: whole descriptions (default: cut to the terminal's width, 100 columns when piped)")
+    rp.add_argument("--preset", help="use this preset instead of the table's (a proxy: the note says so)")
+    rp.add_argument("--models", help="only the rows of these models")
+    rp.add_argument("--seeds", help="these seeds instead of the table's, e.g. 0 or 0,1,2")
+    rp.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
+                    help="an override for every cell, after the table's own (e.g. a proxy with more data)")
+    rp.add_argument("--out", default=reference_out(),
+                    help="folder holding runs/; tables go to OUT/reproduce/ (default: results/, the committed reference records, "
+                         f"when the current folder has it, else ${OUT_ENV} or out/)")
+    rp.add_argument("--run", action="store_true", help="first train the table's missing (row, column, seed) runs")
+
+    co = sub.add_parser("cost", help="step time, memory, ops and host syncs per model and length (--halting, --stream)")
+    co.add_argument("--models", help="registry models, e.g. ut,gut,tlb (transformer, the reference, is always added); "
+                           "a model with its own settings: tlb:chunk_size=100[:memory_slots=10]")
+    co.add_argument("--task", required=True, help="the task whose preset sizes the models and whose head and loss are used")
+    co.add_argument("--preset", default="small", help="smoke | small | paper (default: small)")
+    co.add_argument("--lengths", default="512", help="sequence lengths, e.g. 1024,2048,4096 (default 512)")
+    co.add_argument("--batch", type=int, help="batch size (default: the preset's train.batch_size)")
+    co.add_argument("--device", default="cpu", help="cpu | cuda (default cpu)")
+    co.add_argument("--dtype", default="fp32", help="fp32 | bf16 (autocast) (default fp32)")
+    co.add_argument("--compile", action="store_true", help="torch.compile the backbone; compile + first step reported apart")
+    co.add_argument("--kernels", action="store_true",
+                    help="CPU: kernel calls per step from torch.profiler, eager and (with --compile) compiled (inductor's kernels + aten calls)")
+    co.add_argument("--repeats", type=int, default=3, help="timed steps per model and length, interleaved across models (default 3)")
+    co.add_argument("--warmup", type=int, default=1, help="untimed steps after the counted one (default 1)")
+    co.add_argument("--halting", action="store_true", help="HALT Table 5: modes halt / upperbound / no-halt at --bounds")
+    co.add_argument("--bounds", default="10,20,40", help="--halting: max_layers bounds (default 10,20,40)")
+    co.add_argument("--stream", action="store_true", help="prefill and per-token decoding of streaming models (init_state / step)")
+    co.add_argument("--decode-tokens", dest="decode_tokens", type=int, default=32, help="--stream: single-token steps per repeat (default 32)")
+    co.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override for every model, e.g. model.max_len=8192")
+    co.add_argument("--out", default=reference_out("cost"),
+                    help=f"folder for the .md / .csv / .json (default results/cost when the current folder has results/, else ${OUT_ENV}/cost or out/cost)")
+    co.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+    ls = sub.add_parser("list", help="list registry models and tasks")
+    ls.add_argument("what", nargs="?", choices=["models", "tasks"], help="only the models or only the tasks (default: both)")
+    ls.add_argument("--full", action="store_true", help="whole descriptions (default: cut to the terminal's width, 100 columns when piped)")
+
+    v = sub.add_parser("validate", help="check the registry (shipped, plugins, yours): inheritance, imports, parameters")
+    v.add_argument("path", nargs="?", help="a registry file to check with the shipped one (as --registry; default: the shipped one)")
+
+    x = sub.add_parser("explain", help="every resolved value of a run's config and where it comes from")
+    x.add_argument("--model", required=True, help="a registry model, e.g. rsa-transformer-I")
+    x.add_argument("--task", required=True, help="a registry task, e.g. parity")
+    x.add_argument("--preset", default="small", help="smoke | small | paper (default: small)")
+    x.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="overrides, as for bench run")
+    return p

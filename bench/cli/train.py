@@ -1,0 +1,146 @@
+"""The commands that train: ``bench run`` (one model on one task), ``compare`` and ``reproduce``
+(with --run, the missing cells through the grid launcher)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import UserError
+from .common import _check_names, _fit, _names, _print_summary, _trainer_kwargs, note, parse_seeds
+
+
+def cmd_run(args, registry) -> int:
+    from ..cell import Cell
+    from ..runner import run_cell
+    from ..runner.lifecycle import plan_run
+    from ..runner.trainer import check_logger
+
+    seeds = parse_seeds(args)
+    _check_names(registry, [args.model], [args.task])
+    check_logger(args.logger)
+    preset = args.preset or "small"
+    for seed in seeds:  # every check on the input, for every seed, before the first line and any training
+        plan_run(args.model, args.task, preset, seed, args.out, args.set or None, registry, _trainer_kwargs(args))
+    chosen = "" if args.preset else " (the default; --preset smoke|small|paper to choose)"
+
+    def announce(plan):  # the first line of each run, once its input is checked: the preset it trains with
+        note(f"bench: {plan.model} on {plan.task}, preset {plan.preset}{chosen}, seed {plan.seed}: training into {plan.folder}")
+    records = []
+    for seed in seeds:
+        rec = run_cell(Cell(args.model, args.task, preset, seed, tuple(args.set or ())), args.out, registry=registry,
+                       trainer_kwargs=_trainer_kwargs(args), rerun=args.rerun, progress="none" if args.quiet else "auto",
+                       logger=args.logger, on_start=announce)
+        if rec.get("rank", 0) != 0:
+            continue  # other ranks of a multi-device run: rank 0 reports
+        records.append(rec)
+        if rec.get("skipped"):
+            note(f"bench: {rec['model']} on {rec['task']}, preset {rec['preset']}{chosen}, seed {rec['seed']}: "
+                 "already finished (pass --rerun to train it again)")
+        print(f"record: {rec['path']}")
+    if records:
+        _print_summary(records)
+    return 0 if all(r["status"] == "ok" for r in records) else 1
+
+
+def cmd_compare(args, registry) -> int:
+    from tabulate import tabulate
+
+    from ..grid import plan_grid
+    from ..records import overrides_tag
+    from ..report.leaderboard import STAT_TEXT, load_records, mark_stale, plot, seeds_note, stale_note, table, write_tables
+
+    models = _names(args.models, "models")
+    tasks = _names(args.tasks, "tasks") if args.tasks else None
+    _check_names(registry, models, tasks or [])
+    failed = []
+    if args.run:
+        if not tasks:
+            raise UserError("--run needs --tasks to know what to train")
+        profile = _grid_profile(args)
+        grid = plan_grid(registry, models, tasks, parse_seeds(args), args.preset, args.set, Path(args.out), rerun=args.rerun)
+        failed = _train_grid(args, registry, grid.todo, grid.incompatible, profile, f"{len(grid.finished)} already finished")
+    tag = overrides_tag(args.set)
+    records = load_records(Path(args.out), models, tasks, args.preset, tag)
+    if not tasks:
+        tasks = sorted({t for (_, t) in records})
+    if not records:
+        raise UserError(f"no records for models {', '.join(models)} with preset {args.preset!r} under {args.out}/runs; add --run to train them")
+    stale = mark_stale(registry, records, args.preset, args.set)
+    headers, rows = table(records, models, tasks, stat=args.stat)
+    text = seeds_note(records, models, tasks)
+    if stale:
+        text += "; " + stale_note(stale, models, tasks, args)
+    print(tabulate(rows, headers=headers, tablefmt="github"))
+    print(f"({text}; cells are {STAT_TEXT[args.stat]} in %)")
+    if args.set:
+        text += f"; overrides: {' '.join(args.set)}"
+    md, csv_path = write_tables(Path(args.out), args.preset, models, tasks, headers, rows, text, tag, stat=args.stat)
+    print(f"wrote {md} and {csv_path}")
+    if args.plot:
+        for path in plot(Path(args.out), args.preset, records, models, tasks):
+            print(f"wrote {path}")
+    if failed:
+        print(f"{len(failed)} cell(s) failed: " + "; ".join(c.name for c, _ in failed), file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _grid_profile(args) -> dict | None:
+    """The grid options' checks (GRID_OPTIONS), before anything is planned: the SLURM profile, or None."""
+    from ..grid import launcher_profile
+
+    if args.jobs < 1 or args.runs_per_gpu < 1:
+        raise UserError("--jobs and --runs-per-gpu take a whole number >= 1")
+    return launcher_profile(args.launcher, args.slurm_profile, args.slurm)
+
+
+def _train_grid(args, registry, todo: list, incompatible: list, profile: dict | None, finished: str = "") -> list:
+    """The one grid call of `compare --run` and `reproduce --run`: notes, then the cells through
+    the launcher; returns the failed cells."""
+    from ..grid import run_grid
+
+    for cell, why in incompatible:
+        note(f"skipped: {cell.model} on {cell.task}: {why}")
+    note(f"grid: {len(todo)} to train" + (f", {finished}" if finished else ""))
+    return run_grid(registry, todo, Path(args.out), jobs=args.jobs, launcher=args.launcher, runs_per_gpu=args.runs_per_gpu,
+                    trainer_args=_trainer_kwargs(args), rerun=args.rerun, profile=profile)
+
+
+def cmd_reproduce(args, registry) -> int:
+    from tabulate import tabulate
+
+    from ..records import ensure_writable
+    from ..report import reproduce
+
+    out = Path(args.out)
+    if args.list_tables:
+        headers = ["table", "preset", "with records", "description"]
+        print(tabulate(_fit(reproduce.list_tables(out, registry=registry), headers, args.full), headers=headers, tablefmt="simple"))
+        return 0
+    if not args.table:
+        raise UserError("name a table (e.g. bench reproduce rsa-table2) or pass --list")
+    profile = _grid_profile(args)
+    ensure_writable(out)
+    models = _names(args.models, "models") if args.models else None
+    seeds = parse_seeds(args) if args.seeds is not None else None
+    table, preset = reproduce.select_table(args.table, registry, args.preset, models, seeds, args.set)
+    failed = []
+    if args.run and table.kind == "cost":  # measured, not trained (bench/report/cost_table.py)
+        path = reproduce.measure_cost(table, registry, preset, out, args.set,
+                                      progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+        print(f"measured: {path}", file=sys.stderr)
+    elif args.run:
+        todo, incompatible = reproduce.plan(table, registry, preset, out, rerun=args.rerun)
+        failed = _train_grid(args, registry, todo, incompatible, profile)
+    command = reproduce.command_text(table, out, args.preset, args.models, args.seeds, args.set)
+    result = reproduce.reproduce(table, registry, preset, out, command, args.set)
+    print(f"{result['title']}\n")
+    print(tabulate(result["rows"], headers=result["headers"], tablefmt="github", disable_numparse=True))
+    print(f"({result['note']})")
+    if result["claims"]:
+        claims = result["claims"]
+        print(f"\nThe paper's claims (rule: {claims['rule']}):\n")
+        print(tabulate(claims["rows"], headers=claims["headers"], tablefmt="github", disable_numparse=True))
+    print("wrote " + ", ".join(map(str, result["paths"])))
+    if failed:
+        print(f"{len(failed)} run(s) failed: " + "; ".join(c.name for c, _ in failed), file=sys.stderr)
+    return 1 if failed else 0
