@@ -7,7 +7,9 @@
 #   bash scripts/gpu_lease_run.sh WAIT_S MODEL TASK PRESET SEED [--set KEY=VALUE ...]
 #   e.g. bash scripts/gpu_lease_run.sh 560 transformer flipflop paper 1 --set train.progress_every_min=1
 # Packages the image lacks (`datasets`) travel as wheels in .whl/ (device README, Notes); they are
-# installed into /tmp/site first when .whl/ is there.
+# installed into /tmp/site first when .whl/ is there. Carry datasets, dill and multiprocess only: the
+# image's pyarrow (25.0.1 on 2026-11-26) serves datasets 5.2.0, and a carried pyarrow 26 beside it broke
+# datasets' fingerprinting (PicklingError: MonthDayNano) (results/halt_flipflop.md).
 set -u
 USAGE="usage: gpu_lease_run.sh WAIT_S MODEL TASK PRESET SEED [--set KEY=VALUE ...]"
 WAIT_S=${1:?$USAGE}; MODEL=${2:?$USAGE}; TASK=${3:?$USAGE}; PRESET=${4:?$USAGE}; SEED=${5:?$USAGE}; shift 5
