@@ -310,3 +310,14 @@ def test_a_model_with_its_own_settings_is_its_own_row(tmp_path):
     assert rows["tlb:chunk_size=4"]["ops"] > rows["tlb"]["ops"] > rows["transformer"]["ops"]
     step = cost.TrainingStep(Registry(), "tlb:chunk_size=4", cost.Setup(task="flipflop", preset="smoke", lengths=[16]))
     assert step.backbone.chunk_size == 4 and step.name == "tlb:chunk_size=4"
+
+
+def test_device_auto_is_the_gpu_when_torch_sees_one_as_bench_run(monkeypatch):
+    """`bench cost`'s default --device auto: cuda where torch sees a GPU (as `bench run`), the CPU
+    where it sees none or where --kernels asks for CPU kernel counts; an explicit device stays."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert cost.Setup(task="flipflop", preset="smoke", lengths=[8], device="auto").device == "cuda"
+    assert cost.Setup(task="flipflop", preset="smoke", lengths=[8], device="auto", kernels=True).device == "cpu"
+    assert cost.Setup(task="flipflop", preset="smoke", lengths=[8], device="cpu").device == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert cost.Setup(task="flipflop", preset="smoke", lengths=[8], device="auto").device == "cpu"

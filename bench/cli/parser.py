@@ -107,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--preset", default="small", help="smoke | small | paper (default: small)")
     co.add_argument("--lengths", default="512", help="sequence lengths, e.g. 1024,2048,4096 (default 512)")
     co.add_argument("--batch", type=int, help="batch size (default: the preset's train.batch_size)")
-    co.add_argument("--device", default="cpu", help="cpu | cuda (default cpu)")
+    co.add_argument("--device", default="auto",
+                    help="auto | cpu | cuda (default auto: the GPU when torch sees one, as `bench run`; the CPU with --kernels)")
     co.add_argument("--dtype", default="fp32", help="fp32 | bf16 (autocast) (default fp32)")
     co.add_argument("--compile", action="store_true", help="torch.compile the backbone; compile + first step reported apart")
     co.add_argument("--kernels", action="store_true",

@@ -28,7 +28,7 @@ def parse_positive_ints(raw: str, what: str, example: str) -> list[int]:
 
 def resolve_device(name: str) -> torch.device:
     if name not in ("cpu", "cuda"):
-        raise UserError(f"--device {name!r}: choose cpu or cuda")
+        raise UserError(f"--device {name!r}: choose auto, cpu or cuda")
     if name == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: no CUDA GPU is visible to this torch (" + torch.__version__ + "); use --device cpu")
     return torch.device(name)
@@ -66,6 +66,10 @@ class Setup:
     # per model: model.max_len raised to the longest length where a position table was shorter
     # (set by check_models; the header says so)
     raised: dict[str, list[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.device == "auto":  # as `bench run`: the GPU when torch sees one (--kernels counts CPU kernels)
+            self.device = "cuda" if torch.cuda.is_available() and not self.kernels else "cpu"
 
     def overrides_for(self, label: str) -> list[str]:
         """--set items, the raised position table, then the label's own settings."""
