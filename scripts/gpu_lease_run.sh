@@ -23,8 +23,9 @@ if [ -d .whl ] && [ ! -e /tmp/site/.installed ]; then
 fi
 [ -d /tmp/site ] && export PYTHONPATH=/tmp/site
 export PYTHONUNBUFFERED=1
+running() { pgrep -f -- "--model $MODEL --task $TASK --preset $PRESET --seed $SEED " > /dev/null; }
 record() { find "$RUNS/runs/$TASK/$PRESET/$MODEL" -maxdepth 1 -name "seed$SEED*.json" 2>/dev/null | head -n 1; }
-if [ -z "$(record)" ] && ! pgrep -f -- "--model $MODEL --task $TASK --preset $PRESET --seed $SEED " > /dev/null; then
+if [ -z "$(record)" ] && ! running; then
   nvidia-smi -L; python3 -c "import torch, datasets; print('torch', torch.__version__, 'datasets', datasets.__version__)"
   setsid nohup python3 -m bench run --model "$MODEL" --task "$TASK" --preset "$PRESET" --seed "$SEED" --out "$RUNS" \
     "$@" > "$LOG" 2>&1 < /dev/null &
@@ -33,7 +34,7 @@ fi
 start=$SECONDS
 while [ -z "$(record)" ] && [ $((SECONDS - start)) -lt "$WAIT_S" ]; do
   sleep 10
-  pgrep -f -- "--model $MODEL --task $TASK --preset $PRESET --seed $SEED " > /dev/null || break
+  running || break
 done
 tail -n 15 "$LOG"
 rec=$(record)
@@ -42,7 +43,7 @@ if [ -n "$rec" ]; then
   cp "$rec" "$DEST/"
   [ -f "${rec%.json}/metrics.csv" ] && cp "${rec%.json}/metrics.csv" "$DEST/$(basename "${rec%.json}")-metrics.csv"
   echo "gpu_lease_run: done: $rec"
-elif pgrep -f -- "--model $MODEL --task $TASK --preset $PRESET --seed $SEED " > /dev/null; then
+elif running; then
   echo "gpu_lease_run: still running after ${WAIT_S}s; call again with the same arguments"
 else
   echo "gpu_lease_run: the run ended without a record; see the log above" >&2; exit 1
