@@ -9,6 +9,7 @@ Python API::
     record = bench.run(model="transformer", task="parity", preset="smoke", seed=0, out="results")
     state = model.init_state(batch_size)  # streaming (causal models): out, state = model.step(tokens, state)
     bench.generate("results/runs/copy/smoke/transformer/seed0.json", prompt="s3 s7 <sep>", tokens=5)
+    outcomes = bench.load_outcomes(record["path"])  # {split: {"index", "correct", "token_correct", "tokens", "length"}}
 """
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from .errors import RunFailed, RunInterrupted, UserError
 
 #: the API, imported on first use (PEP 562): ``import bench`` and the CLI's light commands
 #: (--help, list, validate, explain) never import Lightning
-_LAZY = {"Registry": ".registry", "build_model": ".runner", "build_task": ".runner", "run": ".runner"}
+_LAZY = {"Registry": ".registry", "build_model": ".runner", "build_task": ".runner", "load_outcomes": ".metrics", "run": ".runner"}
 
-__all__ = ["Registry", "RunFailed", "RunInterrupted", "UserError", "build_model", "build_task", "generate", "run"]
+__all__ = ["Registry", "RunFailed", "RunInterrupted", "UserError", "build_model", "build_task", "generate", "load_outcomes", "run"]
 
 
 def __getattr__(name: str):

@@ -21,9 +21,9 @@ import torch
 from torch import Tensor
 
 from .errors import UserError
-from .metrics import OutcomeBuffer, example_outcomes
+from .metrics import OutcomeBuffer, example_outcomes, write_outcomes
 from .models.base import BackboneOutput
-from .records import overrides_tag, run_folder, write_json_atomic
+from .records import outcomes_file, overrides_tag, run_folder, write_json_atomic
 from .registry import Registry
 
 
@@ -69,23 +69,26 @@ class StreamedBackbone:
 @torch.no_grad()
 def stream_evaluate(record: str | Path, data_overrides: list[str], registry, device: str | None = None) -> dict:
     """``bench eval RECORD --stream``: the metrics of every split (val and the test splits),
-    computed through the streaming path. Written beside the record as eval-stream[-tag].json."""
+    computed through the streaming path. Written beside the record as eval-stream[-tag].json,
+    the per-example outcomes as eval-stream[-tag]-outcomes.npz."""
     from .runner.module import forward_batch
 
     rec, task, data, module = load_tested(record, data_overrides, registry, device)
     streamed = StreamedBackbone(module.backbone)
     splits = ["val", *task.test_splits()]
-    metrics = {}
+    metrics, outcomes = {}, {}
     for split in splits:
         buf = OutcomeBuffer()
         for batch in data.eval_loader(split):
             batch = {k: v.to(module.device) if torch.is_tensor(v) else v for k, v in batch.items()}
             logits, _, _ = forward_batch(streamed, module.head, batch)
-            buf.add(example_outcomes(task.kind, logits, batch), batch["length"], {}, batch["tokens"].shape[0])
-        metrics[split] = buf.summarize(task.length_bin)
-    result = {**rec, "metrics": metrics, "test_splits": splits[1:], "evaluated_with": data_overrides, "streamed": True}
+            buf.add(example_outcomes(task.kind, logits, batch), batch["length"], {}, batch["tokens"].shape[0], index=batch["index"])
+        metrics[split], outcomes[split] = buf.summarize(task.length_bin), buf.arrays()
     tag = overrides_tag(data_overrides)
     out = run_folder(Path(record)) / (f"eval-stream-{tag}.json" if tag else "eval-stream.json")
+    result = {**rec, "metrics": metrics, "test_splits": splits[1:], "evaluated_with": data_overrides, "streamed": True,
+              "outcomes": outcomes_file(out, evaluation=True).name}
+    write_outcomes(outcomes_file(out, evaluation=True), outcomes)
     write_json_atomic(out, result)
     return {"record": result, "path": str(out)}
 

@@ -3,15 +3,39 @@
 A split's metrics: ``n`` (examples), ``acc``, ``token_acc``, ``last_acc``; for kinds with one
 class label per example (classify, pair_classify) also ``majority``: the share of the split's
 examples whose label is its most frequent label (the accuracy of always guessing that label),
-counted over every example evaluated, on all ranks (outcomes are gathered before summarizing)."""
+counted over every example evaluated, on all ranks (outcomes are gathered before summarizing).
+
+Rates are exact ratios of whole counts (acc = right examples / scored examples, token_acc =
+right positions / scored positions, in float64), so the per-example outcomes kept beside a record
+(``arrays``; read back by ``bench.load_outcomes``) give the record's numbers again to the last bit."""
 from __future__ import annotations
 
+import io
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from bench.tasks.kinds import kind_of, tag_positions_ok  # noqa: F401 - tag_positions_ok: importable from here
+
+from .errors import UserError
+from .records import Record, RecordError, outcomes_file, run_folder, write_atomic
+
+
+#: the per-example arrays kept for every split (``OutcomeBuffer.arrays``, ``bench.load_outcomes``)
+OUTCOME_FIELDS = ("index", "correct", "token_correct", "tokens", "length")
+
+
+def smallest_int(values: np.ndarray) -> np.ndarray:
+    """Whole numbers in the smallest signed integer type that holds them (signed: differences
+    of two arrays stay right)."""
+    values = np.asarray(values)
+    for dtype in (np.int8, np.int16, np.int32):
+        info = np.iinfo(dtype)
+        if values.size == 0 or (values.min() >= info.min and values.max() <= info.max):
+            return values.astype(dtype)
+    return values.astype(np.int64)
 
 
 def example_outcomes(kind: str, logits: torch.Tensor, batch: dict) -> dict:
@@ -26,15 +50,34 @@ class OutcomeBuffer:
         self.parts: dict[str, list] = defaultdict(list)
         self.scalar_stats: dict[str, list] = defaultdict(list)
 
-    def add(self, outcomes: dict, lengths: torch.Tensor, stats: dict, batch_size: int) -> None:
+    def add(self, outcomes: dict, lengths: torch.Tensor, stats: dict, batch_size: int, index: torch.Tensor | None = None) -> None:
+        """One batch: the kind's ``outcomes``, the examples' lengths, the backbone's statistics and
+        the examples' ``index`` in their split's dataset (the batch's ``index`` column)."""
         for k, v in outcomes.items():
             self.parts[k].append(v.detach().float().cpu())
         self.parts["length"].append(lengths.detach().cpu())
+        if index is not None:
+            self.parts["index"].append(index.detach().cpu())
         for name, value in (stats or {}).items():
             if torch.is_tensor(value) and value.dim() == 1 and value.shape[0] == batch_size:
                 self.parts["stat:" + name].append(value.detach().float().cpu())
             else:
                 self.scalar_stats[name].append((float(value), batch_size))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The split's per-example outcomes as kept beside a record (``OUTCOME_FIELDS``), in the
+        order evaluated (by example index once gathered), each in the smallest signed integer type
+        that holds it: ``index`` (the example's index in the split's dataset; 0, 1, ... when the
+        batches carried none), ``correct`` (0/1, as ``acc`` counts it), ``token_correct`` and
+        ``tokens`` (scored positions right / scored; one per example for classification kinds),
+        ``length``. An example with no scored position (``tokens`` 0) counts in no rate."""
+        if not self.parts:
+            return {}
+        cat = {k: torch.cat(v).numpy() for k, v in self.parts.items()}
+        n = len(cat["correct"])
+        columns = {"index": cat["index"] if "index" in cat else np.arange(n), "correct": cat["correct"] * (cat["n_scored"] > 0),
+                   "token_correct": cat["tok_correct"], "tokens": cat["n_scored"], "length": cat["length"]}
+        return {name: smallest_int(columns[name]) for name in OUTCOME_FIELDS}
 
     def summarize(self, length_bin) -> dict:
         if not self.parts:
@@ -73,6 +116,54 @@ class OutcomeBuffer:
         return out
 
 
+def write_outcomes(path: Path, splits: dict[str, dict[str, np.ndarray]]) -> None:
+    """One compressed ``.npz`` holding every split's ``OutcomeBuffer.arrays`` (``<split>/<field>``),
+    written by rename."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **{f"{split}/{name}": values for split, arrays in splits.items() for name, values in arrays.items()})
+    write_atomic(path, buffer.getvalue())
+
+
+def load_outcomes(record: str | Path, eval: str | None = None) -> dict[str, dict[str, np.ndarray]]:
+    """The per-example outcomes of a finished run's test phase, ``{split: {"index", "correct",
+    "token_correct", "tokens", "length"}}`` for val and every test split (``OutcomeBuffer.arrays``
+    says what each holds), read from the run folder beside ``record`` (a run's JSON).
+
+    ``eval`` names one of the run's evaluations instead, by its JSON's name in the run folder
+    ("eval", "eval-stream", "eval-<tag>"); giving that JSON's path as ``record`` does the same.
+    Per split, ``correct[tokens > 0].mean()`` is the record's ``acc`` and ``token_correct.sum() /
+    tokens.sum()`` its ``token_acc``, exactly (every example of the built-in tasks has
+    ``tokens > 0``, so ``correct.mean()`` is ``acc``). ``index`` is the example's index in the
+    split's dataset, the same for every model and seed evaluated on the same data. A record
+    without outcomes (made before they were kept) or whose file is missing: one UserError line."""
+    path = run_folder(Path(record)) / f"{eval}.json" if eval else Path(record)
+    try:
+        rec = Record.read(path, required=("model", "task")).data
+    except FileNotFoundError:
+        raise UserError(f"record {str(path)!r} not found; give the path of a run's .json under OUT/runs"
+                        + (" and the name of one of its evaluations (eval, eval-stream, eval-<tag>)" if eval else "")) from None
+    except RecordError as exc:
+        raise UserError(f"record {str(path)!r} cannot be read ({exc.problem})") from None
+    if rec["status"] != "ok":
+        raise UserError(f"record {str(path)!r} has status {rec['status']!r}; only finished runs have outcomes")
+    evaluation = "evaluated_with" in rec
+    if "outcomes" not in rec:
+        raise UserError(f"record {str(path)!r} has no per-example outcomes (records written before outcomes were kept); "
+                        f"`bench eval {path}` scores its checkpoint again and writes them (then load_outcomes(record, eval='eval'))")
+    file = outcomes_file(path, evaluation)
+    if not file.is_file():
+        raise UserError(f"the outcomes file {str(file)!r} of record {str(path)!r} is missing (a copy made without it?); "
+                        f"`bench eval` writes its evaluation's again")
+    with np.load(file) as saved:
+        out = {split: {name: saved[f"{split}/{name}"] for name in OUTCOME_FIELDS} for split in rec["metrics"]
+               if f"{split}/correct" in saved.files}
+    wrong = [s for s, m in rec["metrics"].items() if s not in out or len(out[s]["correct"]) != m.get("n")]
+    if wrong:
+        raise UserError(f"the outcomes file {str(file)!r} does not match record {str(path)!r} (split {wrong[0]!r}); "
+                        f"rerun the {'evaluation' if evaluation else 'run (--rerun)'} to write both again")
+    return out
+
+
 def _rates(cat: dict, idx: np.ndarray) -> dict:
     """acc, token_acc and last_acc of the examples ``idx``. Examples without a scored position
     (an LM sequence whose targets are all IGNORE) count in none of them; a metric with nothing
@@ -81,8 +172,8 @@ def _rates(cat: dict, idx: np.ndarray) -> dict:
     scored = n_scored > 0
     last = cat["last_correct"][idx][scored]
     return {
-        "acc": float(cat["correct"][idx][scored].mean()) if scored.any() else float("nan"),
-        "token_acc": float(cat["tok_correct"][idx].sum() / n_scored.sum()) if scored.any() else float("nan"),
+        "acc": float(np.mean(cat["correct"][idx][scored], dtype=np.float64)) if scored.any() else float("nan"),
+        "token_acc": float(cat["tok_correct"][idx].sum(dtype=np.float64) / n_scored.sum(dtype=np.float64)) if scored.any() else float("nan"),
         "last_acc": float(np.nanmean(last)) if not np.isnan(last).all() else float("nan"),
     }
 

@@ -229,6 +229,15 @@ def relative_checkpoint(record: Path, checkpoint: Path) -> str:
     return str(Path(checkpoint).relative_to(Path(record).parent))
 
 
+def outcomes_file(result: Path, evaluation: bool = False) -> Path:
+    """Where the per-example outcomes of a result live, named by it: a run record's in its run
+    folder (``seed0.json`` -> ``seed0/outcomes.npz``), an evaluation's beside its JSON in that
+    folder (``seed0/eval-<tag>.json`` -> ``seed0/eval-<tag>-outcomes.npz``); a moved or copied
+    results tree carries them with the folder, as it does the checkpoint."""
+    result = Path(result)
+    return result.with_name(f"{result.stem}-outcomes.npz") if evaluation else run_folder(result) / "outcomes.npz"
+
+
 def command_line(argv: list[str] | None = None, cwd: str | None = None) -> str:
     """The command as a user would type it again: ``bench ...``, with absolute paths below the
     current directory written relative to it (a record names no path of the machine it ran on)."""

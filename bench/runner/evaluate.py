@@ -1,7 +1,8 @@
 """`bench eval RECORD`: a finished run's tested checkpoint on its test splits again, or on other
 data (``--set data.key=value``: longer test lengths, another data seed), on one device.
 
-The result is printed and written beside the record as ``<run>/eval[-<tag>].json``; the run's
+The result is printed and written beside the record as ``<run>/eval[-<tag>].json``, its
+per-example outcomes as ``<run>/eval[-<tag>]-outcomes.npz`` (``bench.load_outcomes``); the run's
 own record is never changed. The checkpoint is the record's own, in its run folder (whatever
 path the record was written with): a copied results tree evaluates its own checkpoints, and a
 copy without them stops with one line instead of scoring another copy's weights."""
@@ -15,7 +16,9 @@ from ..config import resolve_run
 from ..data import TaskData
 from ..errors import UserError
 from ..logs import quiet
-from ..records import Record, RecordError, overrides_tag, record_checkpoint, relative_checkpoint, run_folder, write_json_atomic
+from ..metrics import write_outcomes
+from ..records import (Record, RecordError, outcomes_file, overrides_tag, record_checkpoint, relative_checkpoint, run_folder,
+                       write_json_atomic)
 from .build import instantiate_model, instantiate_task
 from .checkpoint_io import inspect_checkpoint
 from .module import TaskModule
@@ -66,9 +69,11 @@ def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator
         trainer = L.Trainer(accelerator=accelerator or "auto", devices=1, logger=False, enable_progress_bar=False,
                             enable_model_summary=False, precision=train["precision"])
         trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
-    result = {**rec, "metrics": {s: module.last_eval[i] for i, s in enumerate(splits)}, "test_splits": splits[1:],
-              "evaluated_with": data_overrides, "checkpoint": relative_checkpoint(Path(path), ckpt)}
     tag = overrides_tag(data_overrides)
     out = run_folder(Path(path)) / (f"eval-{tag}.json" if tag else "eval.json")
+    result = {**rec, "metrics": {s: module.last_eval[i] for i, s in enumerate(splits)}, "test_splits": splits[1:],
+              "evaluated_with": data_overrides, "checkpoint": relative_checkpoint(Path(path), ckpt),
+              "outcomes": outcomes_file(out, evaluation=True).name}
+    write_outcomes(outcomes_file(out, evaluation=True), {s: module.last_outcomes[i] for i, s in enumerate(splits)})
     write_json_atomic(out, result)
     return {"record": result, "checkpoint": str(ckpt), "path": str(out)}

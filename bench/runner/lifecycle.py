@@ -7,13 +7,14 @@
               every validation and every train.checkpoint_every_min minutes); the same command
               after a kill resumes from the last one
     test      the selected checkpoint (train.select: best_val | last) on every test split
-    record    one JSON file, written by global rank 0 only
+    record    one JSON file and the per-example outcomes beside it, written by global rank 0 only
 
 A run's folder, next to its record ``seed0.json``::
 
     seed0/ckpt/last.ckpt    resume point (weights, optimizer, LR schedule, callbacks, RNG, data position)
     seed0/ckpt/best.ckpt    best-on-validation weights
     seed0/metrics.csv       one row per validation (CSVLogger)
+    seed0/outcomes.npz      per-example outcomes of the test phase, every split (bench.load_outcomes)
     .seed0.lock             held while a process works on the run (beside the record)
 
 After a run finishes only the tested checkpoint and the curve are kept. The record names its
@@ -53,7 +54,8 @@ from ..data import DATA_ENV, TaskData, cache_root
 from ..cpus import default_threads
 from ..errors import RunFailed, UserError
 from ..logs import quiet
-from ..records import (base_record, config_changes, device_info, ensure_writable, record_path, relative_checkpoint,
+from ..metrics import write_outcomes
+from ..records import (base_record, config_changes, device_info, ensure_writable, outcomes_file, record_path, relative_checkpoint,
                        run_folder, write_json_atomic)
 from .build import _registry, check_attention_backend, instantiate_model, instantiate_task
 from .callbacks import RunInterrupted, ValidationHistory
@@ -163,9 +165,9 @@ def _run_locked(plan: RunPlan, built, progress, logger, rerun, callbacks, on_sta
             record.update({"status": "failed", "error": str(exc), "steps_run": trainer.global_step, "wall_time_s": time.perf_counter() - t0,
                            "device": device_info(trainer)})
             return write_record(plan, trainer, record)
-        tested = test(plan, trainer, module, data, task_obj)
+        tested, outcomes = test(plan, trainer, module, data, task_obj)
         record.update(summarize(plan, trainer, module, tested, wall=time.perf_counter() - t0))
-        record = write_record(plan, trainer, record)
+        record = write_record(plan, trainer, record, outcomes)
         keep_only_tested_checkpoint(plan, trainer)
     return record
 
@@ -232,12 +234,13 @@ def fit(plan: RunPlan, trainer: L.Trainer, module: TaskModule, data: TaskData) -
     trainer.save_checkpoint(str(plan.last_ckpt))  # the final weights (train.select=last tests these)
 
 
-def test(plan: RunPlan, trainer: L.Trainer, module: TaskModule, data: TaskData, task_obj) -> dict:
-    """The selected checkpoint on validation and on every test split."""
+def test(plan: RunPlan, trainer: L.Trainer, module: TaskModule, data: TaskData, task_obj) -> tuple[dict, dict]:
+    """The selected checkpoint on validation and on every test split: (metrics, per-example outcomes) by split."""
     ckpt = plan.best_ckpt if plan.train["select"] == "best_val" else plan.last_ckpt
     splits = ["val", *task_obj.test_splits()]
     trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
-    return {split: module.last_eval[i] for i, split in enumerate(splits)}
+    return ({split: module.last_eval[i] for i, split in enumerate(splits)},
+            {split: module.last_outcomes[i] for i, split in enumerate(splits)})
 
 
 # ---- record ----------------------------------------------------------------------------------
@@ -263,11 +266,15 @@ def summarize(plan: RunPlan, trainer: L.Trainer, module: TaskModule, tested: dic
         "device": device_info(trainer),
         "world_size": trainer.world_size,
         "checkpoint": relative_checkpoint(plan.record, plan.best_ckpt if plan.train["select"] == "best_val" else plan.last_ckpt),
+        "outcomes": relative_checkpoint(plan.record, outcomes_file(plan.record)),
     }
 
 
-def write_record(plan: RunPlan, trainer: L.Trainer, record: dict) -> dict:
+def write_record(plan: RunPlan, trainer: L.Trainer, record: dict, outcomes: dict | None = None) -> dict:
+    """The record (and first the per-example outcomes it names, when it has them), by global rank 0."""
     if trainer.is_global_zero:
+        if outcomes is not None:
+            write_outcomes(outcomes_file(plan.record), outcomes)
         write_json_atomic(plan.record, record)
     return {**record, "path": str(plan.record), "rank": trainer.global_rank}
 

@@ -18,8 +18,9 @@ NONFINITE_CHECK_EVERY = 25  # steps between host syncs that look for a NaN / inf
 
 
 def gather_buffers(buffers: dict[int, OutcomeBuffer], world_size: int) -> dict[int, OutcomeBuffer]:
-    """Every rank's per-example outcomes, merged and ordered by example index, on every rank
-    (so all ranks compute the same metrics and select the same best epoch)."""
+    """Every rank's per-example outcomes, merged and ordered by example index, each example once
+    (a sampler that pads its shards repeats some), on every rank (so all ranks compute the same
+    metrics and select the same best epoch)."""
     if world_size <= 1:
         return buffers
     import torch.distributed as dist
@@ -31,7 +32,10 @@ def gather_buffers(buffers: dict[int, OutcomeBuffer], world_size: int) -> dict[i
     for i in sorted({i for rank in everyone for i in rank}):
         shards = [rank[i] for rank in everyone if i in rank]
         parts = {k: torch.cat([p[k] for p, _ in shards]) for k in shards[0][0]}
-        order = torch.argsort(parts["index"])
+        order = torch.argsort(parts["index"], stable=True)
+        first = torch.ones_like(order, dtype=torch.bool)
+        first[1:] = parts["index"][order][1:] != parts["index"][order][:-1]
+        order = order[first]
         buf = merged[i] = OutcomeBuffer()
         buf.parts.update({k: [v[order]] for k, v in parts.items()})
         for _, scalars in shards:
@@ -120,6 +124,7 @@ class TaskModule(L.LightningModule):
         self.metric = task.metric
         self.eval_buffers: dict[int, OutcomeBuffer] = {}
         self.last_eval: dict[int, dict] = {}
+        self.last_outcomes: dict[int, dict] = {}  # per loader, the per-example arrays of last_eval
         # survive a resume (on_save_checkpoint / on_load_checkpoint)
         self.train_tokens = 0  # this rank's, up to the last validation
         self.train_time_s = 0.0  # seconds in training batches, all sessions of the run
@@ -173,12 +178,12 @@ class TaskModule(L.LightningModule):
     def _eval_step(self, batch: dict, dataloader_idx: int) -> None:
         logits, _, stats = forward_batch(self.backbone, self.head, batch)
         buf = self.eval_buffers.setdefault(dataloader_idx, OutcomeBuffer())
-        buf.add(example_outcomes(self.kind, logits, batch), batch["length"], stats, batch["tokens"].shape[0])
-        buf.parts["index"].append(batch["index"].cpu())
+        buf.add(example_outcomes(self.kind, logits, batch), batch["length"], stats, batch["tokens"].shape[0], index=batch["index"])
 
     def _eval_end(self) -> None:
         buffers = gather_buffers(self.eval_buffers, self.trainer.world_size if self._trainer else 1)
         self.last_eval = {i: buf.summarize(self.length_bin) for i, buf in sorted(buffers.items())}
+        self.last_outcomes = {i: buf.arrays() for i, buf in sorted(buffers.items())}  # kept beside the record after testing
         self.eval_buffers = {}
 
     def on_validation_start(self):
