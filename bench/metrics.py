@@ -22,7 +22,6 @@ from bench.tasks.kinds import kind_of, tag_positions_ok  # noqa: F401 - tag_posi
 from .errors import UserError
 from .records import Record, RecordError, outcomes_file, run_folder, write_atomic
 
-
 #: the per-example arrays kept for every split (``OutcomeBuffer.arrays``, ``bench.load_outcomes``)
 OUTCOME_FIELDS = ("index", "correct", "token_correct", "tokens", "length")
 

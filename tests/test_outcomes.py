@@ -11,9 +11,12 @@ import torch
 
 import bench
 from bench.cli import main
+from bench.config import resolve_run
+from bench.data import TaskData
 from bench.errors import UserError
 from bench.metrics import OUTCOME_FIELDS, OutcomeBuffer, example_outcomes
 from bench.records import record_path, run_folder
+from bench.runner.build import instantiate_task
 from bench.tasks.base import IGNORE
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -52,20 +55,24 @@ def assert_outcomes_give_metrics(outcomes: dict, metrics: dict) -> None:
         assert all(v.dtype.kind == "i" and v.dtype.itemsize <= 2 for v in o.values())  # compact at these sizes
 
 
-def test_a_run_keeps_its_outcomes_and_they_give_its_metrics(smoke_run):
+def test_a_run_keeps_its_outcomes_and_they_give_its_metrics(smoke_run, registry):
     path, rec = smoke_run
     assert rec["outcomes"] == f"{path.stem}/outcomes.npz"  # named relative to the record, like its checkpoint
     outcomes = bench.load_outcomes(path)
     assert_outcomes_give_metrics(outcomes, rec["metrics"])
-    # lengths are the examples' own: the split's by_length bins count them
+    # lengths are the examples' own, read from the split's data, and the record's by_length bins count them
+    task = instantiate_task(resolve_run(registry, "transformer", rec["task"], "smoke", rec["overrides"]).task)
+    data = TaskData(task, 8, 8, seed=0)
     for split, m in rec["metrics"].items():
-        if "by_length" in m:
-            assert sum(b["n"] for b in m["by_length"].values()) <= len(outcomes[split]["length"])
-            assert outcomes[split]["length"].min() >= 1
+        dataset = data.splits[split]
+        lengths = [int(ex["length"]) if "length" in ex else len(ex["tokens"]) for ex in (dataset[i] for i in range(len(dataset)))]
+        np.testing.assert_array_equal(outcomes[split]["length"], lengths)
+        bins = [task.length_bin(n) for n in lengths]
+        assert {b: e["n"] for b, e in m.get("by_length", {}).items()} == {b: bins.count(b) for b in set(bins) - {None}}
 
 
 def test_eval_and_stream_write_outcomes_that_agree_with_the_run(smoke_run):
-    path, rec = smoke_run
+    path, _ = smoke_run
     assert main(["eval", str(path)]) == 0
     assert main(["eval", str(path), "--stream"]) == 0
     run = bench.load_outcomes(path)
