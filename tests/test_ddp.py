@@ -35,6 +35,12 @@ def test_two_cpu_processes_score_every_example_once(tmp_path):
     single = json.loads((path.with_suffix("") / "eval.json").read_text())
     for split in ("val", "bin0", "bin1"):
         assert single["metrics"][split] == ddp["metrics"][split]
+    # the per-example outcomes kept: both ranks' examples, each once, in the split's order, as one process scores them
+    kept, one_process = bench.load_outcomes(path), bench.load_outcomes(path, eval="eval")
+    for split, metrics in ddp["metrics"].items():
+        assert kept[split]["index"].tolist() == list(range(metrics["n"]))
+        assert kept[split]["correct"].mean() == metrics["acc"]
+        assert all((kept[split][k] == one_process[split][k]).all() for k in kept[split])
     # the best epoch is the first maximum of the history every rank computed alike
     best = max(ddp["val_history"], key=lambda h: h["acc"])
     assert (ddp["best_step"], ddp["best_val"]) == (best["step"], best["acc"])
