@@ -105,6 +105,33 @@ def _train_grid(args, registry, todo: list, incompatible: list, profile: dict | 
                     trainer_args=_trainer_kwargs(args), rerun=args.rerun, profile=profile)
 
 
+def _fill_writeups(out: Path, registry) -> int:
+    """``bench reproduce --writeups``: every table a write-up in ``out`` names, rebuilt from the
+    records by the command its generated Markdown names (with this ``out``), then every block filled."""
+    import shlex
+
+    from ..records import ensure_writable
+    from ..report import reproduce, writeup
+    from .parser import build_parser
+
+    ensure_writable(out)
+    filled = []
+    for name, md in writeup.blocks_tables(out).items():
+        command = writeup.command_of(md.read_text())
+        if not command:
+            raise UserError(f"{md} names no 'bench reproduce ...' command under its title: rebuild it with bench reproduce")
+        args = build_parser().parse_args(shlex.split(command)[1:])
+        table, preset = reproduce.select_table(args.table, registry, args.preset, _names(args.models, "models") if args.models else None,
+                                               parse_seeds(args) if args.seeds is not None else None, args.set)
+        command = reproduce.command_text(table, out, args.preset, args.models, args.seeds, args.set)
+        result = reproduce.reproduce(table, registry, preset, out, command, args.set)
+        filled += [p for p in result["paths"] if p.parent == out]
+        print(f"rebuilt {name}: " + ", ".join(str(p) for p in result["paths"] if p.suffix == ".md"))
+    filled += writeup.fill_writeups(out)
+    print("write-ups filled: " + (", ".join(sorted({str(p) for p in filled})) or "none changed"))
+    return 0
+
+
 def cmd_reproduce(args, registry) -> int:
     from tabulate import tabulate
 
@@ -116,6 +143,10 @@ def cmd_reproduce(args, registry) -> int:
         headers = ["table", "preset", "with records", "description"]
         print(tabulate(_fit(reproduce.list_tables(out, registry=registry), headers, args.full), headers=headers, tablefmt="simple"))
         return 0
+    if args.writeups:
+        if args.table or args.run:
+            raise UserError("--writeups rebuilds the tables the write-ups name from their records: give no table name and no --run")
+        return _fill_writeups(out, registry)
     if not args.table:
         raise UserError("name a table (e.g. bench reproduce rsa-table2) or pass --list")
     profile = _grid_profile(args)
