@@ -252,7 +252,7 @@ def git_commit(root: Path | None = None) -> dict:
         return {"commit": None, "dirty": None}
 
     def git(*args: str) -> bytes:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, timeout=10).stdout
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, timeout=10, check=False).stdout
 
     try:
         commit = git("rev-parse", "HEAD").decode().strip()

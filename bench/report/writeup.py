@@ -27,7 +27,7 @@ from ..errors import UserError
 from ..records import read_record, write_atomic
 
 #: a block: its opening marker (kind and argument), its generated content, its closing marker
-BLOCK = re.compile(r"<!-- bench:(?P<kind>table|value) (?P<arg>[^>]*?) -->(?P<body>.*?)<!-- /bench -->", re.S)
+BLOCK = re.compile(r"<!-- bench:(?P<kind>table|value) (?P<arg>[^>]*?) -->(?P<body>.*?)<!-- /bench -->", re.DOTALL)
 FORMATS = {"pct": (100.0, ".1f"), "min": (1 / 60, ".1f")}
 
 
@@ -115,7 +115,7 @@ def generated_table(out: Path, name: str, where: str) -> Path:
 
 def command_of(markdown: str) -> str:
     """The ``bench reproduce ...`` command a generated table's Markdown names under its title."""
-    m = re.search(r"^`(bench reproduce [^`]*)`$", markdown, re.M)
+    m = re.search(r"^`(bench reproduce [^`]*)`$", markdown, re.MULTILINE)
     return m[1] if m else ""
 
 
