@@ -126,7 +126,7 @@ def _fill_writeups(out: Path, registry) -> int:
         command = reproduce.command_text(table, out, args.preset, args.models, args.seeds, args.set)
         result = reproduce.reproduce(table, registry, preset, out, command, args.set)
         filled += [p for p in result["paths"] if p.parent == out]
-        print(f"rebuilt {name}: " + ", ".join(str(p) for p in result["paths"] if p.suffix == ".md"))
+        print(f"rebuilt {name}: " + ", ".join(str(p) for p in result["paths"] if p.parent.name == "reproduce" and p.suffix == ".md"))
     filled += writeup.fill_writeups(out)
     print("write-ups filled: " + (", ".join(sorted({str(p) for p in filled})) or "none changed"))
     return 0
