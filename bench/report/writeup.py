@@ -48,7 +48,7 @@ def table_block(markdown: str) -> str:
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
     lines = [f"**{line[3:]}**" if line.startswith("## ") else line for line in lines]
-    return "\n" + "\n".join(lines).strip("\n") + "\n"
+    return "\n\n" + "\n".join(lines).strip("\n") + "\n\n"  # blank lines: the Markdown around it stays apart
 
 
 def record_value(out: Path, spec: str, where: str) -> str:
