@@ -165,6 +165,7 @@ OVERCLAIMS = {  # what the write-ups said by hand before their numbers were gene
     "halt_flipflop.md": ["27.5 steps/s", "8 min", "808 s", "train 808"],
     "halt_cpu.md": ["halting pays for itself (holds)", "the sizes match the paper's", "**holds**", "**does not hold**"],
     "rsa_formal_languages.md": ["**cause**", "Both checks hold", "comes from the paper's stated initialisation"],
+    "halt_logic_proxy.md": ["is the one difference large\nenough", "**With the lr fixed, the paper's ranking partly shows.**"],
 }
 
 
