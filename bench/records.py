@@ -263,6 +263,13 @@ def git_commit(root: Path | None = None) -> dict:
     return {"commit": commit or None, "dirty": dirty, **({"diff_sha256": hashlib.sha256(diff).hexdigest()} if dirty else {})}
 
 
+def other_code(rec: dict) -> bool:
+    """Whether a record was made from code its named commit does not give: a dirty tree (``git.dirty``,
+    with ``git.diff_sha256``) or a ``git.note`` saying which code it ran."""
+    git = rec.get("git") or {}
+    return bool(git.get("dirty") or git.get("note"))
+
+
 def versions() -> dict:
     import datasets
     import lightning

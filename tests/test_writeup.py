@@ -62,6 +62,20 @@ def test_a_value_block_shows_one_field_of_a_record(tmp_path):
     assert writeup.fill_writeups(tmp_path) == []  # filled: nothing changes
 
 
+def test_a_value_or_leaderboard_cell_from_other_code_is_marked(tmp_path):
+    from bench.report.leaderboard import load_records, table
+
+    write_record(tmp_path, "transformer", "parity", 0, {"bin0": 0.5, "bin1": 0.0}, git={"commit": "a" * 40, "dirty": True})
+    write_record(tmp_path, "lstm", "parity", 0, {"bin0": 1.0, "bin1": 1.0}, git={"commit": "a" * 40, "dirty": False})
+    page = tmp_path / "page.md"
+    page.write_text("<!-- bench:value runs/parity/paper/transformer/seed0.json metrics.bin0.acc pct --><!-- /bench --> "
+                    "<!-- bench:value runs/parity/paper/lstm/seed0.json metrics.bin0.acc pct --><!-- /bench -->\n")
+    writeup.fill_writeups(tmp_path)
+    assert writeup.BLOCK.sub(lambda m: m["body"], page.read_text()) == "50.0 ‡ 100.0\n"
+    _, rows = table(load_records(tmp_path, ["transformer", "lstm"], ["parity"], "paper"), ["transformer", "lstm"], ["parity"])
+    assert [row[1] for row in rows] == ["50.0 ‡", "100.0"]
+
+
 def test_a_bad_block_is_one_line_and_writes_nothing(tmp_path, capsys):
     write_record(tmp_path, "transformer", "parity", 0, {"bin0": 0.5, "bin1": 0.0})
     good = tmp_path / "a.md"
@@ -98,10 +112,10 @@ def test_records_of_a_dirty_tree_or_another_commit_are_marked(tmp_path):
     result = build(load_table("rsa-table2"), tmp_path, "paper")
     ours = {r[0]: r[2] for r in result["rows"] if r[1] == "transformer"}
     assert ours == {"parity": "50.0 (1)", "d2": "50.0 (1) ‡", "d4": "50.0 (1) ‡", "tomita3": "—", "tomita5": "—", "tomita6": "—"}
-    assert result["not_its_commit"].startswith("‡ = records made from code their named commit does not give")
+    assert result["other_code"].startswith("‡ = records made from code their named commit does not give")
     write_record(tmp_path, "transformer", "d2", 0, {"bin0": 0.5, "bin1": 0.0}, git=clean)
     write_record(tmp_path, "transformer", "d4", 0, {"bin0": 0.5, "bin1": 0.0}, git=clean)
-    assert build(load_table("rsa-table2"), tmp_path, "paper")["not_its_commit"] == ""
+    assert build(load_table("rsa-table2"), tmp_path, "paper")["other_code"] == ""
 
 
 def test_git_commit_names_the_diff_of_a_dirty_tree(tmp_path):

@@ -47,7 +47,8 @@ def cmd_compare(args, registry) -> int:
 
     from ..grid import plan_grid
     from ..records import overrides_tag
-    from ..report.leaderboard import STAT_TEXT, load_records, mark_stale, plot, seeds_note, stale_note, table, write_tables
+    from ..records import other_code
+    from ..report.leaderboard import OTHER_CODE_RULE, STAT_TEXT, load_records, mark_stale, plot, seeds_note, stale_note, table, write_tables
 
     models = _names(args.models, "models")
     tasks = _names(args.tasks, "tasks") if args.tasks else None
@@ -70,6 +71,8 @@ def cmd_compare(args, registry) -> int:
     text = seeds_note(records, models, tasks)
     if stale:
         text += "; " + stale_note(stale, models, tasks, args)
+    if any(other_code(r) for recs in records.values() for r in recs if r.get("status") == "ok"):
+        text += "; " + OTHER_CODE_RULE
     print(tabulate(rows, headers=headers, tablefmt="github"))
     print(f"({text}; cells are {STAT_TEXT[args.stat]} in %)")
     if args.set:

@@ -34,15 +34,15 @@ from tabulate import tabulate
 
 from ..config import parse_overrides, resolve_run
 from ..grid import plan_grid
-from ..records import overrides_tag, write_atomic
+from ..records import other_code, overrides_tag, write_atomic
 from ..registry import PRESETS, suggest
 from ..stats import mean_std
 from ..errors import UserError
-from .cells import (CHANCE, CHANCE_RULE, MISSING, NOT_ITS_COMMIT, NOT_ITS_COMMIT_RULE, NOT_REPORTED, STALE, at_chance, cell_records,
-                    current_config, majority_share, not_its_commit, record_value, stale)
+from .cells import (CHANCE, CHANCE_RULE, MISSING, NOT_REPORTED, STALE, at_chance, cell_records, current_config, majority_share,
+                    record_value, stale)
 from . import cost_table, writeup
 from .checks import checks_summary, record_cells, run_checks, run_claims
-from .leaderboard import cell_percent
+from .leaderboard import OTHER_CODE, OTHER_CODE_RULE, cell_percent
 from .tables import TABLES_DIR, Table, check_names, load_table, table_names
 
 __all__ = ["MISSING", "NOT_REPORTED", "STALE", "build", "cell_records", "check_names", "current_config", "list_tables", "load_table",
@@ -134,7 +134,7 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
             d = _delta(center, paper, table.delta)
             text = "FAIL" if failed and not ok else _ours_text(raw, center, table) + mark
             text += f" {CHANCE}" if (row.label, col.label) in chance_by_cell else ""
-            text += f" {NOT_ITS_COMMIT}" if any(not_its_commit(r) for r in ok) else ""
+            text += f" {OTHER_CODE}" if any(other_code(r) for r in ok) else ""
             if failed and ok:
                 text += f" (FAIL {failed}/{len(recs)})"
             texts[row.label, col.label] = [text, _paper_text(paper), _delta_text(d, table.delta)]
@@ -147,8 +147,8 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     only_stale = [run for run, by_seed in stale_runs.items() if all(by_seed.values())]
     reasons = sorted({why for run in only_stale for why in stale_runs[run].values() if why})
     return {"headers": headers, "rows": rows, "cells": cells, "values": values_by_cell, "at_chance": chance_by_cell,
-            "chance": CHANCE_RULE if chance_by_cell else "",
-            "not_its_commit": NOT_ITS_COMMIT_RULE if any(f" {NOT_ITS_COMMIT}" in t[0] for t in texts.values()) else "", "present": len(present), "expected": len(expected) * len(table.seeds),
+            "chance": CHANCE_RULE if chance_by_cell else "", "present": len(present), "expected": len(expected) * len(table.seeds),
+            "other_code": OTHER_CODE_RULE if any(f" {OTHER_CODE}" in t[0] for t in texts.values()) else "",
             "stale": (f"{STALE} = only records made with settings the registry no longer gives for that cell "
                       f"({len(only_stale)} of {len(expected)} (model, task) cells; {'; '.join(reasons[:3])}): "
                       "rerun them to compare the current setting; they do not count as present") if reasons else ""}
@@ -338,7 +338,7 @@ def reproduce(table: Table, registry, preset: str, out: Path, command: str, over
     else:
         result = build(table, out, preset, registry)
         result["note"] = "; ".join(part for part in (note(table, preset, result["present"], result["expected"], out), result["stale"],
-                                                     result["chance"], result["not_its_commit"]) if part)
+                                                     result["chance"], result["other_code"]) if part)
         claims = run_claims(table, result["values"], at_chance=result["at_chance"]) if table.claims else None
         claims = claims if claims and claims["rows"] else None
         paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["cells"], claims)

@@ -24,7 +24,8 @@ import re
 from pathlib import Path
 
 from ..errors import UserError
-from ..records import read_record, write_atomic
+from ..records import other_code, read_record, write_atomic
+from .leaderboard import OTHER_CODE
 
 #: a block: its opening marker (kind and argument), its generated content, its closing marker
 BLOCK = re.compile(r"<!-- bench:(?P<kind>table|value) (?P<arg>[^>]*?) -->(?P<body>.*?)<!-- /bench -->", re.DOTALL)
@@ -67,8 +68,9 @@ def record_value(out: Path, spec: str, where: str) -> str:
             raise UserError(f"{where}: record {path} has no {key!r} (stopped at {step!r})")
         value = value[step]
     scale, spec_ = FORMATS.get(fmt, (1.0, fmt))
+    mark = f" {OTHER_CODE}" if other_code(rec) else ""  # made from code its commit does not give: marked as in the tables
     try:
-        return format(value * scale if scale != 1.0 else value, spec_)
+        return format(value * scale if scale != 1.0 else value, spec_) + mark
     except (TypeError, ValueError):
         raise UserError(f"{where}: {key} of {path} is {value!r}, which format {fmt!r} cannot print "
                         "(a Python format spec such as .1f, or pct, or min)") from None
