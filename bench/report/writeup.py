@@ -15,8 +15,9 @@ A single number, inline, from one record (a path under OUT, a dotted key, a form
 The format is a Python format spec (``.1f``, ``,.0f``), or ``pct`` (a fraction printed in %
 with one decimal) or ``min`` (seconds printed in minutes with one decimal). Text outside the
 blocks is never changed. ``bench reproduce NAME`` fills the blocks of the table it just wrote,
-and every value block; ``bench reproduce --writeups`` rebuilds every table a write-up names
-and fills them all.
+and every value block; ``bench reproduce --writeups --out results`` rebuilds every table a
+write-up names and fills them all. A value from a record made from code its commit does not
+give (``bench.records.other_code``) is marked ‡, as the tables mark it.
 """
 from __future__ import annotations
 
