@@ -151,7 +151,7 @@ def cmd_reproduce(args, registry) -> int:
             raise UserError("--writeups rebuilds the tables the write-ups name from their records: give no table name and no --run")
         return _fill_writeups(out, registry)
     if not args.table:
-        raise UserError("name a table (e.g. bench reproduce rsa-table2) or pass --list")
+        raise UserError("name a table (e.g. bench reproduce rsa-table2), or pass --list or --writeups")
     profile = _grid_profile(args)
     ensure_writable(out)
     models = _names(args.models, "models") if args.models else None
