@@ -252,16 +252,31 @@ def command_line(argv: list[str] | None = None, cwd: str | None = None) -> str:
     return " ".join(["bench", *map(word, argv[1:])])
 
 
-def git_commit() -> dict:
-    root = Path(__file__).resolve().parent.parent
+def git_commit(root: Path | None = None) -> dict:
+    """The code a run is made from: the checkout's commit and whether its tracked files differ from
+    it; when they do, ``diff_sha256``, the SHA-256 of ``git diff HEAD --binary`` (the tree is that
+    commit plus the diff with this hash). Tables mark such records (bench/report/cells.py)."""
+    root = Path(root) if root else Path(__file__).resolve().parent.parent
     if not (root / "pyproject.toml").is_file():  # an installed bench (site-packages): no checkout to name
         return {"commit": None, "dirty": None}
+
+    def git(*args: str) -> bytes:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, timeout=10, check=False).stdout
+
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=5).stdout.strip())
+        commit = git("rev-parse", "HEAD").decode().strip()
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+        diff = git("diff", "HEAD", "--binary") if dirty else b""
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
-    return {"commit": commit or None, "dirty": dirty}
+    return {"commit": commit or None, "dirty": dirty, **({"diff_sha256": hashlib.sha256(diff).hexdigest()} if dirty else {})}
+
+
+def other_code(rec: dict) -> bool:
+    """Whether a record was made from code its named commit does not give: a dirty tree (``git.dirty``,
+    with ``git.diff_sha256``) or a ``git.note`` saying which code it ran."""
+    git = rec.get("git") or {}
+    return bool(git.get("dirty") or git.get("note"))
 
 
 def versions() -> dict:

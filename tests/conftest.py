@@ -13,6 +13,15 @@ os.environ.setdefault("BENCH_DATA_DIR", str(ROOT / ".cache" / "test-data"))
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 
+@pytest.fixture(autouse=True)
+def clean_checkout(monkeypatch):
+    """Records made in tests name a clean commit, whatever state the checkout is in: tables mark
+    records of a dirty tree (‡), and a test's tables must not change with uncommitted edits."""
+    import bench.records
+
+    monkeypatch.setattr(bench.records, "git_commit", lambda root=None: {"commit": "0" * 40, "dirty": False})
+
+
 @pytest.fixture(scope="session")
 def registry():
     from bench.registry import Registry

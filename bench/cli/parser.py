@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="folder holding runs/; tables go to OUT/reproduce/ (default: results/, the committed reference records, "
                          f"when the current folder has it, else ${OUT_ENV} or out/)")
     rp.add_argument("--run", action="store_true", help="first train the table's missing (row, column, seed) runs")
+    rp.add_argument("--writeups", action="store_true",
+                    help="rebuild every table the write-ups in OUT (OUT/*.md) name in a bench:table block, each by the command "
+                         "its generated file names, and fill every block (bench/report/writeup.py)")
 
     co = sub.add_parser("cost", help="step time, memory, ops and host syncs per model and length (--halting, --stream)")
     co.add_argument("--models", help="registry models, e.g. ut,gut,tlb (transformer, the reference, is always added); "

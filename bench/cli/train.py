@@ -47,7 +47,8 @@ def cmd_compare(args, registry) -> int:
 
     from ..grid import plan_grid
     from ..records import overrides_tag
-    from ..report.leaderboard import STAT_TEXT, load_records, mark_stale, plot, seeds_note, stale_note, table, write_tables
+    from ..records import other_code
+    from ..report.leaderboard import OTHER_CODE_RULE, STAT_TEXT, load_records, mark_stale, plot, seeds_note, stale_note, table, write_tables
 
     models = _names(args.models, "models")
     tasks = _names(args.tasks, "tasks") if args.tasks else None
@@ -70,6 +71,8 @@ def cmd_compare(args, registry) -> int:
     text = seeds_note(records, models, tasks)
     if stale:
         text += "; " + stale_note(stale, models, tasks, args)
+    if any(other_code(r) for recs in records.values() for r in recs if r.get("status") == "ok"):
+        text += "; " + OTHER_CODE_RULE
     print(tabulate(rows, headers=headers, tablefmt="github"))
     print(f"({text}; cells are {STAT_TEXT[args.stat]} in %)")
     if args.set:
@@ -105,6 +108,33 @@ def _train_grid(args, registry, todo: list, incompatible: list, profile: dict | 
                     trainer_args=_trainer_kwargs(args), rerun=args.rerun, profile=profile)
 
 
+def _fill_writeups(out: Path, registry) -> int:
+    """``bench reproduce --writeups``: every table a write-up in ``out`` names, rebuilt from the
+    records by the command its generated Markdown names (with this ``out``), then every block filled."""
+    import shlex
+
+    from ..records import ensure_writable
+    from ..report import reproduce, writeup
+    from .parser import build_parser
+
+    ensure_writable(out)
+    filled = []
+    for name, md in writeup.blocks_tables(out).items():
+        command = writeup.command_of(md.read_text())
+        if not command:
+            raise UserError(f"{md} names no 'bench reproduce ...' command under its title: rebuild it with bench reproduce")
+        args = build_parser().parse_args(shlex.split(command)[1:])
+        table, preset = reproduce.select_table(args.table, registry, args.preset, _names(args.models, "models") if args.models else None,
+                                               parse_seeds(args) if args.seeds is not None else None, args.set)
+        command = reproduce.command_text(table, out, args.preset, args.models, args.seeds, args.set)
+        result = reproduce.reproduce(table, registry, preset, out, command, args.set)
+        filled += [p for p in result["paths"] if p.parent == out]
+        print(f"rebuilt {name}: " + ", ".join(str(p) for p in result["paths"] if p.parent.name == "reproduce" and p.suffix == ".md"))
+    filled += writeup.fill_writeups(out)
+    print("write-ups filled: " + (", ".join(sorted({str(p) for p in filled})) or "none changed"))
+    return 0
+
+
 def cmd_reproduce(args, registry) -> int:
     from tabulate import tabulate
 
@@ -116,8 +146,12 @@ def cmd_reproduce(args, registry) -> int:
         headers = ["table", "preset", "with records", "description"]
         print(tabulate(_fit(reproduce.list_tables(out, registry=registry), headers, args.full), headers=headers, tablefmt="simple"))
         return 0
+    if args.writeups:
+        if args.table or args.run:
+            raise UserError("--writeups rebuilds the tables the write-ups name from their records: give no table name and no --run")
+        return _fill_writeups(out, registry)
     if not args.table:
-        raise UserError("name a table (e.g. bench reproduce rsa-table2) or pass --list")
+        raise UserError("name a table (e.g. bench reproduce rsa-table2), or pass --list or --writeups")
     profile = _grid_profile(args)
     ensure_writable(out)
     models = _names(args.models, "models") if args.models else None

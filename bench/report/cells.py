@@ -10,10 +10,20 @@ from ..errors import UserError
 from ..records import config_changes, overrides_tag
 from .leaderboard import load_records
 
-MISSING, NOT_REPORTED, STALE, CHANCE = "—", "n/r", "†", "~"
+MISSING, NOT_REPORTED, STALE, CHANCE, NOT_ITS_COMMIT = "—", "n/r", "†", "~", "‡"
 CHANCE_SES = 2  # a mean accuracy this many standard errors or less from the majority share is at chance
 CHANCE_RULE = (f"{CHANCE} = at chance: the mean accuracy over seeds is within {CHANCE_SES} standard errors of the split's "
                "majority-class share p (SE = sqrt(p(1-p)/n), n = the split's examples)")
+
+
+NOT_ITS_COMMIT_RULE = (f"{NOT_ITS_COMMIT} = records made from code their named commit does not give (a dirty tree: the record's "
+                       "git.diff_sha256 names the diff, or git.note says which code it was)")
+
+
+def not_its_commit(rec: dict) -> bool:
+    """Whether a record was made from code other than its named commit: a dirty tree, or a git.note saying so."""
+    git = rec.get("git") or {}
+    return bool(git.get("dirty") or git.get("note"))
 
 
 def record_value(rec: dict, split: str, metric: str):

@@ -21,9 +21,11 @@ from ..stats import mean_std
 from ..config import resolve_run
 from ..errors import UserError
 from ..metrics import _bin_start
-from ..records import config_changes, read_record, warn, write_atomic  # noqa: F401 - warn: kept importable from here
+from ..records import config_changes, other_code, read_record, warn, write_atomic  # noqa: F401 - warn: kept importable from here
 
-MISSING, STALE = "—", "†"
+MISSING, STALE, OTHER_CODE = "—", "†", "‡"
+OTHER_CODE_RULE = (f"{OTHER_CODE} = records made from code their named commit does not give (a dirty tree: the record's "
+                   "git.diff_sha256 names the diff, or git.note says which code it was)")
 
 
 def load_records(out: Path, models: list[str], tasks: list[str] | None, preset: str, tag: str = "") -> dict:
@@ -152,6 +154,8 @@ def table(records: dict, models: list[str], tasks: list[str], stat: str = "mean"
             cell = cell_percent([r["metrics"].get(split, {}).get(metric) for r in ok], stat) if split else MISSING
             if any(r.get("stale") for r in ok):
                 cell += f" {STALE}"
+            if any(other_code(r) for r in ok):
+                cell += f" {OTHER_CODE}"
             if failed:
                 cell += f" (FAIL {len(failed)}/{len(recs)})"
             row.append(cell)

@@ -19,7 +19,8 @@ CPU) is measured instead of trained: ``--run`` times its cells (bench/report/cos
 nope-properties) lists checks instead of cells: bench/report/checks.py. A results table's
 ``claims`` (the paper's findings over its cells) are judged beside the numbers, printed and
 written to the Markdown and to ``...--claims.csv`` (bench/report/checks.py:run_claims). The YAML
-schema: bench/report/tables.py.
+schema: bench/report/tables.py. The write-ups in OUT (``results/*.md``) show the tables in marked
+blocks, filled here from the Markdown just written (bench/report/writeup.py).
 """
 from __future__ import annotations
 
@@ -33,15 +34,15 @@ from tabulate import tabulate
 
 from ..config import parse_overrides, resolve_run
 from ..grid import plan_grid
-from ..records import overrides_tag, write_atomic
+from ..records import other_code, overrides_tag, write_atomic
 from ..registry import PRESETS, suggest
 from ..stats import mean_std
 from ..errors import UserError
 from .cells import (CHANCE, CHANCE_RULE, MISSING, NOT_REPORTED, STALE, at_chance, cell_records, current_config, majority_share,
                     record_value, stale)
-from . import cost_table
+from . import cost_table, writeup
 from .checks import checks_summary, record_cells, run_checks, run_claims
-from .leaderboard import cell_percent
+from .leaderboard import OTHER_CODE, OTHER_CODE_RULE, cell_percent
 from .tables import TABLES_DIR, Table, check_names, load_table, table_names
 
 __all__ = ["MISSING", "NOT_REPORTED", "STALE", "build", "cell_records", "check_names", "current_config", "list_tables", "load_table",
@@ -133,6 +134,7 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
             d = _delta(center, paper, table.delta)
             text = "FAIL" if failed and not ok else _ours_text(raw, center, table) + mark
             text += f" {CHANCE}" if (row.label, col.label) in chance_by_cell else ""
+            text += f" {OTHER_CODE}" if any(other_code(r) for r in ok) else ""
             if failed and ok:
                 text += f" (FAIL {failed}/{len(recs)})"
             texts[row.label, col.label] = [text, _paper_text(paper), _delta_text(d, table.delta)]
@@ -146,6 +148,7 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     reasons = sorted({why for run in only_stale for why in stale_runs[run].values() if why})
     return {"headers": headers, "rows": rows, "cells": cells, "values": values_by_cell, "at_chance": chance_by_cell,
             "chance": CHANCE_RULE if chance_by_cell else "", "present": len(present), "expected": len(expected) * len(table.seeds),
+            "other_code": OTHER_CODE_RULE if any(f" {OTHER_CODE}" in t[0] for t in texts.values()) else "",
             "stale": (f"{STALE} = only records made with settings the registry no longer gives for that cell "
                       f"({len(only_stale)} of {len(expected)} (model, task) cells; {'; '.join(reasons[:3])}): "
                       "rerun them to compare the current setting; they do not count as present") if reasons else ""}
@@ -335,12 +338,14 @@ def reproduce(table: Table, registry, preset: str, out: Path, command: str, over
     else:
         result = build(table, out, preset, registry)
         result["note"] = "; ".join(part for part in (note(table, preset, result["present"], result["expected"], out), result["stale"],
-                                                     result["chance"]) if part)
+                                                     result["chance"], result["other_code"]) if part)
         claims = run_claims(table, result["values"], at_chance=result["at_chance"]) if table.claims else None
         claims = claims if claims and claims["rows"] else None
         paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["cells"], claims)
         png = plot(stem, table, result["cells"], preset)
         paths += [png] if png else []
+    if stem.with_suffix(".md") in paths:  # the write-ups beside the records (results/*.md) show what was just written
+        paths += writeup.fill_writeups(out, {stem.name: stem.with_suffix(".md").read_text()})
     return {"title": table.title, "headers": result["headers"], "rows": result["rows"], "note": result["note"], "claims": claims,
             "paths": paths}
 

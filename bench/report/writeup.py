@@ -1,0 +1,131 @@
+"""Write-ups whose numbers are generated: the Markdown files directly in OUT (``results/*.md``)
+carry marked blocks that ``bench reproduce`` fills from the records.
+
+A table, by the name of its generated file under OUT/reproduce/ (``table[--preset][--set-TAG]``)::
+
+    <!-- bench:table halt-table1-cpu -->
+    (the Markdown `bench reproduce` wrote to reproduce/halt-table1-cpu.md, less its title:
+    the command, the note, the cells and the verdict lines)
+    <!-- /bench -->
+
+A single number, inline, from one record (a path under OUT, a dotted key, a format)::
+
+    training took <!-- bench:value runs/flipflop/paper/transformer/seed1.json train_time_s .0f -->264<!-- /bench --> s
+
+The format is a Python format spec (``.1f``, ``,.0f``), or ``pct`` (a fraction printed in %
+with one decimal) or ``min`` (seconds printed in minutes with one decimal). Text outside the
+blocks is never changed. ``bench reproduce NAME`` fills the blocks of the table it just wrote,
+and every value block; ``bench reproduce --writeups --out results`` rebuilds every table a
+write-up names and fills them all. A value from a record made from code its commit does not
+give (``bench.records.other_code``) is marked ‡, as the tables mark it.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..errors import UserError
+from ..records import other_code, read_record, write_atomic
+from .leaderboard import OTHER_CODE
+
+#: a block: its opening marker (kind and argument), its generated content, its closing marker
+BLOCK = re.compile(r"<!-- bench:(?P<kind>table|value) (?P<arg>[^>]*?) -->(?P<body>.*?)<!-- /bench -->", re.DOTALL)
+FORMATS = {"pct": (100.0, ".1f"), "min": (1 / 60, ".1f")}
+
+
+def writeups(out: Path) -> list[Path]:
+    """The write-ups of a results folder: its own *.md files (not those under runs/ or reproduce/)."""
+    return sorted(Path(out).glob("*.md"))
+
+
+def table_names(text: str) -> list[str]:
+    """The tables a write-up's blocks name, in order, once each."""
+    return list(dict.fromkeys(m["arg"].strip() for m in BLOCK.finditer(text) if m["kind"] == "table"))
+
+
+def table_block(markdown: str) -> str:
+    """A generated table's Markdown as a block shows it: without its ``# title`` line, and its own
+    ``## `` headings as bold lines (a block sits inside a write-up's sections)."""
+    lines = markdown.strip("\n").splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    lines = [f"**{line[3:]}**" if line.startswith("## ") else line for line in lines]
+    return "\n\n" + "\n".join(lines).strip("\n") + "\n\n"  # blank lines: the Markdown around it stays apart
+
+
+def record_value(out: Path, spec: str, where: str) -> str:
+    """The value a ``bench:value PATH KEY [FORMAT]`` block shows, from the record at OUT/PATH."""
+    parts = spec.split()
+    if len(parts) not in (2, 3):
+        raise UserError(f"{where}: bench:value takes a record path under the results folder, a dotted key and an optional "
+                        f"format, e.g. 'runs/d2/paper/nope/seed0.json metrics.bin1.acc pct'; got {spec!r}")
+    path, key, fmt = parts[0], parts[1], parts[2] if len(parts) == 3 else ""
+    rec = read_record(Path(out) / path, quiet=True)
+    if not rec:
+        raise UserError(f"{where}: bench:value names {path}, which is not a run record under {out}")
+    value = rec
+    for step in key.split("."):
+        if not isinstance(value, dict) or step not in value:
+            raise UserError(f"{where}: record {path} has no {key!r} (stopped at {step!r})")
+        value = value[step]
+    scale, spec_ = FORMATS.get(fmt, (1.0, fmt))
+    mark = f" {OTHER_CODE}" if other_code(rec) else ""  # made from code its commit does not give: marked as in the tables
+    try:
+        return format(value * scale if scale != 1.0 else value, spec_) + mark
+    except (TypeError, ValueError):
+        raise UserError(f"{where}: {key} of {path} is {value!r}, which format {fmt!r} cannot print "
+                        "(a Python format spec such as .1f, or pct, or min)") from None
+
+
+def fill(text: str, tables: dict[str, str] | None, out: Path, where: str) -> str:
+    """``text`` with its table blocks named in ``tables`` (name -> generated Markdown) refilled, and
+    every value block refilled from its record; everything outside the blocks as it was."""
+    def one(m: re.Match) -> str:
+        kind, arg = m["kind"], m["arg"].strip()
+        if kind == "value":
+            body = record_value(out, arg, where)
+        elif tables is not None and arg in tables:
+            body = table_block(tables[arg])
+        else:
+            return m[0]
+        return f"<!-- bench:{kind} {arg} -->{body}<!-- /bench -->"
+
+    return BLOCK.sub(one, text)
+
+
+def fill_writeups(out: Path, tables: dict[str, str] | None = None) -> list[Path]:
+    """Fill the blocks of every write-up in ``out`` (``tables``: name -> generated Markdown); write
+    the files that change, after all of them are filled (a bad block writes none). Returns them."""
+    changed = {}
+    for path in writeups(out):
+        text = path.read_text()
+        new = fill(text, tables, out, str(path))
+        if new != text:
+            changed[path] = new
+    for path, new in changed.items():
+        write_atomic(path, new)
+    return list(changed)
+
+
+def generated_table(out: Path, name: str, where: str) -> Path:
+    """OUT/reproduce/NAME.md, the file a table block is filled from (UserError when there is none)."""
+    path = Path(out) / "reproduce" / f"{name}.md"
+    if not path.is_file():
+        raise UserError(f"{where} names table {name!r}, but there is no {path}: make it with "
+                        f"'bench reproduce {name.split('--')[0]} --out {out}' (with the --preset / --set it was made with)")
+    return path
+
+
+def command_of(markdown: str) -> str:
+    """The ``bench reproduce ...`` command a generated table's Markdown names under its title."""
+    m = re.search(r"^`(bench reproduce [^`]*)`$", markdown, re.MULTILINE)
+    return m[1] if m else ""
+
+
+def blocks_tables(out: Path) -> dict[str, Path]:
+    """Every table the write-ups in ``out`` name -> the generated file it is filled from."""
+    found = {}
+    for path in writeups(out):
+        for name in table_names(path.read_text()):
+            found.setdefault(name, generated_table(out, name, str(path)))
+    return found
