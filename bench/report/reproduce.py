@@ -113,7 +113,7 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
             run = (row.model, col.task, tuple(sorted(table.cell_set(row, col))))
             recs = cell_records(out, row.model, col.task, preset, table.cell_set(row, col), table.seeds)
             ok = [r for r in recs if r.get("status") == "ok"]
-            failed = len(recs) - len(ok)
+            failed = sum(r.get("status") == "failed" for r in recs)  # pruned tuning trials: not finished, not failed
             mark = ""
             if registry is not None and ok:
                 if run not in stale_runs:
