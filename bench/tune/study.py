@@ -108,13 +108,16 @@ def target(meta: dict) -> int:
     return meta["trials"]
 
 
-def make_sampler(meta: dict, seed: int):
+def make_sampler(meta: dict, offset: int = 0):
+    """GridSampler for a grid (seeded by the study's seed alone: its seed orders the grid, which
+    every worker must see alike); else TPE, seeded by the study's seed plus ``offset`` (a worker's
+    number and the trials asked so far: a rerun does not replay the draws of the first run)."""
     import optuna
 
     params = space_of(meta)
     if all(p.kind == "grid" for p in params):
-        return optuna.samplers.GridSampler({p.key: list(p.args) for p in params}, seed=seed)
-    return optuna.samplers.TPESampler(seed=seed)
+        return optuna.samplers.GridSampler({p.key: list(p.args) for p in params}, seed=meta["seed"])
+    return optuna.samplers.TPESampler(seed=meta["seed"] + offset)
 
 
 def make_pruner(name: str):
@@ -217,7 +220,7 @@ class Worker:
             ask.acquire()
             try:
                 asked = len(store.get_all_trials(store.get_study_id_from_name(model), deepcopy=False))
-                sampler = make_sampler(self.meta, self.meta["seed"] + 1000 * self.index + asked)  # no replay of past draws
+                sampler = make_sampler(self.meta, 1000 * self.index + asked)
                 study = optuna.load_study(study_name=model, storage=store, sampler=sampler, pruner=self.pruner)
                 for number in fail_stale(study, self.folder):
                     log.info(f"tune: {model}: trial {number} was left running by a stopped worker; re-queued")
