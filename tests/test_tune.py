@@ -166,7 +166,7 @@ def test_a_killed_worker_is_resumed_and_a_rerun_trains_nothing_finished(tmp_path
     lrs = [1e-3, 2e-3, 3e-3, 4e-3]
     sets = ("train.max_epochs=4",)
     argv = [sys.executable, "-m", "bench", "tune", "--models", "lstm", *TASK, "--set", sets[0],
-            "--grid", f"train.lr=[{','.join(map(str, lrs))}]", "--jobs", "2", "--out", str(out)]
+            "--grid", f"train.lr=[{','.join(map(str, lrs))}]", "--pruner", "none", "--jobs", "2", "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed, deadline = None, time.time() + 240
@@ -188,7 +188,7 @@ def test_a_killed_worker_is_resumed_and_a_rerun_trains_nothing_finished(tmp_path
     # the killed run was resumed from its checkpoint (by the other worker, or by the rerun below)
     first = {p: p.read_bytes() for p in (out / "runs").rglob("seed0-*.json")}
     assert main(["tune", "--models", "lstm", *TASK, "--set", sets[0], "--grid", f"train.lr=[{','.join(map(str, lrs))}]",
-                 "--out", str(out)]) == 0
+                 "--pruner", "none", "--out", str(out)]) == 0
     after = {p: p.read_bytes() for p in (out / "runs").rglob("seed0-*.json")}
     assert all(after[p] == data for p, data in first.items())  # no finished trial trained again
     recs = {lr: read_record(trial_record(out, "lstm", lr, sets)) for lr in lrs}

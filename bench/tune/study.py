@@ -18,7 +18,7 @@ Workers (``--jobs`` local processes, or SLURM jobs) share the journal. Under a f
 (``ask.lock``) a worker counts the trials, fails the stale ones and asks for the next trial; a
 trial is stale when it is RUNNING and the lock of the worker that runs it is free (the worker was
 killed): it is marked FAIL and re-queued with the same values (Optuna's
-``RetryFailedTrialCallback``, which is what Optuna's own heartbeat does with a stale trial; the
+``RetryHeartbeatStaleTrialCallback``, what Optuna's own heartbeat does with a stale trial; the
 journal storage has no heartbeat). The same values name the same run, so the re-queued trial
 resumes the killed run from its checkpoint. A trial whose run already has a record (finished, or
 pruned) is told its result without training: rerunning the command continues the study.
@@ -148,12 +148,24 @@ def counted(study) -> int:
                for t in study.get_trials(deepcopy=False))
 
 
+def requeue(study, trial_id: int) -> None:
+    """A FAIL'ed trial queued again with its values (WAITING): what Optuna does with a trial its
+    heartbeat found stale (``RetryHeartbeatStaleTrialCallback``)."""
+    import warnings
+
+    from optuna.exceptions import ExperimentalWarning
+    from optuna.storages import RetryHeartbeatStaleTrialCallback
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        RetryHeartbeatStaleTrialCallback()(study, study._storage.get_trial(trial_id))
+
+
 def fail_stale(study, folder: Path) -> list[int]:
     """Mark FAIL every RUNNING trial whose worker is gone (its lock is free) and re-queue its
     values; returns the trial numbers. Called under ``ask.lock``, where a trial is asked and
     given its worker in one step."""
     from filelock import FileLock, Timeout
-    from optuna.storages import RetryFailedTrialCallback
     from optuna.trial import TrialState
 
     stale = []
@@ -167,7 +179,7 @@ def fail_stale(study, folder: Path) -> list[int]:
                 continue  # its worker is alive
             lock.release()
         study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        RetryFailedTrialCallback()(study, study._storage.get_trial(t._trial_id))
+        requeue(study, t._trial_id)
         stale.append(t.number)
     return stale
 
@@ -236,7 +248,6 @@ class Worker:
 
     def _objective(self, model: str, trial, ask) -> float:
         import optuna
-        from optuna.storages import RetryFailedTrialCallback
         from optuna.trial import TrialState
 
         from ..runner import run
@@ -264,7 +275,7 @@ class Worker:
                           trainer_kwargs=self.trainer_kwargs, progress="none", callbacks=[TrialPruning(report)])
             except (RunInterrupted, KeyboardInterrupt) as exc:  # stopped: re-queued with its values, the next worker resumes the run
                 trial.study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
-                RetryFailedTrialCallback()(trial.study, trial.study._storage.get_trial(trial._trial_id))
+                requeue(trial.study, trial._trial_id)
                 raise _Stopped(exc) from None  # past optimize, which would record the trial a second time
             self.trained += 1
         if rec["status"] == "failed":
