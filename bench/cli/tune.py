@@ -11,8 +11,8 @@ from .common import _check_names, _names, note
 def cmd_tune(args, registry) -> int:
     from tabulate import tabulate
 
-    from ..grid import launcher_profile
     from ..config import canonical_overrides
+    from ..grid import launcher_profile
     from ..records import ensure_writable
     from ..tune import launch, study_folder
     from ..tune.study import PRUNERS, check_meta, create, read_meta, results

@@ -26,7 +26,7 @@ from .study import Worker, study_folder
 
 log = logging.getLogger("bench.tune")
 
-__all__ = ["launch", "Worker", "study_folder"]
+__all__ = ["Worker", "launch", "study_folder"]
 
 
 def worker_argv(out: Path, name: str, registry_path: str | None, index: int, threads: int | None) -> list[str]:
@@ -90,7 +90,7 @@ class SlurmWorker:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "a") as f:
             return subprocess.run(worker_argv(Path(self.out), self.name, self.registry_path, index, self.threads),
-                                  stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ)).returncode
+                                  stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ), check=False).returncode
 
 
 def _slurm(out: Path, name: str, registry_path: str | None, jobs: int, profile: dict | None) -> None:

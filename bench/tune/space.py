@@ -23,7 +23,7 @@ from ..errors import UserError
 from ..records import NOT_IDENTITY
 
 DISTRIBUTIONS = ("loguniform", "uniform", "int", "logint", "choice", "categorical")
-_ITEM = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*=\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$", re.S)
+_ITEM = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*=\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$", re.DOTALL)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,13 @@ from pathlib import Path
 
 from ..config import canonical_text
 from ..errors import RunInterrupted, UserError
-from ..records import config_changes, ensure_writable, read_record, record_path, write_json_atomic
+from ..records import (
+    config_changes,
+    ensure_writable,
+    read_record,
+    record_path,
+    write_json_atomic,
+)
 from .space import Param
 
 log = logging.getLogger("bench.tune")
