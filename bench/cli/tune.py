@@ -17,6 +17,10 @@ def cmd_tune(args, registry) -> int:
     from ..tune import launch, study_folder
     from ..tune.study import PRUNERS, check_meta, create, read_meta, results
 
+    import importlib.util
+
+    if importlib.util.find_spec("optuna") is None:
+        raise UserError('bench tune needs Optuna: pip install "bench[tune]"')
     _check_names(registry, [], [args.task])
     preset = args.preset
     registry.preset(args.task, preset)
