@@ -211,3 +211,38 @@ def test_the_same_study_through_slurm_with_submitits_local_executor(tmp_path, ca
     assert len(logs) == 2  # two jobs, each a worker on the one study
     assert all(read_record(trial_record(out, "lstm", lr))["status"] == "ok" for lr in (1e-3, 3e-3))
     assert (out / "studies" / "flipflop-smoke" / "tuned.yaml").exists()
+
+
+# ---- tables that say "tuned" ------------------------------------------------------------------
+
+def test_a_table_naming_a_study_reads_tuned_rows_and_marks_the_others(tmp_path):
+    from bench.records import base_record, write_json_atomic
+    from bench.report.reproduce import plan, reproduce
+    from bench.report.tables import load_table
+
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "toy.yaml").write_text(
+        "title: toy\nsource: none\npreset: smoke\nseeds: [0]\nmetric: last_acc\nset: [train.max_epochs=1]\n"
+        "tuned: [flipflop-smoke, gone]\ntasks: [flipflop]\nsplits: [T32_p1]\n"
+        "rows:\n  - {model: lstm, paper: [90]}\n  - {model: transformer, paper: [80]}\n")
+    out = tmp_path / "out"
+    best = {"study": "flipflop-smoke", "task": "flipflop", "preset": "smoke", "set": ["train.max_epochs=1"], "space": [],
+            "models": {"lstm": {"values": {"train.lr": 0.003}, "val": 0.855, "finished": 2, "trials": 2}}}
+    write_json_atomic(out / "studies" / "flipflop-smoke" / "best.json", best)
+    tuned = ["train.max_epochs=1", "train.lr=0.003"]
+    for model, overrides, value in (("lstm", tuned, 0.9), ("lstm", ["train.max_epochs=1"], 0.1), ("transformer", ["train.max_epochs=1"], 0.7)):
+        rec = base_record(model, "flipflop", "smoke", 0, overrides)
+        rec.update(status="ok", primary_metric="token_acc", report_metrics=["last_acc"], test_splits=["T32_p1"],
+                   metrics={"val": {"n": 8, "last_acc": 0.5}, "T32_p1": {"n": 8, "last_acc": value}})
+        write_json_atomic(record_path(out, model, "flipflop", "smoke", 0, overrides), rec)
+    table = load_table("toy", folder=tmp_path / "tables")
+    result = reproduce(table, Registry(), "smoke", out, "bench reproduce toy")
+    assert result["headers"][-1] == "tuned"
+    lstm, transformer = (next(r for r in result["rows"] if r[0] == m) for m in ("lstm", "transformer"))
+    assert lstm[1].startswith("90.0") and lstm[-1] == "train.lr=0.003 (2 trials, val 85.5)"  # the tuned record, not the 0.1 one
+    assert transformer[1].startswith("70.0") and transformer[-1] == "not tuned (no study gone under " + f"{out}/studies)"
+    assert "tuned: rows at the best setting of study flipflop-smoke, gone" in result["note"]
+    # --run trains the tuned rows at the tuned values: the missing seed 1 of the lstm row, with train.lr
+    table.seeds = [0, 1]
+    todo, _ = plan(table, Registry(), "smoke", out)
+    assert sorted((c.model, c.seed, c.overrides) for c in todo) == [("lstm", 1, tuple(tuned)), ("transformer", 1, ("train.max_epochs=1",))]

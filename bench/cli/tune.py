@@ -76,13 +76,14 @@ def cmd_tune(args, registry) -> int:
                    disable_numparse=True))
     best = {r["model"]: r["best"] for r in rows if r["best"] is not None}
     if best:
-        from ..tune.overlay import overlay, tuned_name, write_overlay
+        from ..tune.overlay import overlay, tuned_name, write_best, write_overlay
 
         path = folder / "tuned.yaml"
         sets = "".join(f" --set {s}" for s in fixed)
         command = (f"bench compare --registry {path} --models {','.join(tuned_name(m) for m in best)} --tasks {args.task} "
                    f"--preset {preset}{sets} --out {args.out} --seeds 0,1,2 --run")
         write_overlay(path, overlay(registry, meta, best, name), meta, command)
+        write_best(folder, meta, rows)
         print(f"wrote {path}; train the final seeds at the tuned settings with:\n  {command}")
     missing = [r["model"] for r in rows if r["best"] is None]
     if missing:

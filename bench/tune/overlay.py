@@ -55,3 +55,17 @@ def write_overlay(path: Path, layer: dict, meta: dict, command: str) -> None:
     header = (f"# Written by bench tune (study {path.parent.name}: {meta['task']}, {meta['preset']} preset).\n"
               f"# Train the final seeds at the tuned settings with:\n#   {command}\n")
     write_atomic(path, header + yaml.safe_dump(layer, sort_keys=False, default_flow_style=False))
+
+
+def write_best(folder: Path, meta: dict, rows: list[dict]) -> Path:
+    """best.json beside the overlay: per model its best values, validation score and trials, for
+    readers that need no Optuna (a table's ``tuned:`` rows, bench/report/tables.py)."""
+    from ..records import write_json_atomic
+
+    path = folder / "best.json"
+    write_json_atomic(path, {"study": folder.name, "task": meta["task"], "preset": meta["preset"], "set": meta["set"],
+                             "space": meta["space"],
+                             "models": {r["model"]: {"values": r["best"], "val": r["val"], "finished": r["complete"],
+                                                     "trials": r["complete"] + r["pruned"] + r["failed"]}
+                                        for r in rows if r["best"] is not None}})
+    return path
