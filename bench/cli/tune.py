@@ -9,6 +9,8 @@ from .common import _check_names, _names, note
 
 
 def cmd_tune(args, registry) -> int:
+    import importlib.util
+
     from tabulate import tabulate
 
     from ..config import canonical_overrides
@@ -16,8 +18,6 @@ def cmd_tune(args, registry) -> int:
     from ..records import ensure_writable
     from ..tune import launch, study_folder
     from ..tune.study import PRUNERS, check_meta, create, read_meta, results
-
-    import importlib.util
 
     if importlib.util.find_spec("optuna") is None:
         raise UserError('bench tune needs Optuna: pip install "bench[tune]"')
