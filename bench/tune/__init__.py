@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UserError
+from ..grid.common import Stopped
 from .study import Worker, study_folder
 
 log = logging.getLogger("bench.tune")
@@ -62,16 +63,22 @@ def _local(out: Path, name: str, registry_path: str | None, jobs: int) -> None:
             procs.append(subprocess.Popen(worker_argv(out, name, registry_path, i, threads), stdout=f, stderr=subprocess.STDOUT,
                                           start_new_session=True))
     log.info(f"tune: {jobs} workers started (logs in {logs})")
+
+    def stop(signum, frame):
+        raise Stopped(signum)
+    previous = signal.signal(signal.SIGTERM, stop)
     try:
         while any(p.poll() is None for p in procs):
             time.sleep(0.2)
-    except KeyboardInterrupt:  # each worker's run checkpoints and its trial is re-queued
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: each worker's run checkpoints and its trial is re-queued
         for p in procs:
             if p.poll() is None:
-                p.send_signal(signal.SIGINT)
+                p.send_signal(getattr(exc, "signum", signal.SIGINT))
         for p in procs:
             p.wait()
         raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     bad = [(i, p.returncode) for i, p in enumerate(procs) if p.returncode != 0]
     for i, code in bad:
         log.warning(f"tune: worker {i} exited with status {code} (log: {logs / f'worker-{i}.log'})")
