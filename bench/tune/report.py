@@ -51,6 +51,7 @@ def write_report(folder: Path, rows: list[dict], metric: str) -> tuple[Path, Pat
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
     from tabulate import tabulate
 
     headers, body = table(rows)
@@ -63,6 +64,7 @@ def write_report(folder: Path, rows: list[dict], metric: str) -> tuple[Path, Pat
             ns = list(range(1, len(scores) + 1))
             ax.plot(ns, [100 * expected_max(scores, n) for n in ns], marker="o", label=r["model"])
     ax.set_xlabel("trials")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(f"expected best validation {metric} (%)")
     ax.set_title("expected best of n trials (Dodge et al. 2019)", fontsize=9)
     ax.grid(alpha=0.3)
