@@ -122,6 +122,24 @@ def test_a_pruned_trial_is_a_pruned_record_with_its_curve(tmp_path):
     assert Worker(tmp_path, "p", Registry(), pruner=AlwaysPrune()).run() == 0
 
 
+def test_a_stopped_trial_is_requeued_with_its_values(tmp_path, monkeypatch):
+    import bench.runner
+    from bench.errors import RunInterrupted
+    from bench.tune.study import Worker, create
+
+    def stopped(*args, **kwargs):  # SIGINT mid-run: the run checkpoints and raises
+        raise RunInterrupted(signal.SIGINT, 5, "last.ckpt")
+    monkeypatch.setattr(bench.runner, "run", stopped)
+    meta = {"task": "flipflop", "preset": "smoke", "models": ["lstm"], "space": ["train.lr=loguniform(0.0001,0.01)"],
+            "set": [], "seed": 0, "pruner": "none", "trials": 2}
+    create(tmp_path / "studies" / "s", meta)
+    with pytest.raises(RunInterrupted):
+        Worker(tmp_path, "s", Registry()).run()
+    first, again = studies(tmp_path, "s")["lstm"].trials
+    assert first.state == optuna.trial.TrialState.FAIL and again.state == optuna.trial.TrialState.WAITING
+    assert again.params == first.params  # the same values: the same run, which resumes from its checkpoint
+
+
 # ---- a study end to end -----------------------------------------------------------------------
 
 GRID = ["--models", "lstm,transformer", *TASK, "--set", "train.max_epochs=1", "--grid", "train.lr=[1e-3,3e-3]", "--pruner", "none"]
