@@ -7,6 +7,8 @@
   last checkpoint and the run raises ``RunInterrupted`` (Lightning alone turns Ctrl-C into exit 1).
 - ``LineProgress``: one line per validation when stdout is not a terminal (no carriage returns),
   logged to ``bench.progress`` (the CLI writes it to stderr).
+- ``TrialPruning``: a tuning trial's validations reported to it, and the run stopped when its
+  pruner says so (``bench tune``; the run is then recorded with status ``pruned``).
 """
 from __future__ import annotations
 
