@@ -124,7 +124,7 @@ def warn(message: str) -> None:
     log.warning(f"bench: warning: {message}")
 
 
-STATUSES = ("ok", "failed")
+STATUSES = ("ok", "failed", "pruned")  # pruned: a tuning trial stopped by its pruner (bench tune), not a failure
 #: the types of the fields readers use; "status" is required, and "metrics" when it is "ok"
 FIELDS = {"status": str, "model": str, "task": str, "preset": str, "seed": int, "metrics": dict, "config": dict,
           "test_splits": list, "report_metrics": list, "overrides": list}

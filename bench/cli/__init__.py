@@ -22,6 +22,7 @@ from .evaluate import cmd_eval, cmd_generate
 from .info import cmd_cost, cmd_curves, cmd_explain, cmd_list, cmd_validate
 from .parser import build_parser
 from .train import cmd_compare, cmd_reproduce, cmd_run
+from .tune import cmd_tune
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     notes_to_stderr()
     handlers = {"run": cmd_run, "eval": cmd_eval, "compare": cmd_compare, "curves": cmd_curves, "list": cmd_list, "validate": cmd_validate, "generate": cmd_generate,
                 "explain": cmd_explain,
-                "reproduce": cmd_reproduce, "cost": cmd_cost}
+                "reproduce": cmd_reproduce, "cost": cmd_cost, "tune": cmd_tune}
     try:
         args = build_parser().parse_args(argv)
         if not args.command:

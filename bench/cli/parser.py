@@ -134,6 +134,28 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="check the registry (shipped, plugins, yours): inheritance, imports, parameters")
     v.add_argument("path", nargs="?", help="a registry file to check with the shipped one (as --registry; default: the shipped one)")
 
+    tu = sub.add_parser("tune", help="tune settings per model (Optuna): each trial a run, selected on validation, pruned; "
+                                     "the best per model as a registry overlay")
+    tu.add_argument("--models", help="registry models, comma-separated: one study each")
+    tu.add_argument("--task", required=True, help="a registry task, e.g. flipflop")
+    tu.add_argument("--preset", default="small", help="smoke | small | paper (default: small)")
+    tu.add_argument("--space", action="append", metavar="KEY=DIST(ARGS)",
+                    help="a sampled setting (TPE), e.g. train.lr=loguniform(1e-4,1e-2); DIST: loguniform, uniform, int, logint, "
+                         "choice (or categorical); repeat for several")
+    tu.add_argument("--grid", action="append", metavar="KEY=[V,...]", help="every value (GridSampler), e.g. train.lr=[1e-4,3e-4,1e-3]")
+    tu.add_argument("--trials", type=int, help="trials per model, in all (default 8; a grid: its size); a rerun continues to it")
+    tu.add_argument("--jobs", type=int, default=1, help="workers sharing the study: local processes, or SLURM jobs (default 1)")
+    tu.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="a fixed override for every trial, as for bench run")
+    tu.add_argument("--seed", type=int, default=0, help="the trials' seed (runs and sampler; default 0)")
+    tu.add_argument("--pruner", default="asha", help="asha (successive halving, default) | hyperband | none: pruning on the validation curve")
+    tu.add_argument("--study", help="the study's name: OUT/studies/NAME (default TASK-PRESET)")
+    tu.add_argument("--launcher", default="local", choices=["local", "slurm"], help="where workers run (slurm: --jobs jobs through submitit)")
+    tu.add_argument("--slurm-profile", dest="slurm_profile", help="--launcher slurm: YAML with partition, time ... (as for compare --run)")
+    tu.add_argument("--slurm", action="append", metavar="KEY=VALUE", help="--launcher slurm: one profile setting over the profile's")
+    tu.add_argument("--out", default=default_out(), help=f"output folder: trials' records under OUT/runs, the study under OUT/studies (default: ${OUT_ENV}, else out/)")
+    tu.add_argument("--report", action="store_true", help="only report the study: expected best validation against trials "
+                                                          "(Dodge et al. 2019) and score against lr (report.md, report.png)")
+
     x = sub.add_parser("explain", help="every resolved value of a run's config and where it comes from")
     x.add_argument("--model", required=True, help="a registry model, e.g. rsa-transformer-I")
     x.add_argument("--task", required=True, help="a registry task, e.g. parity")

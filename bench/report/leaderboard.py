@@ -146,7 +146,7 @@ def table(records: dict, models: list[str], tasks: list[str], stat: str = "mean"
         row = [model]
         for task, split, metric in cols:
             recs = records.get((model, task), [])
-            failed = [r for r in recs if r.get("status") != "ok"]
+            failed = [r for r in recs if r.get("status") == "failed"]  # a pruned tuning trial is neither finished nor failed
             ok = [r for r in recs if r.get("status") == "ok"]
             if failed and not ok:
                 row.append("FAIL")

@@ -43,7 +43,7 @@ from .cells import (CHANCE, CHANCE_RULE, MISSING, NOT_REPORTED, STALE, at_chance
 from . import cost_table, writeup
 from .checks import checks_summary, record_cells, run_checks, run_claims
 from .leaderboard import OTHER_CODE, OTHER_CODE_RULE, cell_percent
-from .tables import TABLES_DIR, Table, check_names, load_table, table_names
+from .tables import TABLES_DIR, Table, apply_tuned, check_names, load_table, table_names, with_tuned_column
 
 __all__ = ["MISSING", "NOT_REPORTED", "STALE", "build", "cell_records", "check_names", "current_config", "list_tables", "load_table",
            "plan", "record_value", "reproduce", "select_table", "stale", "table_names"]
@@ -114,7 +114,7 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
             run = (row.model, col.task, tuple(sorted(table.cell_set(row, col))))
             recs = cell_records(out, row.model, col.task, preset, table.cell_set(row, col), table.seeds)
             ok = [r for r in recs if r.get("status") == "ok"]
-            failed = len(recs) - len(ok)
+            failed = sum(r.get("status") == "failed" for r in recs)  # pruned tuning trials: not finished, not failed
             mark = ""
             if registry is not None and ok:
                 if run not in stale_runs:
@@ -251,6 +251,7 @@ def plot(stem: Path, table: Table, cells: list[dict], preset: str) -> Path | Non
 
 def plan(table: Table, registry, preset: str, out: Path, rerun: bool = False) -> tuple[list, list]:
     """(cells to train, incompatible (cell, why)) over every row x column group with one override set."""
+    apply_tuned(table, out, preset)  # tuned rows train at their study's best values
     if table.kind == "checks":
         groups = record_cells(table)
     else:
@@ -281,6 +282,7 @@ def list_tables(out: Path, folder: Path = TABLES_DIR, registry=None) -> list[lis
         elif table.kind == "cost":
             have = "measured" if cost_table.build(table, table.preset, output_stem(out, table, table.preset))["measured"] else "not measured"
         else:
+            apply_tuned(table, out, table.preset)
             cells = build(table, out, table.preset, registry)["cells"]
             current = sum(1 for c in cells if c["n"] and not c["stale"])
             old = sum(1 for c in cells if c["n"] and c["stale"])
@@ -336,9 +338,12 @@ def reproduce(table: Table, registry, preset: str, out: Path, command: str, over
         result = run_checks(table, out, preset, registry)
         paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["csv"])
     else:
+        apply_tuned(table, out, preset)
         result = build(table, out, preset, registry)
+        result["headers"], result["rows"] = with_tuned_column(table, result["headers"], result["rows"])
+        tuned = f"tuned: rows at the best setting of study {', '.join(table.tuned)} (bench tune)" if table.tuned else ""
         result["note"] = "; ".join(part for part in (note(table, preset, result["present"], result["expected"], out), result["stale"],
-                                                     result["chance"], result["other_code"]) if part)
+                                                     result["chance"], result["other_code"], tuned) if part)
         claims = run_claims(table, result["values"], at_chance=result["at_chance"]) if table.claims else None
         claims = claims if claims and claims["rows"] else None
         paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["cells"], claims)

@@ -15,6 +15,9 @@ Schema of a results table (lm-evaluation-harness style: short entries, a shared 
     paper_units: percent     # how the paper prints: percent | fraction | minutes
     delta: points            # points: ours - paper (default) | ratio: ours / paper
     set: [train.max_epochs=5]    # optional overrides for every cell
+    tuned: flipflop-small    # optional: bench tune studies (a name or a list; OUT/studies/NAME/best.json):
+                             # each row whose model a study tuned, on that study's task and preset, is
+                             # read and trained at the study's best values (after every other set)
     tasks: [d2, d4]          # columns = every task x every split ...
     splits: [bin0, bin1]     #   ... or {paper: [...], small: [...]} when split names follow the preset
     columns:                 # ... or an explicit list instead of tasks x splits
@@ -100,6 +103,7 @@ class TableFile(Schema):
     checks: Optional[list] = None
     claims: Optional[list] = None
     cost: Optional[dict] = None
+    tuned: Any = None
 
 
 @dataclass
@@ -204,13 +208,16 @@ class Table:
     checks: list[dict] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
     cost: dict | None = None  # kind cost: the CostEntry's fields
+    tuned: tuple[str, ...] = ()  # the studies named by ``tuned:``
+    tuned_sets: dict = field(default_factory=dict)  # (model, task) -> the study's best values as overrides (apply_tuned)
+    tuned_text: dict = field(default_factory=dict)  # row label -> its tuned setting, or why it has none
 
     @property
     def unit(self) -> str:
         return "min" if self.metric == "minutes_per_epoch" else "%"
 
     def cell_set(self, row: Row, col: Column) -> list[str]:
-        return [*self.set, *row.set, *col.set]
+        return [*self.set, *row.set, *col.set, *self.tuned_sets.get((row.model, col.task), ())]
 
 
 # ---- loading --------------------------------------------------------------------------------
@@ -246,6 +253,10 @@ def load_table(name: str, preset: str | None = None, folder: Path = TABLES_DIR) 
             raise UserError(f"{where}: a checks table needs a non-empty 'checks' list")
         return table
     table.metric, table.stat, table.delta, table.set = spec.metric, spec.stat, spec.delta, tuple(spec.set or ())
+    tuned = [spec.tuned] if isinstance(spec.tuned, str) else spec.tuned or []
+    if not isinstance(tuned, list) or not all(isinstance(t, str) and t and "/" not in t for t in tuned):
+        raise UserError(f"{where}: tuned names bench tune studies (OUT/studies/NAME): a name or a list of names, got {spec.tuned!r}")
+    table.tuned = tuple(tuned)
     units = spec.paper_units
     if (units == "minutes") != (table.metric == "minutes_per_epoch"):
         raise UserError(f"{where}: paper_units minutes goes with metric minutes_per_epoch, and only with it")
@@ -327,6 +338,53 @@ def check_names(table: Table, registry) -> None:
         registry.model_entry(row.model)
     for col in table.columns:
         registry.task_entry(col.task)
+
+
+# ---- tuned rows ------------------------------------------------------------------------------
+
+TUNED_HEADER = "tuned"
+
+
+def apply_tuned(table: Table, out: Path, preset: str) -> None:
+    """Read the best values of the studies the table names (``OUT/studies/NAME/best.json``, written
+    by bench tune): a row whose model a study tuned, on the study's task and at the preset read,
+    gets the values as overrides in that task's cells (``cell_set``) and its text in the tuned
+    column; every other row is marked not tuned, saying why."""
+    import json
+
+    table.tuned_sets, table.tuned_text = {}, {}
+    if not table.tuned:
+        return
+    from ..config import canonical_text
+
+    found, missing = [], []
+    for name in table.tuned:
+        try:
+            found.append(json.loads((Path(out) / "studies" / name / "best.json").read_text()))
+        except (OSError, ValueError):
+            missing.append(name)
+    for row in table.rows:
+        texts = []
+        for study in found:
+            best = study.get("models", {}).get(row.model)
+            if best is None or study.get("task") not in {c.task for c in table.columns}:
+                continue
+            if study.get("preset") != preset:
+                texts.append(f"not tuned at preset {preset} (study {study['study']}: {study.get('preset')})")
+                continue
+            items = tuple(f"{k}={canonical_text(v)}" for k, v in sorted(best["values"].items()))
+            table.tuned_sets[row.model, study["task"]] = items
+            texts.append(f"{' '.join(items)} ({best['trials']} trials, val {100 * best['val']:.1f})")
+        table.tuned_text[row.label] = "; ".join(texts) or ("not tuned" + (f" (no study {', '.join(missing)} under {out}/studies)"
+                                                                          if missing else ""))
+
+
+def with_tuned_column(table: Table, headers: list[str], rows: list[list]) -> tuple[list[str], list[list]]:
+    """The printed table with one more column: each row's tuned setting, or "not tuned"."""
+    if not table.tuned:
+        return headers, rows
+    at = headers.index("row")
+    return [*headers, TUNED_HEADER], [[*r, table.tuned_text.get(r[at], "not tuned")] for r in rows]
 
 
 # ---- claims ---------------------------------------------------------------------------------

@@ -7,6 +7,8 @@
   last checkpoint and the run raises ``RunInterrupted`` (Lightning alone turns Ctrl-C into exit 1).
 - ``LineProgress``: one line per validation when stdout is not a terminal (no carriage returns),
   logged to ``bench.progress`` (the CLI writes it to stderr).
+- ``TrialPruning``: a tuning trial's validations reported to it, and the run stopped when its
+  pruner says so (``bench tune``; the run is then recorded with status ``pruned``).
 """
 from __future__ import annotations
 
@@ -156,3 +158,28 @@ class LineProgress(L.Callback):
         if trainer.sanity_checking or not trainer.is_global_zero or 0 not in module.last_eval or self._t0 is None:
             return
         self._line(trainer, [f"val {self.metric} {100 * module.last_eval[0][self.metric]:.1f}"])
+
+
+class TrialPruning(L.Callback):
+    """A tuning trial's report and stop: after every validation ``report(step, value)`` hands the
+    validation metric to the trial (Optuna's ``trial.report`` / ``trial.should_prune``, in
+    bench/tune) and returns whether the trial is pruned; a pruned run stops there
+    (``trainer.should_stop``) and is recorded with status ``pruned`` and its curve. A resumed run
+    first reports the validations of its checkpoint (the trial resuming it is a new one)."""
+
+    def __init__(self, report):
+        self.report = report
+        self.pruned_step: int | None = None
+
+    def on_train_start(self, trainer, module):
+        history = next((c for c in trainer.callbacks if isinstance(c, ValidationHistory)), None)
+        for entry in history.entries if history is not None else []:
+            self.report(entry["step"], entry[history.metric])
+
+    def on_validation_end(self, trainer, module):
+        if trainer.sanity_checking or trainer.state.fn != "fit" or 0 not in module.last_eval:
+            return
+        metric = next(c for c in trainer.callbacks if isinstance(c, ValidationHistory)).metric
+        if self.report(trainer.global_step, module.last_eval[0][metric]):
+            self.pruned_step = trainer.global_step
+            trainer.should_stop = True

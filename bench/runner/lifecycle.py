@@ -58,7 +58,7 @@ from ..metrics import write_outcomes
 from ..records import (base_record, config_changes, device_info, ensure_writable, outcomes_file, record_path, relative_checkpoint,
                        run_folder, write_json_atomic)
 from .build import _registry, check_attention_backend, instantiate_model, instantiate_task
-from .callbacks import RunInterrupted, ValidationHistory
+from .callbacks import RunInterrupted, TrialPruning, ValidationHistory
 from .guards import check_data_fits, check_resume_point, finished_record, run_lock, storage_errors, world_size_of
 from .module import TaskModule
 from .trainer import check_logger, finish_wandb, make_trainer  # make_trainer: looked up here (tests wrap it)
@@ -165,6 +165,8 @@ def _run_locked(plan: RunPlan, built, progress, logger, rerun, callbacks, on_sta
             record.update({"status": "failed", "error": str(exc), "steps_run": trainer.global_step, "wall_time_s": time.perf_counter() - t0,
                            "device": device_info(trainer)})
             return write_record(plan, trainer, record)
+        if pruned_at(trainer) is not None:
+            return write_pruned(plan, trainer, module, record, wall=time.perf_counter() - t0)
         tested, outcomes = test(plan, trainer, module, data, task_obj)
         record.update(summarize(plan, trainer, module, tested, wall=time.perf_counter() - t0))
         record = write_record(plan, trainer, record, outcomes)
@@ -277,6 +279,26 @@ def write_record(plan: RunPlan, trainer: L.Trainer, record: dict, outcomes: dict
             write_outcomes(outcomes_file(plan.record), outcomes)
         write_json_atomic(plan.record, record)
     return {**record, "path": str(plan.record), "rank": trainer.global_rank}
+
+
+def pruned_at(trainer: L.Trainer) -> int | None:
+    """The step at which a tuning trial's pruner stopped the run (bench/tune), or None."""
+    return next((c.pruned_step for c in trainer.callbacks if isinstance(c, TrialPruning) and c.pruned_step is not None), None)
+
+
+def write_pruned(plan: RunPlan, trainer: L.Trainer, module: TaskModule, record: dict, wall: float) -> dict:
+    """A pruned trial's record: status ``pruned`` with its validation curve, nothing tested; its
+    checkpoints are removed (a pruned trial is never resumed)."""
+    history = next(c for c in trainer.callbacks if isinstance(c, ValidationHistory))
+    record.update({"status": "pruned", "pruned_step": pruned_at(trainer), "val_history": history.entries,
+                   "best_val": history.best()[history.metric], "last_val": history.entries[-1][history.metric],
+                   "epochs_run": trainer.current_epoch, "steps_run": trainer.global_step, "resumed_from": module.resumed_from,
+                   "wall_time_s": wall, "train_time_s": module.train_time_s, "device": device_info(trainer)})
+    record = write_record(plan, trainer, record)
+    trainer.strategy.barrier()
+    if trainer.is_global_zero:
+        shutil.rmtree(plan.folder / "ckpt", ignore_errors=True)
+    return record
 
 
 def keep_only_tested_checkpoint(plan: RunPlan, trainer: L.Trainer) -> None:
