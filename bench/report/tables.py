@@ -9,6 +9,8 @@ Schema of a results table (lm-evaluation-harness style: short entries, a shared 
     base: other-table        # optional: inherit that file's keys; this file's are merged on top
     preset: paper            # the registry preset matching the paper (--preset P: a proxy, said so)
     seeds: [0, 1, 2]         # seeds expected per cell; only these are read and trained
+    paper_seeds: 3           # optional: runs behind each printed mean ± std (the claims test the paper's
+                             # numbers with it; absent: the paper's numbers get no test)
     metric: acc              # a metric of the record's split (acc, token_acc, last_acc), or
                              # minutes_per_epoch (train_time_s / epochs_run / 60)
     stat: mean               # mean (± std, the default) | median: the paper's statistic
@@ -88,6 +90,7 @@ class TableFile(Schema):
     seeds: list[int]
     base: Optional[str] = None
     kind: Literal["results", "checks", "cost"] = "results"
+    paper_seeds: Optional[int] = None
     metric: str = "acc"
     stat: Literal["mean", "median"] = "mean"
     paper_units: Literal["percent", "fraction", "minutes"] = "percent"
@@ -204,6 +207,7 @@ class Table:
     checks: list[dict] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
     cost: dict | None = None  # kind cost: the CostEntry's fields
+    paper_seeds: int | None = None  # runs behind each of the paper's mean ± std
 
     @property
     def unit(self) -> str:
@@ -246,6 +250,9 @@ def load_table(name: str, preset: str | None = None, folder: Path = TABLES_DIR) 
             raise UserError(f"{where}: a checks table needs a non-empty 'checks' list")
         return table
     table.metric, table.stat, table.delta, table.set = spec.metric, spec.stat, spec.delta, tuple(spec.set or ())
+    if spec.paper_seeds is not None and spec.paper_seeds < 2:
+        raise UserError(f"{where}: paper_seeds is the number of runs behind the paper's mean ± std, >= 2")
+    table.paper_seeds = spec.paper_seeds
     units = spec.paper_units
     if (units == "minutes") != (table.metric == "minutes_per_epoch"):
         raise UserError(f"{where}: paper_units minutes goes with metric minutes_per_epoch, and only with it")
