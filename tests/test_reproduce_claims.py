@@ -230,3 +230,23 @@ def test_malformed_claims_are_one_line_errors(tmp_path, claim, message):
     (tmp_path / "t.yaml").write_text(CLAIMS_TABLE.split("claims:")[0] + f"claims:\n  - {claim}\n")
     with pytest.raises(UserError, match=message.replace("{", r"\{").replace("}", r"\}").replace("[", r"\[")):
         load_table("t", folder=tmp_path)
+
+
+def test_a_record_check_is_a_welch_test_not_a_comparison_of_means(tmp_path, registry):
+    """nope-properties' "NoPE >= Transformer on D2 bin 1": holds only when the difference is
+    significant over seeds; a higher mean inside the noise is inconclusive."""
+    from bench.report.checks import run_checks
+
+    def judged_with(nope, transformer):
+        for model, accs in (("nope", nope), ("transformer", transformer)):
+            for seed, acc in enumerate(accs):
+                write_record(tmp_path, model, "d2", seed, {"bin1": acc})
+        row = run_checks(load_table("nope-properties"), tmp_path, "paper", registry)["rows"][6]
+        return row[3], row[4]
+
+    # Δ = 50.3 - 12 = +38.3 points, sds 0.25 and 7: t = 9.5 at ~2 df, p = 0.005
+    measured, status = judged_with([0.500, 0.503, 0.505], [0.05, 0.12, 0.19])
+    assert status == "holds" and "Δ +38.3 [95% CI" in measured and "n 3 vs 3 seeds, Welch t" in measured
+    # a mean 3 points higher with a spread of 20: no evidence either way
+    measured, status = judged_with([0.10, 0.30, 0.50], [0.20, 0.27, 0.34])
+    assert status == "inconclusive" and "Δ +3.0" in measured
