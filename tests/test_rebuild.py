@@ -29,7 +29,7 @@ def command_of(stem: str) -> list[str]:
 def owner(name: str) -> str | None:
     """The table a file of results/reproduce belongs to: the longest table name it starts with,
     followed by "." or "--" (halt-table1-cpu--set-0659ea9c.csv is that set's, not halt-table1-cpu's)."""
-    return max((t for t in TABLES if name.startswith(t + ".") or name.startswith(t + "--")), key=len, default=None)
+    return max((t for t in TABLES if name.startswith((t + ".", t + "--"))), key=len, default=None)
 
 
 def own_files(stem: str) -> set[str]:

@@ -186,7 +186,7 @@ class Claim:
     source: str
     comparisons: tuple[Comparison, ...]
     lower_is_better: bool = False
-    ratio_at_most: float | None = None  # a ratio claim: better / than <= this (checks.py: judge_ratio)
+    ratio_at_most: float | None = None  # a ratio claim: better / than <= this (stats.py: ratio_test)
     halt_depth_below: float | None = None  # its premise: the better cell's mean halting depth below this
 
 
