@@ -54,7 +54,7 @@ def judged(folder):
 
     table = load_table("t", folder=folder / "tables")
     result = build(table, folder, "paper")
-    return {r[0]: r for r in run_claims(table, result["values"], at_chance=result["at_chance"])["rows"]}
+    return {r[0]: r for r in run_claims(table, result["values"], at_chance=result["at_chance"], outcomes=result["outcomes"])["rows"]}
 
 
 def test_claims_hold_fail_or_stay_inconclusive_by_the_tests(claim_runs):
@@ -250,3 +250,34 @@ def test_a_record_check_is_a_welch_test_not_a_comparison_of_means(tmp_path, regi
     # a mean 3 points higher with a spread of 20: no evidence either way
     measured, status = judged_with([0.10, 0.30, 0.50], [0.20, 0.27, 0.34])
     assert status == "inconclusive" and "Δ +3.0" in measured
+
+
+def test_cells_with_per_example_outcomes_are_compared_paired(tmp_path, monkeypatch):
+    """Where every record of both cells has per-example outcomes (bench.load_outcomes), the pair
+    is tested by the paired bootstrap on the examples both were scored on."""
+    import json
+
+    import numpy as np
+
+    import bench
+
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "t.yaml").write_text(CLAIMS_TABLE)
+    rng = np.random.default_rng(0)
+    examples = {"tlb": 0.32, "transformer": 0.11}  # the share of the 200 examples each gets right
+    outcomes = {}
+    for model, share in examples.items():
+        for seed in range(3):
+            correct = (rng.random(200) < share).astype(float)
+            write_record(tmp_path, model, "listops", seed, {"len500_600": float(correct.mean())}, n=200, outcomes={"file": "x"})
+            outcomes[model, seed] = {"len500_600": {"index": np.arange(200), "correct": correct}}
+
+    def load_outcomes(path):
+        rec = json.loads(open(path).read())
+        return outcomes[rec["model"], rec["seed"]]
+
+    monkeypatch.setattr(bench, "load_outcomes", load_outcomes, raising=False)
+    line = judged(tmp_path)["TLB beats the Transformer on 500-600"]
+    assert line[2] == "holds" and line[3].endswith("n 3 vs 3 seeds, paired bootstrap")
+    monkeypatch.delattr(bench, "load_outcomes")
+    assert judged(tmp_path)["TLB beats the Transformer on 500-600"][3].endswith("Welch t")  # without it: Welch
