@@ -55,6 +55,14 @@ def test_ratio_test_on_log_times():
     assert stats.ratio_test([3.0, 3.2, 2.9], b, 0.6).p_reverse < 0.05  # ~0.76x: above 0.6
 
 
+def test_ratio_ci_is_the_welch_interval_of_the_log_times():
+    a, b = [0.65, 0.70, 0.62, 0.68], [2.4, 2.5, 2.3, 2.45, 2.42]
+    ratio, lo, hi = stats.ratio_ci(a, b)
+    ref = sps.ttest_ind(np.log(a), np.log(b), equal_var=False).confidence_interval(0.95)
+    assert (ratio, lo, hi) == pytest.approx((math.exp(np.log(a).mean() - np.log(b).mean()), math.exp(ref.low), math.exp(ref.high)))
+    assert stats.ratio_ci([1.0], b) is None
+
+
 def test_holm_on_a_known_vector():
     # sorted: 0.005 x 4 = 0.02, 0.01 x 3 = 0.03, 0.03 x 2 = 0.06, 0.04 x 1 = 0.04 -> 0.06 (monotone)
     assert stats.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])

@@ -104,6 +104,16 @@ def ratio_test(a, b, at_most: float) -> PairTest | None:
     return PairTest(math.exp(d), (math.exp(lo), math.exp(hi)), p_below, p_above, (len(la), len(lb)), LOG_WELCH)
 
 
+def ratio_ci(a, b, level: float = LEVEL) -> tuple[float, float, float] | None:
+    """(geometric mean of a / geometric mean of b, its CI at ``level``) from positive repeated
+    measurements (Welch on the logarithms, as ``ratio_test``); None below 2 values a side."""
+    la, lb = np.log(np.asarray(a, float)), np.log(np.asarray(b, float))
+    if len(la) < 2 or len(lb) < 2:
+        return None
+    d, lo, hi, _, _ = welch_arrays(la.mean(), la.var(ddof=1), len(la), lb.mean(), lb.var(ddof=1), len(lb), level=level)
+    return math.exp(d), math.exp(lo), math.exp(hi)
+
+
 def paired_bootstrap(a, b, lower_is_better: bool = False, n_boot: int = 4000, seed: int = 0,
                      level: float = LEVEL) -> PairTest | None:
     """"A beats B" from per-example scores on the same examples: ``a`` (seeds_A, examples),
