@@ -53,8 +53,8 @@ def runs(tmp_path):
 
 def test_ours_beside_the_paper_with_the_difference(runs):
     result = build(load_table("rsa-table2"), runs, "paper")
-    assert cell(result, "transformer", "parity:bin0") == ("30.0 ± 10.0 (3)", "29", "+1.0")
-    assert cell(result, "transformer", "parity:bin1") == ("5.0 ± 5.0 (3)", "0", "+5.0")
+    assert cell(result, "transformer", "parity:bin0") == ("30.0 ± 24.8 (3, se 14.5)", "29", "+1.0")
+    assert cell(result, "transformer", "parity:bin1") == ("5.0 ± 12.4 (3, se 6.9)", "0", "+5.0")
     assert cell(result, "rsa-transformer-I", "parity:bin1") == (MISSING, "67", MISSING)  # no record: never 0
     assert cell(result, "transformer-star", "d2:bin0") == (MISSING, "87", MISSING)
     assert cell(result, "rsa-transformer-I", "tomita5:bin0") == ("FAIL", "63", MISSING)
@@ -72,8 +72,8 @@ def test_records_made_with_settings_the_registry_no_longer_gives_are_marked(tmp_
     old = {**now, "model": {**now["model"], "params": {**now["model"]["params"], "d_model": 999}}}
     write_record(tmp_path, "transformer", "tomita3", 0, {"bin0": 0.5, "bin1": 0.0}, config=old)
     result = build(load_table("rsa-table2"), tmp_path, "paper", registry)
-    assert cell(result, "transformer", "parity:bin0")[0] == "50.0 (1)"
-    assert cell(result, "transformer", "tomita3:bin0")[0] == "50.0 (1) †"
+    assert cell(result, "transformer", "parity:bin0")[0] == "50.0 (1, se 15.8)"
+    assert cell(result, "transformer", "tomita3:bin0")[0] == "50.0 (1, se 15.8) †"
     assert f"(1 of 36 (model, task) cells; model.d_model 999 -> {now['model']['params']['d_model']})" in result["stale"]
     assert result["present"] == 1  # a stale record is shown, not counted as present
 
@@ -87,7 +87,7 @@ def test_a_cell_with_current_records_leaves_its_stale_ones_out(tmp_path, registr
     write_record(tmp_path, "transformer", "parity", 1, {"bin0": 0.7, "bin1": 0.1}, config=now)
     write_record(tmp_path, "transformer", "parity", 2, {"bin0": 1.0, "bin1": 1.0}, config=old)  # partly rerun
     result = build(load_table("rsa-table2"), tmp_path, "paper", registry)
-    assert cell(result, "transformer", "parity:bin0") == ("60.0 ± 14.1 (2)", "29", "+31.0")  # seeds 0, 1 only
+    assert cell(result, "transformer", "parity:bin0") == ("60.0 ± 127.1 (2, se 15.5)", "29", "+31.0")  # seeds 0, 1 only
     assert result["present"] == 2 and result["stale"] == ""
 
 
@@ -102,11 +102,11 @@ def test_several_tasks_with_several_splits_print_long():
 def test_cli_prints_the_table_and_writes_markdown_csv_and_plot(runs, capsys):
     assert main(["reproduce", "rsa-table2", "--out", str(runs)]) == 0
     printed = capsys.readouterr().out
-    assert "| transformer " in printed and "30.0 ± 10.0 (3)" in printed and "3/108 runs present" in printed
+    assert "| transformer " in printed and "30.0 ± 24.8 (3, se 14.5)" in printed and "3/108 runs present" in printed
     folder = runs / "reproduce"
     md = (folder / "rsa-table2.md").read_text()
     assert f"`bench reproduce rsa-table2 --out {runs}`" in md
-    assert printed_row(md, "parity", "transformer")[2:5] == ["30.0 ± 10.0 (3)", "29", "+1.0"]  # bin 0
+    assert printed_row(md, "parity", "transformer")[2:5] == ["30.0 ± 24.8 (3, se 14.5)", "29", "+1.0"]  # bin 0
     rows = list(csv.DictReader((folder / "rsa-table2.csv").open()))
     parity0 = next(r for r in rows if r["row"] == "transformer" and r["column"] == "parity:bin0")
     assert float(parity0["delta"]) == pytest.approx(1.0)
@@ -120,7 +120,7 @@ def test_another_preset_is_called_a_proxy_and_written_apart(tmp_path, capsys):
     assert main(["reproduce", "halt-table2", "--preset", "small", "--models", "gut", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "small preset (the table's is paper): a CPU-sized proxy, not the paper's sizes" in printed
-    assert printed_row(printed, "gut")[:4] == ["gut", "50.0 ± 0.0 (3)", "96.36 ± 0.23", "-46.4"]  # 50 - 96.36
+    assert printed_row(printed, "gut")[:4] == ["gut", "50.0 ± 0.0 (3, se 15.8)", "96.36 ± 0.23", "-46.4"]  # 50 - 96.36
     assert (tmp_path / "reproduce" / "halt-table2--small.md").exists()
 
 
@@ -133,7 +133,7 @@ def test_seeds_and_set_pick_the_records_of_a_proxy_and_write_apart(tmp_path, cap
     argv = ["reproduce", "halt-table2", "--preset", "small", "--models", "tlb", "--out", str(tmp_path), "--seeds", "0"]
     assert main(argv + [arg for item in more for arg in ("--set", item)]) == 0
     printed = capsys.readouterr().out
-    assert printed_row(printed, "tlb")[:4] == ["tlb", "60.0 (1)", "76.66 ± 0.77", "-16.7"]  # 60 - 76.66
+    assert printed_row(printed, "tlb")[:4] == ["tlb", "60.0 (1, se 15.5)", "76.66 ± 0.77", "-16.7"]  # 60 - 76.66
     assert "1/1 runs present (seeds 0 per cell); overrides: data.n_train=60000 train.lr=0.0007" in printed
     made = sorted(p.name for p in (tmp_path / "reproduce").glob("*.md"))
     assert len(made) == 1 and made[0].startswith("halt-table2--small--set-")
@@ -173,7 +173,7 @@ def test_row_and_column_overrides_find_their_records_and_ratios(tmp_path):
     write_record(tmp_path, "gut", "listops", 0, {"test": 0.5}, epochs_run=5, train_time_s=60.0)  # without the table's set
     table = load_table("toy", folder=tmp_path / "tables")
     result = build(table, tmp_path, "paper")
-    assert cell(result, "upper", "ub10") == ("2.50 ± 0.71 (2)", "4", "×0.62")  # 2.5 / 4 = 0.625
+    assert cell(result, "upper", "ub10") == ("2.50 ± 6.35 (2)", "4", "×0.62")  # 2.5 / 4 = 0.625
     assert cell(result, "plain", "ub10") == (MISSING, "2 ± 0.5", MISSING)
     child = load_table("toy-child", folder=tmp_path / "tables")
     assert child.title == "child" and child.seeds == [0] and child.delta == "ratio" and len(child.rows) == 2
@@ -263,6 +263,8 @@ def test_a_cost_table_is_measured_and_its_ratios_come_from_the_measurements(tmp_
     cell's in the same column, and the claims are judged on those times."""
     import dataclasses
     import json
+    import math
+    import statistics
 
     from bench.report import reproduce as rep
 
@@ -283,9 +285,11 @@ def test_a_cost_table_is_measured_and_its_ratios_come_from_the_measurements(tmp_
         return line[result["headers"].index("ours × ref")], line[result["headers"].index("paper × ref")]
 
     result = rep.reproduce(table, registry, preset, tmp_path, "bench reproduce halt-table5-cpu", ["model.d_model=16", "model.d_ff=32"])
-    step = {(r["row"], r["column"]): r["step_s"] for r in measured["rows"]}
     ours, paper = ratio_of(result, "GUT", "upper bound 40")
-    assert ours == f"{step['GUT', 'upper bound 40'] / step['GUT No Halt Upperbound', 'upper bound 40']:.2f}"
+    times = {(r["row"], r["column"]): r["step_times_s"] for r in measured["rows"]}
+    geometric = math.exp(statistics.mean(map(math.log, times["GUT", "upper bound 40"]))
+                         - statistics.mean(map(math.log, times["GUT No Halt Upperbound", "upper bound 40"])))
+    assert ours.startswith(f"{geometric:.2f} [")  # the ratio of the repeats' geometric means, with its 95% CI
     assert paper == f"{5.04 / 9.067:.2f}" and ratio_of(result, "GUT No Halt Upperbound", "upper bound 10") == ("1.00", "1.00")
     assert path in result["paths"] and Path(str(path).replace("--measured.json", ".md")).is_file()
     # the claims follow the measurements: GUT made 10x faster than no-halt at bound 40, with an early halt
@@ -295,9 +299,10 @@ def test_a_cost_table_is_measured_and_its_ratios_come_from_the_measurements(tmp_
             r["step_s"], r["halt_depth"] = sum(r["step_times_s"]) / 2, 3.0
     path.write_text(json.dumps(measured))
     result = rep.reproduce(table, registry, preset, tmp_path, "bench reproduce halt-table5-cpu", ["model.d_model=16", "model.d_ff=32"])
-    assert ratio_of(result, "GUT", "upper bound 40")[0] == "0.10"
+    assert ratio_of(result, "GUT", "upper bound 40")[0].startswith("0.10 [")
     claim = next(r for r in result["claims"]["rows"] if "0.6x" in r[0])
-    assert claim[2] == "holds" and claim[4] == "holds" and "halting depth 3.00" in claim[3]
+    assert claim[2] == "holds" and claim[4] == "no spread printed" and "halting depth 3.00" in claim[3]
+    assert "ratio 0.10 [95% CI" in claim[3] and "Welch t on log times" in claim[3]
     for r in measured["rows"]:  # no early halt: the claim's premise is absent
         if r["row"] == "GUT" and r["column"] == "upper bound 40":
             r["halt_depth"] = 39.0
@@ -312,12 +317,13 @@ def step_times(measured, row, column="upper bound 40"):
 
 
 def test_ratio_claims_rule():
-    from bench.report.checks import FAILS, HOLDS, UNSURE, judge_ratio
+    from bench.report import stats
 
-    assert judge_ratio([1.0, 1.1], [4.0, 4.2], 0.6)[0] == HOLDS
-    assert judge_ratio([3.0, 3.2], [4.0, 4.2], 0.6)[0] == FAILS
-    assert judge_ratio([1.0, 3.0], [4.0, 4.2], 0.6)[0] == UNSURE  # the range straddles 0.6
-    assert judge_ratio([1.0], [4.0], 0.6, depth=25.0, depth_below=20)[0] == UNSURE
+    assert stats.ratio_test([1.0, 1.1], [4.0, 4.2], 0.6).p < 0.05  # ~0.26x: below 0.6
+    assert stats.ratio_test([3.0, 3.2], [4.0, 4.2], 0.6).p_reverse < 0.05  # ~0.76x: above
+    straddles = stats.ratio_test([1.0, 3.0], [4.0, 4.2], 0.6)  # ~0.42x, but A's repeats spread over 0.6
+    assert straddles.p >= 0.05 and straddles.p_reverse >= 0.05
+    assert stats.ratio_test([1.0], [4.0, 4.2], 0.6) is None
 
 
 def test_the_flipflop_cpu_proxy_has_every_family_and_both_chunk_sizes(tmp_path, registry):

@@ -1,6 +1,7 @@
 """bench reproduce: the paper's claims judged over a table's cells (holds / does not hold /
-inconclusive by the spread rule; cells at chance), beside fake run records (no training)."""
+inconclusive by bench/report/stats.py's tests; cells at chance), beside fake run records (no training)."""
 import csv
+import dataclasses
 
 import pytest
 
@@ -14,6 +15,7 @@ title: "a ListOps table"
 source: "test"
 preset: paper
 seeds: [0, 1, 2]
+paper_seeds: 3
 tasks: [listops]
 splits: [test, len500_600]
 rows:
@@ -52,36 +54,54 @@ def judged(folder):
 
     table = load_table("t", folder=folder / "tables")
     result = build(table, folder, "paper")
-    return {r[0]: r for r in run_claims(table, result["values"], at_chance=result["at_chance"])["rows"]}
+    return {r[0]: r for r in run_claims(table, result["values"], at_chance=result["at_chance"], outcomes=result["outcomes"])["rows"]}
 
 
-def test_claims_hold_fail_or_stay_inconclusive_by_the_spread_rule(claim_runs):
+def test_claims_hold_fail_or_stay_inconclusive_by_the_tests(claim_runs):
     rows = judged(claim_runs)
-    # d = 32 - 11 = +21 > max(2, 1) = 2: holds; the paper (30.5 ± 1.1 vs 10.4 ± 0.71) agrees
+    # Welch: Δ = 32 - 11 = +21, se^2 = 4/3 + 1/3, df = 50/17, t = 16.3: p = 0.0003; CI 21 ± 3.219 x 1.291 = ± 4.16;
+    # cells: mean ± t_0.975(2) sd / sqrt(3) = ± 4.303 x 2 / 1.732 = ± 5.0 and ± 2.5
     assert rows["TLB beats the Transformer on 500-600"][2:] == [
-        "holds", "tlb 32.0 ± 2.0 (3) vs transformer 11.0 ± 1.0 (3) on len500_600: Δ +21.0 > 2.0", "holds"]
-    # the reverse: d = -21 < -2
+        "holds", ("tlb 32.0 ± 5.0 (3) vs transformer 11.0 ± 2.5 (3) on len500_600: Δ +21.0 [95% CI +16.8, +25.2], p < 0.001, "
+                  "n 3 vs 3 seeds, Welch t"), "holds"]  # the paper (30.5 ± 1.1 vs 10.4 ± 0.71, 3 runs) agrees
+    # the reverse: significant the other way
     assert rows["the Transformer beats TLB on 500-600"][2] == "does not hold"
+    assert "reverse p (Holm) < 0.001" in rows["the Transformer beats TLB on 500-600"][3]
     assert rows["the Transformer beats TLB on 500-600"][4] == "does not hold"
-    # d = 33 - 32 = +1 <= max(4, 2) = 4: inconclusive; the paper: 10.3 vs 30.5 does not hold
-    assert rows["UT beats TLB on 500-600"][2:] == [
-        "inconclusive", "ut 33.0 ± 4.0 (3) vs tlb 32.0 ± 2.0 (3) on len500_600: |Δ| 1.0 ≤ 4.0", "does not hold"]
-    # each of two: one pair holds, one is inconclusive (32 vs 33 ± 4) -> inconclusive
+    # Δ = 33 - 32 = +1, se^2 = 16/3 + 4/3: t = 0.39, p = 0.36: inconclusive; the paper: 10.3 vs 30.5 does not hold
+    ut = rows["UT beats TLB on 500-600"]
+    assert ut[2] == "inconclusive" and ut[4] == "does not hold"
+    assert ut[3].startswith("ut 33.0 ± 9.9 (3) vs tlb 32.0 ± 5.0 (3) on len500_600: Δ +1.0 [95% CI") and "p = 0.36" in ut[3]
+    # each of two: one pair holds, one is inconclusive (32 vs 33) -> inconclusive, the weak pair named
     each = rows["TLB beats each of Transformer and UT on 500-600"]
-    assert each[2] == "inconclusive" and each[3].startswith("of 2 pairs 1 hold, 0 do not, 1 inconclusive; e.g. tlb 32.0")
-    # one split holds (+21), the other does not (50 - 70 = -20 < -0): a counterexample decides
+    assert each[2] == "inconclusive"
+    assert each[3].startswith("of 2 pairs 1 hold, 0 do not, 1 inconclusive; weakest: tlb 32.0 ± 5.0 (3) vs ut 33.0 ± 9.9 (3)")
+    # one split holds (+21), on the other 50 < 70 on every seed (no spread): a counterexample decides
     two = rows["TLB beats the Transformer on 500-600 and near-IID"]
-    assert two[2] == "does not hold" and "tlb 50.0 ± 0.0 (3) vs transformer 70.0 ± 0.0 (3) on test: Δ -20.0 < -0.0" in two[3]
+    assert two[2] == "does not hold" and ("tlb 50.0 ± 0.0 (3) vs transformer 70.0 ± 0.0 (3) on test: Δ -20.0 [95% CI -20.0, -20.0], "
+                                          "reverse p (Holm) < 0.001, n 3 vs 3 seeds, Welch t") in two[3]
     assert two[4] == "does not hold"  # the paper: 58.3 vs 73 near-IID
 
 
-def test_a_claim_with_fewer_than_two_seeds_is_inconclusive(claim_runs):
-    from bench.report.checks import judge
+def test_a_pair_with_fewer_than_two_seeds_has_no_test(claim_runs):
+    from bench.report.checks import run_claims
 
-    assert judge([60.0], [50.0, 50.0]) == ("inconclusive", "n = 1 vs 2 (< 2 seeds)")
-    assert judge([], [50.0, 50.0])[0] == "inconclusive"
-    # lower is better (minutes): 2.1 ± 0.14 beats 3.1 ± 0.14
-    assert judge([2.0, 2.2], [3.0, 3.2], lower_is_better=True, digits=2) == ("holds", "Δ +1.00 > 0.14")
+    table = load_table("t", folder=claim_runs / "tables")
+    values = {("tlb", "len500_600"): ([60.0], False), ("transformer", "len500_600"): ([50.0, 50.0], False)}
+    first = run_claims(table, values)["rows"][0]
+    assert first[2:4] == ["inconclusive", "tlb 60.0 (1) vs transformer 50.0 ± 0.0 (2) on len500_600: n = 1 vs 2 (< 2 seeds a side): no test"]
+
+
+def test_the_paper_without_its_number_of_runs_or_spread_gets_no_test(claim_runs):
+    from bench.report.checks import run_claims
+
+    table = load_table("t", folder=claim_runs / "tables")
+    values = {("tlb", "len500_600"): ([30.0, 32.0, 34.0], False), ("transformer", "len500_600"): ([10.0, 11.0, 12.0], False)}
+    table.paper_seeds = None
+    assert run_claims(table, values)["rows"][0][4] == "the paper's number of runs is not given (paper_seeds)"
+    table.paper_seeds = 3
+    table.rows = [dataclasses.replace(r, paper=tuple(None if p is None else (p[0], None) for p in r.paper)) for r in table.rows]
+    assert run_claims(table, values)["rows"][0][4] == "no spread printed"
 
 
 def test_the_cli_prints_the_claims_and_writes_them(claim_runs, capsys, monkeypatch):
@@ -95,6 +115,7 @@ def test_the_cli_prints_the_claims_and_writes_them(claim_runs, capsys, monkeypat
     assert "## The paper's claims" in md and printed_row(md, "UT beats TLB on 500-600")[2] == "inconclusive"
     rows = list(csv.DictReader((claim_runs / "reproduce" / "t--claims.csv").open()))
     assert [r["ours"] for r in rows] == ["holds", "does not hold", "inconclusive", "inconclusive", "does not hold"]
+    assert rows[0]["p"] and float(rows[0]["effect"]) == pytest.approx(21.0) and rows[0]["n"] == "3 vs 3" and rows[0]["test"] == "Welch t"
 
 
 CHANCE_TABLE = """
@@ -141,17 +162,20 @@ def test_at_chance_is_within_two_standard_errors_of_the_majority_share():
 def test_cells_at_chance_are_marked_and_their_claims_inconclusive(tmp_path):
     folder = chance_runs(tmp_path, majority=0.493)
     result = build(load_table("t", folder=folder / "tables"), folder, "paper")
-    assert cell(result, "gut", "test")[0] == "49.3 ± 1.5 (3) ~"
-    assert cell(result, "ut", "test")[0] == "51.7 ± 1.5 (3) ~"
-    assert cell(result, "transformer", "test")[0] == "62.0 ± 2.0 (3)"  # well above chance: no mark
+    # sd 1.53 -> ± 4.303 x 1.53 / sqrt(3) = ± 3.8; se = sqrt(p(1-p)/1000) = 1.6 at 49%, 1.5 at 62%
+    assert cell(result, "gut", "test")[0] == "49.3 ± 3.8 (3, se 1.6) ~"
+    assert cell(result, "ut", "test")[0] == "51.7 ± 3.8 (3, se 1.6) ~"
+    assert cell(result, "transformer", "test")[0] == "62.0 ± 5.0 (3, se 1.5)"  # well above chance: no mark
     assert result["at_chance"] == {("gut", "test"): pytest.approx(49.3), ("ut", "test"): pytest.approx(49.3)}
     assert result["chance"] == ("~ = at chance: the mean accuracy over seeds is within 2 standard errors of the split's "
                                 "majority-class share p (SE = sqrt(p(1-p)/n), n = the split's examples)")
     rows = judged(folder)
-    # Δ = 51.7 - 49.3 = +2.3 > max(1.5, 1.5) would hold; both cells are at chance: inconclusive
-    assert rows["UT beats GUT"][2:4] == ["inconclusive", "ut 51.7 ± 1.5 (3) vs gut 49.3 ± 1.5 (3) on test: both at chance (majority 49.3%)"]
-    # one cell above chance: the spread rule as before, 62.0 - 51.7 = +10.3 > 2.0
-    assert rows["the Transformer beats UT"][2:4] == ["holds", "transformer 62.0 ± 2.0 (3) vs ut 51.7 ± 1.5 (3) on test: Δ +10.3 > 2.0"]
+    # both cells at chance: no test, inconclusive
+    assert rows["UT beats GUT"][2:4] == ["inconclusive",
+                                         "ut 51.7 ± 3.8 (3) vs gut 49.3 ± 3.8 (3) on test: both at chance (majority 49.3%): no test"]
+    # one cell above chance: tested, 62.0 - 51.7 = +10.3, t = 10.33 / sqrt(4/3 + 2.33/3) = 7.1 at 3.7 df
+    held = rows["the Transformer beats UT"]
+    assert held[2] == "holds" and held[3].startswith("transformer 62.0 ± 5.0 (3) vs ut 51.7 ± 3.8 (3) on test: Δ +10.3 [95% CI")
 
 
 def test_records_without_a_majority_share_are_never_at_chance(tmp_path, capsys, monkeypatch):
@@ -159,13 +183,15 @@ def test_records_without_a_majority_share_are_never_at_chance(tmp_path, capsys, 
 
     folder = chance_runs(tmp_path, majority=None)
     result = build(load_table("t", folder=folder / "tables"), folder, "paper")
-    assert cell(result, "gut", "test")[0] == "49.3 ± 1.5 (3)" and result["at_chance"] == {} and result["chance"] == ""
-    assert judged(folder)["UT beats GUT"][2:4] == ["holds", "ut 51.7 ± 1.5 (3) vs gut 49.3 ± 1.5 (3) on test: Δ +2.3 > 1.5"]
+    assert cell(result, "gut", "test")[0] == "49.3 ± 3.8 (3, se 1.6)" and result["at_chance"] == {} and result["chance"] == ""
+    # tested: Δ +2.3, t = 2.33 / sqrt(2 x 2.33 / 3) = 1.87 at 4 df, p = 0.067 (the old spread rule said "holds")
+    ut = judged(folder)["UT beats GUT"]
+    assert ut[2] == "inconclusive" and "Δ +2.3 [95% CI" in ut[3] and "p = 0.067" in ut[3]
     # the printed table and note: the mark explained once, only where a cell has it
     monkeypatch.setattr(reproduce, "load_table", lambda name, preset=None: load_table(name, preset, folder=folder / "tables"))
     assert main(["reproduce", "t", "--out", str(folder)]) == 0
     printed = capsys.readouterr().out
-    assert "~ = at chance" not in printed and "(3) ~" not in printed and "49.3 ± 1.5 (3)" in printed
+    assert "~ = at chance" not in printed and "~ |" not in printed and "49.3 ± 3.8 (3, se 1.6)" in printed
 
 
 def test_the_cli_explains_the_chance_mark_and_rule(tmp_path, capsys, monkeypatch):
@@ -176,10 +202,10 @@ def test_the_cli_explains_the_chance_mark_and_rule(tmp_path, capsys, monkeypatch
     assert main(["reproduce", "t", "--out", str(folder)]) == 0
     printed = capsys.readouterr().out
     assert printed.count("~ = at chance: the mean accuracy over seeds is within 2 standard errors") == 1
-    assert "a pair whose cells are both at chance (~) is inconclusive" in printed
+    assert "or whose cells are both at chance (~), has no test" in printed
     assert printed_row(printed, "UT beats GUT")[2] == "inconclusive"
     md = (folder / "reproduce" / "t.md").read_text()
-    assert "~ = at chance" in md and "49.3 ± 1.5 (3) ~" in md
+    assert "~ = at chance" in md and "49.3 ± 3.8 (3, se 1.6) ~" in md
 
 
 def test_claims_name_splits_of_another_preset_by_position():
@@ -204,3 +230,54 @@ def test_malformed_claims_are_one_line_errors(tmp_path, claim, message):
     (tmp_path / "t.yaml").write_text(CLAIMS_TABLE.split("claims:")[0] + f"claims:\n  - {claim}\n")
     with pytest.raises(UserError, match=message.replace("{", r"\{").replace("}", r"\}").replace("[", r"\[")):
         load_table("t", folder=tmp_path)
+
+
+def test_a_record_check_is_a_welch_test_not_a_comparison_of_means(tmp_path, registry):
+    """nope-properties' "NoPE >= Transformer on D2 bin 1": holds only when the difference is
+    significant over seeds; a higher mean inside the noise is inconclusive."""
+    from bench.report.checks import run_checks
+
+    def judged_with(nope, transformer):
+        for model, accs in (("nope", nope), ("transformer", transformer)):
+            for seed, acc in enumerate(accs):
+                write_record(tmp_path, model, "d2", seed, {"bin1": acc})
+        row = run_checks(load_table("nope-properties"), tmp_path, "paper", registry)["rows"][6]
+        return row[3], row[4]
+
+    # Δ = 50.3 - 12 = +38.3 points, sds 0.25 and 7: t = 9.5 at ~2 df, p = 0.005
+    measured, status = judged_with([0.500, 0.503, 0.505], [0.05, 0.12, 0.19])
+    assert status == "holds" and "Δ +38.3 [95% CI" in measured and "n 3 vs 3 seeds, Welch t" in measured
+    # a mean 3 points higher with a spread of 20: no evidence either way
+    measured, status = judged_with([0.10, 0.30, 0.50], [0.20, 0.27, 0.34])
+    assert status == "inconclusive" and "Δ +3.0" in measured
+
+
+def test_cells_with_per_example_outcomes_are_compared_paired(tmp_path, monkeypatch):
+    """Where every record of both cells has per-example outcomes (bench.load_outcomes), the pair
+    is tested by the paired bootstrap on the examples both were scored on."""
+    import json
+
+    import numpy as np
+
+    import bench
+
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "t.yaml").write_text(CLAIMS_TABLE)
+    rng = np.random.default_rng(0)
+    examples = {"tlb": 0.32, "transformer": 0.11}  # the share of the 200 examples each gets right
+    outcomes = {}
+    for model, share in examples.items():
+        for seed in range(3):
+            correct = (rng.random(200) < share).astype(float)
+            write_record(tmp_path, model, "listops", seed, {"len500_600": float(correct.mean())}, n=200, outcomes={"file": "x"})
+            outcomes[model, seed] = {"len500_600": {"index": np.arange(200), "correct": correct}}
+
+    def load_outcomes(path):
+        rec = json.loads(open(path).read())
+        return outcomes[rec["model"], rec["seed"]]
+
+    monkeypatch.setattr(bench, "load_outcomes", load_outcomes, raising=False)
+    line = judged(tmp_path)["TLB beats the Transformer on 500-600"]
+    assert line[2] == "holds" and line[3].endswith("n 3 vs 3 seeds, paired bootstrap")
+    monkeypatch.delattr(bench, "load_outcomes")
+    assert judged(tmp_path)["TLB beats the Transformer on 500-600"][3].endswith("Welch t")  # without it: Welch

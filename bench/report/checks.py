@@ -25,49 +25,46 @@ case over seeds: the largest change for ``same`` (passes below TOL), the smalles
 
 Claims of a results table (``claims:`` in bench/tables/*.yaml, schema in bench/report/tables.py): the
 paper's qualitative findings over its cells, e.g. "TLB beats the Transformer on ListOps 500-600",
-judged on our per-seed values by one rule (``RULE``): for "A beats B" on a cell pair, with
-d = mean_A - mean_B (mean_B - mean_A where lower is better) and s = max(std_A, std_B) (sample
-std over seeds):
+judged on our per-seed values by the tests of bench/report/stats.py (``RULE``): per pair a
+one-sided Welch t-test over seeds (a paired bootstrap over seeds and examples where both cells
+have per-example outcomes on the same examples), the effect with its 95% CI; a claim over
+several pairs holds when every pair holds at alpha 0.05, does not hold when some pair is
+significant the other way after Holm's correction over the pairs, and is inconclusive otherwise.
 
-    holds          d >  s         (both cells with >= 2 seeds)
-    does not hold  d < -s
-    inconclusive   |d| <= s, or a cell with fewer than 2 seeds
+A pair whose two cells are both at chance (``~`` in the table: mean accuracy within 2 binomial
+standard errors of the split's majority-class share, bench/report/cells.py:at_chance) is
+inconclusive, whatever its p: the difference of two cells at chance is noise.
 
-A pair whose two cells are both at chance (``~`` in the table: mean accuracy within 2 standard
-errors of the split's majority-class share, bench/report/cells.py:at_chance) is inconclusive,
-whatever d: the difference of two cells at chance is noise.
-
-A claim over several pairs ("each GUT ablation loses to GUT") holds when every pair holds, does
-not hold when any pair does not, and is inconclusive otherwise. The same rule on the paper's
-printed mean ± std says whether the paper's own numbers support the claim as encoded.
+The paper's own numbers are judged by the same test from its printed mean ± std and its number
+of runs (the table's ``paper_seeds``); a table that prints no spread is marked so.
 
 A ratio claim (``ratio_at_most: r``, e.g. "GUT with halting at bound 40 costs <= 0.6x no-halt"),
-judged by ``RATIO_RULE`` on the per-seed (or, in a cost table, per-repeat) values a of the better
-cell and b of the other: the ratio is median(a) / median(b), its range [min(a) / max(b),
-max(a) / min(b)] (the worst pairings the spread allows):
+judged by ``RATIO_RULE`` on the per-repeat times of a cost table: Welch on the logarithms, the
+ratio of geometric means with its 95% CI; inconclusive besides when (``halt_depth_below: d``) the
+better cell's mean halting depth is >= d: the claim's premise ("when the model halts early") is
+absent.
 
-    holds          max(a) / min(b) <= r
-    does not hold  min(a) / max(b) >  r
-    inconclusive   otherwise, or (``halt_depth_below: d``) when the better cell's mean halting
-                   depth is >= d: the claim's premise ("when the model halts early") is absent
+A record check (``expect: at_least_baseline``) is the same one-sided Welch test of the model
+against the baseline over seeds: holds when the model is significantly above, does not hold
+when it is significantly below, inconclusive otherwise.
 """
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
 from ..errors import UserError
 from ..schema import Schema
-from ..stats import mean_std
-from .cells import STALE, cell_records, current_config, record_value, stale
-from .leaderboard import mean_std_percent
+from . import stats
+from .cells import CHANCE, STALE, at_chance, cell_records, current_config, majority_share, record_value, stale
+from .stats import FAILS, HOLDS, UNSURE
 
 TOL = 1e-4
+ROUNDING = 1e-6  # a change below this is printed as "< 1e-6": float rounding, not a property
 SIZES = {"d_model": 32, "n_heads": 4, "d_ff": 64, "dropout": 0.0}
 VOCAB, LENGTH, SEEDS = 16, 8, (0, 1, 2)
-EXPECT = {"same": "same (max abs Δ < 1e-4)", "differs": "differs (abs Δ > 1e-4)", "at_least_baseline": "model ≥ baseline"}
+EXPECT = {"same": "same (max abs Δ < 1e-4)", "differs": "differs (abs Δ > 1e-4)", "at_least_baseline": "model above baseline (one-sided Welch, p < 0.05)"}
 
 
 @dataclass
@@ -192,21 +189,31 @@ def measure(spec: dict, expect: str, registry) -> float:
 # ---- record checks --------------------------------------------------------------------------
 
 def _record_check(spec: dict, table, out: Path, preset: str, registry=None):
-    """(measured text, status) for model vs baseline on one split; with a registry, records made
-    with settings the registry no longer gives are marked as in results tables."""
+    """(measured text, status) for model vs baseline on one split (a one-sided Welch test over
+    seeds, stats.welch); with a registry, records made with settings the registry no longer
+    gives are marked as in results tables."""
     r = spec["records"]
-    means, texts = [], []
+    per_side, texts, majorities = [], [], []
     for model in (r["model"], r["baseline"]):
         ok = [x for x in cell_records(out, model, r["task"], preset, [], table.seeds) if x.get("status") == "ok"]
-        values = [v for v in (record_value(x, r["split"], r["metric"]) for x in ok) if v is not None]
-        means.append(sum(values) / len(values) if values else None)
+        values = [100 * v for v in (record_value(x, r["split"], r["metric"]) for x in ok) if v is not None]
+        per_side.append(values)
         now = current_config(registry, model, r["task"], preset, []) if registry is not None and ok else None
         whys = sorted({why for why in (stale(x, now) for x in ok) if why}) if now else []
-        texts.append(f"{model} {mean_std_percent(values)} ({len(values)})" + (f" {STALE} ({'; '.join(whys)})" if whys else ""))
+        majority = majority_share(ok, r["split"]) if r["metric"] == "acc" and values else None
+        majorities.append(majority if majority and at_chance(sum(values) / len(values) / 100, majority) else None)
+        mark = f" {STALE} ({'; '.join(whys)})" if whys else ""
+        texts.append(_cell_text(model, values, 1) + mark + (f" {CHANCE}" if majorities[-1] else ""))
     measured = " vs ".join(texts) + f" % {r['metric']} on {r['task']}:{r['split']}"
-    if None in means:
+    if not all(per_side):
         return measured, "missing records"
-    return measured, "holds" if means[0] >= means[1] else "does not hold"
+    if all(majorities):
+        return f"{measured}: {both_at_chance(100 * majorities[0][0], 100 * majorities[1][0], 1)}", UNSURE
+    test = stats.welch(*per_side)
+    if test is None:
+        return f"{measured}: n = {len(per_side[0])} vs {len(per_side[1])} (< 2 seeds a side): no test", UNSURE
+    status = HOLDS if test.p < stats.ALPHA else FAILS if test.p_reverse < stats.ALPHA else UNSURE
+    return f"{measured}: {test_text(test, 1, reverse=test.p_reverse if status == FAILS else None)}", status
 
 
 def run_checks(table, out: Path, preset: str, registry) -> dict:
@@ -219,7 +226,9 @@ def run_checks(table, out: Path, preset: str, registry) -> dict:
             measured, status = _record_check(spec, table, out, preset, registry)
         else:
             value = measure(spec["compute"], expect, registry)
-            measured = f"{'max' if expect == 'same' else 'min'} abs Δ = {value:.2g}"
+            # below 1e-6 a change is float rounding, whose last digits vary with the CPU: printed as a bound
+            said = "< 1e-6 (float rounding)" if value < ROUNDING else f"= {value:.2g}"
+            measured = f"{'max' if expect == 'same' else 'min'} abs Δ {said}"
             status = "pass" if (value < TOL if expect == "same" else value > TOL) else "FAIL"
         rows.append([spec["claim"], spec["source"], EXPECT.get(expect, "—"), measured, status])
     headers = ["check", "source", "expected", "measured", "status"]
@@ -241,136 +250,147 @@ def checks_summary(table, out: Path, preset: str) -> str:
 
 # ---- claims over a results table's cells ----------------------------------------------------
 
-HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
-RULE = ("A beats B when mean_A - mean_B > max(std_A, std_B) (sample std over seeds, >= 2 seeds each); does not hold when "
-        "mean_B - mean_A > max(std_A, std_B); inconclusive otherwise; over several pairs: holds if every pair holds, "
-        "does not hold if any does not; a pair whose cells are both at chance (~) is inconclusive; "
-        "paper = the same rule on the paper's mean ± std")
+RULE = ("per pair, a one-sided Welch t-test of A beating B over {over} (H1: mean_A > mean_B, < where lower is better; "
+        "a paired bootstrap over seeds, then examples, where both cells have per-example outcomes on the same examples), "
+        "the effect Δ = mean_A - mean_B with its 95% CI (Welch-Satterthwaite); a claim holds when every pair has p < 0.05 "
+        "(intersection-union), does not hold when some pair is significant the other way after Holm's correction over "
+        "the claim's pairs, and is inconclusive otherwise; a pair with < 2 values a side, or whose cells are both at chance "
+        "(~), has no test; cells: mean ± 95% t-interval half-width (n); paper = the same test on its printed mean ± std {paper}")
+RATIO_RULE = ("A costs <= r x B: Welch t on the logarithms of the timed repeats, H1: mean log A - mean log B < log r; "
+              "ratio = geometric mean of A / of B with its 95% CI; inconclusive when the claim's premise (halting depth "
+              "below a bound) is absent; paper: its means only, no spread printed")
 
 
-def compare(mean_a: float, mean_b: float, spread: float, lower_is_better: bool = False, digits: int = 1) -> tuple[str, str]:
-    """(verdict, why) for "A beats B" from the two means and the spread s they must differ by."""
-    d = mean_b - mean_a if lower_is_better else mean_a - mean_b
-    f = f"{{:.{digits}f}}"
-    if d > spread:
-        return HOLDS, f"Δ {d:+.{digits}f} > {f.format(spread)}"
-    if d < -spread:
-        return FAILS, f"Δ {d:+.{digits}f} < -{f.format(spread)}"
-    return UNSURE, f"|Δ| {f.format(abs(d))} ≤ {f.format(spread)}"
+def _p_text(p: float, label: str = "p") -> str:
+    return f"{label} < 0.001" if p < 0.001 else f"{label} = {p:.3f}"
 
 
-def judge(a: list[float], b: list[float], lower_is_better: bool = False, digits: int = 1) -> tuple[str, str]:
-    """(verdict, why) for "A beats B" from the per-seed values of the two cells."""
-    if len(a) < 2 or len(b) < 2:
-        return UNSURE, f"n = {len(a)} vs {len(b)} (< 2 seeds)"
-    (ma, sa), (mb, sb) = mean_std(a), mean_std(b)
-    return compare(ma, mb, max(sa, sb), lower_is_better, digits)
-
-
-def judge_paper(a, b, lower_is_better: bool = False, digits: int = 1) -> tuple[str, str]:
-    """The rule on the paper's (mean, std or None) pair; without a printed std, means only."""
-    if a is None or b is None:
-        return "n/r", "not reported"
-    if a[1] is None or b[1] is None:
-        verdict, why = compare(a[0], b[0], 0.0, lower_is_better, digits)
-        return verdict, why + " (means only: no spread printed)"
-    return compare(a[0], b[0], max(a[1], b[1]), lower_is_better, digits)
-
-
-RATIO_RULE = ("A costs <= r x B holds when max(A) / min(B) <= r (even the worst pairing of the values: timed repeats in a cost "
-              "table, seeds otherwise), does not hold when min(A) / max(B) > r, inconclusive otherwise or when the claim's "
-              "premise (halting depth below a bound) is absent; ratio shown = median(A) / median(B); paper = its means' ratio")
-
-
-def judge_ratio(a: list[float], b: list[float], at_most: float, depth: float | None = None,
-                depth_below: float | None = None) -> tuple[str, str]:
-    """(verdict, why) for "A / B <= at_most" on the values of the two cells (RATIO_RULE)."""
-    if not a or not b:
-        return UNSURE, f"n = {len(a)} vs {len(b)} (a cell has no value)"
-    if depth_below is not None and (depth is None or depth >= depth_below):
-        said = "not measured" if depth is None else f"{depth:.2f} >= {depth_below:g}"
-        return UNSURE, f"premise absent: halting depth {said}"
-    lo, hi, ratio = min(a) / max(b), max(a) / min(b), statistics.median(a) / statistics.median(b)
-    depth_text = "" if depth is None else f"; halting depth {depth:.2f}" + ("" if depth_below is None else f" < {depth_below:g}")
-    text = f"ratio {ratio:.2f} (range {lo:.2f}-{hi:.2f})"
-    if hi <= at_most:
-        return HOLDS, f"{text} ≤ {at_most:g}{depth_text}"
-    if lo > at_most:
-        return FAILS, f"{text} > {at_most:g}{depth_text}"
-    return UNSURE, f"{text}: the range straddles {at_most:g}{depth_text}"
-
-
-def judge_paper_ratio(a, b, at_most: float) -> tuple[str, str]:
-    if a is None or b is None or not b[0]:
-        return "n/r", "not reported"
-    ratio = a[0] / b[0]
-    return (HOLDS if ratio <= at_most else FAILS), f"ratio {ratio:.2f} {'≤' if ratio <= at_most else '>'} {at_most:g} (means)"
-
-
-def _aggregate(results: list[tuple[str, str]]) -> tuple[str, str]:
-    """One verdict over a claim's pairs, with the first pair that decides it."""
-    if len(results) == 1:
-        return results[0]
-    verdicts = [v for v, _ in results]
-    k, held, failed = len(results), verdicts.count(HOLDS), verdicts.count(FAILS)
-    if held == k:
-        return HOLDS, f"all {k} pairs hold"
-    counts = f"of {k} pairs {held} hold, {failed} do not, {k - held - failed} inconclusive"
-    first = next(why for v, why in results if v == (FAILS if failed else v) and v != HOLDS)
-    return (FAILS if failed else UNSURE), f"{counts}; e.g. {first}"
+def test_text(t: stats.PairTest, digits: int, over: str = "seeds", ratio_to: float | None = None, reverse: float | None = None) -> str:
+    """The effect, its 95% CI, the p-value (``reverse``: the Holm-adjusted p against the claim
+    instead), n per side and the test."""
+    p = _p_text(t.p) if reverse is None else _p_text(reverse, "reverse p (Holm)")
+    n = f"n {t.n[0]} vs {t.n[1]} {over}"
+    if ratio_to is not None:
+        return f"ratio {t.effect:.2f} [95% CI {t.ci[0]:.2f}, {t.ci[1]:.2f}] vs ≤ {ratio_to:g}, {p}, {n}, {t.test}"
+    f = f"{{:+.{digits}f}}"
+    return f"Δ {f.format(t.effect)} [95% CI {f.format(t.ci[0])}, {f.format(t.ci[1])}], {p}, {n}, {t.test}"
 
 
 def _cell_text(row: str, values: list[float], digits: int) -> str:
     if not values:
         return f"{row} — (0)"
-    m, s = mean_std(values)
-    return f"{row} {m:.{digits}f}" + ("" if s is None else f" ± {s:.{digits}f}") + f" ({len(values)})"
+    m, half = stats.mean_ci(values)
+    return f"{row} {m:.{digits}f}" + ("" if half is None else f" ± {half:.{digits}f}") + f" ({len(values)})"
 
 
-def both_at_chance(majority_a: float, majority_b: float, digits: int) -> tuple[str, str]:
-    """(inconclusive, why) for a pair of cells at chance, with their majority-class shares."""
+def both_at_chance(majority_a: float, majority_b: float, digits: int) -> str:
+    """Why a pair of cells at chance has no test, with their majority-class shares."""
     shares = " / ".join(dict.fromkeys(f"{m:.{digits}f}%" for m in (majority_a, majority_b)))
-    return UNSURE, f"both at chance (majority {shares})"
+    return f"both at chance (majority {shares}): no test"
 
 
-def run_claims(table, values: dict, depths: dict | None = None, over: str = "seeds", at_chance: dict | None = None) -> dict:
+def _aggregate(tests: list, texts: list[str], digits: int, over: str, ratio_to: float | None) -> tuple[str, str, dict]:
+    """(verdict, why, the deciding pair's numbers) over a claim's pairs (stats.combine); ``texts``
+    names each pair's cells, and says why a pair without a test has none."""
+    verdict, i = stats.combine(tests)
+    p_rev = stats.holm([1.0 if t is None else t.p_reverse for t in tests])
+    k = len(tests)
+
+    def line(j):
+        t = tests[j]
+        if t is None:
+            return texts[j]
+        return f"{texts[j]}: {test_text(t, digits, over, ratio_to, p_rev[j] if verdict == FAILS else None)}"
+
+    decided = line(i)
+    if k > 1:
+        each = stats.verdicts(tests)
+        counts = f"of {k} pairs {each.count(HOLDS)} hold, {each.count(FAILS)} do not, {each.count(UNSURE)} inconclusive"
+        lead = "strongest reversal:" if verdict == FAILS else "weakest:" if tests[i] is not None else "e.g."
+        decided = f"{counts}; {lead} {decided}"
+    t = tests[i] if i is not None else None
+    numbers = {"effect": None if t is None else t.effect, "ci_low": None if t is None else t.ci[0],
+               "ci_high": None if t is None else t.ci[1], "p": None if t is None else (p_rev[i] if verdict == FAILS else t.p),
+               "n": "" if t is None else f"{t.n[0]} vs {t.n[1]}", "test": "" if t is None else t.test}
+    return verdict, decided, numbers
+
+
+def _paper_test(a, b, claim, seeds: int | None):
+    """(test or None, why none) on the paper's printed (mean, std or None) pair."""
+    if a is None or b is None:
+        return None, "not reported"
+    if claim.ratio_at_most is not None or a[1] is None or b[1] is None:
+        return None, "no spread printed"
+    if not seeds:
+        return None, "the paper's number of runs is not given (paper_seeds)"
+    return stats.welch_from_stats(a, b, seeds, claim.lower_is_better), ""
+
+
+def run_claims(table, values: dict, depths: dict | None = None, over: str = "seeds", at_chance: dict | None = None,
+               outcomes: dict | None = None) -> dict:
     """Each claim of a results table judged on ``values`` ({(row label, column label): (per-seed
     values in display units, stale)}) and on the paper's numbers. Comparisons naming a row the
     table no longer has (``--models``) are left out; a claim left with none is not shown.
     ``depths``: {(row, column): mean halting depth} for ratio claims' premises (cost tables);
     ``over``: what the values are samples of (seeds, or a cost table's timed repeats);
-    ``at_chance``: {(row, column): majority-class share} of the cells at chance (build's)."""
-    at_chance = at_chance or {}
+    ``at_chance``: {(row, column): majority-class share} of the cells at chance (build's);
+    ``outcomes``: {(row, column): [per-seed {"index", "correct"}, ...]} where every seed has
+    per-example outcomes (then a pair of such cells on the same examples is tested paired)."""
+    at_chance, outcomes = at_chance or {}, outcomes or {}
     digits = 2 if table.unit == "min" else 1
     paper = {(r.label, c.label): p for r in table.rows for c, p in zip(table.columns, r.paper)}
-    rows = []
+    seeds = getattr(table, "paper_seeds", None)
+    rows, csv_rows = [], []
     for claim in table.claims:
         pairs = [p for p in claim.comparisons if p.better in values and p.than in values]
         if not pairs:
             continue
-        ours, theirs = [], []
+        ours, ours_text, theirs, theirs_text = [], [], [], []
+        ratio = claim.ratio_at_most
         for p in pairs:
             (ra, ca), (rb, cb) = p.better, p.than
             where = ca if ca == cb else f"{ca} vs {cb}"
             va, stale_a = values[p.better]
             vb, stale_b = values[p.than]
-            if claim.ratio_at_most is not None:
-                verdict, why = judge_ratio(va, vb, claim.ratio_at_most, (depths or {}).get(p.better), claim.halt_depth_below)
-            elif p.better in at_chance and p.than in at_chance:
-                verdict, why = both_at_chance(at_chance[p.better], at_chance[p.than], digits)
-            else:
-                verdict, why = judge(va, vb, claim.lower_is_better, digits)
             mark = f" {STALE}" if stale_a or stale_b else ""
-            ours.append((verdict, f"{_cell_text(ra, va, digits)} vs {_cell_text(rb, vb, digits)} on {where}{mark}: {why}"))
-            if claim.ratio_at_most is not None:
-                pv, pwhy = judge_paper_ratio(paper.get(p.better), paper.get(p.than), claim.ratio_at_most)
+            text = f"{_cell_text(ra, va, digits)} vs {_cell_text(rb, vb, digits)} on {where}{mark}"
+            test, why = None, ""
+            if ratio is not None:
+                depth = (depths or {}).get(p.better)
+                if claim.halt_depth_below is not None and (depth is None or depth >= claim.halt_depth_below):
+                    said = "not measured" if depth is None else f"{depth:.2f} >= {claim.halt_depth_below:g}"
+                    why = f"premise absent: halting depth {said}"
+                else:
+                    test = stats.ratio_test(va, vb, ratio)
+                    if depth is not None:
+                        text += f" (halting depth {depth:.2f})"
+            elif p.better in at_chance and p.than in at_chance:
+                why = both_at_chance(at_chance[p.better], at_chance[p.than], digits)
+            elif p.better in outcomes and p.than in outcomes and (pair := stats.aligned_outcomes(outcomes[p.better], outcomes[p.than])):
+                scale = 100.0 if table.unit == "%" else 1.0
+                test = stats.paired_bootstrap(pair[0] * scale, pair[1] * scale, claim.lower_is_better)
             else:
-                pv, pwhy = judge_paper(paper.get(p.better), paper.get(p.than), claim.lower_is_better, digits)
-            theirs.append((pv, f"{ra} vs {rb} on {where}: {pwhy}"))
-        (verdict, why), (pverdict, _) = _aggregate(ours), _aggregate(theirs)
+                test = stats.welch(va, vb, claim.lower_is_better)
+            if test is None and not why:
+                why = f"n = {len(va)} vs {len(vb)} (< 2 {over} a side): no test"
+            ours.append(test)
+            ours_text.append(f"{text}: {why}" if why else text)
+            ptest, pwhy = _paper_test(paper.get(p.better), paper.get(p.than), claim, seeds)
+            theirs.append(ptest)
+            theirs_text.append(f"{ra} vs {rb} on {where}" + (f": {pwhy}" if pwhy else ""))
+        verdict, why, numbers = _aggregate(ours, ours_text, digits, over, ratio)
+        if all(t is None for t in theirs):
+            reasons = {text.rpartition(": ")[2] for text in theirs_text}
+            pverdict = "n/r" if reasons == {"not reported"} else next(iter(sorted(reasons - {"not reported"})))
+            pwhy = pverdict
+        else:
+            pverdict, pwhy, _ = _aggregate(theirs, theirs_text, digits, f"runs (paper_seeds {seeds})", None)
         rows.append([claim.text, claim.source, verdict, why, pverdict])
+        csv_rows.append({"claim": claim.text, "source": claim.source, "ours": verdict, "why": why, **numbers,
+                         "paper": pverdict, "paper_why": pwhy})
     headers = ["claim", "source", "ours", "why", "paper"]
-    rule = RULE if over == "seeds" else RULE.replace("sample std over seeds, >= 2 seeds each", f"sample std over {over}, >= 2 each")
+    paper_rule = (f"and the paper's {seeds} runs per cell" if seeds else "(the paper's number of runs not given: no test)")
+    rule = RULE.format(over=over, paper=paper_rule)
     if any(c.ratio_at_most is not None for c in table.claims):
         rule += "; ratio claims: " + RATIO_RULE
-    return {"headers": headers, "rows": rows, "csv": [dict(zip(headers, r)) for r in rows], "rule": rule}
+    return {"headers": headers, "rows": rows, "csv": csv_rows, "rule": rule}

@@ -15,7 +15,9 @@ column (HALT Table 5: GUT No Halt Upperbound at the same bound), beside the pape
 divided by its reference's. That ratio is comparable across hardware; the absolute minutes per
 epoch (the median step time x the preset's steps per epoch, ``ceil(n_train / batch)``) are
 shown with the device that measured them, never compared with the paper's GPU. Claims are judged
-on the per-repeat values (bench/report/checks.py: RULE, and RATIO_RULE for ``ratio_at_most``).
+on the per-repeat values (bench/report/checks.py: RULE, and RATIO_RULE for ``ratio_at_most``); the
+ratio to the reference is the ratio of the repeats' geometric means with its 95% CI
+(bench/report/stats.py: ratio_ci), the same statistic the ratio claims test.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..records import write_atomic
+from . import stats
 from .cells import MISSING, NOT_REPORTED
 
 HEADERS = ["row", "column", "ms/step", "spread", "halt depth", "ours min/epoch", "paper min/epoch", "ours × ref", "paper × ref",
@@ -110,6 +113,9 @@ def build(table, preset: str, stem: Path) -> dict:
             ok = bool(m) and m["status"] == "ok"
             step = m["step_s"] if ok else None
             ratio = step / r_m["step_s"] if ok and r_m and r_m["status"] == "ok" and r_m["step_s"] else None
+            ci = stats.ratio_ci(m["step_times_s"], r_m["step_times_s"]) if ratio is not None and i != ref_i else None
+            if ci:  # the ratio of geometric means over the repeats, with its 95% CI (as the ratio claims)
+                ratio = ci[0]
             paper, paper_ref = row.paper[j], table.rows[ref_i].paper[j]
             paper_ratio = paper[0] / paper_ref[0] if paper and paper_ref and paper_ref[0] else None
             delta = ratio / paper_ratio if ratio is not None and paper_ratio else None
@@ -125,14 +131,15 @@ def build(table, preset: str, stem: Path) -> dict:
                          MISSING if depth is None else f"{depth:.2f}",
                          f"{statistics.median(minutes):.2f}" if minutes else MISSING,
                          NOT_REPORTED if not paper else f"{paper[0]:.2f}",
-                         MISSING if ratio is None else f"{ratio:.2f}", NOT_REPORTED if paper_ratio is None else f"{paper_ratio:.2f}",
+                         MISSING if ratio is None else f"{ratio:.2f}" + (f" [{ci[1]:.2f}, {ci[2]:.2f}]" if ci else ""), NOT_REPORTED if paper_ratio is None else f"{paper_ratio:.2f}",
                          MISSING if delta is None else f"×{delta:.2f}"])
             cells.append({"row": row.label, "model": row.model, "column": col.label, "overrides": " ".join(table.cell_set(row, col)),
                           "step_s": step, "step_min_s": m.get("step_min_s") if ok else None,
                           "step_max_s": m.get("step_max_s") if ok else None, "repeats": m.get("repeats") if ok else 0,
                           "halt_depth": depth, "ops": m.get("ops") if ok else None, "syncs": m.get("syncs") if ok else None,
                           "ours_min_per_epoch": statistics.median(minutes) if minutes else None,
-                          "paper_min_per_epoch": paper[0] if paper else None, "ratio_to_ref": ratio, "paper_ratio_to_ref": paper_ratio,
+                          "paper_min_per_epoch": paper[0] if paper else None, "ratio_to_ref": ratio,
+                          "ratio_ci95_low": ci[1] if ci else None, "ratio_ci95_high": ci[2] if ci else None, "paper_ratio_to_ref": paper_ratio,
                           "delta": delta})
     head = (data or {}).get("header", {})
     c = table.cost
@@ -143,7 +150,8 @@ def build(table, preset: str, stem: Path) -> dict:
         where = why_not
     note = (f"preset {preset}; one training step (forward, loss, backward, clipping, optimizer) at batch {c['batch'] or 'the preset'}"
             f" x length {c['length']}, random tokens, fresh weights; median of {c['repeats']} timed repeats after {c['warmup']} "
-            f"warm-up step(s), interleaved across cells, spread = half the range; {where}; × ref = time / {ref}'s in the same column "
+            f"warm-up step(s), interleaved across cells, spread = half the range; {where}; × ref = time / {ref}'s in the same column, "
+            f"the ratio of the repeats' geometric means with its 95% CI (Welch on log times) "
             f"(paper: its minutes / its {ref} minutes): the comparison across hardware; ours min/epoch = median step x "
             f"ceil(n_train {head.get('n_train', '?')} / batch) on this device, not comparable with the paper's GPU minutes; "
             f"paper: {table.source}; {MISSING} = not measured, {NOT_REPORTED} = not reported by the paper")

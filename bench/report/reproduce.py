@@ -40,7 +40,7 @@ from ..stats import mean_std
 from ..errors import UserError
 from .cells import (CHANCE, CHANCE_RULE, MISSING, NOT_REPORTED, STALE, at_chance, cell_records, current_config, majority_share,
                     record_value, stale)
-from . import cost_table, writeup
+from . import cost_table, stats, writeup
 from .checks import checks_summary, record_cells, run_checks, run_claims
 from .leaderboard import OTHER_CODE, OTHER_CODE_RULE, cell_percent
 from .tables import TABLES_DIR, Table, apply_tuned, check_names, load_table, table_names, with_tuned_column
@@ -49,6 +49,7 @@ __all__ = ["MISSING", "NOT_REPORTED", "STALE", "build", "cell_records", "check_n
            "plan", "record_value", "reproduce", "select_table", "stale", "table_names"]
 
 PROXY_PRESETS = ("smoke", "small")
+BINOMIAL_METRICS = ("acc", "last_acc")  # one 0/1 outcome per example: a binomial standard error applies
 
 
 # ---- cells ----------------------------------------------------------------------------------
@@ -63,16 +64,44 @@ def _summary(values: list[float], stat: str) -> float | None:
     return sum(vals) / len(vals)
 
 
-def _ours_text(values: list[float], center: float | None, table: Table) -> str:
-    """values as recorded: fractions formatted as the leaderboard's %, minutes with 2 decimals."""
+def _ours_text(values: list[float], center: float | None, table: Table, examples: int | None = None) -> str:
+    """values as recorded (fractions, or minutes): the mean ± the half-width of its 95% t interval
+    over seeds (stats.mean_ci), or the median, with n; beside an accuracy, the test set's binomial
+    standard error of one run (``examples``: the split's size)."""
     if center is None:
         return MISSING
-    if table.unit == "%":
-        text = cell_percent(values, table.stat)
-    else:
-        spread = mean_std(values)[1] if table.stat == "mean" else None
-        text = f"{center:.2f}" + ("" if spread is None else f" ± {spread:.2f}")
-    return f"{text} ({len(values)})"
+    scale, digits = (100.0, 1) if table.unit == "%" else (1.0, 2)
+    if table.stat == "median":
+        text = cell_percent(values, "median") if table.unit == "%" else f"{center:.2f}"
+        return f"{text} ({len(values)})"
+    mean, half = stats.mean_ci(values)
+    text = f"{scale * mean:.{digits}f}" + ("" if half is None else f" ± {scale * half:.{digits}f}") + f" ({len(values)}"
+    if examples and table.metric in BINOMIAL_METRICS:
+        text += f", se {scale * stats.binomial_se(min(max(mean, 0.0), 1.0), examples):.{digits}f}"
+    return text + ")"
+
+
+def _examples(records: list[dict], split: str) -> int | None:
+    """The split's number of examples (the smallest over the records), None when not recorded."""
+    sizes = [r.get("metrics", {}).get(split, {}).get("n") for r in records]
+    return min(sizes) if sizes and all(sizes) else None
+
+
+def _outcomes(out: Path, table: Table, row, col, preset: str, records: list[dict]) -> list[dict] | None:
+    """Per-seed outcomes of one cell's split ({"index", "correct"}), where bench keeps them and
+    every record has them (a paired test on the same examples); None otherwise."""
+    import bench
+
+    load = getattr(bench, "load_outcomes", None)
+    if load is None or table.metric != "acc" or len(records) < 2 or not all("outcomes" in r for r in records):
+        return None
+    tag = overrides_tag(table.cell_set(row, col))
+    folder = Path(out) / "runs" / col.task / preset / row.model
+    try:
+        per_seed = [load(folder / f"seed{r['seed']}{'-' + tag if tag else ''}.json").get(col.split) for r in records]
+    except UserError:
+        return None
+    return per_seed if all(o is not None and "index" in o and "correct" in o for o in per_seed) else None
 
 
 def _paper_text(paper) -> str:
@@ -107,7 +136,7 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     Layout: one row per table row and (ours, paper, Δ) per column; a table of several tasks
     with several splits each (RSA Table 2) is printed long instead, one row per (task, row)
     and (ours, paper, Δ) per split, as the papers print it."""
-    texts, cells, present, expected, stale_runs, values_by_cell, chance_by_cell = {}, [], set(), set(), {}, {}, {}
+    texts, cells, present, expected, stale_runs, values_by_cell, chance_by_cell, outcomes = {}, [], set(), set(), {}, {}, {}, {}
     scale = 100.0 if table.unit == "%" else 1.0
     for row in table.rows:
         for col, paper in zip(table.columns, row.paper):
@@ -130,9 +159,14 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
             majority = majority_share(ok, col.split) if table.metric == "acc" and raw else None
             if majority and at_chance(sum(raw) / len(raw), majority):
                 chance_by_cell[row.label, col.label] = majority[0] * scale
+            per_seed = _outcomes(out, table, row, col, preset, ok) if raw else None
+            if per_seed:
+                outcomes[row.label, col.label] = per_seed
             center = _summary(values, table.stat)
             d = _delta(center, paper, table.delta)
-            text = "FAIL" if failed and not ok else _ours_text(raw, center, table) + mark
+            examples = _examples(ok, col.split) if raw else None
+            ci = stats.mean_ci(values)[1] if values else None
+            text = "FAIL" if failed and not ok else _ours_text(raw, center, table, examples) + mark
             text += f" {CHANCE}" if (row.label, col.label) in chance_by_cell else ""
             text += f" {OTHER_CODE}" if any(other_code(r) for r in ok) else ""
             if failed and ok:
@@ -140,13 +174,16 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
             texts[row.label, col.label] = [text, _paper_text(paper), _delta_text(d, table.delta)]
             cells.append({"row": row.label, "model": row.model, "task": col.task, "split": col.split, "column": col.label,
                           "n": len(values), "failed": failed, "ours": center, "ours_std": mean_std(values)[1] if values else None,
+                          "ours_ci95": ci, "examples": examples,
+                          "binomial_se": (scale * stats.binomial_se(min(max(sum(raw) / len(raw), 0.0), 1.0), examples)
+                                          if examples and raw and table.metric in BINOMIAL_METRICS else None),
                           "paper": None if paper is None else paper[0], "paper_std": None if paper is None else paper[1], "delta": d,
                           "stale": bool(mark), "majority": None if majority is None else majority[0] * scale,
                           "at_chance": (row.label, col.label) in chance_by_cell})
     headers, rows = _layout(table, texts)
     only_stale = [run for run, by_seed in stale_runs.items() if all(by_seed.values())]
     reasons = sorted({why for run in only_stale for why in stale_runs[run].values() if why})
-    return {"headers": headers, "rows": rows, "cells": cells, "values": values_by_cell, "at_chance": chance_by_cell,
+    return {"headers": headers, "rows": rows, "cells": cells, "values": values_by_cell, "at_chance": chance_by_cell, "outcomes": outcomes,
             "chance": CHANCE_RULE if chance_by_cell else "", "present": len(present), "expected": len(expected) * len(table.seeds),
             "other_code": OTHER_CODE_RULE if any(f" {OTHER_CODE}" in t[0] for t in texts.values()) else "",
             "stale": (f"{STALE} = only records made with settings the registry no longer gives for that cell "
@@ -168,7 +205,8 @@ def _layout(table: Table, texts: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def note(table: Table, preset: str, present: int, expected: int, out: Path) -> str:
-    stat = "median" if table.stat == "median" else "mean ± std"
+    se = ", se = the test set's binomial standard error of one run, sqrt(p(1-p)/examples)" if table.metric in BINOMIAL_METRICS else ""
+    stat = "median over seeds (n)" if table.stat == "median" else f"mean ± half-width of its 95% t interval over seeds (n{se})"
     unit = "in %" if table.unit == "%" else "in minutes per epoch"
     where = f"preset {preset}"
     if preset != table.preset:
@@ -177,7 +215,7 @@ def note(table: Table, preset: str, present: int, expected: int, out: Path) -> s
     delta = "Δ = ours / paper" if table.delta == "ratio" else "Δ = ours - paper in points"
     overrides = f"; overrides: {' '.join(table.set)}" if table.set else ""
     return (f"{where}; {present}/{expected} runs present (seeds {','.join(map(str, table.seeds))} per cell){overrides}; "
-            f"ours = {stat} over seeds (n) {unit}, from records under {out}/runs; paper: {table.source}; "
+            f"ours = {stat} {unit}, from records under {out}/runs; paper: {table.source}; "
             f"{delta}; {MISSING} = no record, {NOT_REPORTED} = not reported by the paper")
 
 
@@ -344,7 +382,7 @@ def reproduce(table: Table, registry, preset: str, out: Path, command: str, over
         tuned = f"tuned: rows at the best setting of study {', '.join(table.tuned)} (bench tune)" if table.tuned else ""
         result["note"] = "; ".join(part for part in (note(table, preset, result["present"], result["expected"], out), result["stale"],
                                                      result["chance"], result["other_code"], tuned) if part)
-        claims = run_claims(table, result["values"], at_chance=result["at_chance"]) if table.claims else None
+        claims = run_claims(table, result["values"], at_chance=result["at_chance"], outcomes=result["outcomes"]) if table.claims else None
         claims = claims if claims and claims["rows"] else None
         paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["cells"], claims)
         png = plot(stem, table, result["cells"], preset)

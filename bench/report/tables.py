@@ -9,6 +9,8 @@ Schema of a results table (lm-evaluation-harness style: short entries, a shared 
     base: other-table        # optional: inherit that file's keys; this file's are merged on top
     preset: paper            # the registry preset matching the paper (--preset P: a proxy, said so)
     seeds: [0, 1, 2]         # seeds expected per cell; only these are read and trained
+    paper_seeds: 3           # optional: runs behind each printed mean ± std (the claims test the paper's
+                             # numbers with it; absent: the paper's numbers get no test)
     metric: acc              # a metric of the record's split (acc, token_acc, last_acc), or
                              # minutes_per_epoch (train_time_s / epochs_run / 60)
     stat: mean               # mean (± std, the default) | median: the paper's statistic
@@ -91,6 +93,7 @@ class TableFile(Schema):
     seeds: list[int]
     base: Optional[str] = None
     kind: Literal["results", "checks", "cost"] = "results"
+    paper_seeds: Optional[int] = None
     metric: str = "acc"
     stat: Literal["mean", "median"] = "mean"
     paper_units: Literal["percent", "fraction", "minutes"] = "percent"
@@ -187,7 +190,7 @@ class Claim:
     source: str
     comparisons: tuple[Comparison, ...]
     lower_is_better: bool = False
-    ratio_at_most: float | None = None  # a ratio claim: better / than <= this (checks.py: judge_ratio)
+    ratio_at_most: float | None = None  # a ratio claim: better / than <= this (stats.py: ratio_test)
     halt_depth_below: float | None = None  # its premise: the better cell's mean halting depth below this
 
 
@@ -211,6 +214,7 @@ class Table:
     tuned: tuple[str, ...] = ()  # the studies named by ``tuned:``
     tuned_sets: dict = field(default_factory=dict)  # (model, task) -> the study's best values as overrides (apply_tuned)
     tuned_text: dict = field(default_factory=dict)  # row label -> its tuned setting, or why it has none
+    paper_seeds: int | None = None  # runs behind each of the paper's mean ± std
 
     @property
     def unit(self) -> str:
@@ -257,6 +261,9 @@ def load_table(name: str, preset: str | None = None, folder: Path = TABLES_DIR) 
     if not isinstance(tuned, list) or not all(isinstance(t, str) and t and "/" not in t for t in tuned):
         raise UserError(f"{where}: tuned names bench tune studies (OUT/studies/NAME): a name or a list of names, got {spec.tuned!r}")
     table.tuned = tuple(tuned)
+    if spec.paper_seeds is not None and spec.paper_seeds < 2:
+        raise UserError(f"{where}: paper_seeds is the number of runs behind the paper's mean ± std, >= 2")
+    table.paper_seeds = spec.paper_seeds
     units = spec.paper_units
     if (units == "minutes") != (table.metric == "minutes_per_epoch"):
         raise UserError(f"{where}: paper_units minutes goes with metric minutes_per_epoch, and only with it")

@@ -1,0 +1,221 @@
+"""The statistics of bench's verdicts and cells, in one place: every claim, cell and cost ratio
+of ``bench reproduce`` is judged or summarised here (scipy.stats for the distributions).
+
+A pair "A beats B" (A's cell above B's; below where lower is better):
+
+- over seeds, a one-sided Welch t-test (``welch``: scipy.stats.ttest_ind_from_stats with
+  equal_var=False) of H1: mean_A - mean_B > 0, and its mirror (H1: < 0) for "does not hold";
+  the effect is the difference of means with its 95% Welch-Satterthwaite interval;
+- where both cells have per-example outcomes on the same test examples, a hierarchical paired
+  bootstrap (``paired_bootstrap``: resample each side's seeds, then the examples, the same
+  examples for both sides) gives the effect's interval and the one-sided p-values;
+- a ratio "A costs <= r x B" (``ratio_test``): Welch on the logarithms of the timed repeats,
+  H1: mean log A - mean log B < log r; the ratio shown is that of the geometric means.
+
+A claim over several pairs (``combine``, ``decide``), at level ``ALPHA``: it holds when every pair holds at
+ALPHA (intersection-union: the false "holds" rate stays <= ALPHA without correction); it does
+not hold when some pair is significant in the other direction after Holm's correction over the
+claim's pairs (``holm``); otherwise it is inconclusive. A pair with no test (fewer than 2 values
+a side, both cells at chance, a number not reported) counts as neither.
+
+A cell (``mean_ci``): the mean over seeds with a 95% t interval. A t interval rather than a
+bootstrap one: at 3 seeds the bootstrap has 10 distinct resamples and its percentile interval is
+far too narrow, while the t interval is exact for normal noise and wide where n is small. Beside
+it the test set's binomial standard error of one run's accuracy (``binomial_se``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+ALPHA = 0.05
+LEVEL = 0.95
+WELCH, PAIRED, LOG_WELCH = "Welch t", "paired bootstrap", "Welch t on log times"
+HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
+
+
+@dataclass(frozen=True)
+class PairTest:
+    """One pair's test: ``effect`` = mean_A - mean_B oriented so that > 0 is the claim's direction
+    (a ratio test: the ratio of geometric means), its 95% interval, the one-sided p-values for the
+    claim (``p``) and against it (``p_reverse``), the values per side and the test's name."""
+    effect: float
+    ci: tuple[float, float]
+    p: float
+    p_reverse: float
+    n: tuple[int, int]
+    test: str
+
+
+def welch_arrays(ma, va, na, mb, vb, nb, shift=0.0, level: float = LEVEL):
+    """(effect, CI low, CI high, p for effect > shift, p for effect < shift), elementwise over
+    arrays of two samples' means, variances (sample, ddof 1) and sizes; effect = ma - mb. Where
+    neither side has any spread the difference is taken as it is (p 0 or 1)."""
+    ma, va, na, mb, vb, nb = np.broadcast_arrays(*(np.asarray(x, float) for x in (ma, va, na, mb, vb, nb)))
+    effect = ma - mb
+    se2 = va / na + vb / nb
+    spread = se2 > 0
+    safe = np.where(spread, se2, 1.0)
+    df = safe ** 2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1) + ~spread)  # Welch-Satterthwaite
+    half = np.where(spread, sps.t.ppf(0.5 + level / 2, df) * np.sqrt(safe), 0.0)
+    sa, sb = np.sqrt(np.where(spread, va, 1.0)), np.sqrt(np.where(spread, vb, 1.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = sps.ttest_ind_from_stats(ma - shift, sa, na, mb, sb, nb, equal_var=False, alternative="greater").pvalue
+        p_rev = sps.ttest_ind_from_stats(ma - shift, sa, na, mb, sb, nb, equal_var=False, alternative="less").pvalue
+    p = np.where(spread, p, np.where(effect > shift, 0.0, 1.0))
+    p_rev = np.where(spread, p_rev, np.where(effect < shift, 0.0, 1.0))
+    return effect, effect - half, effect + half, p, p_rev
+
+
+def _welch_stats(ma, va, na, mb, vb, nb, shift: float = 0.0) -> tuple[float, tuple[float, float], float, float]:
+    effect, lo, hi, p, p_rev = (float(x) for x in welch_arrays(ma, va, na, mb, vb, nb, shift))
+    return effect, (lo, hi), p, p_rev
+
+
+def welch(a, b, lower_is_better: bool = False) -> PairTest | None:
+    """One-sided Welch t-test of "A beats B" over the per-seed values; None below 2 values a side."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if len(a) < 2 or len(b) < 2:
+        return None
+    if lower_is_better:
+        a, b = -a, -b
+    effect, ci, p, p_rev = _welch_stats(a.mean(), a.var(ddof=1), len(a), b.mean(), b.var(ddof=1), len(b))
+    return PairTest(effect, ci, p, p_rev, (len(a), len(b)), WELCH)
+
+
+def welch_from_stats(a: tuple[float, float], b: tuple[float, float], n: int, lower_is_better: bool = False) -> PairTest:
+    """The same test from printed (mean, sample std) pairs of ``n`` runs each (a paper's table)."""
+    sign = -1.0 if lower_is_better else 1.0
+    effect, ci, p, p_rev = _welch_stats(sign * a[0], a[1] ** 2, n, sign * b[0], b[1] ** 2, n)
+    return PairTest(effect, ci, p, p_rev, (n, n), WELCH)
+
+
+def ratio_test(a, b, at_most: float) -> PairTest | None:
+    """"A / B <= at_most" on positive repeated measurements (times): Welch on the logarithms;
+    effect and CI are ratios of geometric means; ``p`` is for ratio < at_most."""
+    la, lb = np.log(np.asarray(a, float)), np.log(np.asarray(b, float))
+    if len(la) < 2 or len(lb) < 2:
+        return None
+    d, (lo, hi), p_above, p_below = _welch_stats(la.mean(), la.var(ddof=1), len(la), lb.mean(), lb.var(ddof=1), len(lb),
+                                                 shift=math.log(at_most))
+    return PairTest(math.exp(d), (math.exp(lo), math.exp(hi)), p_below, p_above, (len(la), len(lb)), LOG_WELCH)
+
+
+def ratio_ci(a, b, level: float = LEVEL) -> tuple[float, float, float] | None:
+    """(geometric mean of a / geometric mean of b, its CI at ``level``) from positive repeated
+    measurements (Welch on the logarithms, as ``ratio_test``); None below 2 values a side."""
+    la, lb = np.log(np.asarray(a, float)), np.log(np.asarray(b, float))
+    if len(la) < 2 or len(lb) < 2:
+        return None
+    d, lo, hi, _, _ = welch_arrays(la.mean(), la.var(ddof=1), len(la), lb.mean(), lb.var(ddof=1), len(lb), level=level)
+    return math.exp(d), math.exp(lo), math.exp(hi)
+
+
+def paired_bootstrap(a, b, lower_is_better: bool = False, n_boot: int = 4000, seed: int = 0,
+                     level: float = LEVEL) -> PairTest | None:
+    """"A beats B" from per-example scores on the same examples: ``a`` (seeds_A, examples),
+    ``b`` (seeds_B, examples), column i of both the same test example. Each bootstrap draw
+    resamples A's seeds and B's seeds (with replacement), then the examples (one draw of
+    examples for both sides: the pairing), and takes the difference of the two means. The
+    interval is the draws' percentile interval; p = (1 + draws <= 0) / (1 + n_boot)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+        raise ValueError(f"paired_bootstrap wants (seeds, examples) arrays over the same examples, got {a.shape} and {b.shape}")
+    if len(a) < 2 or len(b) < 2:
+        return None
+    if lower_is_better:
+        a, b = -a, -b
+    rng = np.random.default_rng(seed)
+    n = a.shape[1]
+    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).T / n  # (examples, draws): each draw's example counts
+    per_seed_a, per_seed_b = a @ weights, b @ weights  # (seeds, draws): each seed's mean on each draw's examples
+    pick_a = rng.integers(0, len(a), size=(len(a), n_boot))
+    pick_b = rng.integers(0, len(b), size=(len(b), n_boot))
+    draws = (np.take_along_axis(per_seed_a, pick_a, 0).mean(0) - np.take_along_axis(per_seed_b, pick_b, 0).mean(0))
+    lo, hi = np.quantile(draws, [0.5 - level / 2, 0.5 + level / 2])
+    p = (1 + np.count_nonzero(draws <= 0)) / (1 + n_boot)
+    p_rev = (1 + np.count_nonzero(draws >= 0)) / (1 + n_boot)
+    return PairTest(float(a.mean() - b.mean()), (float(lo), float(hi)), float(p), float(p_rev), (len(a), len(b)), PAIRED)
+
+
+def aligned_outcomes(runs_a: list[dict], runs_b: list[dict], key: str = "correct") -> tuple[np.ndarray, np.ndarray] | None:
+    """(seeds_A, examples) and (seeds_B, examples) arrays of ``key`` over the examples every run
+    scored (by ``index``), for ``paired_bootstrap``; None when the runs share no example."""
+    runs = runs_a + runs_b
+    if not runs or any(key not in r or "index" not in r for r in runs):
+        return None
+    common = np.asarray(runs[0]["index"])
+    for r in runs[1:]:
+        common = np.intersect1d(common, r["index"])
+    if not len(common):
+        return None
+
+    def rows(side):
+        out = []
+        for r in side:
+            index, values = np.asarray(r["index"]), np.asarray(r[key], float)
+            order = np.argsort(index)
+            out.append(values[order][np.searchsorted(index[order], common)])
+        return np.stack(out)
+
+    return rows(runs_a), rows(runs_b)
+
+
+def holm(pvalues) -> np.ndarray:
+    """Holm's step-down adjusted p-values along the last axis, in the given order: sorted
+    ascending, the k-th smallest (k from 0) is multiplied by (m - k), made non-decreasing,
+    capped at 1."""
+    p = np.asarray(pvalues, float)
+    m = p.shape[-1]
+    order = np.argsort(p, axis=-1)
+    stepped = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * np.take_along_axis(p, order, -1), axis=-1))
+    adjusted = np.empty_like(stepped)
+    np.put_along_axis(adjusted, order, stepped, -1)
+    return adjusted
+
+
+def decide(p, p_reverse, alpha: float = ALPHA) -> np.ndarray:
+    """The verdict of claims from their pairs' one-sided p-values (last axis: the pairs; 1.0 for
+    a pair with no test): 1 holds (every pair p < alpha), -1 does not hold (some pair's reverse p
+    < alpha after Holm over the pairs), 0 inconclusive."""
+    p, p_reverse = np.asarray(p, float), np.asarray(p_reverse, float)
+    holds = (p < alpha).all(-1)
+    fails = (holm(p_reverse) < alpha).any(-1)
+    return np.where(holds, 1, np.where(fails, -1, 0))
+
+
+def combine(tests: list[PairTest | None], alpha: float = ALPHA) -> tuple[str, int | None]:
+    """(verdict, index of the pair that decides it) over a claim's pairs (None: a pair with no
+    test), by ``decide``: when it holds, the weakest pair; when it does not, the pair with the
+    smallest Holm-adjusted reverse p; otherwise the weakest pair that had a test."""
+    p = np.array([1.0 if t is None else t.p for t in tests])
+    p_rev = np.array([1.0 if t is None else t.p_reverse for t in tests])
+    code = int(decide(p, p_rev, alpha))
+    if code == 1:
+        return HOLDS, int(np.argmax(p))
+    if code == -1:
+        return FAILS, int(np.argmin(holm(p_rev)))
+    tested = [i for i, t in enumerate(tests) if t is not None and t.p >= alpha]
+    return UNSURE, max(tested, key=lambda i: p[i]) if tested else next(i for i, t in enumerate(tests) if t is None)
+
+
+def verdicts(tests: list[PairTest | None], alpha: float = ALPHA) -> list[str]:
+    """Each pair's own verdict, the reverse p adjusted by Holm over the pairs (as ``combine``)."""
+    p_rev = holm([1.0 if t is None else t.p_reverse for t in tests])
+    return [UNSURE if t is None else HOLDS if t.p < alpha else FAILS if r < alpha else UNSURE for t, r in zip(tests, p_rev)]
+
+
+def mean_ci(values, level: float = LEVEL) -> tuple[float, float | None]:
+    """(mean, half-width of its t interval at ``level``) over seeds; the half-width is None below 2 values."""
+    v = np.asarray(values, float)
+    if len(v) < 2:
+        return float(v.mean()), None
+    return float(v.mean()), float(sps.t.ppf(0.5 + level / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v)))
+
+
+def binomial_se(p: float, n: int) -> float:
+    """Standard error of an accuracy p measured on n examples: sqrt(p (1 - p) / n)."""
+    return math.sqrt(p * (1 - p) / n)
