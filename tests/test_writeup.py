@@ -28,7 +28,7 @@ AFTER = "\n\nMore prose, 7 of 9, stays too.\n"
 
 
 def test_reproduce_fills_the_block_of_its_table_from_the_records_and_nothing_else(tmp_path):
-    for seed, acc in enumerate([0.2, 0.3, 0.4]):  # mean 30, sample std 10
+    for seed, acc in enumerate([0.2, 0.3, 0.4]):  # mean 30, sample std 10: 95% t half-width 4.303 * 10 / sqrt(3) = 24.8; se sqrt(.3 * .7 / 10) = 14.5
         write_record(tmp_path, "transformer", "parity", seed, {"bin0": acc, "bin1": 0.0})
     other = "<!-- bench:table halt-table1-cpu -->\nkept as it is 1.0\n<!-- /bench -->"
     page = tmp_path / "page.md"
@@ -39,7 +39,7 @@ def test_reproduce_fills_the_block_of_its_table_from_the_records_and_nothing_els
     text = page.read_text()
     assert text.startswith(BEFORE + "<!-- bench:table rsa-table2 -->\n\n") and text.endswith(AFTER + other + "\n")
     body = text[len(BEFORE):].split("<!-- /bench -->")[0]
-    assert "old 99.9" not in body and "| parity  | transformer         | 30.0 ± 10.0 (3)" in body
+    assert "old 99.9" not in body and "| parity  | transformer         | 30.0 ± 24.8 (3, se 14.5)" in body
     assert "`bench reproduce rsa-table2 --out" in body and "# [RSA Table 2]" not in body  # the command, not the title
     generated = (tmp_path / "reproduce" / "rsa-table2.md").read_text()
     assert body == "<!-- bench:table rsa-table2 -->" + writeup.table_block(generated)
@@ -97,7 +97,8 @@ def test_writeups_rebuilds_every_named_table_by_its_own_command(tmp_path, capsys
     assert main(["reproduce", "--writeups", "--out", str(tmp_path)]) == 0
     text = page.read_text()
     assert text.startswith(BEFORE) and text.endswith(AFTER)
-    assert "30.0 ± 14.1 (2)" in text and "2/12 runs present" in text  # seeds 0 and 1: the command's --seeds kept
+    assert "30.0 ± 127.1 (2, se 14.5)" in text  # mean 30, std 14.14: t(.975, 1) 12.706 * 14.14 / sqrt(2)
+    assert "2/12 runs present" in text  # seeds 0 and 1: the command's --seeds kept
     assert "rsa-transformer-I" not in text  # and its --models
     (tmp_path / "missing.md").write_text("<!-- bench:table halt-table2-cpu -->\n<!-- /bench -->\n")
     assert main(["reproduce", "--writeups", "--out", str(tmp_path)]) == 2
@@ -111,7 +112,7 @@ def test_records_of_a_dirty_tree_or_another_commit_are_marked(tmp_path):
     write_record(tmp_path, "transformer", "d4", 0, {"bin0": 0.5, "bin1": 0.0}, git={**clean, "note": "ran 29c021a"})
     result = build(load_table("rsa-table2"), tmp_path, "paper")
     ours = {r[0]: r[2] for r in result["rows"] if r[1] == "transformer"}
-    assert ours == {"parity": "50.0 (1)", "d2": "50.0 (1) ‡", "d4": "50.0 (1) ‡", "tomita3": "—", "tomita5": "—", "tomita6": "—"}
+    assert ours == {"parity": "50.0 (1, se 15.8)", "d2": "50.0 (1, se 15.8) ‡", "d4": "50.0 (1, se 15.8) ‡", "tomita3": "—", "tomita5": "—", "tomita6": "—"}
     assert result["other_code"].startswith("‡ = records made from code their named commit does not give")
     write_record(tmp_path, "transformer", "d2", 0, {"bin0": 0.5, "bin1": 0.0}, git=clean)
     write_record(tmp_path, "transformer", "d4", 0, {"bin0": 0.5, "bin1": 0.0}, git=clean)
