@@ -15,7 +15,6 @@ from .chomsky import ChomskyTask
 
 
 class BucketSort(ChomskyTask):
-    level = "context-sensitive"
 
     def __init__(self, alphabet_size: int = 5, **kwargs):
         if alphabet_size < 2:

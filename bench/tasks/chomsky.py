@@ -30,7 +30,6 @@ strings with every output right. For one-output tasks (modular arithmetic) all t
 """
 from __future__ import annotations
 
-from typing import ClassVar
 
 import numpy as np
 
@@ -55,8 +54,6 @@ class ChomskyTask(Task):
     requires_causal = True
     metric = "token_acc"
     report_metrics = ("token_acc", "acc")
-    #: the Chomsky-hierarchy level (documentation, ``bench explain``)
-    level: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -77,8 +74,10 @@ class ChomskyTask(Task):
             ("n_test", n_test), ("n_test_per_length", n_test_per_length), ("bin_width", bin_width)) if value < 1]
         if problems:
             raise ValueError(", ".join(problems))
-        if not min_len <= max_len < test_max_len:
-            raise ValueError(f"need 1 <= min_len <= max_len < test_max_len, got {min_len}, {max_len}, {test_max_len}")
+        if max_len < min_len:
+            raise ValueError(f"max_len={max_len} is below min_len={min_len}: the training lengths are min_len..max_len")
+        if test_max_len <= max_len:
+            raise ValueError(f"test_max_len={test_max_len} must exceed max_len={max_len}: the ood lengths lie above the training ones")
         self.min_len, self.max_len, self.test_max_len, self.test_len_step = min_len, max_len, test_max_len, test_len_step
         self.n_train, self.n_val, self.n_test, self.n_test_per_length = n_train, n_val, n_test, n_test_per_length
         self.bin_width = bin_width

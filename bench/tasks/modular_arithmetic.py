@@ -26,7 +26,6 @@ OPERATORS = "+-*"
 
 
 class ModularArithmetic(ChomskyTask):
-    level = "regular"
 
     def __init__(self, modulus: int = 5, operators: str = OPERATORS, **kwargs):
         if modulus < 2:

@@ -13,7 +13,6 @@ from .chomsky import ChomskyTask
 
 
 class ReverseString(ChomskyTask):
-    level = "deterministic context-free"
 
     def __init__(self, alphabet_size: int = 2, **kwargs):
         if alphabet_size < 2:

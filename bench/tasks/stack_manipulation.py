@@ -26,8 +26,18 @@ POP, PUSH0 = 2, 3  # symbol indices
 END = 5  # "$"
 
 
+def final_stack(stack: list[int], actions: list[int]) -> list[int]:
+    """The stack (bits, bottom to top) after the actions (symbol indices POP, PUSH0, PUSH0 + 1)."""
+    stack = list(stack)
+    for action in actions:
+        if action != POP:
+            stack.append(action - PUSH0)
+        elif stack:  # a POP on an empty stack does nothing
+            stack.pop()
+    return stack
+
+
 class StackManipulation(ChomskyTask):
-    level = "deterministic context-free"
 
     @property
     def symbols(self) -> list[str]:
@@ -40,12 +50,5 @@ class StackManipulation(ChomskyTask):
             depth = int(rng.integers(1, n)) if n > 1 else 1
             row[:depth] = rng.integers(0, 2, size=depth)
             row[depth:] = rng.integers(POP, POP + len(ACTIONS), size=n - depth)
-            stack = list(row[:depth])
-            for action in row[depth:]:
-                if action == POP:
-                    if stack:
-                        stack.pop()
-                else:
-                    stack.append(action - PUSH0)
-            outputs.append(np.array([*stack[::-1], END]))
+            outputs.append(np.array([*final_stack(row[:depth], row[depth:])[::-1], END]))
         return inputs, outputs
