@@ -30,7 +30,6 @@ strings with every output right. For one-output tasks (modular arithmetic) all t
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from .base import IGNORE, Task, TaskError
@@ -126,10 +125,11 @@ class ChomskyTask(Task):
             inputs, outputs = self._draw_window(rng, split, {"train": self.n_train, "val": self.n_val, "iid": self.n_test}[split])
         else:
             raise TaskError(f"{self.name}: unknown split {split!r}; splits: {', '.join(self.splits())}")
+        dtype = np.int8 if self.vocab_size <= 127 else np.int32
         tokens, targets = [], []
         for x, y in zip(inputs, outputs):
-            tokens.append(np.concatenate([x + FIRST_SYMBOL, [SEP], np.full(len(y) - 1, EMPTY)]).astype(np.int8))
-            targets.append(np.concatenate([np.full(len(x), IGNORE), y + FIRST_SYMBOL]).astype(np.int8))
+            tokens.append(np.concatenate([x + FIRST_SYMBOL, [SEP], np.full(len(y) - 1, EMPTY)]).astype(dtype))
+            targets.append(np.concatenate([np.full(len(x), IGNORE), y + FIRST_SYMBOL]).astype(dtype))
         return {"tokens": tokens, "targets": targets, "length": [len(x) for x in inputs]}
 
     def _draw(self, rng: np.random.Generator, lengths: np.ndarray) -> tuple[list, list]:
