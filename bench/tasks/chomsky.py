@@ -30,10 +30,12 @@ strings with every output right. For one-output tasks (modular arithmetic) all t
 """
 from __future__ import annotations
 
+import abc
+
 import numpy as np
 
 from .base import IGNORE, Task, TaskError
-from .formal_languages import window_split
+from .formal_languages import BIN0_BUCKETS, HASH_BUCKETS, VAL_BUCKETS, window_split
 
 SEP, EMPTY = 1, 2  # token ids of "=" and "_"; task symbols start at FIRST_SYMBOL
 FIRST_SYMBOL = 3
@@ -87,17 +89,17 @@ class ChomskyTask(Task):
 
     # --- the task (subclasses) ----------------------------------------------------------
     @property
+    @abc.abstractmethod
     def symbols(self) -> list[str]:
         """The task's input and output symbols (token ids from FIRST_SYMBOL on)."""
-        raise NotImplementedError
 
     def input_length(self, n: int) -> int:
         """The input length drawn for a requested length n (modular arithmetic: odd lengths only)."""
         return n
 
+    @abc.abstractmethod
     def sample(self, rng: np.random.Generator, count: int, n: int) -> tuple[np.ndarray, list[np.ndarray]]:
         """``count`` input strings of length n as symbol indices [count, n], and each one's output."""
-        raise NotImplementedError
 
     def text(self, x: np.ndarray) -> str:
         """An input string as text, its symbols separated by spaces."""
@@ -145,7 +147,8 @@ class ChomskyTask(Task):
 
     def _draw_window(self, rng: np.random.Generator, split: str, count: int) -> tuple[list, list]:
         """``count`` strings of the training window whose hash puts them in ``split``."""
-        share = {"train": 0.8, "val": 0.05, "iid": 0.15}[split]
+        held_out = {"val": len(VAL_BUCKETS), "iid": len(BIN0_BUCKETS)}
+        share = held_out.get(split, HASH_BUCKETS - sum(held_out.values())) / HASH_BUCKETS
         inputs: list = []
         outputs: list = []
         for _ in range(50):
