@@ -178,10 +178,13 @@ def same(x: torch.Tensor, y: torch.Tensor) -> bool:
     return torch.equal(x, y)
 
 
-def compare(a_path: str, b_path: str) -> int:
+def compare(a_path: str, b_path: str, only: list[str] | None = None) -> int:
     a, b = torch.load(a_path), torch.load(b_path)
     differ = []
-    for key in sorted(set(a["records"]) | set(b["records"]) | set(a["failed"]) | set(b["failed"])):
+    keys = set(a["records"]) | set(b["records"]) | set(a["failed"]) | set(b["failed"])
+    if only:
+        keys = {k for k in keys if k.split(":")[0].split("@")[0] in only}
+    for key in sorted(keys):
         ra, rb = a["records"].get(key), b["records"].get(key)
         if ra is None or rb is None:
             if a["failed"].get(key) != b["failed"].get(key) or (ra is None) != (rb is None):
@@ -196,7 +199,7 @@ def compare(a_path: str, b_path: str) -> int:
             print(f"DIFFER {key}: {len(bad)} of {len(set(ra) | set(rb))} tensors, e.g. {', '.join(bad[:5])}")
         else:
             print(f"equal  {key}: {len(ra)} tensors")
-    total = len(set(a["records"]) | set(b["records"]))
+    total = len(keys)
     print(f"{total - len(differ)} of {total} configurations bitwise equal; differ: {', '.join(differ) or 'none'}")
     return 1 if differ else 0
 
@@ -208,7 +211,7 @@ def main() -> int:
     ap.add_argument("--compare", nargs=2, metavar=("A", "B"))
     args = ap.parse_args()
     if args.compare:
-        return compare(*args.compare)
+        return compare(*args.compare, only=args.only)
     if args.save:
         save(args.save, args.only)
         return 0

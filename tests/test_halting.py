@@ -7,10 +7,19 @@ from bench.models.layers.halting import DepthHalting
 torch.set_num_threads(1)
 
 
+def halting_input(h, mask, per_position, global_pool):
+    """The state the halting unit scores, written out: h (token-level), the prefix mean over real
+    positions (causal global units) or the mean over real positions (eq. 14)."""
+    if not global_pool:
+        return h
+    m = mask.unsqueeze(-1).to(h.dtype)
+    if per_position:
+        return (h * m).cumsum(1) / m.cumsum(1).clamp_min(1.0)
+    return (h * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp_min(1.0)
+
+
 def reference_alg1(unit, step, h0, max_iters, threshold, transition, per_position, global_pool, mask):
     """Literal Alg. 1/3 over the whole batch (no early exit), returning S and every alpha."""
-    from bench.models.layers.halting import halting_input
-
     B, T, _ = h0.shape
     P = T if per_position else 1
     states = [h0]

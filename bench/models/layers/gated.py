@@ -68,9 +68,20 @@ class RecurrentBlock(TransformerBlock):
 def gate_mean(gate: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     """Mean gate value over the real positions of one iteration, and whether there were any:
     gate (b, T, d), mask (b, T) -> two 0-dim tensors, kept on the device (no sync per step)."""
-    m = mask.unsqueeze(-1).to(gate.dtype)  # (b, T, 1)
-    n = m.sum() * gate.shape[-1]
-    return (gate * m).sum() / n.clamp_min(1.0), n > 0
+    return gate_mean_of(gate, *gate_parts(mask, gate.dtype, gate.shape[-1]))
+
+
+def gate_parts(mask: Tensor, dtype: torch.dtype, width: int) -> tuple[Tensor, Tensor, Tensor]:
+    """``gate_mean``'s mask-only parts, once per mask: (mask (b, T, 1) as ``dtype``, the number of
+    real gate values clamped to >= 1, whether there is any)."""
+    m = mask.unsqueeze(-1).to(dtype)  # (b, T, 1)
+    n = m.sum() * width
+    return m, n.clamp_min(1.0), n > 0
+
+
+def gate_mean_of(gate: Tensor, m: Tensor, n: Tensor, seen: Tensor) -> tuple[Tensor, Tensor]:
+    """``gate_mean`` from ``gate_parts``."""
+    return (gate * m).sum() / n, seen
 
 
 def mean_over_iterations(means: list[tuple[Tensor, Tensor]]) -> Tensor:
