@@ -80,6 +80,9 @@ class GUTLB(DepthRecurrent, ChunkRecurrent):
         res = self.iterate_block(c0, mask, shared)
         return res.output, (res.ponder, res.depth, tuple(shared.gates))
 
+    def self_attentions(self) -> list:
+        return [self.block.attn]
+
     def chunk_statistics(self, stats: list, active: Tensor) -> tuple[dict, Tensor | None]:
         """halt_depth (mean iterations per chunk with a real token), total_depth, gate_mean (B,) and the
         ACT loss beta * mean ponder."""
