@@ -193,8 +193,8 @@ class ChunkRecurrent(Backbone):
             widths, weights, first = [g] * n, contextlib.nullcontext(), Tensor.contiguous  # M^0 laid out as later memories
             if getattr(self, "_flat_parameters", False):
                 named = self.step_parameters()
-                self._flat_layout = [name for name, _ in named], [tuple(p.shape) for _, p in named]
-                step = functools.partial(step, torch.cat([p.reshape(-1) for _, p in named]))  # flat_chunk_step
+                layout = tuple(name for name, _ in named), tuple(tuple(p.shape) for _, p in named)
+                step = functools.partial(step, layout, torch.cat([p.reshape(-1) for _, p in named]))  # flat_chunk_step
         with weights:
             a1 = self.first_attention(chunks, tables, masks, sum(w == g for w in widths))  # (n_full, B, g, d) or None
             a1 = () if a1 is None else a1.unbind(0)  # unbind: one backward op (stack), not one per chunk
@@ -219,12 +219,12 @@ class ChunkRecurrent(Backbone):
         """The parameters the compiled chunk step reads (``flat_chunk_step``)."""
         raise NotImplementedError
 
-    def flat_chunk_step(self, flat: Tensor, *args) -> tuple[Tensor, Tensor, tuple]:
+    def flat_chunk_step(self, layout: tuple, flat: Tensor, *args) -> tuple[Tensor, Tensor, tuple]:
         """``chunk_step`` reading its parameters as views of ONE flat tensor (``step_parameters``
-        concatenated, once per forward): each chunk's backward then returns one gradient, for ``flat``,
-        so autograd sums the chunks' parameter gradients in one add per chunk instead of one per
-        parameter, and splits the sum to the parameters once per step."""
-        names, shapes = self._flat_layout
+        concatenated, once per forward; ``layout``: their names and shapes): each chunk's backward then
+        returns one gradient, for ``flat``, so autograd sums the chunks' parameter gradients in one add
+        per chunk instead of one per parameter, and splits the sum to the parameters once per step."""
+        names, shapes = layout
         views = flat.split([math.prod(s) for s in shapes])
         params = {n: v.view(s) for n, v, s in zip(names, views, shapes)}
         with torch.nn.utils.stateless._reparametrize_module(self, params):

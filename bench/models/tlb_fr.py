@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .base import Backbone, BackboneOutput
+from .base import BackboneOutput
 from .layers import rsa_gate_stats
 from .layers.attention import stacked_qkv_weights
 from .tlb import TLB
@@ -73,13 +73,6 @@ class TLBFixedRecurrence(TLB):
         pooled = self.ln_mem(memory).mean(dim=1)  # (B, d) LN(final memory), mean over slots
         stats = {"n_chunks": float(self.n_chunks), **rsa_gate_stats(self)}
         return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=stats, pooled=pooled)
-
-    # TLB may stream chunk by chunk; TLB-FR cannot (the chunk length needs the whole length)
-    def init_state(self, batch_size: int, device=None):
-        return Backbone.init_state(self, batch_size, device)
-
-    def step(self, tokens: Tensor, state):
-        return Backbone.step(self, tokens, state)
 
     def streaming_refusal(self) -> str:
         return "TLBFixedRecurrence cannot stream: its chunk length ceil(n / 5) needs the whole sequence's length n"
