@@ -47,11 +47,10 @@ class BlockIteration:
         self._parts_rows: Tensor | None = None  # the rows ``gate_parts`` belongs to
 
     def __call__(self, h: Tensor, s: Tensor, rows: Tensor | None = None) -> Tensor:
-        out = self.block(
+        out, gate = self.block.iterate(
             h, context=s if self.attend_to_mixture else None, memory=self.memory,
             rope=None if self.rope is None else self.rope.rows(rows), key_mask=take(self.key_mask, rows), causal=self.causal,
         )
-        gate = self.block.last_gate
         if gate is not None:
             if self.gate_parts is None or self._parts_rows is not rows:
                 self.gate_parts, self._parts_rows = gate_parts(take(self.mask, rows), gate.dtype, gate.shape[-1]), rows
@@ -119,11 +118,11 @@ class DepthRecurrent:
         each iteration's mean gate."""
 
         def block_step(h: Tensor, s: Tensor, cache: dict) -> tuple[Tensor, dict]:  # one iteration, t new positions
-            out, cache = self.block.step(
+            out, gate, cache = self.block.iterate_step(
                 h, cache, context=s if self.attend_to_mixture else None, memory=memory, rope=rope, key_scale=key_scale,
             )
-            if gates is not None and self.block.last_gate is not None:
-                gates.append(gate_mean(self.block.last_gate, torch.ones(h.shape[:2], dtype=torch.bool, device=h.device)))
+            if gates is not None and gate is not None:
+                gates.append(gate_mean(gate, torch.ones(h.shape[:2], dtype=torch.bool, device=h.device)))
             return out, cache
 
         return self.halting.step(block_step, h0, state)

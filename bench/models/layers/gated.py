@@ -40,29 +40,36 @@ class RecurrentBlock(TransformerBlock):
         super().__init__(d_model, n_heads, d_ff, dropout=dropout, attn_dropout=attn_dropout, backend=backend, read=read)
         # The gate is a second FFN (same shape as eq. 4's) squashed by a sigmoid.
         self.gate = FeedForward(d_model, d_gate or d_ff, dropout) if gate else None
-        self.last_gate: Tensor | None = None  # (b, T, d) kept for statistics
 
     def forward(self, x: Tensor, **kw) -> Tensor:  # (b, T, d) -> (b, T, d)
-        """``kw``: ``TransformerBlock.mix``'s (context, memory) and the attention's (rope, key_mask, causal)."""
+        return self.iterate(x, **kw)[0]
+
+    def iterate(self, x: Tensor, **kw) -> tuple[Tensor, Tensor | None]:
+        """H_{l-1} (b, T, d) -> (H_l, the gate G (b, T, d), detached, for statistics; None ungated).
+        ``kw``: ``TransformerBlock.mix``'s (context, memory) and the attention's (rope, key_mask, causal)."""
         return self.update(x, self.mix(x, **kw))
 
     def step(self, x: Tensor, cache: dict, **kw) -> tuple[Tensor, dict]:
+        h, _, cache = self.iterate_step(x, cache, **kw)
+        return h, cache
+
+    def iterate_step(self, x: Tensor, cache: dict, **kw) -> tuple[Tensor, Tensor | None, dict]:
         """Streaming: H_{l-1} of t new positions x (B, t, d) and this iteration's attention cache ->
-        (H_l (B, t, d), the cache with them appended). ``kw``: ``TransformerBlock.mix_step``'s
+        (H_l (B, t, d), the gate or None, the cache with them appended). ``kw``: ``TransformerBlock.mix_step``'s
         (context: UT's S_{l-1} of the new positions, so the cache holds LN(S_{l-1}) keys / values;
         memory; rope / key_scale)."""
         a, cache = self.mix_step(x, cache, **kw)
-        return self.update(x, a), cache
+        h, g = self.update(x, a)
+        return h, g, cache
 
-    def update(self, x: Tensor, a: Tensor) -> Tensor:
-        """H_l from H_{l-1} = x and A (b, T, d): eq. 9, then the gate (eqs. 10-11) if any."""
+    def update(self, x: Tensor, a: Tensor) -> tuple[Tensor, Tensor | None]:
+        """(H_l, G) from H_{l-1} = x and A (b, T, d): eq. 9, then the gate (eqs. 10-11) if any."""
         z = self.ln_ffn(a)
         h_inter = a + self.drop(self.ffn(z))  # eq. 9
         if self.gate is None:
-            return h_inter
+            return h_inter, None
         g = torch.sigmoid(self.gate(z))  # eq. 10
-        self.last_gate = g.detach()
-        return g * h_inter + (1 - g) * x  # eq. 11
+        return g * h_inter + (1 - g) * x, g.detach()  # eq. 11
 
 
 def gate_mean(gate: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
