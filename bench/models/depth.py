@@ -47,7 +47,7 @@ class BlockIteration:
         self._parts_rows: Tensor | None = None  # the rows ``gate_parts`` belongs to
 
     def __call__(self, h: Tensor, s: Tensor, rows: Tensor | None = None) -> Tensor:
-        out, gate = self.block.iterate(
+        out, gate = self.block(
             h, context=s if self.attend_to_mixture else None, memory=self.memory,
             rope=None if self.rope is None else self.rope.rows(rows), key_mask=take(self.key_mask, rows), causal=self.causal,
         )

@@ -41,10 +41,7 @@ class RecurrentBlock(TransformerBlock):
         # The gate is a second FFN (same shape as eq. 4's) squashed by a sigmoid.
         self.gate = FeedForward(d_model, d_gate or d_ff, dropout) if gate else None
 
-    def forward(self, x: Tensor, **kw) -> Tensor:  # (b, T, d) -> (b, T, d)
-        return self.iterate(x, **kw)[0]
-
-    def iterate(self, x: Tensor, **kw) -> tuple[Tensor, Tensor | None]:
+    def forward(self, x: Tensor, **kw) -> tuple[Tensor, Tensor | None]:
         """H_{l-1} (b, T, d) -> (H_l, the gate G (b, T, d), detached, for statistics; None ungated).
         ``kw``: ``TransformerBlock.mix``'s (context, memory) and the attention's (rope, key_mask, causal)."""
         return self.update(x, self.mix(x, **kw))
