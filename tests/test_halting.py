@@ -112,6 +112,37 @@ def test_upperbound_equals_early_exit_and_early_exit_computes_fewer_rows(global_
     assert rows_seen["halt"] < rows_seen["upperbound"]  # ...and were not computed any further
 
 
+@pytest.mark.parametrize("halts_by_half", [True, False])
+def test_freeze_exit_equals_upperbound_and_stops_only_where_all_halted_by_half(halts_by_half):
+    """``exit="freeze"``: every sequence keeps running (no row dropped), halted units frozen, and one
+    check after iteration ceil(L / 2) = 4 of 8 stops the loop where every unit has halted by then."""
+    d, B, T, L = 8, 3, 5, 8
+    h0 = torch.randn(B, T, d, generator=torch.Generator().manual_seed(4))
+    mask = torch.ones(B, T, dtype=torch.bool)
+    mask[2, 2:] = False
+    lin = torch.nn.Linear(d, d)
+    results, calls = {}, {}
+    for mode, exit in (("halt", "freeze"), ("upperbound", "freeze"), ("halt", "drop")):
+        halting = DepthHalting(d, L, global_halt=True, transition=True, causal=False, mode=mode, exit=exit,
+                               bias_init=3.0 if halts_by_half else -3.0)
+        torch.nn.init.zeros_(halting.unit.fc2.weight)  # alpha_hat = sigmoid(+-3): all halt at l = 3, or never
+        rows = calls[mode, exit] = []
+        with torch.no_grad():
+            results[mode, exit] = halting(lambda h, s, r, rows=rows: rows.append(h.shape[0]) or torch.tanh(lin(h)), h0, mask)
+    frozen, upper, dropped = results["halt", "freeze"], results["upperbound", "freeze"], results["halt", "drop"]
+    for other in (upper, dropped):
+        assert torch.equal(frozen.output, other.output) and torch.equal(frozen.depth, other.depth)
+        assert torch.equal(frozen.ponder, other.ponder)
+    assert calls["halt", "freeze"] == [B] * (4 if halts_by_half else L)  # all rows, stopped at the check or run to L
+    assert calls["upperbound", "freeze"] == [B] * L
+    assert torch.equal(frozen.depth, torch.full((B,), 3.0 if halts_by_half else float(L)))
+
+
+def test_exit_strategy_is_checked():
+    with pytest.raises(ValueError, match="exit must be"):
+        DepthHalting(4, 3, global_halt=True, transition=True, causal=False, exit="sometimes")
+
+
 def test_no_halt_runs_fixed_depth_without_halting_unit():
     halting = DepthHalting(4, 5, global_halt=True, transition=True, causal=False, mode="no-halt")
     assert halting.unit is None
