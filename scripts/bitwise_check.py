@@ -163,7 +163,7 @@ def save(path: str, only: list[str] | None) -> None:
         try:
             result[key] = record(name, causal, over)
             print(f"{key}: {len(result[key])} tensors", flush=True)
-        except Exception as exc:  # recorded: a build that fails must fail the same way after
+        except Exception as exc:  # noqa: BLE001 (recorded: a build that fails must fail the same way after)
             failed[key] = f"{type(exc).__name__}: {exc}"
             print(f"{key}: FAILED {failed[key]}", flush=True)
             traceback.print_exc()

@@ -128,7 +128,8 @@ def test_freeze_exit_equals_upperbound_and_stops_only_where_all_halted_by_half(h
         torch.nn.init.zeros_(halting.unit.fc2.weight)  # alpha_hat = sigmoid(+-3): all halt at l = 3, or never
         rows = calls[mode, exit] = []
         with torch.no_grad():
-            results[mode, exit] = halting(lambda h, s, r, rows=rows: rows.append(h.shape[0]) or torch.tanh(lin(h)), h0, mask)
+            step = lambda h, s, r, rows=rows: rows.append(h.shape[0]) or torch.tanh(lin(h))
+            results[mode, exit] = halting(step, h0, mask)
     frozen, upper, dropped = results["halt", "freeze"], results["upperbound", "freeze"], results["halt", "drop"]
     for other in (upper, dropped):
         assert torch.equal(frozen.output, other.output) and torch.equal(frozen.depth, other.depth)

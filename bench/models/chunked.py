@@ -117,7 +117,9 @@ class ChunkRecurrent(Backbone):
     def initial_memory(self, batch: int) -> Tensor:
         return self.memory0.expand(batch, -1, -1)  # M^0 (B, S, d)
 
-    def update_memory(self, memory: Tensor, c_last: Tensor, mask: Tensor | None = None, active: Tensor | None = None) -> Tensor:
+    def update_memory(
+        self, memory: Tensor, c_last: Tensor, mask: Tensor | None = None, active: Tensor | None = None
+    ) -> Tensor:
         """Alg. 2 lines 14-20: M^t (B, S, d) attends to a chunk's C_L (B, n, d) (its real positions:
         ``mask`` (B, n)) through the U update layers -> M^{t+1}; the old memory where the chunk has no
         real token (``active`` (B,) False)."""
@@ -146,15 +148,15 @@ class ChunkRecurrent(Backbone):
         chunks, masks, tables = self.split(tokens, mask)  # C_0 (n, B, g, d), (n, B, g), xPos (n, B, g, hd): lines 3-4
         active = masks.any(-1)  # (n, B): the chunk has a real token
         memory = self.initial_memory(B)  # M^0 (B, S, d): line 1
-        outs, stats = [], []
+        outs, per_chunk = [], []
         with self.chunk_steps(chunks, tables, masks, active, T) as steps:
             for step in steps:  # line 5: for t, C_0 in enumerate(chunks)
                 c_last, memory, chunk_stats = step(memory)  # C_L of chunk t (lines 7-13), M^{t+1} (lines 14-20)
                 outs.append(c_last)
-                stats.append(chunk_stats)
+                per_chunk.append(chunk_stats)
         hidden = self.ln_out(torch.cat(outs, dim=1)[:, :T])  # (B, T, d)
         pooled = self.ln_mem(memory).mean(dim=1)  # (B, d) LN(final memory), mean over slots
-        extra, aux = self.chunk_statistics(stats, active)
+        extra, aux = self.chunk_statistics(per_chunk, active)
         stats = {"n_chunks": float(len(outs)), **rsa_gate_stats(self), **extra}
         aux = self.zero_aux(hidden) if aux is None else aux
         return BackboneOutput(hidden=hidden, aux_loss=aux, stats=stats, pooled=pooled)
@@ -187,10 +189,11 @@ class ChunkRecurrent(Backbone):
         n, _, g, _ = chunks.shape
         step = getattr(self, "_chunk_step", None)
         if step is None:
-            widths, weights, first = [min(g, T - s) for s in range(0, T, g)], stacked_qkv_weights(self.self_attentions()), None
-            step = self.chunk_step
+            widths, first = [min(g, T - s) for s in range(0, T, g)], None
+            weights, step = stacked_qkv_weights(self.self_attentions()), self.chunk_step
         else:
-            widths, weights, first = [g] * n, contextlib.nullcontext(), Tensor.contiguous  # M^0 laid out as later memories
+            widths, first = [g] * n, Tensor.contiguous  # first: M^0 laid out as every later memory
+            weights = contextlib.nullcontext()
             if getattr(self, "_flat_parameters", False):
                 named = self.step_parameters()
                 layout = tuple(name for name, _ in named), tuple(tuple(p.shape) for _, p in named)
@@ -201,7 +204,7 @@ class ChunkRecurrent(Backbone):
 
             def chunk(t: int, c: Tensor, w: int):
                 def run(memory: Tensor):
-                    rope = RotaryTables(*(None if x is None else x[t, :, :w].unsqueeze(1) for x in tables))  # (B, 1, w, hd)
+                    rope = RotaryTables(*(None if x is None else x[t, :, :w].unsqueeze(1) for x in tables))  # B,1,w,hd
                     memory = memory if (t or first is None) else first(memory)
                     return step(c[:, :w], rope, masks[t, :, :w], active[t], memory, a1[t] if t < len(a1) else None)
                 return run
@@ -257,7 +260,8 @@ class ChunkRecurrent(Backbone):
                 pos, cache, chunk = 0, self.stack_init_cache(B, tokens.device), chunk.new_zeros(B, 0, self.d_model)
         hidden = torch.cat(outs, dim=1)  # (B, t, d)
 
-        def pool(memory: Tensor = memory, chunk: Tensor = chunk, pos: int = pos) -> Tensor:  # this step's, not the state's later ones
+        # this step's memory, chunk and pos, not the state's later ones
+        def pool(memory: Tensor = memory, chunk: Tensor = chunk, pos: int = pos) -> Tensor:
             final = memory if pos == 0 else self.update_memory(memory, chunk)  # forward's trailing partial chunk
             return self.ln_mem(final).mean(dim=1)  # (B, d), as forward's on the whole prefix
 

@@ -49,7 +49,8 @@ class BlockIteration:
     def __call__(self, h: Tensor, s: Tensor, rows: Tensor | None = None) -> Tensor:
         out, gate = self.block(
             h, context=s if self.attend_to_mixture else None, memory=self.memory,
-            rope=None if self.rope is None else self.rope.rows(rows), key_mask=take(self.key_mask, rows), causal=self.causal,
+            rope=None if self.rope is None else self.rope.rows(rows), key_mask=take(self.key_mask, rows),
+            causal=self.causal,
         )
         if gate is not None:
             if self.gate_parts is None or self._parts_rows is not rows:

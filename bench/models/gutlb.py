@@ -59,10 +59,9 @@ class GUTLB(DepthRecurrent, ChunkRecurrent):
         attn_backend: str = "sdpa",
     ):
         super().__init__(vocab_size, causal, d_model, chunk_size)
-        self.build_memory(n_heads, d_ff, memory_slots, update_layers, dropout=dropout, attn_dropout=attn_dropout, backend=attn_backend)
-        self.block = RecurrentBlock(
-            d_model, n_heads, d_ff, gate=gate, dropout=dropout, attn_dropout=attn_dropout, backend=attn_backend, read=True,
-        )  # its attention takes the chunks' xPos tables (self.rotary)
+        kw = {"dropout": dropout, "attn_dropout": attn_dropout, "backend": attn_backend}
+        self.build_memory(n_heads, d_ff, memory_slots, update_layers, **kw)
+        self.block = RecurrentBlock(d_model, n_heads, d_ff, gate=gate, read=True, **kw)  # xPos: self.rotary's
         self.halting = DepthHalting(
             d_model, max_layers, global_halt=global_halt, transition=transition, causal=causal,
             mode=mode, threshold=threshold, bias_init=halt_bias_init, exit="freeze",
@@ -75,8 +74,8 @@ class GUTLB(DepthRecurrent, ChunkRecurrent):
         ponder (B,), depth (B,), and per iteration the mean gate and whether the chunk has a real token)."""
         kv = self.block.read.keys_values(memory)  # LN(M^t)'s keys / values, read by every iteration
         parts = gate_parts(mask, c0.dtype, c0.shape[-1])  # gate_mean's mask-only parts, once per chunk
-        shared = BlockIteration(self.block, self.attend_to_mixture, self.causal, rope, None if self.causal else mask, kv,
-                                mask, parts)
+        key_mask = None if self.causal else mask
+        shared = BlockIteration(self.block, self.attend_to_mixture, self.causal, rope, key_mask, kv, mask, parts)
         res = self.iterate_block(c0, mask, shared)
         return res.output, (res.ponder, res.depth, tuple(shared.gates))
 
@@ -90,7 +89,8 @@ class GUTLB(DepthRecurrent, ChunkRecurrent):
         real_f = torch.stack(active.unbind(0), 1).to(ponder.dtype)  # (B, n_chunks)
         gates = [it for chunk in stats for it in chunk[2]]  # (mean gate, any real token) per iteration
         n_real = real_f.sum(1).clamp_min(1.0)
-        out = {"halt_depth": ((depth * real_f).sum(1) / n_real).detach(), "total_depth": (depth * real_f).sum(1).detach()}
+        out = {"halt_depth": ((depth * real_f).sum(1) / n_real).detach(),  # mean iterations per chunk
+               "total_depth": (depth * real_f).sum(1).detach()}  # iterations over all chunks
         if gates:
             out["gate_mean"] = mean_over_iterations(gates)
         aux = self.beta * ((ponder * real_f).sum(1) / n_real).mean() if self.beta else None

@@ -44,9 +44,11 @@ class TLB(ChunkRecurrent):
         rsa: dict | None = None,
     ):
         super().__init__(vocab_size, causal, d_model, chunk_size)
-        kw = dict(dropout=dropout, attn_dropout=attn_dropout, backend=attn_backend)
+        kw = {"dropout": dropout, "attn_dropout": attn_dropout, "backend": attn_backend}
         # chunk-processing layers: Attention1 (self, xPos) -> Attention2 (memory read) -> FFN
-        self.layers = nn.ModuleList(TransformerBlock(d_model, n_heads, d_ff, rsa=rsa, read=True, **kw) for _ in range(n_layers))
+        self.layers = nn.ModuleList(
+            TransformerBlock(d_model, n_heads, d_ff, rsa=rsa, read=True, **kw) for _ in range(n_layers)
+        )
         self.build_memory(n_heads, d_ff, memory_slots, update_layers, **kw)
 
     def chunk_stack(self, c0: Tensor, rope, mask: Tensor, memory: Tensor, a1: Tensor | None) -> tuple[Tensor, tuple]:
@@ -77,14 +79,16 @@ class TLB(ChunkRecurrent):
         x = chunks[:n].reshape(n * B, g, d)  # (n B, g, d)
         rope = RotaryTables(*(None if v is None else v[:n].reshape(n * B, 1, g, v.shape[-1]) for v in tables))
         key_mask = None if self.causal else masks[:n].reshape(n * B, g)
-        a = layer.attn(layer.ln_attn(x), rope=rope, key_mask=key_mask, causal=self.causal)  # pre-LN (TransformerBlock.mix)
+        a = layer.attn(layer.ln_attn(x), rope=rope, key_mask=key_mask, causal=self.causal)  # pre-LN, as block.mix
         return (x + layer.drop(a)).view(n, B, g, d)
 
     def step_parameters(self) -> list[tuple[str, nn.Parameter]]:
         """The layers' and the memory updates' parameters, less layer 1's self-attention sublayer
         (compiled, every chunk is g long, so ``first_attention`` runs it outside the step)."""
-        first = {id(p) for m in (self.layers[0].attn, self.layers[0].ln_attn) for p in m.parameters()} if self.layers else set()
-        return [(n, p) for n, p in self.named_parameters() if n.startswith(("layers.", "updates.")) and id(p) not in first]
+        first_sublayer = (self.layers[0].attn, self.layers[0].ln_attn) if self.layers else ()
+        first = {id(p) for m in first_sublayer for p in m.parameters()}
+        named = self.named_parameters()
+        return [(n, p) for n, p in named if n.startswith(("layers.", "updates.")) and id(p) not in first]
 
     # ---- streaming ----
     def stack_init_cache(self, batch_size: int, device=None) -> list:
