@@ -92,7 +92,7 @@ def test_forward_traces_as_one_graph(case):
 def test_early_exit_is_the_only_graph_break_of_halting():
     """GUT in ``halt`` mode breaks the graph only where it asks which sequences finished."""
     breaks, sites = graph_breaks(build("gut", False, **HALTING, mode="halt"))
-    assert breaks >= 1 and {site.split(": ")[0] for site in sites} == {"halting.py:forward"}, sites
+    assert breaks >= 1 and {site.split(": ")[0] for site in sites} == {"halting.py:run_dropping"}, sites
 
 
 class HostSync(RuntimeError):

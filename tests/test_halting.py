@@ -7,10 +7,19 @@ from bench.models.layers.halting import DepthHalting
 torch.set_num_threads(1)
 
 
+def halting_input(h, mask, per_position, global_pool):
+    """The state the halting unit scores, written out: h (token-level), the prefix mean over real
+    positions (causal global units) or the mean over real positions (eq. 14)."""
+    if not global_pool:
+        return h
+    m = mask.unsqueeze(-1).to(h.dtype)
+    if per_position:
+        return (h * m).cumsum(1) / m.cumsum(1).clamp_min(1.0)
+    return (h * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp_min(1.0)
+
+
 def reference_alg1(unit, step, h0, max_iters, threshold, transition, per_position, global_pool, mask):
     """Literal Alg. 1/3 over the whole batch (no early exit), returning S and every alpha."""
-    from bench.models.layers.halting import halting_input
-
     B, T, _ = h0.shape
     P = T if per_position else 1
     states = [h0]
@@ -101,6 +110,38 @@ def test_upperbound_equals_early_exit_and_early_exit_computes_fewer_rows(global_
     assert rows_seen["upperbound"] == B * 12
     assert a.depth.min() < a.depth.max()  # some sequences halted earlier than others...
     assert rows_seen["halt"] < rows_seen["upperbound"]  # ...and were not computed any further
+
+
+@pytest.mark.parametrize("halts_by_half", [True, False])
+def test_freeze_exit_equals_upperbound_and_stops_only_where_all_halted_by_half(halts_by_half):
+    """``exit="freeze"``: every sequence keeps running (no row dropped), halted units frozen, and one
+    check after iteration ceil(L / 2) = 4 of 8 stops the loop where every unit has halted by then."""
+    d, B, T, L = 8, 3, 5, 8
+    h0 = torch.randn(B, T, d, generator=torch.Generator().manual_seed(4))
+    mask = torch.ones(B, T, dtype=torch.bool)
+    mask[2, 2:] = False
+    lin = torch.nn.Linear(d, d)
+    results, calls = {}, {}
+    for mode, exit in (("halt", "freeze"), ("upperbound", "freeze"), ("halt", "drop")):
+        halting = DepthHalting(d, L, global_halt=True, transition=True, causal=False, mode=mode, exit=exit,
+                               bias_init=3.0 if halts_by_half else -3.0)
+        torch.nn.init.zeros_(halting.unit.fc2.weight)  # alpha_hat = sigmoid(+-3): all halt at l = 3, or never
+        rows = calls[mode, exit] = []
+        with torch.no_grad():
+            step = lambda h, s, r, rows=rows: rows.append(h.shape[0]) or torch.tanh(lin(h))
+            results[mode, exit] = halting(step, h0, mask)
+    frozen, upper, dropped = results["halt", "freeze"], results["upperbound", "freeze"], results["halt", "drop"]
+    for other in (upper, dropped):
+        assert torch.equal(frozen.output, other.output) and torch.equal(frozen.depth, other.depth)
+        assert torch.equal(frozen.ponder, other.ponder)
+    assert calls["halt", "freeze"] == [B] * (4 if halts_by_half else L)  # all rows, stopped at the check or run to L
+    assert calls["upperbound", "freeze"] == [B] * L
+    assert torch.equal(frozen.depth, torch.full((B,), 3.0 if halts_by_half else float(L)))
+
+
+def test_exit_strategy_is_checked():
+    with pytest.raises(ValueError, match="exit must be"):
+        DepthHalting(4, 3, global_halt=True, transition=True, causal=False, exit="sometimes")
 
 
 def test_no_halt_runs_fixed_depth_without_halting_unit():

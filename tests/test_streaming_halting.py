@@ -95,7 +95,7 @@ def test_early_exit_drops_sequences_and_the_stream_still_equals_it(name):
         torch.nn.init.normal_(model.halting.unit.fc1.weight, std=0.1)
         torch.nn.init.normal_(model.halting.unit.fc2.weight, std=0.5)
         seen = []
-        hook = model.block.register_forward_hook(lambda module, args, out, seen=seen: seen.append(out.shape[0]))
+        hook = model.block.register_forward_hook(lambda module, args, out, seen=seen: seen.append(out[0].shape[0]))
         tokens = tokens_for(8, batch=6)
         with torch.no_grad():
             outs[mode] = model(tokens)

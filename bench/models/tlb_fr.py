@@ -8,7 +8,7 @@ instead of the chunk size g, so chunks grow with the input.
     M^0 = learned slots
     for t = 0..k-1:                                         # the chunk t of every sequence, side by side
         C_t = [chunks_b[t] right-padded to max_b g_b]       # (B, G) with its mask
-        h_t, M^{t+1} = TLB.forward_chunk(C_t, mask_t, M^t)  # [HALT Alg. 2]'s chunk step, unchanged
+        h_t, M^{t+1} = forward_chunk(C_t, mask_t, M^t)      # [HALT Alg. 2]'s chunk step, unchanged
     per-token output: h_t at each token's own (t, j);  sequence summary: mean over slots of LN(M^final)
 
 Each sequence is chunked by its own length, never by its batch's: a sequence alone and the same
@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .base import Backbone, BackboneOutput
+from .base import BackboneOutput
 from .layers import rsa_gate_stats
 from .layers.attention import stacked_qkv_weights
 from .tlb import TLB
@@ -57,7 +57,7 @@ class TLBFixedRecurrence(TLB):
         lengths = mask.long().sum(-1)  # (B,) n_b
         pos, valid, G = self.chunk_index(lengths, T)  # (B, k, G) each
         memory, outs = self.initial_memory(B), []
-        with stacked_qkv_weights(self.self_attentions()):  # [W_q; W_k; W_v] once per forward (issue 25)
+        with stacked_qkv_weights(self.self_attentions()):  # [W_q; W_k; W_v] once per forward
             for t in range(self.n_chunks):
                 chunk = torch.where(valid[:, t], tokens.gather(1, pos[:, t]), torch.zeros_like(pos[:, t]))  # (B, G)
                 h, memory = self.forward_chunk(chunk, valid[:, t], memory)  # (B, G, d), (B, S, d)
@@ -73,13 +73,6 @@ class TLBFixedRecurrence(TLB):
         pooled = self.ln_mem(memory).mean(dim=1)  # (B, d) LN(final memory), mean over slots
         stats = {"n_chunks": float(self.n_chunks), **rsa_gate_stats(self)}
         return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=stats, pooled=pooled)
-
-    # TLB may stream chunk by chunk; TLB-FR cannot (the chunk length needs the whole length)
-    def init_state(self, batch_size: int, device=None):
-        return Backbone.init_state(self, batch_size, device)
-
-    def step(self, tokens: Tensor, state):
-        return Backbone.step(self, tokens, state)
 
     def streaming_refusal(self) -> str:
         return "TLBFixedRecurrence cannot stream: its chunk length ceil(n / 5) needs the whole sequence's length n"

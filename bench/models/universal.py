@@ -28,9 +28,10 @@ import torch
 from torch import Tensor, nn
 
 from .base import Backbone, BackboneOutput, StreamingUnsupported
+from .depth import BlockIteration, DepthRecurrent
 from .layers import TokenEmbedding, make_rotary, positions_from_mask
-from .layers.gated import RecurrentBlock, gate_mean, mean_over_iterations
-from .layers.halting import DepthHalting, take
+from .layers.gated import RecurrentBlock, mean_over_iterations
+from .layers.halting import DepthHalting
 
 
 def last_real_state(hidden: Tensor, mask: Tensor) -> Tensor:
@@ -39,7 +40,7 @@ def last_real_state(hidden: Tensor, mask: Tensor) -> Tensor:
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 
-class UT(Backbone):
+class UT(DepthRecurrent, Backbone):
     """Universal Transformer with token-level halting; GUT below only changes defaults."""
 
     supports_streaming = True
@@ -87,71 +88,26 @@ class UT(Backbone):
         mask = self.full_mask(tokens, mask)  # (B, T)
         positions = positions_from_mask(mask)  # (B, T)
         rope = None if self.rotary is None else self.rotary.tables(positions)  # once, for every iteration
-        gates: list[tuple[Tensor, Tensor]] = []
-
-        def step(h: Tensor, s: Tensor, rows: Tensor | None) -> Tensor:  # one shared-block iteration
-            out = self.block(
-                h, context=s if self.attend_to_mixture else None, rope=None if rope is None else rope.rows(rows),
-                key_mask=take(key_mask, rows), causal=self.causal,
-            )
-            if self.block.last_gate is not None:
-                gates.append(gate_mean(self.block.last_gate, take(mask, rows)))
-            return out
-
-        compiled = getattr(self, "_iteration_step", None)
-        if compiled is None:
-            res = self.halting(step, self.embed(tokens, positions), mask)
-        else:  # ``compile``: the depth loop in Python, each iteration one call of the compiled depth_iteration
-            # the iteration index as a 0-dim tensor (a Python int would be a constant of the graph: one per l)
-            levels = torch.arange(1, self.halting.max_iters + 1, device=tokens.device).to(torch.get_default_dtype()).unbind(0)
-
-            def iterate(l: int, h: Tensor, s: Tensor, c, x_prev, parts: tuple, rows: Tensor | None):
-                h, s, c, x_prev, gate = compiled(
-                    levels[l - 1], h, s, c, x_prev, parts, None if rope is None else rope.rows(rows), take(key_mask, rows), take(mask, rows),
-                )
-                if gate is not None:
-                    gates.append(gate)
-                return h, s, c, x_prev
-
-            res = self.halting(None, self.embed(tokens, positions), mask, iterate=iterate)
+        shared = BlockIteration(self.block, self.attend_to_mixture, self.causal, rope, key_mask, mask=mask)
+        res = self.iterate_block(self.embed(tokens, positions), mask, shared)  # S_L (B, T, d) [Alg. 1 / 3]
         hidden = self.ln_out(res.output)  # (B, T, d)
         stats: dict = {"halt_depth": res.depth.detach()}
-        if gates:
-            stats["gate_mean"] = mean_over_iterations(gates)
+        if shared.gates:
+            stats["gate_mean"] = mean_over_iterations(shared.gates)
         pooled = last_real_state(hidden, mask) if (self.pool == "end" and not self.causal) else None
         aux = self.beta * res.ponder.mean() if self.beta else self.zero_aux(hidden)
         return BackboneOutput(hidden=hidden, aux_loss=aux, stats=stats, pooled=pooled)
 
-    def depth_iteration(self, level: Tensor, h: Tensor, s: Tensor, carry, x_prev, parts: tuple, rope,
-                        key_mask: Tensor | None, mask: Tensor):
-        """``DepthHalting.iteration`` with the shared block, on the running sequences' rows (``rope``,
-        ``key_mask``, ``mask`` already theirs): what ``compile`` compiles, once for every l (``level``
-        a tensor) -> (H_l, S_l, carry, x_prev, gate_mean's pair or None)."""
-        gate: list = []
-
-        def step(h: Tensor, s: Tensor, rows: None) -> Tensor:
-            out = self.block(h, context=s if self.attend_to_mixture else None, rope=rope, key_mask=key_mask, causal=self.causal)
-            if self.block.last_gate is not None:
-                gate.append(gate_mean(self.block.last_gate, mask))
-            return out
-
-        h, s, carry, x_prev = self.halting.iteration(step, level, h, s, carry, x_prev, parts)
-        return h, s, carry, x_prev, (gate[0] if gate else None)
-
     def compile(self, *args, **kwargs) -> None:
-        """``train.compile`` / ``bench cost --compile`` (in place): compiles ONE depth iteration (block +
-        halting update, ``depth_iteration``), reused by every iteration, instead of the whole forward,
-        whose graph unrolls max_layers iterations (and, in ``halt`` mode, breaks at every exit check).
-        The depth loop, its exit checks and the row dropping stay eager: a batch that drops rows runs
-        the iteration on fewer rows, which dynamo compiles once more with a dynamic batch size."""
-        self._iteration_step = torch.compile(self.depth_iteration, *args, **kwargs)
+        """``train.compile`` / ``bench cost --compile`` (in place): compiles one depth iteration
+        (``DepthRecurrent.compile_iteration``) instead of the whole forward."""
+        self.compile_iteration(*args, **kwargs)
 
     # ---- streaming -----------------------------------------------------------------------
     def init_state(self, batch_size: int, device=None) -> dict:
         if not self.causal:
             raise StreamingUnsupported(self.streaming_refusal())
-        caches = [self.block.init_cache(batch_size, device) for _ in range(self.halting.max_iters)]
-        return self.halting.init_state(caches, batch_size, device)
+        return self.init_depth_state(batch_size, device)
 
     def step(self, tokens: Tensor, state: dict) -> tuple[BackboneOutput, dict]:
         if not self.causal:
@@ -161,16 +117,7 @@ class UT(Backbone):
         h0 = self.embed.continuing(tokens, n)  # H_0 (B, t, d)
         rope, key_scale = (None, None) if self.rotary is None else self.rotary.continuing(n, t, tokens.device)
         gates: list[tuple[Tensor, Tensor]] = []
-
-        def block_step(h: Tensor, s: Tensor, cache: dict) -> tuple[Tensor, dict]:  # one iteration, t new positions
-            out, cache = self.block.step(
-                h, cache, context=s if self.attend_to_mixture else None, rope=rope, key_scale=key_scale,
-            )
-            if self.block.last_gate is not None:
-                gates.append(gate_mean(self.block.last_gate, torch.ones_like(tokens, dtype=torch.bool)))
-            return out, cache
-
-        res, state = self.halting.step(block_step, h0, state)
+        res, state = self.stream_block(h0, state, rope=rope, key_scale=key_scale, gates=gates)
         hidden = self.ln_out(res.output)  # (B, t, d)
         stats: dict = {"halt_depth": res.depth.detach(), "ponder": res.ponder.detach()}  # (B, t) each
         if gates:

@@ -104,12 +104,11 @@ def attend(
 
 def _attend_cpu_dropout(q, k, v, causal: bool, key_mask, bias, dropout_p: float) -> Tensor:
     """What ``F.scaled_dot_product_attention`` computes on the CPU when it drops attention weights (its
-    math path): softmax(q k^T / sqrt(hd) + mask), dropout, then @ v, in about half its kernel launches
-    (issue 25): the scale applied to q alone (sdpa scales q and k by its square root each), the mask
+    math path): softmax(q k^T / sqrt(hd) + mask), dropout, then @ v, in about half its kernel launches:
+    the scale applied to q alone (sdpa scales q and k by its square root each), the mask
     applied by one masked_fill (sdpa builds a float copy and adds it), one dropout kernel
     (``torch.native_dropout``: the mask F.dropout draws from the same generator state). The values
-    are sdpa's to float rounding (bitwise in the cases checked for issue 25); evaluation (no dropout)
-    never comes here."""
+    are sdpa's to float rounding; evaluation (no dropout) never comes here."""
     B, H, Tq, hd = q.shape
     Tk = k.shape[2]
     scores = (q * (1.0 / math.sqrt(hd))) @ k.transpose(-2, -1)  # (B, H, Tq, Tk)

@@ -5,7 +5,7 @@
 (CUDA's ``F.dropout`` already takes it). It draws the same mask from the same generator state, so
 a seeded run drops the same units; the kept values are x * mask * 1/(1-p) instead of
 x * (mask / (1-p)): bitwise equal at p = 0.1 (every [HALT] preset), within one float ulp at some
-other p. Issue 25: the chunk- and depth-recurrent families call dropout tens of times per chunk.
+other p. The chunk- and depth-recurrent families call dropout tens of times per chunk.
 """
 from __future__ import annotations
 

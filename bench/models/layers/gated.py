@@ -40,37 +40,52 @@ class RecurrentBlock(TransformerBlock):
         super().__init__(d_model, n_heads, d_ff, dropout=dropout, attn_dropout=attn_dropout, backend=backend, read=read)
         # The gate is a second FFN (same shape as eq. 4's) squashed by a sigmoid.
         self.gate = FeedForward(d_model, d_gate or d_ff, dropout) if gate else None
-        self.last_gate: Tensor | None = None  # (b, T, d) kept for statistics
 
-    def forward(self, x: Tensor, **kw) -> Tensor:  # (b, T, d) -> (b, T, d)
-        """``kw``: ``TransformerBlock.mix``'s (context, memory) and the attention's (rope, key_mask, causal)."""
+    def forward(self, x: Tensor, **kw) -> tuple[Tensor, Tensor | None]:
+        """H_{l-1} (b, T, d) -> (H_l, the gate G (b, T, d), detached, for statistics; None ungated).
+        ``kw``: ``TransformerBlock.mix``'s (context, memory) and the attention's (rope, key_mask, causal)."""
         return self.update(x, self.mix(x, **kw))
 
     def step(self, x: Tensor, cache: dict, **kw) -> tuple[Tensor, dict]:
+        h, _, cache = self.iterate_step(x, cache, **kw)
+        return h, cache
+
+    def iterate_step(self, x: Tensor, cache: dict, **kw) -> tuple[Tensor, Tensor | None, dict]:
         """Streaming: H_{l-1} of t new positions x (B, t, d) and this iteration's attention cache ->
-        (H_l (B, t, d), the cache with them appended). ``kw``: ``TransformerBlock.mix_step``'s
+        (H_l (B, t, d), the gate or None, the cache with them appended). ``kw``: ``TransformerBlock.mix_step``'s
         (context: UT's S_{l-1} of the new positions, so the cache holds LN(S_{l-1}) keys / values;
         memory; rope / key_scale)."""
         a, cache = self.mix_step(x, cache, **kw)
-        return self.update(x, a), cache
+        h, g = self.update(x, a)
+        return h, g, cache
 
-    def update(self, x: Tensor, a: Tensor) -> Tensor:
-        """H_l from H_{l-1} = x and A (b, T, d): eq. 9, then the gate (eqs. 10-11) if any."""
+    def update(self, x: Tensor, a: Tensor) -> tuple[Tensor, Tensor | None]:
+        """(H_l, G) from H_{l-1} = x and A (b, T, d): eq. 9, then the gate (eqs. 10-11) if any."""
         z = self.ln_ffn(a)
         h_inter = a + self.drop(self.ffn(z))  # eq. 9
         if self.gate is None:
-            return h_inter
+            return h_inter, None
         g = torch.sigmoid(self.gate(z))  # eq. 10
-        self.last_gate = g.detach()
-        return g * h_inter + (1 - g) * x  # eq. 11
+        return g * h_inter + (1 - g) * x, g.detach()  # eq. 11
 
 
 def gate_mean(gate: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     """Mean gate value over the real positions of one iteration, and whether there were any:
     gate (b, T, d), mask (b, T) -> two 0-dim tensors, kept on the device (no sync per step)."""
-    m = mask.unsqueeze(-1).to(gate.dtype)  # (b, T, 1)
-    n = m.sum() * gate.shape[-1]
-    return (gate * m).sum() / n.clamp_min(1.0), n > 0
+    return gate_mean_of(gate, *gate_parts(mask, gate.dtype, gate.shape[-1]))
+
+
+def gate_parts(mask: Tensor, dtype: torch.dtype, width: int) -> tuple[Tensor, Tensor, Tensor]:
+    """``gate_mean``'s mask-only parts, once per mask: (mask (b, T, 1) as ``dtype``, the number of
+    real gate values clamped to >= 1, whether there is any)."""
+    m = mask.unsqueeze(-1).to(dtype)  # (b, T, 1)
+    n = m.sum() * width
+    return m, n.clamp_min(1.0), n > 0
+
+
+def gate_mean_of(gate: Tensor, m: Tensor, n: Tensor, seen: Tensor) -> tuple[Tensor, Tensor]:
+    """``gate_mean`` from ``gate_parts``."""
+    return (gate * m).sum() / n, seen
 
 
 def mean_over_iterations(means: list[tuple[Tensor, Tensor]]) -> Tensor:

@@ -18,7 +18,7 @@ Halting units ("levels"):
 
 Modes [HALT §7]: ``halt`` drops a sequence from the batch as soon as all its units halted
 (real early exit: later iterations run on fewer rows; GUTLB instead freezes and checks once per
-chunk, ``DepthHalting.forward``'s ``freeze``); ``upperbound`` computes the same
+chunk, ``DepthHalting``'s ``exit="freeze"``); ``upperbound`` computes the same
 outputs but keeps every sequence to the upper bound (halted units frozen, nothing dropped);
 ``no-halt`` runs exactly ``max_iters`` iterations with no halting computation at all.
 
@@ -37,6 +37,7 @@ not, exactly as ``forward`` does. So ``halt`` mode streams like ``upperbound`` (
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
@@ -52,7 +53,7 @@ StepFn = Callable[[Tensor, Tensor, "Tensor | None"], Tensor]
 # iteration on the t new positions with that iteration's cache (``DepthHalting.step``)
 BlockStepFn = Callable[[Tensor, Tensor, object], "tuple[Tensor, object]"]
 # iterate(l, h_prev, s_prev, carry, x_prev, parts, rows) -> (h, s, carry, x_prev): ``DepthHalting.iteration``
-# with the step bound (``forward``'s ``iterate``; e.g. compiled once and reused for every l); ``rows`` as
+# with the step bound (``run``'s ``iterate``; e.g. compiled once and reused for every l); ``rows`` as
 # for StepFn (the running sequences, whose rows h, s, carry, x_prev and parts already are; None = all)
 IterateFn = Callable[..., "tuple[Tensor, Tensor, HaltingCarry | None, Tensor | None]"]
 
@@ -70,16 +71,6 @@ class HaltingUnit(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:  # (..., d or 2d) -> (...)
         return torch.sigmoid(self.fc2(self.act(self.fc1(x)))).squeeze(-1)
-
-
-def halting_input(h: Tensor, mask: Tensor, per_position: bool, global_pool: bool) -> Tensor:
-    """The state the halting unit scores: (b, P, d) with P = T (per position) or 1 (per sequence)."""
-    if not global_pool:
-        return h  # token-level (b, T, d)
-    m = mask.unsqueeze(-1).to(h.dtype)  # (b, T, 1)
-    if per_position:  # causal global halting: prefix mean over real positions (cumsum / t)
-        return (h * m).cumsum(1) / m.cumsum(1).clamp_min(1.0)
-    return (h * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp_min(1.0)  # (b, 1, d), eq. 14
 
 
 @dataclass
@@ -122,7 +113,15 @@ class HaltingCarry(NamedTuple):
 
 
 class DepthHalting(nn.Module):
-    """Runs a shared step function in depth with dynamic halting (Alg. 1 / 3 / 4's inner loop)."""
+    """Runs a shared step function in depth with dynamic halting (Alg. 1 / 3 / 4's inner loop).
+
+    ``exit``: how ``halt`` mode stops early, the host's choice (the outputs are the same either way:
+    a halted unit is frozen, so its S, ponder and depth no longer change; only the work differs):
+    ``"drop"`` (UT, GUT) drops the sequences whose units all halted after every iteration
+    (``run_dropping``); ``"freeze"`` (GUTLB, one call per chunk) keeps every sequence, halted units
+    frozen on the device, and checks once, after iteration ceil(L / 2), whether all have halted
+    (``run_frozen``). ``upperbound`` freezes and never exits; ``no-halt`` has no unit (``run_fixed``).
+    """
 
     def __init__(
         self,
@@ -135,12 +134,15 @@ class DepthHalting(nn.Module):
         mode: str = "halt",
         threshold: float = 0.999,
         bias_init: float = 0.0,
+        exit: str = "drop",
     ):
         super().__init__()
         if mode not in HALTING_MODES:
             raise ValueError(f"unknown halting mode {mode!r}; choose one of {', '.join(HALTING_MODES)}")
         if max_iters < 1:
             raise ValueError(f"max_iters must be >= 1, got {max_iters}")
+        if exit not in ("drop", "freeze"):
+            raise ValueError(f"exit must be 'drop' or 'freeze', got {exit!r}")
         self.max_iters = max_iters
         self.d_model = d_model
         self.causal = causal
@@ -148,86 +150,90 @@ class DepthHalting(nn.Module):
         self.transition = transition
         self.per_position = (not global_halt) or causal  # one halting unit per position
         self.mode = mode
+        self.exit = exit
         self.threshold = threshold
         # no-halt has no halting function at all ([HALT §7] "GUT No Halt Upperbound").
         self.unit = None if mode == "no-halt" else HaltingUnit(d_model, transition, bias_init)
 
-    def forward(
-        self, step: StepFn, h0: Tensor, mask: Tensor, *, freeze: bool = False, iterate: IterateFn | None = None
-    ) -> HaltingOutput:
-        """Runs Alg. 1 / 3's loop on H_0 (B, T, d), mask (B, T) -> S_L, ponder and depth (eqs. 5-8, 15-17).
+    def forward(self, step: StepFn, h0: Tensor, mask: Tensor) -> HaltingOutput:
+        """Alg. 1 / 3's loop with ``step`` (one iteration of the shared block) on H_0 (B, T, d), mask
+        (B, T) -> S_L, ponder and depth (eqs. 5-8, 15-17)."""
+        return self.run(functools.partial(self.iteration, step), h0, mask)
 
-        Early exit in ``halt`` mode, two ways (the outputs are the same: a halted unit is frozen, so
-        its S, ponder and depth no longer change; only the work done after it halted differs):
-
-        * ``freeze=False`` (UT, GUT): after each iteration, the sequences whose units all halted are
-          dropped from the batch (later iterations run on fewer rows): one host sync per iteration
-          (``int(fin.sum())``; the batch's shape depends on it) plus the boolean gathers.
-        * ``freeze=True`` (GUTLB: one call per chunk of g tokens, per-position causal units): every
-          sequence runs as in ``upperbound`` (halted units frozen on the device, no row ever dropped)
-          and ONE host sync per call, ``halted.all()`` after iteration ceil(L / 2), stops iterating
-          when every unit has halted by then.
-
-        Chosen by measurement (issue 25; CPU, flip-flop paper widths, B=2, T=512, fresh models, one
-        forward + backward): GUTLB (L=10, 52 chunks) per-iteration exit 798 syncs per training step
-        (710 in the committed BEFORE figures), freezing 52, at upperbound's op count plus two per chunk
-        (dropping rows saves no kernel launch; a fresh model's units halt at ~9.6 of 10 iterations, so
-        a check before L/2 would only add syncs). UT (L=10): drop 1,749 ops / 9 syncs / 2.8 s, freeze
-        1,724 / 1 / 2.7 s; GUT (L=20): drop 2,300 / 33 / 5.7 s, freeze 3,977 / 1 / 14.2 s (its units
-        halt at ~10 of 20: one check at 10 misses the exit by an iteration and runs all 20), so UT and
-        GUT keep the per-iteration exit. ``upperbound`` / ``no-halt``: no host sync at all.
-        """
-        B, T, _ = h0.shape
+    def run(self, iterate: IterateFn, h0: Tensor, mask: Tensor, *, compiled: bool = False) -> HaltingOutput:
+        """The loop with ``iterate`` (``iteration`` with the step bound), by exit strategy. ``compiled``:
+        ``iterate`` is compiled, so its inputs at l = 1 take the form later iterations give it
+        (``start``): one graph for every l."""
         if self.unit is None:
-            h = h0
-            for l in range(1, self.max_iters + 1):
-                h = step(h, h, None) if iterate is None else iterate(l, h, h, None, None, (), None)[0]
-            full = torch.full((B,), float(self.max_iters), device=h0.device)
-            return HaltingOutput(h, torch.zeros(B, device=h0.device), full)
+            return self.run_fixed(iterate, h0)
+        if self.mode == "halt" and self.exit == "drop":
+            return self.run_dropping(iterate, h0, mask, compiled)
+        return self.run_frozen(iterate, h0, mask, compiled)
 
-        P = T if self.per_position else 1
-        valid = mask if self.per_position else torch.ones(B, 1, dtype=torch.bool, device=h0.device)  # (B, P)
-        rows: Tensor | None = None  # the running sequences' indices; None = all, in order
-        h, s = h0, h0  # H_0, and S_0 = H_0 (Alg. 1 attends to S_{l-1})
-        c = HaltingCarry.start(h0, P, ~valid, like_later=iterate is not None)  # padding positions never count as running
-        if iterate is not None:
-            s = h0.clone()  # not h0 itself: a compiled iteration would guard on h is s at l = 1
-        parts = self.pool_parts(mask, h0.dtype)  # = halting_input(., mask, per_position, global_halt), bitwise
-        # pool(H_{l-1}) carried over from the last iteration's pool(H_l): exact for one unit per
-        # sequence (a sequence is frozen or updated as a whole); a prefix mean over partly frozen
-        # positions is not pool(H_l), so per-position units pool again (x_prev stays None). With
-        # ``iterate``, pool(H_0) before the loop: the same graph for l = 1 as for every later l (eager
-        # pools it in iteration 1, as before: the same values, backward in the same order)
-        x_prev = self.pool(h0, *parts) if self.reuse_pool and iterate is not None else None
-        done: list[tuple] = []  # (rows, S, carry) of finished sequences; rows None = all
-        check_at = (self.max_iters + 1) // 2  # freeze: the one early-exit check, after iteration ceil(L / 2)
-
+    def run_fixed(self, iterate: IterateFn, h0: Tensor) -> HaltingOutput:
+        """``no-halt``: H_L after exactly max_iters iterations, no halting computation."""
+        B, h = h0.shape[0], h0
         for l in range(1, self.max_iters + 1):
-            if iterate is None:
-                h, s, c, x_prev = self.iteration(step, l, h, s, c, x_prev, parts, rows)
-            else:
-                h, s, c, x_prev = iterate(l, h, s, c, x_prev, parts, rows)
+            h = iterate(l, h, h, None, None, (), None)[0]
+        full = torch.full((B,), float(self.max_iters), device=h0.device)
+        return HaltingOutput(h, torch.zeros(B, device=h0.device), full)
 
+    def run_frozen(self, iterate: IterateFn, h0: Tensor, mask: Tensor, compiled: bool) -> HaltingOutput:
+        """Every sequence runs to the end, halted units frozen (``upperbound``); in ``halt`` mode ONE host
+        sync, ``halted.all()`` after iteration ceil(L / 2), stops when every unit has halted by then."""
+        valid, h, s, c, parts, x_prev = self.start(h0, mask, compiled)
+        check_at = (self.max_iters + 1) // 2 if self.mode == "halt" else None
+        for l in range(1, self.max_iters + 1):
+            h, s, c, x_prev = iterate(l, h, s, c, x_prev, parts, None)
+            if l == check_at and l < self.max_iters and bool(c.halted.all()):  # the call's one host sync
+                break
+        return self.finish([(None, s, c)], valid, h0.dtype)
+
+    def run_dropping(self, iterate: IterateFn, h0: Tensor, mask: Tensor, compiled: bool) -> HaltingOutput:
+        """``halt`` with per-iteration exit: after each iteration, the sequences whose units all halted
+        leave the batch (later iterations run on fewer rows): one host sync per iteration."""
+        B = h0.shape[0]
+        valid, h, s, c, parts, x_prev = self.start(h0, mask, compiled)
+        rows: Tensor | None = None  # the running sequences' indices; None = all, in order
+        done: list[tuple] = []  # (rows, S, carry) of finished sequences; rows None = all
+        for l in range(1, self.max_iters + 1):
+            h, s, c, x_prev = iterate(l, h, s, c, x_prev, parts, rows)
             if l == self.max_iters:  # every sequence still running finishes here
                 done.append((rows, s, c))
-            elif self.mode == "halt" and freeze:  # early exit once every unit halted, checked once
-                if l == check_at and bool(c.halted.all()):  # the call's one host sync
-                    done.append((rows, s, c))
-                    break
-            elif self.mode == "halt":  # early exit: drop the sequences whose units all halted
-                fin = c.halted.all(-1)  # (b,)
-                n_fin = int(fin.sum())  # the host sync that early exit needs
-                if n_fin == fin.shape[0]:
-                    done.append((rows, s, c))
-                    break
-                if n_fin:
-                    idx = torch.arange(B, device=h0.device) if rows is None else rows
-                    done.append((idx[fin], s[fin], c.rows(fin)))
-                    keep = ~fin
-                    rows, h, s, c = idx[keep], h[keep], s[keep], c.rows(keep)
-                    x_prev = None if x_prev is None else x_prev[keep]
-                    parts = self.pool_parts(mask[rows], h0.dtype)
+                break
+            fin = c.halted.all(-1)  # (b,)
+            n_fin = int(fin.sum())  # the host sync that early exit needs
+            if n_fin == fin.shape[0]:
+                done.append((rows, s, c))
+                break
+            if n_fin:
+                idx = torch.arange(B, device=h0.device) if rows is None else rows
+                done.append((idx[fin], s[fin], c.rows(fin)))
+                keep = ~fin
+                rows, h, s, c = idx[keep], h[keep], s[keep], c.rows(keep)
+                x_prev = None if x_prev is None else x_prev[keep]
+                parts = self.pool_parts(mask[rows], h0.dtype)
+        return self.finish(done, valid, h0.dtype)
 
+    def start(self, h0: Tensor, mask: Tensor, compiled: bool) -> tuple:
+        """Before iteration 1: (valid units (B, P), H_0, S_0 = H_0, the carry, ``pool_parts``, pool(H_0)
+        if carried over). Padding positions never count as running. pool(H_{l-1}) is carried over from
+        the last iteration's pool(H_l) where exact, one unit per sequence (a sequence is frozen or updated
+        as a whole; a prefix mean over partly frozen positions is not pool(H_l)). ``compiled``: the carry
+        as iteration 1 leaves it, S_0 a copy (a compiled iteration would guard on h is s) and pool(H_0)
+        before the loop, so l = 1 runs the graph of every later l (eager pools it in iteration 1)."""
+        B, T, _ = h0.shape
+        P = T if self.per_position else 1
+        valid = mask if self.per_position else torch.ones(B, 1, dtype=torch.bool, device=h0.device)  # (B, P)
+        c = HaltingCarry.start(h0, P, ~valid, like_later=compiled)
+        parts = self.pool_parts(mask, h0.dtype)
+        x_prev = self.pool(h0, *parts) if self.reuse_pool and compiled else None
+        return valid, h0, (h0.clone() if compiled else h0), c, parts, x_prev
+
+    @staticmethod
+    def finish(done: list[tuple], valid: Tensor, dtype: torch.dtype) -> HaltingOutput:
+        """The finished sequences' (rows, S, carry), back in batch order -> S_L, and ponder and depth
+        averaged over the valid units (B,)."""
         pond = [d[2].cost() for d in done]
         if len(done) == 1 and done[0][0] is None:  # every sequence ran to the end: already in order
             out, pond, stp = done[0][1], pond[0], done[0][2].steps
@@ -236,7 +242,7 @@ class DepthHalting(nn.Module):
             out = torch.cat([d[1] for d in done])[inv]
             pond = torch.cat(pond)[inv]
             stp = torch.cat([d[2].steps for d in done])[inv]
-        vf = valid.to(h0.dtype)
+        vf = valid.to(dtype)
         n_valid = vf.sum(-1).clamp_min(1.0)
         return HaltingOutput(out, (pond * vf).sum(-1) / n_valid, (stp * vf).sum(-1) / n_valid)
 
@@ -246,8 +252,8 @@ class DepthHalting(nn.Module):
         return self.unit is not None and self.transition and not self.per_position
 
     def pool_parts(self, mask: Tensor, dtype: torch.dtype) -> tuple:
-        """``halting_input``'s mask-only parts, once per mask (not once per iteration): (mf (b, T, 1),
-        the denominator) for global units, () for token-level ones (``pool`` takes them)."""
+        """``pool``'s mask-only parts, once per mask (not once per iteration): (mf (b, T, 1), the
+        denominator) for global units, () for token-level ones."""
         if not self.global_halt:
             return ()
         mf = mask.unsqueeze(-1).to(dtype)  # (b, T, 1)
@@ -256,8 +262,9 @@ class DepthHalting(nn.Module):
         return mf, mf.sum(1, keepdim=True).clamp_min(1.0)
 
     def pool(self, h: Tensor, *parts: Tensor) -> Tensor:
-        """The state the halting unit scores, = ``halting_input(h, mask, per_position, global_halt)``
-        bitwise, from ``pool_parts(mask)``: (b, T, d) or (b, 1, d) (eq. 14)."""
+        """The state the halting unit scores, from ``pool_parts(mask)``: h itself (token-level, (b, T, d)),
+        the prefix mean over real positions (causal global units, (b, T, d)) or the mean over real
+        positions (global units, (b, 1, d), eq. 14)."""
         if not parts:
             return h  # token-level (b, T, d)
         mf, den = parts
@@ -272,7 +279,7 @@ class DepthHalting(nn.Module):
         """One iteration of ``forward``'s loop, the block and the halting update: (H_{l-1}, S_{l-1},
         the carry, pool(H_{l-1}) if carried over) -> (H_l, S_l, the carry after l, pool(H_l) if carried).
         No host sync and, for a fixed batch, the same shapes at every l: a host compiles it once and
-        passes it as ``forward``'s ``iterate`` (GUTLB's and UT / GUT's ``compile``; ``l`` then a 0-dim tensor).
+        passes it to ``run`` (``DepthRecurrent.compile``; ``l`` then a 0-dim tensor).
         ``no-halt`` (no unit): H_l = step(H_{l-1}), c and x_prev pass through (None)."""
         if self.unit is None:
             h = step(h, h, rows)
