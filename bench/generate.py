@@ -23,7 +23,7 @@ from torch import Tensor
 from .errors import UserError
 from .metrics import OutcomeBuffer, example_outcomes
 from .models.base import BackboneOutput
-from .records import overrides_tag, run_folder, write_json_atomic
+from .records import eval_folder, overrides_tag, write_json_atomic
 from .registry import Registry
 
 
@@ -67,7 +67,7 @@ class StreamedBackbone:
 
 
 @torch.no_grad()
-def stream_evaluate(record: str | Path, data_overrides: list[str], registry, device: str | None = None) -> dict:
+def stream_evaluate(record: str | Path, data_overrides: list[str], registry, device: str | None = None, out: str | Path | None = None) -> dict:
     """``bench eval RECORD --stream``: the metrics of every split (val and the test splits),
     computed through the streaming path. Written beside the record as eval-stream[-tag].json."""
     from .runner.module import forward_batch
@@ -85,9 +85,9 @@ def stream_evaluate(record: str | Path, data_overrides: list[str], registry, dev
         metrics[split] = buf.summarize(task.length_bin)
     result = {**rec, "metrics": metrics, "test_splits": splits[1:], "evaluated_with": data_overrides, "streamed": True}
     tag = overrides_tag(data_overrides)
-    out = run_folder(Path(record)) / (f"eval-stream-{tag}.json" if tag else "eval-stream.json")
-    write_json_atomic(out, result)
-    return {"record": result, "path": str(out)}
+    written = eval_folder(Path(record), out) / (f"eval-stream-{tag}.json" if tag else "eval-stream.json")
+    write_json_atomic(written, result)
+    return {"record": result, "path": str(written)}
 
 
 def parse_prompt(prompt: str | list[str], vocab: list[str]) -> list[int]:

@@ -18,7 +18,7 @@ import torch
 from .config import TRAIN_DEFAULTS, canonical_overrides
 from .registry import BACKBONE_SETTINGS
 from .errors import UserError
-from .parsing import version
+from .parsing import REFERENCE, default_out, version
 
 SCHEMA = 1
 
@@ -74,6 +74,25 @@ def record_path(out: Path, model: str, task: str, preset: str, seed: int, overri
 def run_folder(record: Path) -> Path:
     """Checkpoints and curves of a run live beside its record: seed0.json -> seed0/."""
     return record.with_suffix("")
+
+
+def eval_folder(record: Path, out: str | Path | None = None) -> Path:
+    """Where ``bench eval`` writes what it scores for ``record``: beside it (its run folder) when
+    the record lies under ``out``, or, with no ``out`` given, when it lies outside the checkout's
+    reference results (``results/``, written only when asked); otherwise under ``out`` (default
+    $BENCH_OUT or out/), at the record's path from its ``runs/`` folder on."""
+    record = Path(record)
+    where = record.resolve()
+    if out is None:
+        references = {Path(REFERENCE).resolve(), Path(__file__).resolve().parent.parent / REFERENCE}
+        if not any(where.is_relative_to(ref) for ref in references):
+            return run_folder(record)
+        out = default_out()
+    if where.is_relative_to(Path(out).resolve()):
+        return run_folder(record)
+    parts = where.with_suffix("").parts
+    runs = max((i for i, part in enumerate(parts[:-1]) if part == "runs"), default=None)
+    return Path(out).joinpath(*(parts[runs:] if runs is not None else ("runs", parts[-1])))
 
 
 def ensure_writable(out: Path) -> None:

@@ -13,7 +13,7 @@ def cmd_eval(args, registry) -> int:
     if args.stream:
         return _eval_stream(args, registry)
     for path in args.records:
-        result = evaluate_record(Path(path), args.set or [], registry, accelerator=args.accelerator)
+        result = evaluate_record(Path(path), args.set or [], registry, accelerator=args.accelerator, out=args.out)
         print(f"record: {path}\ncheckpoint: {result['checkpoint']}\nwrote {result['path']}")
         _print_summary([result["record"]])
     return 0
@@ -24,7 +24,7 @@ def _eval_stream(args, registry) -> int:
 
     device = None if args.accelerator in (None, "auto", "cpu") else "cuda"
     for path in args.records:
-        result = stream_evaluate(Path(path), args.set or [], registry, device=device)
+        result = stream_evaluate(Path(path), args.set or [], registry, device=device, out=args.out)
         print(f"record: {path} (streamed through step)\nwrote: {result['path']}")
         _print_summary([result["record"]])
     return 0

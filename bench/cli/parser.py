@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--set", action="append", metavar="data.KEY=VALUE", help="data parameters to evaluate on instead, e.g. data.test_lengths=[100,200]")
     e.add_argument("--accelerator", help="cpu | gpu | auto (one device)")
     e.add_argument("--stream", action="store_true", help="score through the model's streaming path (init_state / step), token by token")
+    e.add_argument("--out", help="folder for eval.json (default: beside the record, or for a record under the checkout's results/, "
+                                  f"${OUT_ENV} or out/ at the record's runs/ path)")
 
     g = sub.add_parser("generate", help="greedy decoding from an LM run's tested checkpoint, through the streaming path")
     g.add_argument("record", metavar="RECORD", help="run record of an LM task (copy, flip-flop)")

@@ -1,24 +1,33 @@
 """`bench eval RECORD`: a finished run's tested checkpoint on its test splits again, or on other
 data (``--set data.key=value``: longer test lengths, another data seed), on one device.
 
-The result is printed and written beside the record as ``<run>/eval[-<tag>].json``; the run's
-own record is never changed. The checkpoint is the record's own, in its run folder (whatever
+The run is rebuilt from its record's resolved config, not from the registry. The result is
+printed and written as ``<run>/eval[-<tag>].json``: beside the record, except for a record of the
+checkout's reference results (``results/``), whose evaluation goes under --out (default out/) at
+the same path (records.py:eval_folder); the run's own record is never changed. The checkpoint is the record's own, in its run folder (whatever
 path the record was written with): a copied results tree evaluates its own checkpoints, and a
 copy without them stops with one line instead of scoring another copy's weights."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import lightning as L
 
-from ..config import resolve_run
+from ..config import TRAIN_DEFAULTS, check_overrides, parse_overrides, resolve_run
 from ..data import TaskData
 from ..errors import UserError
 from ..logs import quiet
-from ..records import Record, RecordError, overrides_tag, record_checkpoint, relative_checkpoint, run_folder, write_json_atomic
+from ..parsing import version
+from ..records import (Record, RecordError, config_changes, eval_folder, overrides_tag, record_checkpoint, relative_checkpoint,
+                       write_json_atomic)
+from ..registry import BACKBONE_SETTINGS, constructor_params, import_model_class, import_task_class
+from ..spec import ModelSpec, RunConfig, TaskSpec, layer
 from .build import instantiate_model, instantiate_task
 from .checkpoint_io import inspect_checkpoint
 from .module import TaskModule
+
+log = logging.getLogger(__name__)
 
 
 def read_record(path: Path) -> dict:
@@ -35,7 +44,10 @@ def read_record(path: Path) -> dict:
 
 def rebuild_run(path: Path, data_overrides: list[str], registry):
     """A finished run, rebuilt from its record: (record, checkpoint path, task, data, module with
-    untrained weights; Lightning's ``ckpt_path`` or ``load_state_dict`` puts the tested ones in)."""
+    untrained weights; Lightning's ``ckpt_path`` or ``load_state_dict`` puts the tested ones in).
+    The model, the task and the training settings are the record's resolved config (the registry
+    is not consulted for them); ``data_overrides`` (``data.*``) change the data it is scored on.
+    Where the registry would now resolve the run differently, one note says so."""
     rec = read_record(path)
     if rec["status"] != "ok":
         raise UserError(f"record {str(path)!r} has status {rec['status']!r}; only finished runs (status ok) have a tested checkpoint")
@@ -49,8 +61,8 @@ def rebuild_run(path: Path, data_overrides: list[str], registry):
     problem = inspect_checkpoint(ckpt, needs=("state_dict",))[1]
     if problem:
         raise UserError(f"the record's checkpoint {str(ckpt)!r} is damaged ({problem}); train the run again with --rerun")
-    overrides = [*rec.get("overrides", []), *data_overrides]
-    config = resolve_run(registry, rec["model"], rec["task"], rec["preset"], overrides)
+    config = record_run_config(Path(path), rec, data_overrides)
+    _note_registry_changes(Path(path), rec, registry)
     train = config.train
     task = instantiate_task(config.task)
     data = TaskData(task, train["batch_size"], train["eval_batch_size"], rec["seed"])
@@ -58,7 +70,68 @@ def rebuild_run(path: Path, data_overrides: list[str], registry):
     return rec, ckpt, task, data, module
 
 
-def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator: str | None = None) -> dict:
+def record_run_config(path: Path, rec: dict, data_overrides: list[str]) -> RunConfig:
+    """The RunConfig a record was made with (its ``config``), ``data_overrides`` applied to the
+    task's parameters; one UserError line naming what the current code cannot build."""
+    config = rec.get("config") or {}
+    model, task, train = config.get("model"), config.get("task"), config.get("train")
+    if not all(isinstance(part, dict) for part in (model, task, train)):
+        raise UserError(f"record {str(path)!r} holds no resolved config (model, task and train); "
+                        f"it cannot be rebuilt: train the run again with --rerun")
+    rebuild = f"cannot be rebuilt by this bench (version {version()}; the record was made with {_made_with(rec)})"
+    where = f"record {str(path)!r}"
+    model_cls = _record_class(import_model_class, model.get("target"), where, "config.model", rebuild)
+    task_cls = _record_class(import_task_class, task.get("target"), where, "config.task", rebuild)
+    params = dict(model.get("params") or {})
+    accepted = {**constructor_params(model_cls), **BACKBONE_SETTINGS}
+    gone = sorted(set(params) - set(accepted))
+    if gone:
+        raise UserError(f"{where} {rebuild}: {model.get('target')} no longer takes {', '.join(gone)}")
+    task_params = dict(task.get("params") or {})
+    task_accepted = constructor_params(task_cls, skip=("self",))
+    gone = sorted(set(task_params) - set(task_accepted))
+    if gone:
+        raise UserError(f"{where} {rebuild}: {task.get('target')} no longer takes {', '.join(gone)}")
+    given = parse_overrides(data_overrides)["data"]
+    check_overrides("data", given, {**task_accepted, **task_params}, f"task {rec['task']!r}")
+    values, sources = layer([("the record", task_params), ("--set", given)])
+    unknown_train = sorted(set(train) - set(TRAIN_DEFAULTS))
+    if unknown_train:
+        raise UserError(f"{where} {rebuild}: train.{unknown_train[0]} is no longer a training setting")
+    model_spec = ModelSpec(rec["model"], model.get("target"), model_cls, {**BACKBONE_SETTINGS, **params},
+                           bool(model.get("causal")), dict.fromkeys(params, "the record"))
+    task_spec = TaskSpec(rec["task"], task.get("target"), task_cls, values, rec["preset"], sources)
+    return RunConfig(model_spec, task_spec, {**TRAIN_DEFAULTS, **train}, rec["preset"], {})
+
+
+def _record_class(importer, target, where: str, section: str, rebuild: str):
+    try:
+        return importer(target, section)
+    except UserError as exc:
+        raise UserError(f"{where} {rebuild}: {exc}") from None
+
+
+def _made_with(rec: dict) -> str:
+    made = (rec.get("versions") or {}).get("bench")
+    commit = (rec.get("git") or {}).get("commit")
+    return ", ".join(filter(None, [f"bench {made}" if made else None, f"commit {commit[:12]}" if commit else None])) or "an unknown version"
+
+
+def _note_registry_changes(path: Path, rec: dict, registry) -> None:
+    """One note where the registry would now resolve the record's cell differently (as
+    ``bench compare`` marks it with †) or cannot resolve it at all."""
+    try:
+        current = resolve_run(registry, rec["model"], rec["task"], rec["preset"], rec.get("overrides") or None).public()
+    except UserError as exc:
+        log.info(f"bench: note: the registry no longer resolves this record's run ({exc}); evaluated with the record's config")
+        return
+    changes = config_changes(rec.get("config"), current)
+    if changes:
+        log.info(f"bench: note: the registry now gives this run other settings ({changes}); "
+                 f"evaluated with the record's config, as it was trained")
+
+
+def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator: str | None = None, out: str | Path | None = None) -> dict:
     rec, ckpt, task, data, module = rebuild_run(path, data_overrides, registry)
     train = module.train_cfg
     splits = ["val", *task.test_splits()]
@@ -69,6 +142,6 @@ def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator
     result = {**rec, "metrics": {s: module.last_eval[i] for i, s in enumerate(splits)}, "test_splits": splits[1:],
               "evaluated_with": data_overrides, "checkpoint": relative_checkpoint(Path(path), ckpt)}
     tag = overrides_tag(data_overrides)
-    out = run_folder(Path(path)) / (f"eval-{tag}.json" if tag else "eval.json")
-    write_json_atomic(out, result)
-    return {"record": result, "checkpoint": str(ckpt), "path": str(out)}
+    written = eval_folder(Path(path), out) / (f"eval-{tag}.json" if tag else "eval.json")
+    write_json_atomic(written, result)
+    return {"record": result, "checkpoint": str(ckpt), "path": str(written)}
