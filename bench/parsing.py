@@ -12,8 +12,12 @@ REFERENCE = "results"  # the checkout's committed reference results (not package
 
 
 def default_out() -> str:
-    """Where runs and leaderboards go without --out: $BENCH_OUT, else ``out`` (git-ignored)."""
-    return os.environ.get(OUT_ENV) or "out"
+    """Where runs and leaderboards go without --out: $BENCH_OUT, else ``out`` (git-ignored);
+    a $BENCH_OUT that is set but empty is refused (it would write into the current folder)."""
+    value = os.environ.get(OUT_ENV)
+    if value is not None and not value.strip():
+        raise UserError(f"${OUT_ENV} is set but empty; unset it or name a folder (e.g. {OUT_ENV}=out)")
+    return value or "out"
 
 
 def reference_out(sub: str = "") -> str:

@@ -85,3 +85,70 @@ def test_a_record_the_current_code_cannot_build_is_one_line(parity_run, capsys, 
     data["config"]["model"]["target"] = "bench.models.gone:Transformer"
     copy.write_text(json.dumps(data))
     one_line(*run_cli(capsys, "eval", copy)[::2], "cannot be rebuilt", "bench.models.gone")
+
+
+# ---- 2. reading never writes where you did not ask -----------------------------------------------
+
+@pytest.fixture
+def clone(tmp_path, monkeypatch, parity_run):
+    """A fresh clone of this checkout, the current folder, with the tiny parity run committed
+    as a reference record (its checkpoint ignored by git, as the reference checkpoints are)."""
+    import subprocess
+
+    path = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(path)], check=True)
+    out, record, _ = parity_run
+    target = path / "results" / record.relative_to(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(record, target)
+    shutil.copytree(record.with_suffix(""), target.with_suffix(""))
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-f", str(target), str(target.with_suffix("") / "metrics.csv")], check=True)
+    subprocess.run([*git, "commit", "-qm", "a reference record"], check=True)
+    monkeypatch.chdir(path)
+    monkeypatch.delenv("BENCH_OUT", raising=False)
+    return path, target
+
+
+def git_status(path) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(path), "status", "--porcelain"], capture_output=True, text=True, check=True).stdout
+
+
+def test_reading_commands_leave_a_fresh_clone_untouched(clone, capsys):
+    path, record = clone
+    commands = [
+        ["reproduce", "--list"],
+        ["reproduce", "rsa-table2"],
+        ["reproduce", "halt-table5-cpu"],
+        ["compare", "--models", "transformer", "--tasks", "parity", "--preset", "smoke"],
+        ["curves", "--models", "transformer", "--tasks", "parity", "--preset", "smoke"],
+        ["cost", "--models", "tlb", "--task", "flipflop", "--preset", "smoke", "--lengths", "16", "--repeats", "1", "--warmup", "0",
+         "--quiet"],
+        ["eval", record.relative_to(path)],
+    ]
+    for argv in commands:
+        code, stdout, err = run_cli(capsys, *argv)
+        assert code in (0, 2), (argv, err)
+        assert git_status(path) == "", (argv, git_status(path))
+    assert (path / "out" / record.relative_to(path / "results")).with_suffix("").joinpath("eval.json").is_file()
+    assert "out/runs/" in stdout  # eval said where it wrote
+    code, stdout, err = run_cli(capsys, "reproduce", "rsa-table2", "--out", "results")  # asked: the reference table is written
+    assert code == 0 and "wrote results/reproduce/rsa-table2.md" in stdout, err
+
+
+@pytest.mark.parametrize("argv", [["compare", "--models", "lstm", "--out", ""], ["reproduce", "--list", "--out", " "],
+                                  ["eval", "x.json", "--out", ""], ["cost", "--task", "parity", "--models", "lstm", "--out", ""],
+                                  ["run", "--model", "lstm", "--task", "parity", "--out", ""]])
+def test_an_empty_out_is_refused(argv, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    one_line(*run_cli(capsys, *argv)[::2], "--out is empty")
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_empty_bench_out_is_refused(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BENCH_OUT", "")
+    one_line(*run_cli(capsys, "compare", "--models", "lstm")[::2], "BENCH_OUT is set but empty")
+    assert not list(tmp_path.iterdir())

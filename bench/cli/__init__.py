@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if not args.command:
             raise UserError(f"choose a command: {', '.join(handlers)} (see 'bench --help')")
+        for option in ("out", "registry", "path"):
+            if getattr(args, option, None) is not None and not str(getattr(args, option)).strip():
+                raise UserError(f"--{option} is empty; give a {'folder, e.g. --out out' if option == 'out' else 'registry.yaml file'}")
         registry = Registry(getattr(args, "path", None) or args.registry)
         return handlers[args.command](args, registry)
     except UserError as exc:

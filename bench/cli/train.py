@@ -108,10 +108,12 @@ def _train_grid(args, registry, todo: list, incompatible: list, profile: dict | 
 def cmd_reproduce(args, registry) -> int:
     from tabulate import tabulate
 
+    from ..parsing import default_out, reference_out
     from ..records import ensure_writable
     from ..report import reproduce
 
-    out = Path(args.out)
+    out = Path(args.out or reference_out())  # where the records are read (and, with --run, trained into)
+    tables_out = Path(args.out) if args.out else out if args.run else Path(default_out())  # the reference tables only when asked
     if args.list_tables:
         headers = ["table", "preset", "with records", "description"]
         print(tabulate(_fit(reproduce.list_tables(out, registry=registry), headers, args.full), headers=headers, tablefmt="simple"))
@@ -119,7 +121,8 @@ def cmd_reproduce(args, registry) -> int:
     if not args.table:
         raise UserError("name a table (e.g. bench reproduce rsa-table2) or pass --list")
     profile = _grid_profile(args)
-    ensure_writable(out)
+    for folder in {out, tables_out} if args.run else {tables_out}:
+        ensure_writable(folder)
     models = _names(args.models, "models") if args.models else None
     seeds = parse_seeds(args) if args.seeds is not None else None
     table, preset = reproduce.select_table(args.table, registry, args.preset, models, seeds, args.set)
@@ -132,7 +135,7 @@ def cmd_reproduce(args, registry) -> int:
         todo, incompatible = reproduce.plan(table, registry, preset, out, rerun=args.rerun)
         failed = _train_grid(args, registry, todo, incompatible, profile)
     command = reproduce.command_text(table, out, args.preset, args.models, args.seeds, args.set)
-    result = reproduce.reproduce(table, registry, preset, out, command, args.set)
+    result = reproduce.reproduce(table, registry, preset, out, command, args.set, tables_out=tables_out)
     print(f"{result['title']}\n")
     print(tabulate(result["rows"], headers=result["headers"], tablefmt="github", disable_numparse=True))
     print(f"({result['note']})")
