@@ -196,6 +196,8 @@ class Record:
             raise
         except OSError as exc:
             raise RecordError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, unreadable=True) from None
+        except UnicodeDecodeError as exc:
+            raise RecordError(f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}", unreadable=True) from None
         return cls.from_json(text, required)
 
 
@@ -215,9 +217,37 @@ def record_problem(rec) -> str | None:
     for split, result in rec.get("metrics", {}).items():
         if not isinstance(result, dict):
             return f"its metrics[{split!r}] is a {type(result).__name__}, not a mapping"
+        problem = _rates_problem(f"metrics[{split!r}]", result, rec.get("primary_metric"))
+        if problem:
+            return problem
     for section in ("model", "task", "train"):
         if section in rec.get("config", {}) and not isinstance(rec["config"][section], dict):
             return f"its config[{section!r}] is a {type(rec['config'][section]).__name__}, not a mapping"
+    return None
+
+
+#: the metrics a record holds as fractions of examples (bench/metrics.py): each in [0, 1]
+RATES = ("acc", "token_acc", "last_acc", "majority")
+
+
+def _rates_problem(where: str, result: dict, primary: str | None) -> str | None:
+    """A rate outside [0, 1], or a primary metric that is NaN (other rates are NaN when they have
+    nothing to score), in a split's metrics or its per-length bins."""
+    bins = result.get("by_length") if isinstance(result.get("by_length"), dict) else {}
+    for at, values in [(where, result), *((f"{where}['by_length'][{b!r}]", v) for b, v in bins.items())]:
+        if not isinstance(values, dict):
+            return f"its {at} is a {type(values).__name__}, not a mapping"
+        for key in RATES:
+            value = values.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return f"its {at}[{key!r}] is {value!r}, not a number"
+            if value != value:
+                if key == primary and at == where:
+                    return f"its {at}[{key!r}] is NaN (the run's metric was never scored)"
+            elif not 0 <= value <= 1:
+                return f"its {at}[{key!r}] is {value!r}, outside [0, 1]"
     return None
 
 

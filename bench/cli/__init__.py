@@ -15,7 +15,7 @@ import signal
 import sys
 
 from ..errors import RunInterrupted, UserError
-from ..parsing import OUT_ENV, default_out, reference_out, version  # noqa: F401 - re-exported: default_out, OUT_ENV are part of the CLI's API
+from ..parsing import OUT_ENV, check_launcher_env, default_out, reference_out, version  # noqa: F401 - re-exported: default_out, OUT_ENV are part of the CLI's API
 from ..registry import Registry
 from .common import note, notes_to_stderr, parse_seeds  # noqa: F401 - note, parse_seeds: re-exported, as before the split
 from .evaluate import cmd_eval, cmd_generate
@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if not args.command:
             raise UserError(f"choose a command: {', '.join(handlers)} (see 'bench --help')")
+        check_launcher_env()
         for option in ("out", "registry", "path"):
             if getattr(args, option, None) is not None and not str(getattr(args, option)).strip():
                 raise UserError(f"--{option} is empty; give a {'folder, e.g. --out out' if option == 'out' else 'registry.yaml file'}")

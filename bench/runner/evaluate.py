@@ -14,7 +14,7 @@ from pathlib import Path
 
 import lightning as L
 
-from ..config import TRAIN_DEFAULTS, check_overrides, parse_overrides, resolve_run
+from ..config import TRAIN_DEFAULTS, check_data, check_overrides, parse_overrides, resolve_run
 from ..data import TaskData
 from ..errors import UserError
 from ..logs import quiet
@@ -95,6 +95,7 @@ def record_run_config(path: Path, rec: dict, data_overrides: list[str]) -> RunCo
     given = parse_overrides(data_overrides)["data"]
     check_overrides("data", given, {**task_accepted, **task_params}, f"task {rec['task']!r}")
     values, sources = layer([("the record", task_params), ("--set", given)])
+    check_data(values, sources)
     unknown_train = sorted(set(train) - set(TRAIN_DEFAULTS))
     if unknown_train:
         raise UserError(f"{where} {rebuild}: train.{unknown_train[0]} is no longer a training setting")
