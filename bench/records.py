@@ -192,7 +192,7 @@ class Record:
         """The record at ``path``: FileNotFoundError when there is none, RecordError when it cannot be used."""
         try:
             text = Path(path).read_text()
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError):
             raise
         except OSError as exc:
             raise RecordError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, unreadable=True) from None
@@ -256,7 +256,7 @@ def read_record(path: Path, quiet: bool = False) -> dict:
     ``quiet``, with a one-line warning: every reader skips such a record the same way)."""
     try:
         return Record.read(path).data
-    except FileNotFoundError:
+    except (FileNotFoundError, IsADirectoryError):
         return {}
     except RecordError as exc:
         if not quiet:

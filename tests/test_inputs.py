@@ -152,3 +152,126 @@ def test_an_empty_bench_out_is_refused(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_OUT", "")
     one_line(*run_cli(capsys, "compare", "--models", "lstm")[::2], "BENCH_OUT is set but empty")
     assert not list(tmp_path.iterdir())
+
+
+# ---- 4. every failure one line, before any work ----------------------------------------------------
+
+BIG = "9" * 10000
+RUN = ["run", "--model", "lstm", "--task", "parity", "--preset", "smoke"]
+ONE_LINE = [
+    (["--registry", "{latin1}", "list"], "is not UTF-8 text"),
+    (["validate", "{latin1}"], "is not UTF-8 text"),
+    (["validate", "{duplicate}"], "duplicate key 'mine'"),
+    (["validate", "{duplicate_deep}"], "duplicate key 'd_model'"),
+    ([*RUN, "--set", f"model.d_model={BIG}"], "too large a number"),
+    ([*RUN, "--set", f"data.n_train={BIG}"], "too large a number"),
+    ([*RUN, "--seed", BIG], "out of range"),
+    ([*RUN, "--set", "data.n_train=0"], "data.n_train=0: must be >= 1"),
+    ([*RUN, "--set", "data.max_len=0"], "data.max_len=0: must be >= 1"),
+    ([*RUN, "--set", "data.n_test=-1"], "data.n_test=-1: must be >= 1"),
+    (["run", "--model", "lstm", "--task", "copy", "--preset", "smoke", "--set", "data.n_symbols=0"], "data.n_symbols=0"),
+    (["run", "--model", "lstm", "--task", "copy", "--preset", "smoke", "--set", "data.test_lengths=5"], "expected a non-empty list"),
+    (["run", "--model", "lstm", "--task", "copy", "--preset", "smoke", "--set", "data.test_lengths=[0,8]"], "must be >= 1"),
+    ([*RUN, "--seed", "0", "--seeds", "1,2"], "--seed 0 and --seeds 1,2 both given"),
+    (["run", "--model", "", "--task", "parity"], "unknown model ''"),
+    (["run", "--model", "lstm", "--task", ""], "unknown task ''"),
+    (["compare", "--models", ","], "--models needs at least one name"),
+    (["--registry", "", "list"], "--registry is empty"),
+    (["eval", "", "--out", "{tmp}"], "record path is empty"),
+    (["eval", "{tmp}"], "is a folder, not a record"),
+    (["eval", "{tmp}/nothing.json", "--accelerator", "gpu"], "--accelerator gpu"),
+    (["eval", "{tmp}/nothing.json", "--stream", "--accelerator", "tpu"], "choose cpu, gpu or auto"),
+    (["generate", "{tmp}/nothing.json", "--prompt", "s1", "--accelerator", "gpu"], "--accelerator gpu"),
+]
+
+
+@pytest.fixture
+def bad_files(tmp_path):
+    (tmp_path / "latin1.yaml").write_bytes("models:\n  caf\xe9: {base: transformer}\n".encode("latin-1"))
+    (tmp_path / "duplicate.yaml").write_text("models:\n  mine: {base: transformer}\n  mine: {base: lstm}\n")
+    (tmp_path / "duplicate_deep.yaml").write_text("models:\n  mine:\n    base: transformer\n    params: {d_model: 32, d_model: 64}\n")
+    return {"latin1": tmp_path / "latin1.yaml", "duplicate": tmp_path / "duplicate.yaml",
+            "duplicate_deep": tmp_path / "duplicate_deep.yaml", "tmp": tmp_path}
+
+
+@pytest.mark.parametrize("argv,message", ONE_LINE, ids=[" ".join(a)[:60] for a, _ in ONE_LINE])
+def test_bad_input_is_one_line_and_leaves_nothing(argv, message, bad_files, capsys, monkeypatch):
+    import torch
+
+    if "--accelerator" in argv and torch.cuda.is_available() and "tpu" not in argv:
+        pytest.skip("a GPU is here")
+    tmp = bad_files["tmp"]
+    monkeypatch.chdir(tmp)
+    before = sorted(tmp.rglob("*"))
+    argv = [a.format(**bad_files) for a in argv]
+    if argv[0] == "run":
+        argv += ["--out", str(tmp / "o")]
+    one_line(*run_cli(capsys, *argv)[::2], message)
+    assert sorted(tmp.rglob("*")) == before
+
+
+@pytest.mark.parametrize("env,message", [({"SLURM_NTASKS": "abc", "SLURM_PROCID": "1"}, "$SLURM_NTASKS='abc' is not a whole number"),
+                                         ({"LOCAL_RANK": "x"}, "$LOCAL_RANK='x'"),
+                                         ({"SLURM_JOB_ID": "1", "SLURM_CPUS_PER_TASK": "lots"}, "$SLURM_CPUS_PER_TASK='lots'"),
+                                         ({"BENCH_NO_PLUGINS": "maybe"}, "$BENCH_NO_PLUGINS='maybe'")])
+def test_garbage_in_scheduler_and_boolean_variables_is_one_line(env, message, capsys, monkeypatch, tmp_path):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    one_line(*run_cli(capsys, *RUN, "--out", tmp_path)[::2], message)
+
+
+def test_boolean_variables_read_0_false_no_as_false(monkeypatch):
+    from bench.parsing import env_flag
+
+    for value, expected in [("0", False), ("false", False), ("No", False), ("", False), ("1", True), ("TRUE", True), ("yes", True)]:
+        monkeypatch.setenv("BENCH_NO_PLUGINS", value)
+        assert env_flag("BENCH_NO_PLUGINS") is expected, value
+
+
+def test_validate_builds_every_model_and_reports_a_constructor_that_raises(tmp_path, capsys):
+    (tmp_path / "r.yaml").write_text("models:\n  bad-pe: {base: transformer, params: {pos_encoding: bogus}}\n")
+    code, _, err = run_cli(capsys, "validate", tmp_path / "r.yaml")
+    assert code == 2 and err.count("\n") == 1 and "models.bad-pe" in err and "unknown pos_encoding 'bogus'" in err, err
+
+
+def test_records_with_rates_outside_0_1_or_a_nan_metric_are_refused_by_every_reader(parity_run, capsys, tmp_path):
+    from bench.records import Record, RecordError, read_record
+
+    out, path, rec = parity_run
+    for value, words in [(7.5, "7.5, outside [0, 1]"), (float("nan"), "is NaN"), (-0.1, "outside [0, 1]")]:
+        bad = tmp_path / "runs" / path.relative_to(out / "runs")
+        shutil.copytree(path.with_suffix(""), bad.with_suffix(""), dirs_exist_ok=True)
+        data = json.loads(path.read_text())
+        data["metrics"]["val"]["acc"] = value
+        bad.write_text(json.dumps(data))
+        with pytest.raises(RecordError, match=r"metrics\['val'\]\['acc'\]"):
+            Record.read(bad)
+        assert read_record(bad, quiet=True) == {}
+        one_line(*run_cli(capsys, "eval", bad)[::2], words)
+        code, _, err = run_cli(capsys, "compare", "--models", "transformer", "--tasks", "parity", "--preset", "smoke",
+                               "--out", tmp_path, "--set", TINY[0])
+        assert code == 2 and "skipped" in err and words in err, err
+
+
+def test_curves_refuses_an_unknown_metric_and_names_models_without_runs(parity_run, capsys):
+    out, path, rec = parity_run
+    argv = ["curves", "--models", "transformer,lstm", "--tasks", "parity", "--preset", "smoke", "--out", out, "--set", TINY[0]]
+    one_line(*run_cli(capsys, *argv, "--metric", "bogus")[::2], "--metric 'bogus'", "val_metric")
+    assert not (out / "leaderboards").exists()
+    code, stdout, err = run_cli(capsys, *argv)
+    assert code == 0 and "no runs of lstm" in err and "wrote" in stdout
+
+
+# ---- 5. hints that work ---------------------------------------------------------------------------
+
+def test_the_compare_hint_is_a_command_that_runs_as_printed(capsys, tmp_path, monkeypatch):
+    import shlex
+
+    monkeypatch.chdir(tmp_path)
+    line = one_line(*run_cli(capsys, "compare", "--models", "lstm", "--preset", "smoke", "--out", "o",
+                             "--set", "train.max_epochs=1")[::2], "train them with: bench compare")
+    hinted = shlex.split(line.split("train them with: ")[1])
+    assert hinted[:2] == ["bench", "compare"] and "--run" in hinted and "--tasks" in hinted
+    code, stdout, err = run_cli(capsys, *hinted[1:])
+    assert code == 0, err
+    assert "lstm" in stdout and list((tmp_path / "o" / "runs").rglob("seed0*.json"))

@@ -36,9 +36,13 @@ def main(argv: list[str] | None = None) -> int:
         if not args.command:
             raise UserError(f"choose a command: {', '.join(handlers)} (see 'bench --help')")
         check_launcher_env()
-        for option in ("out", "registry", "path"):
-            if getattr(args, option, None) is not None and not str(getattr(args, option)).strip():
-                raise UserError(f"--{option} is empty; give a {'folder, e.g. --out out' if option == 'out' else 'registry.yaml file'}")
+        for option in ("out", "registry", "path", "record", "records", "table"):  # empty paths and names
+            given = getattr(args, option, None)
+            if any(not str(value).strip() for value in (given if isinstance(given, list) else [given]) if value is not None):
+                what = {"out": "--out is empty; give a folder, e.g. --out out", "registry": "--registry is empty; give a registry.yaml file",
+                        "table": "the table name is empty; see bench reproduce --list"}.get(option, "")
+                raise UserError(what or f"a {'registry' if option == 'path' else 'record'} path is empty; give a "
+                                        f"{'registry.yaml file' if option == 'path' else 'run record, e.g. out/runs/parity/small/lstm/seed0.json'}")
         registry = Registry(getattr(args, "path", None) or args.registry)
         return handlers[args.command](args, registry)
     except UserError as exc:

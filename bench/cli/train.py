@@ -55,7 +55,7 @@ def cmd_compare(args, registry) -> int:
     failed = []
     if args.run:
         if not tasks:
-            raise UserError("--run needs --tasks to know what to train")
+            raise UserError(f"--run needs --tasks to know what to train; e.g. {_compare_command(args, registry, run=True)}")
         profile = _grid_profile(args)
         grid = plan_grid(registry, models, tasks, parse_seeds(args), args.preset, args.set, Path(args.out), rerun=args.rerun)
         failed = _train_grid(args, registry, grid.todo, grid.incompatible, profile, f"{len(grid.finished)} already finished")
@@ -64,7 +64,8 @@ def cmd_compare(args, registry) -> int:
     if not tasks:
         tasks = sorted({t for (_, t) in records})
     if not records:
-        raise UserError(f"no records for models {', '.join(models)} with preset {args.preset!r} under {args.out}/runs; add --run to train them")
+        raise UserError(f"no records for models {', '.join(models)} with preset {args.preset!r} under {args.out}/runs; "
+                        f"train them with: {_compare_command(args, registry, run=True)}")
     stale = mark_stale(registry, records, args.preset, args.set)
     headers, rows = table(records, models, tasks, stat=args.stat)
     text = seeds_note(records, models, tasks)
@@ -82,6 +83,20 @@ def cmd_compare(args, registry) -> int:
     if failed:
         print(f"{len(failed)} cell(s) failed: " + "; ".join(c.name for c, _ in failed), file=sys.stderr)
     return 1 if failed else 0
+
+
+def _compare_command(args, registry, run: bool = False) -> str:
+    """The ``bench compare`` command of ``args`` as it can be typed again (with --tasks: those
+    given, else the first of ``bench list tasks``; and --run)."""
+    import shlex
+
+    from ..parsing import default_out
+
+    tasks = args.tasks or ("parity" if "parity" in registry.task_names() else registry.task_names()[0])
+    words = ["bench", "compare", "--models", args.models, "--tasks", tasks, "--preset", args.preset,
+             *(["--out", args.out] if args.out != default_out() else []), *(w for item in args.set or [] for w in ("--set", item)),
+             *(["--seeds", args.seeds] if args.seeds else ["--seed", args.seed] if args.seed else []), *(["--run"] if run else [])]
+    return shlex.join(words)
 
 
 def _grid_profile(args) -> dict | None:

@@ -36,6 +36,8 @@ def read_record(path: Path) -> dict:
         return Record.read(path, required=("model", "task", "preset", "seed")).data
     except FileNotFoundError:
         raise UserError(f"record {str(path)!r} not found; give the path of a run's .json under OUT/runs") from None
+    except IsADirectoryError:
+        raise UserError(f"{str(path)!r} is a folder, not a record; give the path of a run's .json under OUT/runs") from None
     except RecordError as exc:
         if exc.unreadable:
             raise UserError(f"record {str(path)!r} is not readable JSON ({exc.problem}); rerun the run with --rerun") from None

@@ -143,8 +143,8 @@ def _run_locked(plan: RunPlan, built, progress, logger, rerun, callbacks, on_sta
     if done is not None and not rerun:
         return {**done, "path": str(plan.record), "skipped": True}
     start_over = rerun or (plan.record.exists() and done is None)  # a rerun, or after a failed run
-    if not start_over:
-        check_resume_point(plan)
+    if not start_over and (step := check_resume_point(plan)) is not None:
+        log.info(f"bench: resuming {plan.model} on {plan.task} (seed {plan.seed}) from step {step}: {plan.last_ckpt}")
     task_obj, data, module = built
     if start_over:
         shutil.rmtree(plan.folder, ignore_errors=True)
