@@ -15,6 +15,8 @@ Nothing here imports Lightning at module import (``bench.generate`` is exposed b
 """
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 
 import torch
@@ -25,6 +27,8 @@ from .metrics import OutcomeBuffer, example_outcomes
 from .models.base import BackboneOutput
 from .records import eval_folder, overrides_tag, write_json_atomic
 from .registry import Registry
+
+log = logging.getLogger(__name__)
 
 
 def load_tested(record: str | Path, data_overrides: list[str], registry, device: str | None = None):
@@ -90,6 +94,29 @@ def stream_evaluate(record: str | Path, data_overrides: list[str], registry, dev
     return {"record": result, "path": str(written)}
 
 
+#: bytes one generated token takes until it is printed (its id, its symbol, the output line)
+BYTES_PER_OUTPUT_TOKEN = 100
+#: a progress line this often while generating
+PROGRESS_EVERY_S = 30.0
+
+
+def check_generation_fits(params: dict, prompt: int, tokens: int) -> None:
+    """Refuse, before decoding, ``tokens`` whose output (and, for attention models, the keys and
+    values every layer keeps for each position) would not fit in memory; note long decoding."""
+    from .sizes import CPU_MACS_PER_S, check_fits, duration, forward_cost
+
+    total = prompt + tokens
+    d, layers = params.get("d_model") or 128, params.get("n_layers") or 1
+    cache = total * layers * 2 * d * 4 if params.get("n_heads") else 0
+    check_fits(f"generating {tokens:,} tokens", tokens * BYTES_PER_OUTPUT_TOKEN + cache, "lower --tokens")
+    _, macs = forward_cost(params, 1, 1, training=False)
+    attention = total * total * layers * d if params.get("n_heads") else 0  # each new token reads every earlier one
+    work = macs * total + attention
+    if work / CPU_MACS_PER_S > 60:
+        log.info(f"bench: note: generating {tokens:,} tokens takes about {duration(work)} on one CPU core (rough); "
+                 f"a progress line every {PROGRESS_EVERY_S:.0f}s")
+
+
 def parse_prompt(prompt: str | list[str], vocab: list[str]) -> list[int]:
     """Space-separated symbols (or a list of them) of the task's vocabulary -> token ids."""
     symbols = prompt.split() if isinstance(prompt, str) else list(prompt)
@@ -113,11 +140,16 @@ def generate(record: str | Path, prompt: str | list[str], tokens: int, registry=
     if task.kind != "lm":
         raise UserError(f"bench generate decodes LM tasks (copy, flip-flop); {rec['task']} is a {task.kind} task")
     ids = parse_prompt(prompt, task.vocab)
+    check_generation_fits(rec["config"]["model"]["params"], len(ids), tokens)
     backbone, head = module.backbone, module.head
     state = backbone.init_state(1, module.device)
     step_in = torch.tensor([ids], device=module.device)  # (1, prompt length): the prompt in one step
     out = []
+    last_note = time.monotonic()
     for _ in range(tokens):
+        if time.monotonic() - last_note > PROGRESS_EVERY_S:
+            log.info(f"bench: generated {len(out):,} of {tokens:,} tokens")
+            last_note = time.monotonic()
         hidden, state = backbone.step(step_in, state)
         nxt = int(head.out(hidden.hidden[:, -1]).argmax(-1))  # the LM head on the last position
         out.append(nxt)

@@ -275,3 +275,48 @@ def test_the_compare_hint_is_a_command_that_runs_as_printed(capsys, tmp_path, mo
     code, stdout, err = run_cli(capsys, *hinted[1:])
     assert code == 0, err
     assert "lstm" in stdout and list((tmp_path / "o" / "runs").rglob("seed0*.json"))
+
+
+# ---- 3. sizes estimated before work ----------------------------------------------------------------
+
+@pytest.mark.parametrize("argv,message", [
+    (["cost", "--models", "tlb", "--task", "flipflop", "--preset", "smoke", "--lengths", "10000000000", "--device", "cpu"],
+     "a training step of a batch of 32 at length 10,000,000,000 would need at least"),
+    (["cost", "--models", "tlb", "--task", "flipflop", "--preset", "smoke", "--lengths", "64", "--batch", "100000000", "--device", "cpu"],
+     "lower --lengths or --batch"),
+    (["run", "--model", "transformer", "--task", "copy", "--preset", "smoke", "--set", "data.test_lengths=[1000000]",
+      "--set", "data.n_train=8", "--set", "data.n_val=8", "--set", "data.n_test=8"], "testing a batch of 128 at length 1,000,000"),
+])
+def test_sizes_that_cannot_fit_are_refused_with_the_estimate_and_the_limit(argv, message, capsys, tmp_path):
+    line = one_line(*run_cli(capsys, *argv, "--out", tmp_path / "o")[::2], message)
+    assert "GiB of memory is available" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_eval_on_data_that_cannot_fit_is_refused(parity_run, capsys, tmp_path):
+    out, path, rec = parity_run
+    one_line(*run_cli(capsys, "eval", path, "--set", "data.bin1_max_len=100000000", "--out", tmp_path)[::2], "GiB of memory is available")
+    assert not list(tmp_path.iterdir())
+
+
+def test_generating_more_tokens_than_fit_is_refused():
+    from bench.errors import UserError
+    from bench.generate import check_generation_fits
+
+    with pytest.raises(UserError, match="generating 1,000,000,000 tokens would need at least .* GiB of memory is available; lower --tokens"):
+        check_generation_fits({"d_model": 32, "n_layers": 1, "n_heads": 4}, 3, 10**9)
+    check_generation_fits({"d_model": 32, "n_layers": 1, "n_heads": 4}, 3, 100)  # a small one goes on
+
+
+def test_ctrl_c_offers_resume_only_where_there_is_something_to_resume(capsys, monkeypatch):
+    import bench.cli
+
+    def stop(*_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench.cli, "cmd_cost", stop)
+    monkeypatch.setattr(bench.cli, "cmd_run", stop)
+    code, _, err = run_cli(capsys, "cost", "--task", "parity", "--models", "lstm")
+    assert code == 130 and "nothing was written" in err and "resume" not in err
+    code, _, err = run_cli(capsys, "run", "--model", "lstm", "--task", "parity")
+    assert code == 130 and "run the same command again to resume" in err

@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {"run": cmd_run, "eval": cmd_eval, "compare": cmd_compare, "curves": cmd_curves, "list": cmd_list, "validate": cmd_validate, "generate": cmd_generate,
                 "explain": cmd_explain,
                 "reproduce": cmd_reproduce, "cost": cmd_cost}
+    args = None
     try:
         args = build_parser().parse_args(argv)
         if not args.command:
@@ -52,7 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: stopped by {exc}", file=sys.stderr)
         return exc.exit_status
     except KeyboardInterrupt as exc:  # Ctrl-C, or a grid stopped by a signal (bench.grid.Stopped)
-        print("bench: interrupted; run the same command again to resume from the last checkpoints", file=sys.stderr)
+        trains = args is not None and (args.command == "run" or getattr(args, "run", False) and args.command in ("compare", "reproduce"))
+        print("bench: interrupted; finished runs keep their records and the others their last checkpoints: run the same command "
+              "again to resume" if trains else "bench: interrupted; nothing was written (its files are written when it is done)",
+              file=sys.stderr)
         return 128 + getattr(exc, "signum", signal.SIGINT)
     except BrokenPipeError:  # `bench compare ... | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

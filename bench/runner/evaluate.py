@@ -25,6 +25,7 @@ from ..registry import BACKBONE_SETTINGS, constructor_params, import_model_class
 from ..spec import ModelSpec, RunConfig, TaskSpec, layer
 from .build import instantiate_model, instantiate_task
 from .checkpoint_io import inspect_checkpoint
+from .guards import check_data_fits, check_forward_fits
 from .module import TaskModule
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,8 @@ def rebuild_run(path: Path, data_overrides: list[str], registry):
     if problem:
         raise UserError(f"the record's checkpoint {str(ckpt)!r} is damaged ({problem}); train the run again with --rerun")
     config = record_run_config(Path(path), rec, data_overrides)
+    check_data_fits(config)
+    check_forward_fits(config, "the evaluation")
     _note_registry_changes(Path(path), rec, registry)
     train = config.train
     task = instantiate_task(config.task)

@@ -57,7 +57,7 @@ from ..records import (base_record, config_changes, device_info, ensure_writable
                        run_folder, write_json_atomic)
 from .build import _registry, check_attention_backend, instantiate_model, instantiate_task
 from .callbacks import RunInterrupted, ValidationHistory
-from .guards import check_data_fits, check_resume_point, finished_record, run_lock, storage_errors, world_size_of
+from .guards import check_data_fits, check_forward_fits, check_resume_point, finished_record, run_lock, storage_errors, world_size_of
 from .module import TaskModule
 from .trainer import check_logger, finish_wandb, make_trainer  # make_trainer: looked up here (tests wrap it)
 
@@ -178,6 +178,7 @@ def plan_run(model, task, preset, seed, out, overrides, registry, trainer_kwargs
     kwargs = dict(trainer_kwargs or {})
     world = world_size_of(kwargs)
     check_data_fits(config)
+    check_forward_fits(config)
     path = record_path(Path(out), model, task, preset, seed, overrides, world)
     ensure_writable(Path(out))
     return RunPlan(model, task, preset, seed, overrides, config, path, kwargs, world)
