@@ -126,7 +126,7 @@ CASES = [
 ]
 
 only = os.environ.get("BATTERY_ONLY")
-print(f"| case | exit | stderr lines | first stderr line | files left |\n|---|---|---|---|---|")
+print("| case | exit | stderr lines | first stderr line | files left |\n|---|---|---|---|---|")
 for name, argv, env in CASES:
     if only and only not in name:
         continue

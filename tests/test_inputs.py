@@ -320,3 +320,23 @@ def test_ctrl_c_offers_resume_only_where_there_is_something_to_resume(capsys, mo
     assert code == 130 and "nothing was written" in err and "resume" not in err
     code, _, err = run_cli(capsys, "run", "--model", "lstm", "--task", "parity")
     assert code == 130 and "run the same command again to resume" in err
+
+
+# ---- 6. grids at once ------------------------------------------------------------------------------
+
+def test_two_grids_on_one_out_keep_their_cell_logs_apart(tmp_path):
+    """Two grid processes started in the same second: each its own log folder (pid in the name;
+    a folder that exists is never reused, even by the same process)."""
+    import os
+    import subprocess
+    import sys
+
+    from bench.grid.common import log_folder
+
+    code = "import sys; from bench.grid.common import log_folder; print(log_folder(sys.argv[1], 'grid'))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    folders = {Path(p.communicate()[0].strip()) for p in procs}
+    mine = {log_folder(tmp_path, "grid"), log_folder(tmp_path, "grid")}
+    assert len(folders | mine) == 4 and all(f.is_dir() and f.parent == tmp_path / "logs" for f in folders | mine)
+    assert all(f.name.startswith("grid-") for f in folders | mine) and sum(str(os.getpid()) in f.name for f in mine) == 2
