@@ -340,3 +340,14 @@ def test_two_grids_on_one_out_keep_their_cell_logs_apart(tmp_path):
     mine = {log_folder(tmp_path, "grid"), log_folder(tmp_path, "grid")}
     assert len(folders | mine) == 4 and all(f.is_dir() and f.parent == tmp_path / "logs" for f in folders | mine)
     assert all(f.name.startswith("grid-") for f in folders | mine) and sum(str(os.getpid()) in f.name for f in mine) == 2
+
+
+def test_a_record_hand_edited_to_another_width_is_one_line(parity_run, capsys, tmp_path):
+    out, path, rec = parity_run
+    copy = tmp_path / "runs" / path.relative_to(out / "runs")
+    shutil.copytree(path.with_suffix(""), copy.with_suffix(""))
+    data = json.loads(path.read_text())
+    data["config"]["model"]["params"]["d_model"] = 48
+    copy.write_text(json.dumps(data))
+    one_line(*run_cli(capsys, "eval", copy)[::2], "does not hold the model its config describes", "48)")
+    assert not list(copy.with_suffix("").glob("eval*.json"))

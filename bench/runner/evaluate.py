@@ -67,12 +67,30 @@ def rebuild_run(path: Path, data_overrides: list[str], registry):
     config = record_run_config(Path(path), rec, data_overrides)
     check_data_fits(config)
     check_forward_fits(config, "the evaluation")
-    _note_registry_changes(Path(path), rec, registry)
     train = config.train
     task = instantiate_task(config.task)
     data = TaskData(task, train["batch_size"], train["eval_batch_size"], rec["seed"])
     module = TaskModule(instantiate_model(config.model, task.vocab_size), task, train, steps_per_epoch=1)
+    check_weights_fit(ckpt, module)
+    _note_registry_changes(Path(path), rec, registry)
     return rec, ckpt, task, data, module
+
+
+def check_weights_fit(ckpt: Path, module) -> None:
+    """The checkpoint's weights are the model the record's config describes (same names, same
+    shapes); else one line: the record or its checkpoint was changed after the run."""
+    import torch
+
+    saved = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
+    built = module.state_dict()
+    problems = [f"{k} is {tuple(saved[k].shape)} in the checkpoint and {tuple(v.shape)} in the config's model"
+                for k, v in built.items() if k in saved and tuple(saved[k].shape) != tuple(v.shape)]
+    problems += [f"{k} is only in the config's model" for k in built if k not in saved]
+    problems += [f"{k} is only in the checkpoint" for k in saved if k not in built]
+    if problems:
+        raise UserError(f"the record's checkpoint {str(ckpt)!r} does not hold the model its config describes ({problems[0]}"
+                        f"{f', and {len(problems) - 1} more' if len(problems) > 1 else ''}): the record or its checkpoint was "
+                        f"changed after the run; train it again with --rerun")
 
 
 def record_run_config(path: Path, rec: dict, data_overrides: list[str]) -> RunConfig:
@@ -101,13 +119,11 @@ def record_run_config(path: Path, rec: dict, data_overrides: list[str]) -> RunCo
     check_overrides("data", given, {**task_accepted, **task_params}, f"task {rec['task']!r}")
     values, sources = layer([("the record", task_params), ("--set", given)])
     check_data(values, sources)
-    unknown_train = sorted(set(train) - set(TRAIN_DEFAULTS))
-    if unknown_train:
-        raise UserError(f"{where} {rebuild}: train.{unknown_train[0]} is no longer a training setting")
     model_spec = ModelSpec(rec["model"], model.get("target"), model_cls, {**BACKBONE_SETTINGS, **params},
                            bool(model.get("causal")), dict.fromkeys(params, "the record"))
     task_spec = TaskSpec(rec["task"], task.get("target"), task_cls, values, rec["preset"], sources)
-    return RunConfig(model_spec, task_spec, {**TRAIN_DEFAULTS, **train}, rec["preset"], {})
+    known = {k: v for k, v in train.items() if k in TRAIN_DEFAULTS}  # a setting removed since changes no evaluation
+    return RunConfig(model_spec, task_spec, {**TRAIN_DEFAULTS, **known}, rec["preset"], {})
 
 
 def _record_class(importer, target, where: str, section: str, rebuild: str):
