@@ -10,6 +10,7 @@ copy without them stops with one line instead of scoring another copy's weights.
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 
 import lightning as L
@@ -26,6 +27,7 @@ from ..spec import ModelSpec, RunConfig, TaskSpec, layer
 from .build import instantiate_model, instantiate_task
 from .checkpoint_io import inspect_checkpoint
 from .guards import check_data_fits, check_forward_fits
+from .lifecycle import _QUIET_WARNINGS as QUIET_WARNINGS
 from .module import TaskModule
 
 log = logging.getLogger(__name__)
@@ -157,7 +159,9 @@ def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator
     rec, ckpt, task, data, module = rebuild_run(path, data_overrides, registry)
     train = module.train_cfg
     splits = ["val", *task.test_splits()]
-    with quiet():  # no "GPU available: ..." notes while it evaluates: stderr is for problems
+    with quiet(), warnings.catch_warnings():  # no "GPU available: ..." notes or known warnings: stderr is for problems
+        for pattern in QUIET_WARNINGS:
+            warnings.filterwarnings("ignore", message=pattern)
         trainer = L.Trainer(accelerator=accelerator or "auto", devices=1, logger=False, enable_progress_bar=False,
                             enable_model_summary=False, precision=train["precision"])
         trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
