@@ -1,12 +1,14 @@
 """What a forward at a given batch and length costs, estimated from a model's parameters before
 any work, so that a size that cannot fit in memory is refused in one line and a long one says so.
 
-The estimate is a floor, not a measurement: float32 activations of ``ACTIVATIONS`` tensors of
-(batch, length, d_model) per layer alive at once (every layer when training keeps them for the
-backward, one layer in evaluation), the position table, and the score matrix (batch, heads,
+The estimate is rough, not a measurement: float32 activations of ``ACTIVATIONS`` tensors of
+(batch, length, d_model) per layer alive at once (``RECURRENT_ACTIVATIONS`` for a recurrent layer;
+half of them in evaluation; every layer when training keeps them for the backward, one layer in
+evaluation), the position table, and the score matrix (batch, heads,
 length, length) of one layer for attention models whose attention is not sdpa's (sdpa's CPU and
-GPU kernels work in tiles). Work: about 24 * d_model^2 multiply-adds per token and layer plus
-2 * length * d_model per token and layer for attention."""
+GPU kernels work in tiles). Work: about 24 * d_model^2 multiply-adds per token and layer, plus
+2 * length * d_model per token and layer for attention, or a fixed cost per time step and layer
+for a recurrent model (one without n_heads)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +17,12 @@ from .errors import UserError
 
 #: (batch, length, d_model) float32 tensors a layer keeps alive (attention in/out, MLP at 4x, norms)
 ACTIVATIONS = 12
+#: the same for a recurrent layer (its input and output sequences; the gates live one step)
+RECURRENT_ACTIVATIONS = 4
 #: the multiply-adds per second one CPU core does in a forward, to turn work into minutes (rough)
 CPU_MACS_PER_S = 5e9
+#: the fixed cost of one time step of a recurrent layer (kernel launches, Python), as multiply-adds (~40 µs)
+STEP_MACS = 200_000
 
 
 def available_memory() -> int | None:
@@ -45,10 +51,13 @@ def forward_cost(params: dict, batch: int, length: int, training: bool) -> tuple
     layers = _int(params, "n_layers", "max_layers", "num_layers")
     heads = params.get("n_heads") if isinstance(params.get("n_heads"), int) else 0
     alive = layers if training else 1
-    memory = ACTIVATIONS * batch * length * d * 4 * alive + length * d * 4
+    tensors = (ACTIVATIONS if heads else RECURRENT_ACTIVATIONS) // (1 if training else 2)
+    memory = tensors * batch * length * d * 4 * alive + length * d * 4
     if heads and params.get("attn_backend", "sdpa") != "sdpa":
         memory += batch * heads * length * length * 4 * alive
     macs = batch * length * layers * (24 * d * d + (2 * length * d if heads else 0)) * (3 if training else 1)
+    if not heads:  # a recurrent model steps through time: a fixed cost per step and layer, whatever the batch
+        macs += length * layers * STEP_MACS * (3 if training else 1)
     return memory, macs
 
 

@@ -145,7 +145,7 @@ def check_forward_fits(config: RunConfig, what: str = "the run") -> None:
         check_fits(f"{what}: testing a batch of {train['eval_batch_size']} at length {longest:,}", need, hint)
         n_test = values.get("n_test") if isinstance(values.get("n_test"), int) else train["eval_batch_size"]
         total = macs * max(1, -(-n_test // train["eval_batch_size"])) * max(1, len(tests))
-        if total / CPU_MACS_PER_S > 600:
+        if total / CPU_MACS_PER_S > 120:
             log.info(f"bench: note: testing at length {longest:,} is long work: about {duration(total)} on one CPU core (rough)")
 
 
