@@ -1,4 +1,4 @@
-# make demo  : set up .venv (CPU torch from local disk), train a Transformer and an LSTM on Parity (~1 min), print the comparison
+# make demo  : set up .venv (CPU torch from local disk), train a Transformer and an LSTM on Parity (<1 min), print the comparison
 # make test  : set up .venv and run the test suite (what CI runs)
 # make test-fast : the suite without the tests marked slow (-m "not slow"), for the edit loop
 # make wheel-smoke : build the wheel, install it in a fresh venv outside the checkout, run bench from it (CI runs it too)
