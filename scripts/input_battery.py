@@ -46,11 +46,11 @@ code, _, err = bench("run", "--model", "transformer", "--task", "copy", "--prese
                      "--out", REC_OUT, "--quiet", timeout=600)
 assert code == 0, err
 RECORD = next((REC_OUT / "runs/copy/smoke/transformer").glob("seed0*.json"))
-for name, acc in (("bad-acc", 7.5), ("nan-acc", float("nan"))):
+for name, acc in (("bad-acc", 7.5), ("nan-acc", float("nan"))):  # the primary metric (copy: token_acc)
     folder = WORK / name / "runs/copy/smoke/transformer"
     shutil.copytree(RECORD.parent, folder)
     rec = json.loads(RECORD.read_text())
-    rec["metrics"]["val"]["acc"] = acc
+    rec["metrics"]["val"][rec["primary_metric"]] = acc
     (folder / RECORD.name).write_text(json.dumps(rec))
 EDITED = WORK / "edited.yaml"
 shipped = (TREE / "bench/registry.yaml").read_text()
