@@ -94,15 +94,17 @@ MODEL_DOMAIN = {
 }
 
 
+PROBABILITY = Domain(lambda v: 0 <= v <= 1, "in [0, 1]")
 #: the values the data parameters may take, where their names say what they are (sizes, counts,
 #: lengths); a task checks the rest itself (its constructor raises a ValueError)
 DATA_DOMAIN = {
     **dict.fromkeys(("n_train", "n_val", "n_test", "n_test_iid", "n_val_each", "min_len", "max_len", "bin1_max_len", "bin_width",
                      "n_symbols", "pattern_len", "train_len", "max_length", "train_max_ops"), AT_LEAST_1),
     **dict.fromkeys(("data_seed", "n_distractors"), AT_LEAST_0),
+    **dict.fromkeys(("train_p_i", "val_fraction"), PROBABILITY),
 }
 #: data parameters that are lists (of lengths, operator counts, ...), and whose items are sizes
-DATA_LISTS = {"test_lengths": AT_LEAST_1, "test_lens": AT_LEAST_1, "test_ops": AT_LEAST_1, "test_p_i": None, "test_splits": None}
+DATA_LISTS = {"test_lengths": AT_LEAST_1, "test_lens": AT_LEAST_1, "test_ops": AT_LEAST_1, "test_p_i": PROBABILITY, "test_splits": None}
 
 
 def check_data(values: dict, sources: dict) -> None:

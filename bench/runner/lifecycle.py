@@ -198,6 +198,10 @@ def build(plan: RunPlan):
         data = TaskData(task_obj, train["batch_size"], train["eval_batch_size"], plan.seed)
     except TaskError as exc:
         raise UserError(f"task {plan.task!r}: {exc}") from None
+    except (ValueError, ZeroDivisionError, IndexError) as exc:  # a generator that cannot use its parameters
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise UserError(f"task {plan.task!r} cannot generate its data with these parameters ({type(exc).__name__}: {text}); "
+                        f"see bench explain for them") from None
     except OSError as exc:  # the data cache cannot be created or written
         raise UserError(f"the data cache {cache_root()} cannot be written ({exc.strerror or exc}); "
                         f"set ${DATA_ENV} to a writable folder") from None
