@@ -267,6 +267,7 @@ def test_curves_refuses_an_unknown_metric_and_names_models_without_runs(parity_r
 
 # ---- 5. hints that work ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_compare_hint_is_a_command_that_runs_as_printed(capsys, tmp_path, monkeypatch):
     import shlex
 
