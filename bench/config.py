@@ -94,6 +94,34 @@ MODEL_DOMAIN = {
 }
 
 
+PROBABILITY = Domain(lambda v: 0 <= v <= 1, "in [0, 1]")
+#: the values the data parameters may take, where their names say what they are (sizes, counts,
+#: lengths); a task checks the rest itself (its constructor raises a ValueError)
+DATA_DOMAIN = {
+    **dict.fromkeys(("n_train", "n_val", "n_test", "n_test_iid", "n_val_each", "min_len", "max_len", "bin1_max_len", "bin_width",
+                     "n_symbols", "pattern_len", "train_len", "max_length", "train_max_ops"), AT_LEAST_1),
+    **dict.fromkeys(("data_seed", "n_distractors"), AT_LEAST_0),
+    **dict.fromkeys(("train_p_i", "val_fraction"), PROBABILITY),
+}
+#: data parameters that are lists (of lengths, operator counts, ...), and whose items are sizes
+DATA_LISTS = {"test_lengths": AT_LEAST_1, "test_lens": AT_LEAST_1, "test_ops": AT_LEAST_1, "test_p_i": PROBABILITY, "test_splits": None}
+
+
+def check_data(values: dict, sources: dict) -> None:
+    """The data parameters in their domains (DATA_DOMAIN), the list ones lists of sizes: one
+    UserError line saying what was expected and where the offending value came from."""
+    check_domains("data", values, sources, DATA_DOMAIN)
+    for key, item_domain in DATA_LISTS.items():
+        value = values.get(key)
+        where = f" (from {sources[key]})" if sources.get(key) not in (None, "--set") else ""
+        if value is None:
+            continue
+        if not isinstance(value, list) or not value:
+            raise UserError(f"data.{key}={value!r}{where}: expected a non-empty list, e.g. data.{key}=[100,200]")
+        for item in value:
+            check_domain(f"data.{key} item", item, item_domain, sources.get(key, ""))
+
+
 def check_domains(section: str, values: dict, sources: dict, domain: dict) -> None:
     """A numeric value outside what its setting may take (lr <= 0, batch_size 0, d_model 0 ...)
     is refused, naming where it came from; every check runs before anything is written."""
@@ -108,7 +136,10 @@ def parse_value(raw: str):
         return ""
     try:
         value = parse_yaml(raw)
-    except yaml.YAMLError:
+    except yaml.YAMLError as exc:
+        if "too large" in str(exc):
+            text = raw.strip()
+            raise UserError(f"{text[:12]}... ({len(text)} characters) is too large a number to read") from None
         return raw
     if isinstance(value, str):
         text = value.strip()
@@ -148,7 +179,10 @@ def override_pairs(items: list[str] | dict | None) -> list[tuple[str, object]]:
         if "=" not in str(item):
             raise UserError(f"--set expects section.key=value (e.g. model.d_model=64), got {item!r}")
         key, _, raw = str(item).partition("=")
-        pairs.append((key.strip(), parse_value(raw)))
+        try:
+            pairs.append((key.strip(), parse_value(raw)))
+        except UserError as exc:
+            raise UserError(f"--set {key.strip()}: {exc}; give a value in the setting's range") from None
     return pairs
 
 
@@ -243,6 +277,7 @@ def resolve_task(registry: Registry, task: str, preset: str, overrides: dict) ->
     for key, default in accepted.items():
         if key not in values and default is inspect.Parameter.empty:
             raise UserError(f"task {task!r}: parameter {key!r} has no default; set it in registry.yaml or with --set data.{key}=...")
+    check_data({k: v for k, v in values.items() if k in accepted}, sources)
     return TaskSpec(task, entry["target"], cls, values, preset, sources)
 
 

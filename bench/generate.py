@@ -15,6 +15,8 @@ Nothing here imports Lightning at module import (``bench.generate`` is exposed b
 """
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 
 import torch
@@ -23,8 +25,10 @@ from torch import Tensor
 from .errors import UserError
 from .metrics import OutcomeBuffer, example_outcomes, write_outcomes
 from .models.base import BackboneOutput
-from .records import outcomes_file, overrides_tag, run_folder, write_json_atomic
+from .records import eval_folder, outcomes_file, overrides_tag, write_json_atomic
 from .registry import Registry
+
+log = logging.getLogger(__name__)
 
 
 def load_tested(record: str | Path, data_overrides: list[str], registry, device: str | None = None):
@@ -67,7 +71,7 @@ class StreamedBackbone:
 
 
 @torch.no_grad()
-def stream_evaluate(record: str | Path, data_overrides: list[str], registry, device: str | None = None) -> dict:
+def stream_evaluate(record: str | Path, data_overrides: list[str], registry, device: str | None = None, out: str | Path | None = None) -> dict:
     """``bench eval RECORD --stream``: the metrics of every split (val and the test splits),
     computed through the streaming path. Written beside the record as eval-stream[-tag].json,
     the per-example outcomes as eval-stream[-tag]-outcomes.npz."""
@@ -85,12 +89,35 @@ def stream_evaluate(record: str | Path, data_overrides: list[str], registry, dev
             buf.add(example_outcomes(task.kind, logits, batch), batch["length"], {}, batch["tokens"].shape[0], index=batch["index"])
         metrics[split], outcomes[split] = buf.summarize(task.length_bin), buf.arrays()
     tag = overrides_tag(data_overrides)
-    out = run_folder(Path(record)) / (f"eval-stream-{tag}.json" if tag else "eval-stream.json")
+    written = eval_folder(Path(record), out) / (f"eval-stream-{tag}.json" if tag else "eval-stream.json")
     result = {**rec, "metrics": metrics, "test_splits": splits[1:], "evaluated_with": data_overrides, "streamed": True,
-              "outcomes": outcomes_file(out, evaluation=True).name}
-    write_outcomes(outcomes_file(out, evaluation=True), outcomes)
-    write_json_atomic(out, result)
-    return {"record": result, "path": str(out)}
+              "outcomes": outcomes_file(written, evaluation=True).name}
+    write_outcomes(outcomes_file(written, evaluation=True), outcomes)
+    write_json_atomic(written, result)
+    return {"record": result, "path": str(written)}
+
+
+#: bytes one generated token takes until it is printed (its id, its symbol, the output line)
+BYTES_PER_OUTPUT_TOKEN = 100
+#: a progress line this often while generating
+PROGRESS_EVERY_S = 30.0
+
+
+def check_generation_fits(params: dict, prompt: int, tokens: int) -> None:
+    """Refuse, before decoding, ``tokens`` whose output (and, for attention models, the keys and
+    values every layer keeps for each position) would not fit in memory; note long decoding."""
+    from .sizes import CPU_MACS_PER_S, check_fits, duration, forward_cost
+
+    total = prompt + tokens
+    d, layers = params.get("d_model") or 128, params.get("n_layers") or 1
+    cache = total * layers * 2 * d * 4 if params.get("n_heads") else 0
+    check_fits(f"generating {tokens:,} tokens", tokens * BYTES_PER_OUTPUT_TOKEN + cache, "lower --tokens")
+    _, macs = forward_cost(params, 1, 1, training=False)
+    attention = total * total * layers * d if params.get("n_heads") else 0  # each new token reads every earlier one
+    work = macs * total + attention
+    if work / CPU_MACS_PER_S > 60:
+        log.info(f"bench: note: generating {tokens:,} tokens takes about {duration(work)} on one CPU core (rough); "
+                 f"a progress line every {PROGRESS_EVERY_S:.0f}s")
 
 
 def parse_prompt(prompt: str | list[str], vocab: list[str]) -> list[int]:
@@ -116,11 +143,16 @@ def generate(record: str | Path, prompt: str | list[str], tokens: int, registry=
     if task.kind != "lm":
         raise UserError(f"bench generate decodes LM tasks (copy, flip-flop); {rec['task']} is a {task.kind} task")
     ids = parse_prompt(prompt, task.vocab)
+    check_generation_fits(rec["config"]["model"]["params"], len(ids), tokens)
     backbone, head = module.backbone, module.head
     state = backbone.init_state(1, module.device)
     step_in = torch.tensor([ids], device=module.device)  # (1, prompt length): the prompt in one step
     out = []
+    last_note = time.monotonic()
     for _ in range(tokens):
+        if time.monotonic() - last_note > PROGRESS_EVERY_S:
+            log.info(f"bench: generated {len(out):,} of {tokens:,} tokens")
+            last_note = time.monotonic()
         hidden, state = backbone.step(step_in, state)
         nxt = int(head.out(hidden.hidden[:, -1]).argmax(-1))  # the LM head on the last position
         out.append(nxt)

@@ -12,8 +12,12 @@ REFERENCE = "results"  # the checkout's committed reference results (not package
 
 
 def default_out() -> str:
-    """Where runs and leaderboards go without --out: $BENCH_OUT, else ``out`` (git-ignored)."""
-    return os.environ.get(OUT_ENV) or "out"
+    """Where runs and leaderboards go without --out: $BENCH_OUT, else ``out`` (git-ignored);
+    a $BENCH_OUT that is set but empty is refused (it would write into the current folder)."""
+    value = os.environ.get(OUT_ENV)
+    if value is not None and not value.strip():
+        raise UserError(f"${OUT_ENV} is set but empty; unset it or name a folder (e.g. {OUT_ENV}=out)")
+    return value or "out"
 
 
 def reference_out(sub: str = "") -> str:
@@ -26,7 +30,11 @@ def reference_out(sub: str = "") -> str:
 
 def parse_seeds(seeds: str | None = None, seed: str | int | None = None) -> list[int]:
     """``--seeds 0,1,2`` (or ``--seed N``; default 0) as distinct whole numbers in [0, 2**32)."""
+    if seeds is not None and seed is not None:
+        raise UserError(f"--seed {seed} and --seeds {seeds} both given; give one of them (--seeds 0,1,2 for several)")
     raw = seeds if seeds is not None else (str(seed) if seed is not None else "0")
+    if any(len(s.strip()) > 20 for s in str(raw).split(",")):
+        raise UserError(f"seed {str(raw).strip()[:12]}... is out of range; seeds are whole numbers from 0 to 4294967295 (e.g. 0,1,2)")
     try:
         parsed = [int(s) for s in str(raw).split(",") if s.strip() != ""]
     except ValueError:
@@ -40,6 +48,35 @@ def parse_seeds(seeds: str | None = None, seed: str | int | None = None) -> list
         dup = sorted({s for s in parsed if parsed.count(s) > 1})
         raise UserError(f"seed {', '.join(map(str, dup))} given twice in {raw!r}; give each seed once (e.g. 0,1,2)")
     return parsed
+
+
+def env_flag(name: str) -> bool:
+    """A boolean environment variable: unset, empty, 0, false, no, off -> False; 1, true, yes,
+    on -> True (any case); any other value is one UserError line."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise UserError(f"${name}={os.environ[name]!r}: give 1/true/yes to turn it on, 0/false/no (or unset it) to turn it off")
+
+
+#: integers that schedulers and launchers (SLURM, torchrun, Lightning) put in the environment
+LAUNCHER_INTS = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_PORT",
+                 "SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_CPUS_PER_TASK", "SLURM_NNODES",
+                 "SLURM_JOB_NUM_NODES", "SLURM_NTASKS_PER_NODE", "SLURM_ARRAY_TASK_ID")
+
+
+def check_launcher_env() -> None:
+    """One UserError line for a scheduler's or launcher's variable that should hold a whole number
+    and does not (SLURM_NTASKS=abc, LOCAL_RANK=x): Lightning and torch would fail on it mid-run."""
+    for name in LAUNCHER_INTS:
+        value = os.environ.get(name)
+        if value is not None and value.strip() and not (value.strip().isdigit() and len(value.strip()) < 10):
+            if name == "SLURM_NTASKS_PER_NODE" and all(p.split("(")[0].isdigit() for p in value.split(",")):
+                continue  # SLURM writes per-node counts as 2(x3),1
+            raise UserError(f"${name}={value[:40]!r} is not a whole number; it is set by a scheduler or launcher "
+                            f"(SLURM, torchrun): unset it or give a number")
 
 
 def parse_names(raw: str, what: str) -> list[str]:

@@ -18,7 +18,7 @@ import torch
 from .config import TRAIN_DEFAULTS, canonical_overrides
 from .registry import BACKBONE_SETTINGS
 from .errors import UserError
-from .parsing import version
+from .parsing import REFERENCE, default_out, version
 
 SCHEMA = 1
 
@@ -74,6 +74,25 @@ def record_path(out: Path, model: str, task: str, preset: str, seed: int, overri
 def run_folder(record: Path) -> Path:
     """Checkpoints and curves of a run live beside its record: seed0.json -> seed0/."""
     return record.with_suffix("")
+
+
+def eval_folder(record: Path, out: str | Path | None = None) -> Path:
+    """Where ``bench eval`` writes what it scores for ``record``: beside it (its run folder) when
+    the record lies under ``out``, or, with no ``out`` given, when it lies outside the checkout's
+    reference results (``results/``, written only when asked); otherwise under ``out`` (default
+    $BENCH_OUT or out/), at the record's path from its ``runs/`` folder on."""
+    record = Path(record)
+    where = record.resolve()
+    if out is None:
+        references = {Path(REFERENCE).resolve(), Path(__file__).resolve().parent.parent / REFERENCE}
+        if not any(where.is_relative_to(ref) for ref in references):
+            return run_folder(record)
+        out = default_out()
+    if where.is_relative_to(Path(out).resolve()):
+        return run_folder(record)
+    parts = where.with_suffix("").parts
+    runs = max((i for i, part in enumerate(parts[:-1]) if part == "runs"), default=None)
+    return Path(out).joinpath(*(parts[runs:] if runs is not None else ("runs", parts[-1])))
 
 
 def ensure_writable(out: Path) -> None:
@@ -173,10 +192,12 @@ class Record:
         """The record at ``path``: FileNotFoundError when there is none, RecordError when it cannot be used."""
         try:
             text = Path(path).read_text()
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError):
             raise
         except OSError as exc:
             raise RecordError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, unreadable=True) from None
+        except UnicodeDecodeError as exc:
+            raise RecordError(f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}", unreadable=True) from None
         return cls.from_json(text, required)
 
 
@@ -196,9 +217,37 @@ def record_problem(rec) -> str | None:
     for split, result in rec.get("metrics", {}).items():
         if not isinstance(result, dict):
             return f"its metrics[{split!r}] is a {type(result).__name__}, not a mapping"
+        problem = _rates_problem(f"metrics[{split!r}]", result, rec.get("primary_metric"))
+        if problem:
+            return problem
     for section in ("model", "task", "train"):
         if section in rec.get("config", {}) and not isinstance(rec["config"][section], dict):
             return f"its config[{section!r}] is a {type(rec['config'][section]).__name__}, not a mapping"
+    return None
+
+
+#: the metrics a record holds as fractions of examples (bench/metrics.py): each in [0, 1]
+RATES = ("acc", "token_acc", "last_acc", "majority")
+
+
+def _rates_problem(where: str, result: dict, primary: str | None) -> str | None:
+    """A rate outside [0, 1], or a primary metric that is NaN (other rates are NaN when they have
+    nothing to score), in a split's metrics or its per-length bins."""
+    bins = result.get("by_length") if isinstance(result.get("by_length"), dict) else {}
+    for at, values in [(where, result), *((f"{where}['by_length'][{b!r}]", v) for b, v in bins.items())]:
+        if not isinstance(values, dict):
+            return f"its {at} is a {type(values).__name__}, not a mapping"
+        for key in RATES:
+            value = values.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return f"its {at}[{key!r}] is {value!r}, not a number"
+            if value != value:
+                if key == primary and at == where:
+                    return f"its {at}[{key!r}] is NaN (the run's metric was never scored)"
+            elif not 0 <= value <= 1:
+                return f"its {at}[{key!r}] is {value!r}, outside [0, 1]"
     return None
 
 
@@ -207,7 +256,7 @@ def read_record(path: Path, quiet: bool = False) -> dict:
     ``quiet``, with a one-line warning: every reader skips such a record the same way)."""
     try:
         return Record.read(path).data
-    except FileNotFoundError:
+    except (FileNotFoundError, IsADirectoryError):
         return {}
     except RecordError as exc:
         if not quiet:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .errors import UserError
+from .parsing import env_flag
 from .schema import Schema, YAMLLoader, load_yaml, parse_yaml, suggest, type_ok  # noqa: F401 - re-exported
 
 #: the shipped registry (package data; bench is installed as files, never zipped)
@@ -249,7 +250,7 @@ def _read_layer(path, label: str) -> dict:
 
 def plugin_layers() -> list[tuple[str, dict]]:
     """(label, registry mapping) of every ``bench.registries`` entry point, in name order."""
-    if os.environ.get(NO_PLUGINS_ENV):
+    if env_flag(NO_PLUGINS_ENV):
         return []
     layers = []
     for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
@@ -381,6 +382,44 @@ class Registry:
         return {k: copy.deepcopy(entry["presets"][preset].get(k) or {}) for k in PRESET_KEYS}
 
     # ---- validation -----------------------------------------------------------------------
+    def _build_problems(self, name: str, smoke_tasks: list, vocab_size: int = 8) -> list[str]:
+        """Model ``name`` built at a tiny size: resolved with the smoke preset of the first task it
+        can run on (``smoke_tasks``, resolved TaskSpecs; its entry alone when none), for a
+        vocabulary of ``vocab_size``; the line saying why, when its constructor refuses."""
+        from .config import resolve_model  # bench.config imports this module
+
+        spec = None
+        for task in smoke_tasks:
+            try:
+                spec = resolve_model(self, name, task, {})
+                break
+            except UserError:
+                continue
+        where = f"the smoke preset of {task.name}" if spec is not None else "its entry alone"
+        try:
+            spec = spec or resolve_model(self, name, None, {})
+        except UserError as exc:
+            return [f"models.{name}: {exc}"]
+        params = {k: v for k, v in spec.params.items() if k not in BACKBONE_SETTINGS}
+        try:
+            spec.cls(vocab_size, spec.causal, **params)
+        except Exception as exc:  # noqa: BLE001 - whatever a constructor raises is the entry's problem
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return [f"models.{name}: {spec.target} cannot be built with {where} ({type(exc).__name__}: {text})"]
+        return []
+
+    def _smoke_tasks(self) -> list:
+        """The tasks' smoke presets, resolved (those that resolve), for building models small."""
+        from .config import resolve_task
+
+        tasks = []
+        for name in self.task_names():
+            try:
+                tasks.append(resolve_task(self, name, "smoke", {}))
+            except UserError:
+                continue
+        return tasks
+
     def validate(self) -> list[str]:
         """Resolve every entry, import every target, check parameter names and types against
         the constructors and presets' train settings against TrainConfig. Returns human-readable
@@ -388,6 +427,7 @@ class Registry:
         from .config import train_problems  # bench.config imports this module
         problems: list[str] = []
         model_params: dict[str, dict] = {}  # entry name -> its class's constructor parameters
+        smoke_tasks = None  # resolved once, when the first model is built
         for name in self.model_names():
             try:
                 entry = self.model_entry(name)
@@ -400,6 +440,9 @@ class Registry:
             if bad:
                 problems.append(f"models.{name}: params {', '.join(sorted(bad))} are not accepted by {entry['target']}")
             problems += type_problems(f"models.{name}.params", entry["params"], accepted)
+            if not bad and not type_problems(f"models.{name}.params", entry["params"], accepted):
+                smoke_tasks = self._smoke_tasks() if smoke_tasks is None else smoke_tasks
+                problems += self._build_problems(name, smoke_tasks)
         for name in self.task_names():
             try:
                 entry = self.task_entry(name)

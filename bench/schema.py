@@ -36,7 +36,22 @@ def suggest(name: str, valid: list[str]) -> str:
 
 class YAMLLoader(yaml.SafeLoader):
     """PyYAML's safe loader with YAML 1.2 floats: ``3e-4``, ``1E-3`` and ``5e+2`` are numbers
-    (YAML 1.1, PyYAML's default, wants a dot, ``3.0e-4``, and reads the others as strings)."""
+    (YAML 1.1, PyYAML's default, wants a dot, ``3.0e-4``, and reads the others as strings), and
+    no duplicate keys in a mapping, at any depth (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True) if key_node.tag != "tag:yaml.org,2002:merge" else None
+                if key is None or not isinstance(key, typing.Hashable):
+                    continue
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (first at line {seen[key].line + 1}); keep one of them",
+                        key_node.start_mark)
+                seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep)
 
 
 YAMLLoader.add_implicit_resolver(
@@ -52,7 +67,10 @@ YAMLLoader.add_implicit_resolver(
 def parse_yaml(text: str):
     """YAML text -> Python values, numbers in any YAML 1.1 or 1.2 spelling read as numbers
     (raises yaml.YAMLError: for callers that fall back to the text, like ``--set`` values)."""
-    return yaml.load(text, Loader=YAMLLoader)  # noqa: S506 - a SafeLoader subclass
+    try:
+        return yaml.load(text, Loader=YAMLLoader)  # noqa: S506 - a SafeLoader subclass
+    except ValueError as exc:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        raise yaml.YAMLError(f"a number too large to read ({str(exc).splitlines()[0]})") from None
 
 
 def load_yaml(source: str | os.PathLike, what: str | None = None, *, missing_text: str | None = None):
@@ -69,6 +87,9 @@ def load_yaml(source: str | os.PathLike, what: str | None = None, *, missing_tex
             raise UserError(missing_text or f"{what} cannot be read ({exc.strerror}); pass an existing YAML file") from None
         except OSError as exc:
             raise UserError(f"{what} cannot be read ({exc.strerror or exc}); pass an existing YAML file") from None
+        except UnicodeDecodeError as exc:
+            raise UserError(f"{what} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                            f"save it as UTF-8") from None
     try:
         return parse_yaml(source)
     except yaml.YAMLError as exc:

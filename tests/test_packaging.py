@@ -232,18 +232,19 @@ def test_weight_decay_goes_by_dimension_not_by_name():
     assert ids(no_decay) == ids([toy.proj.bias, toy.ln.weight, toy.ln.bias, toy.gate])
 
 
-def test_outside_a_checkout_reproduce_and_cost_write_to_the_output_folder(tmp_path, monkeypatch):
+def test_reproduce_reads_the_reference_records_and_cost_writes_to_the_output_folder(tmp_path, monkeypatch):
     from bench.cli import build_parser
+    from bench.parsing import reference_out
 
     monkeypatch.delenv("BENCH_OUT", raising=False)
     monkeypatch.chdir(ROOT)
-    assert build_parser().parse_args(["reproduce", "--list"]).out == "results"
-    assert build_parser().parse_args(["cost", "--task", "parity"]).out == "results/cost"
-    monkeypatch.chdir(tmp_path)  # no results/ here: an installed bench used elsewhere
-    assert build_parser().parse_args(["reproduce", "--list"]).out == "out"
+    assert build_parser().parse_args(["reproduce", "--list"]).out is None and reference_out() == "results"
     assert build_parser().parse_args(["cost", "--task", "parity"]).out == "out/cost"
+    monkeypatch.chdir(tmp_path)  # no results/ here: an installed bench used elsewhere
+    assert reference_out() == "out"
     monkeypatch.setenv("BENCH_OUT", str(tmp_path / "mine"))
-    assert build_parser().parse_args(["reproduce", "--list"]).out == str(tmp_path / "mine")
+    assert reference_out() == str(tmp_path / "mine")
+    assert build_parser().parse_args(["cost", "--task", "parity"]).out == str(tmp_path / "mine" / "cost")
 
 
 def test_every_cli_option_has_help():

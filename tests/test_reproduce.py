@@ -3,6 +3,7 @@ import csv
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bench.cli import main
 from bench.errors import UserError
@@ -190,7 +191,8 @@ def test_row_and_column_overrides_find_their_records_and_ratios(tmp_path):
     ("prest: paper", "unknown key(s) prest"),
 ])
 def test_malformed_tables_are_one_line_errors(tmp_path, bad, message):
-    (tmp_path / "toy-bad.yaml").write_text(TOY + bad + "\n")
+    table = {**yaml.safe_load(TOY), **yaml.safe_load(bad)}  # the bad key replaces the toy's (YAML refuses a key given twice)
+    (tmp_path / "toy-bad.yaml").write_text(yaml.safe_dump(table))
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_table("toy-bad", folder=tmp_path)
 

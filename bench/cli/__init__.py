@@ -15,7 +15,7 @@ import signal
 import sys
 
 from ..errors import RunInterrupted, UserError
-from ..parsing import OUT_ENV, default_out, reference_out, version  # noqa: F401 - re-exported: default_out, OUT_ENV are part of the CLI's API
+from ..parsing import OUT_ENV, check_launcher_env, default_out, reference_out, version  # noqa: F401 - re-exported: default_out, OUT_ENV are part of the CLI's API
 from ..registry import Registry
 from .common import note, notes_to_stderr, parse_seeds  # noqa: F401 - note, parse_seeds: re-exported, as before the split
 from .evaluate import cmd_eval, cmd_generate
@@ -32,10 +32,19 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {"run": cmd_run, "eval": cmd_eval, "compare": cmd_compare, "curves": cmd_curves, "list": cmd_list, "validate": cmd_validate, "generate": cmd_generate,
                 "explain": cmd_explain,
                 "reproduce": cmd_reproduce, "cost": cmd_cost, "tune": cmd_tune}
+    args = None
     try:
         args = build_parser().parse_args(argv)
         if not args.command:
             raise UserError(f"choose a command: {', '.join(handlers)} (see 'bench --help')")
+        check_launcher_env()
+        for option in ("out", "registry", "path", "record", "records", "table"):  # empty paths and names
+            given = getattr(args, option, None)
+            if any(not str(value).strip() for value in (given if isinstance(given, list) else [given]) if value is not None):
+                what = {"out": "--out is empty; give a folder, e.g. --out out", "registry": "--registry is empty; give a registry.yaml file",
+                        "table": "the table name is empty; see bench reproduce --list"}.get(option, "")
+                raise UserError(what or f"a {'registry' if option == 'path' else 'record'} path is empty; give a "
+                                        f"{'registry.yaml file' if option == 'path' else 'run record, e.g. out/runs/parity/small/lstm/seed0.json'}")
         registry = Registry(getattr(args, "path", None) or args.registry)
         return handlers[args.command](args, registry)
     except UserError as exc:
@@ -45,7 +54,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: stopped by {exc}", file=sys.stderr)
         return exc.exit_status
     except KeyboardInterrupt as exc:  # Ctrl-C, or a grid stopped by a signal (bench.grid.Stopped)
-        print("bench: interrupted; run the same command again to resume from the last checkpoints", file=sys.stderr)
+        trains = args is not None and (args.command == "run" or getattr(args, "run", False) and args.command in ("compare", "reproduce"))
+        print("bench: interrupted; finished runs keep their records and the others their last checkpoints: run the same command "
+              "again to resume" if trains else "bench: interrupted; nothing was written (its files are written when it is done)",
+              file=sys.stderr)
         return 128 + getattr(exc, "signum", signal.SIGINT)
     except BrokenPipeError:  # `bench compare ... | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import UserError
-from ..parsing import OUT_ENV, default_out, reference_out, version
+from ..parsing import OUT_ENV, default_out, version
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--set", action="append", metavar="data.KEY=VALUE", help="data parameters to evaluate on instead, e.g. data.test_lengths=[100,200]")
     e.add_argument("--accelerator", help="cpu | gpu | auto (one device)")
     e.add_argument("--stream", action="store_true", help="score through the model's streaming path (init_state / step), token by token")
+    e.add_argument("--out", help="folder for eval.json (default: beside the record, or for a record under the checkout's results/, "
+                                  f"${OUT_ENV} or out/ at the record's runs/ path)")
 
     g = sub.add_parser("generate", help="greedy decoding from an LM run's tested checkpoint, through the streaming path")
     g.add_argument("record", metavar="RECORD", help="run record of an LM task (copy, flip-flop)")
@@ -95,9 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--seeds", help="these seeds instead of the table's, e.g. 0 or 0,1,2")
     rp.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
                     help="an override for every cell, after the table's own (e.g. a proxy with more data)")
-    rp.add_argument("--out", default=reference_out(),
-                    help="folder holding runs/; tables go to OUT/reproduce/ (default: results/, the committed reference records, "
-                         f"when the current folder has it, else ${OUT_ENV} or out/)")
+    rp.add_argument("--out",
+                    help="folder holding runs/; tables go to OUT/reproduce/ (default: records read from results/, the committed "
+                         f"reference records, when the current folder has it, else ${OUT_ENV} or out/; tables written to "
+                         f"${OUT_ENV} or out/, and with --run trained into and written to results/)")
     rp.add_argument("--run", action="store_true", help="first train the table's missing (row, column, seed) runs")
     rp.add_argument("--writeups", action="store_true",
                     help="rebuild every table the write-ups in OUT (OUT/*.md) name in a bench:table block, each by the command "
@@ -123,8 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--stream", action="store_true", help="prefill and per-token decoding of streaming models (init_state / step)")
     co.add_argument("--decode-tokens", dest="decode_tokens", type=int, default=32, help="--stream: single-token steps per repeat (default 32)")
     co.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override for every model, e.g. model.max_len=8192")
-    co.add_argument("--out", default=reference_out("cost"),
-                    help=f"folder for the .md / .csv / .json (default results/cost when the current folder has results/, else ${OUT_ENV}/cost or out/cost)")
+    co.add_argument("--out", default=f"{default_out()}/cost",
+                    help=f"folder for the .md / .csv / .json (default ${OUT_ENV}/cost, else out/cost; --out results/cost adds to the reference results)")
     co.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
     ls = sub.add_parser("list", help="list registry models and tasks")

@@ -56,7 +56,7 @@ def cmd_compare(args, registry) -> int:
     failed = []
     if args.run:
         if not tasks:
-            raise UserError("--run needs --tasks to know what to train")
+            raise UserError(f"--run needs --tasks to know what to train; e.g. {_compare_command(args, registry, run=True)}")
         profile = _grid_profile(args)
         grid = plan_grid(registry, models, tasks, parse_seeds(args), args.preset, args.set, Path(args.out), rerun=args.rerun)
         failed = _train_grid(args, registry, grid.todo, grid.incompatible, profile, f"{len(grid.finished)} already finished")
@@ -65,7 +65,8 @@ def cmd_compare(args, registry) -> int:
     if not tasks:
         tasks = sorted({t for (_, t) in records})
     if not records:
-        raise UserError(f"no records for models {', '.join(models)} with preset {args.preset!r} under {args.out}/runs; add --run to train them")
+        raise UserError(f"no records for models {', '.join(models)} with preset {args.preset!r} under {args.out}/runs; "
+                        f"train them with: {_compare_command(args, registry, run=True)}")
     stale = mark_stale(registry, records, args.preset, args.set)
     headers, rows = table(records, models, tasks, stat=args.stat)
     text = seeds_note(records, models, tasks)
@@ -85,6 +86,20 @@ def cmd_compare(args, registry) -> int:
     if failed:
         print(f"{len(failed)} cell(s) failed: " + "; ".join(c.name for c, _ in failed), file=sys.stderr)
     return 1 if failed else 0
+
+
+def _compare_command(args, registry, run: bool = False) -> str:
+    """The ``bench compare`` command of ``args`` as it can be typed again (with --tasks: those
+    given, else the first of ``bench list tasks``; and --run)."""
+    import shlex
+
+    from ..parsing import default_out
+
+    tasks = args.tasks or ("parity" if "parity" in registry.task_names() else registry.task_names()[0])
+    words = ["bench", "compare", "--models", args.models, "--tasks", tasks, "--preset", args.preset,
+             *(["--out", args.out] if args.out != default_out() else []), *(w for item in args.set or [] for w in ("--set", item)),
+             *(["--seeds", args.seeds] if args.seeds else ["--seed", args.seed] if args.seed else []), *(["--run"] if run else [])]
+    return shlex.join(words)
 
 
 def _grid_profile(args) -> dict | None:
@@ -138,10 +153,12 @@ def _fill_writeups(out: Path, registry) -> int:
 def cmd_reproduce(args, registry) -> int:
     from tabulate import tabulate
 
+    from ..parsing import default_out, reference_out
     from ..records import ensure_writable
     from ..report import reproduce
 
-    out = Path(args.out)
+    out = Path(args.out or reference_out())  # where the records are read (and, with --run, trained into)
+    tables_out = Path(args.out) if args.out else out if args.run else Path(default_out())  # the reference tables only when asked
     if args.list_tables:
         headers = ["table", "preset", "with records", "description"]
         print(tabulate(_fit(reproduce.list_tables(out, registry=registry), headers, args.full), headers=headers, tablefmt="simple"))
@@ -153,7 +170,8 @@ def cmd_reproduce(args, registry) -> int:
     if not args.table:
         raise UserError("name a table (e.g. bench reproduce rsa-table2), or pass --list or --writeups")
     profile = _grid_profile(args)
-    ensure_writable(out)
+    for folder in {out, tables_out} if args.run else {tables_out}:
+        ensure_writable(folder)
     models = _names(args.models, "models") if args.models else None
     seeds = parse_seeds(args) if args.seeds is not None else None
     table, preset = reproduce.select_table(args.table, registry, args.preset, models, seeds, args.set)
@@ -166,7 +184,7 @@ def cmd_reproduce(args, registry) -> int:
         todo, incompatible = reproduce.plan(table, registry, preset, out, rerun=args.rerun)
         failed = _train_grid(args, registry, todo, incompatible, profile)
     command = reproduce.command_text(table, out, args.preset, args.models, args.seeds, args.set)
-    result = reproduce.reproduce(table, registry, preset, out, command, args.set)
+    result = reproduce.reproduce(table, registry, preset, out, command, args.set, tables_out=tables_out)
     print(f"{result['title']}\n")
     print(tabulate(result["rows"], headers=result["headers"], tablefmt="github", disable_numparse=True))
     print(f"({result['note']})")

@@ -3,6 +3,7 @@ device, the row labels), random batches, OOM cells, the ratio to a reference row
 checks before any is built."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import torch
@@ -11,6 +12,7 @@ from ..config import resolve_run
 from ..errors import UserError
 from ..tasks.kinds import kind_of
 
+log = logging.getLogger("bench.cost")
 
 REFERENCE = "transformer"
 OOM = "OOM"
@@ -147,3 +149,20 @@ def check_models(registry, models: list[str], setup: Setup) -> None:
         if isinstance(max_len, int) and max_len < longest:
             setup.raised[name] = [f"model.max_len={longest}"]
             resolve_run(registry, model_of(name), setup.task, setup.preset, setup.overrides_for(name))
+        check_step_sizes(name, config, setup)
+
+
+def check_step_sizes(name: str, config, setup: Setup) -> None:
+    """A training step of ``name`` at each length, estimated before any is built (bench/sizes.py):
+    on the CPU, one that would not fit in memory is refused; a long one is noted with its time."""
+    from ..sizes import CPU_MACS_PER_S, check_fits, duration, forward_cost
+
+    batch = setup.batch or config.train["batch_size"]
+    for length in setup.lengths:
+        need, macs = forward_cost(config.model.params, batch, length, training=True)
+        if setup.device == "cpu":
+            check_fits(f"{name}: a training step of a batch of {batch:,} at length {length:,}", need,
+                       "lower --lengths or --batch")
+        steps = 1 + setup.warmup + setup.repeats
+        if setup.device == "cpu" and macs * steps / CPU_MACS_PER_S > 120:
+            log.info(f"bench: note: {name} at length {length:,}: {steps} steps of about {duration(macs)} each on one CPU core (rough)")

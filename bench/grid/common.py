@@ -1,8 +1,11 @@
-"""What the grid and its launchers share: the grid's progress lines and its stop by a signal."""
+"""What the grid and its launchers share: the grid's progress lines, its stop by a signal and its
+process's own log folder."""
 from __future__ import annotations
 
 import logging
+import os
 import time
+from pathlib import Path
 
 from ..cell import Cell
 from ..stats import eta_text
@@ -44,3 +47,17 @@ class Progress:
         """One line for a cell stopped by SIGINT / SIGTERM: not finished, not failed (it checkpointed;
         the same command resumes it)."""
         log.info(f"[-/{self.total}] stopped {cell.name} ({seconds:.0f}s): interrupted; the same command resumes it")
+
+
+def log_folder(out: Path, kind: str) -> Path:
+    """This grid process's own folder for its cells' logs, ``OUT/logs/<kind>-<date>-<time>-<pid>``,
+    created here: two grids on one --out, even started in the same second, never share one."""
+    stem = Path(out) / "logs" / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    for attempt in range(100):
+        folder = stem.with_name(stem.name + (f"-{attempt}" if attempt else ""))
+        try:
+            folder.mkdir(parents=True)
+            return folder
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free log folder beside {stem}")

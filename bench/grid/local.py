@@ -31,7 +31,7 @@ from ..cpus import available_cpus
 from ..cell import Cell
 from ..errors import RunInterrupted, UserError
 from ..registry import Registry
-from .common import Progress, Stopped
+from .common import Progress, Stopped, log_folder
 
 
 def device_slots(jobs: int, runs_per_gpu: int) -> tuple[list[dict], bool]:
@@ -179,8 +179,7 @@ class CellProcess:
 def run_local(cells: list[Cell], out: Path, registry_path: str, *, jobs: int, runs_per_gpu: int, trainer_args: dict,
               rerun: bool) -> list[tuple[Cell, str]]:
     slots, fresh = device_slots(jobs, runs_per_gpu)
-    logs = Path(out) / "logs" / time.strftime("grid-%Y%m%d-%H%M%S")
-    logs.mkdir(parents=True, exist_ok=True)
+    logs = log_folder(out, "grid")
     progress = Progress(len(cells), len(slots))
     todo, running, free = list(cells), {}, list(range(len(slots)))
     stop = {"signum": 0}

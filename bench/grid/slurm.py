@@ -37,7 +37,7 @@ from ..cpus import available_cpus
 from ..records import read_record, record_path, run_folder
 from ..schema import Schema
 from ..cell import Cell
-from .common import Progress, Stopped, log
+from .common import Progress, Stopped, log, log_folder
 
 def _setting(default, meaning: str):
     return dataclasses.field(default=default, metadata={"help": meaning})
@@ -124,7 +124,7 @@ def run_slurm(cells: list[Cell], out: Path, registry_path: str | None, *, traine
     prof = load_profile(profile)
     out = Path(out).resolve()
     folder = Path(prof["folder"]).resolve() if prof["folder"] else out / "slurm"
-    logs = out / "logs" / time.strftime("slurm-%Y%m%d-%H%M%S")
+    logs = log_folder(out, "slurm")
     chunk_fn = CellChunk(out=str(out), registry_path=registry_path, trainer_args=dict(trainer_args), logs=str(logs),
                          threads=prof["cpus_per_cell"], world_size=world_size_of(dict(trainer_args)),
                          fresh=frozenset(cells) if rerun else frozenset(), cell_command=prof["cell_command"])

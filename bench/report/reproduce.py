@@ -359,19 +359,21 @@ def select_table(name: str, registry, preset: str | None = None, models: list[st
     return table, preset
 
 
-def reproduce(table: Table, registry, preset: str, out: Path, command: str, overrides: list[str] | None = None) -> dict:
-    """The table from the records under ``out``, written to OUT/reproduce/ (Markdown, CSV, a plot;
-    the claims when the table has some). Returns what to show: title, headers, rows, note, claims
-    (None or its headers, rows and rule) and the paths written."""
+def reproduce(table: Table, registry, preset: str, out: Path, command: str, overrides: list[str] | None = None,
+              tables_out: Path | None = None) -> dict:
+    """The table from the records under ``out``, written to TABLES_OUT/reproduce/ (default
+    ``out``; Markdown, CSV, a plot; the claims when the table has some). Returns what to show:
+    title, headers, rows, note, claims (None or its headers, rows and rule) and the paths written."""
     out = Path(out)
-    stem = output_stem(out, table, preset, overrides or [])
+    measured = output_stem(out, table, preset, overrides or [])  # a cost table's measurement, read where --run wrote it
+    stem = output_stem(Path(tables_out or out), table, preset, overrides or [])
     claims = None
     if table.kind == "cost":
-        result = cost_table.build(table, preset, stem)
+        result = cost_table.build(table, preset, measured)
         claims = run_claims(table, result["values"], result["depths"], over="timed repeats") if table.claims else None
         claims = claims if claims and claims["rows"] else None
         paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["cells"], claims)
-        paths += [cost_table.measured_path(stem)] if result["measured"] else []
+        paths += [cost_table.measured_path(stem)] if result["measured"] and measured == stem else []
     elif table.kind == "checks":
         result = run_checks(table, out, preset, registry)
         paths = write_outputs(stem, table.title, command, result["note"], result["headers"], result["rows"], result["csv"])

@@ -16,6 +16,7 @@ from ..config import RunConfig
 from ..errors import UserError
 from ..logs import quiet
 from ..records import read_record
+from ..sizes import CPU_MACS_PER_S, available_memory, check_fits, duration, forward_cost  # noqa: F401 - available_memory: kept importable from here
 from .checkpoint_io import inspect_checkpoint
 
 if TYPE_CHECKING:
@@ -101,15 +102,6 @@ def check_resume_point(plan: RunPlan) -> int | None:
 BYTES_PER_TOKEN = 16
 
 
-def available_memory() -> int | None:
-    """Bytes of memory this machine can still give (MemAvailable); None where unknown."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def data_estimate(config: RunConfig) -> tuple[int, int, int]:
@@ -132,6 +124,29 @@ def check_data_fits(config: RunConfig) -> None:
     if have is not None and need > have:
         raise UserError(f"the data would need at least {need / 2**30:.1f} GiB ({examples:,} examples of up to {length:,} tokens) and "
                         f"{have / 2**30:.1f} GiB of memory is available; lower the data's lengths (e.g. data.max_len) or sizes (data.n_train)")
+
+
+def check_forward_fits(config: RunConfig, what: str = "the run") -> None:
+    """Refuse, before any data or training, a batch and length whose forward would not fit in
+    memory (training at the longest training length, testing at the longest test length); note
+    the work of testing when it is long."""
+    values, params, train = config.task.values, config.model.params, config.train
+    tests = [v for key, value in values.items() if key.startswith("test_len")
+             for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, int) and not isinstance(v, bool)]
+    lengths = [v for key, value in values.items() if "len" in key and not key.startswith("test_len")
+               for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, int) and not isinstance(v, bool)]
+    hint = "lower the lengths (data.max_len, data.test_lengths) or the batch (train.batch_size, train.eval_batch_size)"
+    if lengths:
+        need, _ = forward_cost(params, train["batch_size"], max(lengths), training=True)
+        check_fits(f"{what}: training a batch of {train['batch_size']} at length {max(lengths):,}", need, hint)
+    longest = max(tests + lengths, default=0)
+    if longest:
+        need, macs = forward_cost(params, train["eval_batch_size"], longest, training=False)
+        check_fits(f"{what}: testing a batch of {train['eval_batch_size']} at length {longest:,}", need, hint)
+        n_test = values.get("n_test") if isinstance(values.get("n_test"), int) else train["eval_batch_size"]
+        total = macs * max(1, -(-n_test // train["eval_batch_size"])) * max(1, len(tests))
+        if total / CPU_MACS_PER_S > 120:
+            log.info(f"bench: note: testing at length {longest:,} is long work: about {duration(total)} on one CPU core (rough)")
 
 
 def world_size_of(trainer_kwargs: dict) -> int:

@@ -59,7 +59,7 @@ from ..records import (base_record, config_changes, device_info, ensure_writable
                        run_folder, write_json_atomic)
 from .build import _registry, check_attention_backend, instantiate_model, instantiate_task
 from .callbacks import RunInterrupted, TrialPruning, ValidationHistory
-from .guards import check_data_fits, check_resume_point, finished_record, run_lock, storage_errors, world_size_of
+from .guards import check_data_fits, check_forward_fits, check_resume_point, finished_record, run_lock, storage_errors, world_size_of
 from .module import TaskModule
 from .trainer import check_logger, finish_wandb, make_trainer  # make_trainer: looked up here (tests wrap it)
 
@@ -145,8 +145,8 @@ def _run_locked(plan: RunPlan, built, progress, logger, rerun, callbacks, on_sta
     if done is not None and not rerun:
         return {**done, "path": str(plan.record), "skipped": True}
     start_over = rerun or (plan.record.exists() and done is None)  # a rerun, or after a failed run
-    if not start_over:
-        check_resume_point(plan)
+    if not start_over and (step := check_resume_point(plan)) is not None:
+        log.info(f"bench: resuming {plan.model} on {plan.task} (seed {plan.seed}) from step {step}: {plan.last_ckpt}")
     task_obj, data, module = built
     if start_over:
         shutil.rmtree(plan.folder, ignore_errors=True)
@@ -182,6 +182,7 @@ def plan_run(model, task, preset, seed, out, overrides, registry, trainer_kwargs
     kwargs = dict(trainer_kwargs or {})
     world = world_size_of(kwargs)
     check_data_fits(config)
+    check_forward_fits(config)
     path = record_path(Path(out), model, task, preset, seed, overrides, world)
     ensure_writable(Path(out))
     return RunPlan(model, task, preset, seed, overrides, config, path, kwargs, world)
@@ -201,6 +202,10 @@ def build(plan: RunPlan):
         data = TaskData(task_obj, train["batch_size"], train["eval_batch_size"], plan.seed)
     except TaskError as exc:
         raise UserError(f"task {plan.task!r}: {exc}") from None
+    except (ValueError, ZeroDivisionError, IndexError) as exc:  # a generator that cannot use its parameters
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise UserError(f"task {plan.task!r} cannot generate its data with these parameters ({type(exc).__name__}: {text}); "
+                        f"see bench explain for them") from None
     except OSError as exc:  # the data cache cannot be created or written
         raise UserError(f"the data cache {cache_root()} cannot be written ({exc.strerror or exc}); "
                         f"set ${DATA_ENV} to a writable folder") from None
