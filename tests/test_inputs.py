@@ -103,7 +103,8 @@ def clone(tmp_path, monkeypatch, parity_run):
     shutil.copy(record, target)
     shutil.copytree(record.with_suffix(""), target.with_suffix(""))
     git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "add", "-f", str(target), str(target.with_suffix("") / "metrics.csv")], check=True)
+    kept = [target.with_suffix("") / name for name in ("metrics.csv", "outcomes.npz")]  # committed with a reference record
+    subprocess.run([*git, "add", "-f", str(target), *map(str, kept)], check=True)
     subprocess.run([*git, "commit", "-qm", "a reference record"], check=True)
     monkeypatch.chdir(path)
     monkeypatch.delenv("BENCH_OUT", raising=False)
