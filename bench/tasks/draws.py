@@ -46,11 +46,11 @@ def draw_owned(draw, n: int, split: str) -> dict:
     return {k: np.concatenate([p[k] for p in parts])[:n] for k in parts[0]}
 
 
-def positive(task: str, **sizes) -> None:
+def positive(**sizes) -> None:
     """Raises a one-line TaskError unless every size is an integer >= 1."""
     for name, value in sizes.items():
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise TaskError(f"{task}: {name} must be a positive integer, got {value!r}")
+            raise TaskError(f"{name} must be a positive integer, got {value!r}")
 
 
 def distinct_draws(rng: np.random.Generator, n: int, pool: int, k: int) -> np.ndarray:

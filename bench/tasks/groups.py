@@ -82,10 +82,10 @@ class GroupWordProblem(Task):
         super().__init__(data_seed)
         self.group = group
         self.names, self.table = group_elements(group)
-        positive(group, train_len=train_len, n_train=n_train, n_val=n_val, n_test=n_test)
+        positive(train_len=train_len, n_train=n_train, n_val=n_val, n_test=n_test)
         self.train_len = train_len
         self.test_lengths = [int(x) for x in (test_lengths or [train_len * k for k in (1, 2, 4, 8)])]
-        positive(group, **{f"test_lengths[{i}]": x for i, x in enumerate(self.test_lengths)})
+        positive(**{f"test_lengths[{i}]": x for i, x in enumerate(self.test_lengths)})
         self.n_train, self.n_val, self.n_test = n_train, n_val, n_test
 
     @property

@@ -54,13 +54,13 @@ class MQAR(Task):
                  n_queries: int | None = None, power_a: float = 0.01, n_val: int = 1000, n_test: int = 1000,
                  data_seed: int = 1234):
         super().__init__(data_seed)
-        positive("mqar", n_symbols=n_symbols, n_val=n_val, n_test=n_test)
+        positive(n_symbols=n_symbols, n_val=n_val, n_test=n_test)
         self.n_symbols = n_symbols
         self.n_keys = n_symbols // 2
         self.n_values = n_symbols - self.n_keys
         self.n_queries = n_queries
         if not (isinstance(power_a, (int, float)) and power_a > 0):
-            raise TaskError(f"mqar: power_a must be > 0 (1.0 = uniform query positions), got {power_a!r}")
+            raise TaskError(f"power_a must be > 0 (1.0 = uniform query positions), got {power_a!r}")
         self.power_a = float(power_a)
         self.train_mix = [self._setting(row, 3, "train_mix") for row in (train_mix or _ZOOLOGY_TRAIN)]
         self.test_settings = [self._setting(row, 2, "test_settings") for row in (test_settings or _ZOOLOGY_TEST)]
@@ -70,25 +70,25 @@ class MQAR(Task):
         """One [L, N] (or [L, N, examples]) row, checked against the vocabulary and the length."""
         if not isinstance(row, (list, tuple)) or len(row) != width:
             shape = "[length, pairs, examples]" if width == 3 else "[length, pairs]"
-            raise TaskError(f"mqar: each {where} row is {shape}, got {row!r}")
+            raise TaskError(f"each {where} row is {shape}, got {row!r}")
         for v in row:
-            positive("mqar", **{f"every number of {where} row {list(row)}": v})
+            positive(**{f"every number of {where} row {list(row)}": v})
         L, N = int(row[0]), int(row[1])
         if N > min(self.n_keys, self.n_values):
-            raise TaskError(f"mqar: {N} pairs need {N} distinct keys and values, but n_symbols={self.n_symbols} "
+            raise TaskError(f"{N} pairs need {N} distinct keys and values, but n_symbols={self.n_symbols} "
                             f"has {self.n_keys} keys; give n_symbols >= {2 * N} or fewer pairs")
         Q = self._queries(N)
         if L < 2 * N + 2 * Q - 1:
-            raise TaskError(f"mqar: length {L} is below the span of {N} pairs and {Q} queries; "
+            raise TaskError(f"length {L} is below the span of {N} pairs and {Q} queries; "
                             f"give length >= {2 * N + 2 * Q - 1} (2 * pairs + 2 * queries - 1)")
         return tuple(int(v) for v in row)
 
     def _queries(self, N: int) -> int:
         if self.n_queries is None:
             return N
-        positive("mqar", n_queries=self.n_queries)
+        positive(n_queries=self.n_queries)
         if self.n_queries > N:
-            raise TaskError(f"mqar: n_queries={self.n_queries} is more than the {N} pairs of a setting; give n_queries <= {N}")
+            raise TaskError(f"n_queries={self.n_queries} is more than the {N} pairs of a setting; give n_queries <= {N}")
         return self.n_queries
 
     @property

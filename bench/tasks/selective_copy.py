@@ -35,14 +35,14 @@ class SelectiveCopy(Task):
     def __init__(self, n_symbols: int = 14, n_data: int = 16, train_len: int = 4096, test_lengths: list | None = None,
                  n_train: int = 10000, n_val: int = 500, n_test: int = 500, data_seed: int = 1234):
         super().__init__(data_seed)
-        positive("selective-copy", n_symbols=n_symbols, n_data=n_data, train_len=train_len,
+        positive(n_symbols=n_symbols, n_data=n_data, train_len=train_len,
                  n_train=n_train, n_val=n_val, n_test=n_test)
         self.n_symbols, self.n_data, self.train_len = n_symbols, n_data, train_len
         self.test_lengths = [int(x) for x in (test_lengths or [train_len * k for k in (1, 2, 4)])]
         for L in [train_len, *self.test_lengths]:
-            positive("selective-copy", test_lengths=L)
+            positive(test_lengths=L)
             if L < n_data:
-                raise TaskError(f"selective-copy: a region of {L} tokens cannot hold n_data={n_data} data tokens; "
+                raise TaskError(f"a region of {L} tokens cannot hold n_data={n_data} data tokens; "
                                 f"give lengths >= {n_data}")
         self.n_train, self.n_val, self.n_test = n_train, n_val, n_test
 
