@@ -275,7 +275,7 @@ def test_the_transformer_learns_mqar_with_few_pairs(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
     rec = bench.run(model="transformer", task="mqar", preset="smoke", seed=0, out=tmp_path, progress=False,
                     overrides=["data.n_symbols=8", "data.train_mix=[[12, 2, 2000]]", "data.test_settings=[[12, 2]]",
-                               "train.max_epochs=6", "train.lr=0.005"])
+                               "train.max_epochs=2", "train.lr=0.005"])
     assert rec["status"] == "ok"
     assert rec["metrics"]["L12_kv2"]["token_acc"] >= 0.9, rec["metrics"]["L12_kv2"]
 
@@ -284,6 +284,7 @@ def test_the_transformer_learns_mqar_with_few_pairs(tmp_path, monkeypatch):
 def test_the_lstm_learns_z60(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
     rec = bench.run(model="lstm", task="z60", preset="smoke", seed=0, out=tmp_path, progress=False,
-                    overrides=["data.n_train=2000", "data.test_lengths=[8, 16]", "train.max_epochs=8", "train.lr=0.01"])
+                    overrides=["data.n_train=4000", "data.test_lengths=[8, 16]", "model.d_model=128", "train.max_epochs=12",
+                               "train.lr=0.006"])
     assert rec["status"] == "ok"
     assert rec["metrics"]["len8"]["token_acc"] >= 0.9, rec["metrics"]["len8"]
