@@ -17,7 +17,7 @@ import numpy as np
 from .base import TaskError
 
 HASH_BUCKETS = 20
-OWNER_BUCKETS = {"train": range(0, 16), "val": range(16, 18), "test": range(18, 20)}
+OWNER_BUCKETS = {"train": range(16), "val": range(16, 18), "test": range(18, 20)}
 
 
 def owner(tokens) -> str:
