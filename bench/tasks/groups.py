@@ -77,7 +77,7 @@ class GroupWordProblem(Task):
     metric = "token_acc"
     report_metrics = ("token_acc", "acc", "last_acc")
 
-    def __init__(self, group: str = "s5", train_len: int = 16, test_lengths: list | None = None,
+    def __init__(self, group: str, train_len: int = 16, test_lengths: list | None = None,
                  n_train: int = 10000, n_val: int = 500, n_test: int = 500, data_seed: int = 1234):
         super().__init__(data_seed)
         self.group = group
