@@ -250,6 +250,7 @@ def test_bad_parameters_are_one_line_exit_2(task, sets, message, tmp_path, capsy
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("*.json"))
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch: seconds on an idle machine, a minute on a busy one
 def test_bad_group_from_a_real_process(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "bench", "run", "--model", "lstm", "--task", "s5", "--preset", "smoke",
                            "--set", "data.group=q8", "--out", str(tmp_path / "out")],
