@@ -136,8 +136,8 @@ def test_per_length_bins_and_the_length_averaged_score():
 
 
 BAD = [
-    ("reverse-string", "data.max_len=0", "max_len=0 is below min_len=1"),
-    ("reverse-string", "data.min_len=-1", "min_len=-1 (must be >= 1)"),
+    ("reverse-string", "data.max_len=0", "data.max_len=0: must be >= 1"),  # the shared size check, before the task
+    ("reverse-string", "data.min_len=-1", "data.min_len=-1: must be >= 1"),
     ("bucket-sort", "data.n_train=-5", "n_train=-5"),
     ("bucket-sort", "data.test_max_len=30", "test_max_len=30 must exceed max_len=40"),
     ("bucket-sort", "data.alphabet_size=1", "alphabet_size=1"),

@@ -232,8 +232,8 @@ BAD = [
     ("selective-copy", ["data.n_data=-1"], "n_data must be a positive integer, got -1"),
     ("selective-copy", ["data.test_lengths=[16, 2]"], "cannot hold n_data=4 data tokens"),
     ("s5", ["data.group=s6"], "unknown group 's6'; groups: s5, a5, z60"),
-    ("z60", ["data.train_len=0"], "train_len must be a positive integer, got 0"),
-    ("a5", ["data.n_train=-5"], "n_train must be a positive integer, got -5"),
+    ("z60", ["data.train_len=0"], "data.train_len=0: must be >= 1"),  # the shared size check, before the task
+    ("a5", ["data.n_train=-5"], "data.n_train=-5: must be >= 1"),
 ]
 
 
