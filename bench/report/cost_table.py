@@ -15,7 +15,7 @@ column (HALT Table 5: GUT No Halt Upperbound at the same bound), beside the pape
 divided by its reference's. That ratio is comparable across hardware; the absolute minutes per
 epoch (the median step time x the preset's steps per epoch, ``ceil(n_train / batch)``) are
 shown with the device that measured them, never compared with the paper's GPU. Claims are judged
-on the per-repeat values (bench/report/checks.py: RULE, and RATIO_RULE for ``ratio_at_most``); the
+on the per-repeat values (bench/report/claims.py: RULE, and RATIO_RULE for ``ratio_at_most``); the
 ratio to the reference is the ratio of the repeats' geometric means with its 95% CI
 (bench/report/stats.py: ratio_ci), the same statistic the ratio claims test.
 """

@@ -18,7 +18,7 @@ marked ~ (at chance; bench/report/cells.py:at_chance). A table with ``kind: cost
 CPU) is measured instead of trained: ``--run`` times its cells (bench/report/cost_table.py). A table with ``kind: checks`` (e.g.
 nope-properties) lists checks instead of cells: bench/report/checks.py. A results table's
 ``claims`` (the paper's findings over its cells) are judged beside the numbers, printed and
-written to the Markdown and to ``...--claims.csv`` (bench/report/checks.py:run_claims). The YAML
+written to the Markdown and to ``...--claims.csv`` (bench/report/claims.py:run_claims). The YAML
 schema: bench/report/tables.py. The write-ups in OUT (``results/*.md``) show the tables in marked
 blocks, filled here from the Markdown just written (bench/report/writeup.py).
 """
@@ -41,7 +41,8 @@ from ..errors import UserError
 from .cells import (CHANCE, CHANCE_RULE, MISSING, NOT_REPORTED, STALE, at_chance, cell_records, current_config, majority_share,
                     record_value, stale)
 from . import cost_table, stats, writeup
-from .checks import checks_summary, record_cells, run_checks, run_claims
+from .checks import checks_summary, record_cells, run_checks
+from .claims import run_claims
 from .leaderboard import OTHER_CODE, OTHER_CODE_RULE, cell_percent
 from .tables import TABLES_DIR, Table, apply_tuned, check_names, load_table, table_names, with_tuned_column
 

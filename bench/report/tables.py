@@ -30,7 +30,7 @@ Schema of a results table (lm-evaluation-harness style: short entries, a shared 
         set: [model.mode=upperbound] # optional row overrides
         paper: [0.2, 0.2, 1, 0.08]   # in column order; or {task: [per split]}; a value may be
                                      # [mean, std]; null = not reported (the whole row may be null)
-    claims:                  # optional: the paper's qualitative findings over cells (bench/report/checks.py
+    claims:                  # optional: the paper's qualitative findings over cells (bench/report/claims.py
                              # judges each: holds / does not hold / inconclusive)
       - text: "TLB beats the Transformer on ListOps 500-600"
         source: "[HALT §6.4]"
@@ -43,7 +43,7 @@ Schema of a results table (lm-evaluation-harness style: short entries, a shared 
         than: [gut-no-global-halt, gut-no-gate, gut-no-transition]
         lower_is_better: false       # optional; true by default for minutes_per_epoch
       - text: "halting at bound 40 costs <= 0.6x no-halt when the model halts early"
-        better: GUT                  # a ratio claim: better / than <= ratio_at_most (checks.py: RATIO_RULE)
+        better: GUT                  # a ratio claim: better / than <= ratio_at_most (claims.py: RATIO_RULE)
         than: GUT No Halt Upperbound
         split: "upper bound 40"
         ratio_at_most: 0.6
