@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
+from ..config import parse_overrides
 from ..errors import UserError
 from ..schema import Schema
 from . import stats
@@ -48,6 +49,7 @@ from .cells import (
 )
 from .claims import both_at_chance, cell_text, test_text
 from .stats import FAILS, HOLDS, UNSURE
+from .table_kind import TableKind
 
 TOL = 1e-4
 ROUNDING = 1e-6  # a change below this is printed as "< 1e-6": float rounding, not a property
@@ -235,3 +237,31 @@ def checks_summary(table, out: Path, preset: str) -> str:
     have = sum(_record_check(s, table, out, preset)[1] != "missing records" for s in record)
     missing = len(specs) - computed - len(record)
     return f"{computed} computed, {have}/{len(record)} recorded, {missing} n/i"  # n/i: not implemented
+
+
+# ---- the kind -------------------------------------------------------------------------------
+
+class ChecksTable(TableKind):
+    """A table of checks (the module docstring): one line per check, no cells and no claims."""
+    name = "checks"
+
+    def load(self, table, spec, raw, preset, where):
+        table.checks = list(spec.checks or [])
+        if not table.checks:
+            raise UserError(f"{where}: a checks table needs a non-empty 'checks' list")
+
+    def names(self, table):
+        specs = check_specs(table)
+        return [m for s in specs for m in s.get("models", [])], [t for s in specs for t in s.get("tasks", [])]
+
+    def check_overrides(self, table, registry, preset, overrides):
+        parse_overrides(overrides)
+
+    def runs(self, table, out, preset):
+        return record_cells(table)
+
+    def build(self, table, registry, preset, out, stem):
+        return run_checks(table, out, preset, registry)
+
+    def summary(self, table, out, registry):
+        return checks_summary(table, out, table.preset)
