@@ -93,18 +93,19 @@ def _paper_text(paper) -> str:
     return f"{round(mean, 2):g}" + ("" if std is None else f" ± {round(std, 2):g}")
 
 
-def _delta(ours: float | None, paper, kind: str) -> float | None:
+def _delta(ours: float | None, paper, how: str) -> float | None:
+    """ours - the paper's mean (``how`` points), or ours / it (``how`` ratio); None without both."""
     if ours is None or paper is None:
         return None
-    if kind == "ratio":
+    if how == "ratio":
         return ours / paper[0] if paper[0] else None
     return ours - paper[0]
 
 
-def _delta_text(d: float | None, kind: str) -> str:
+def _delta_text(d: float | None, how: str) -> str:
     if d is None:
         return MISSING
-    return f"×{d:.2f}" if kind == "ratio" else f"{round(d, 1) or 0.0:+.1f}"  # no "-0.0"
+    return f"×{d:.2f}" if how == "ratio" else f"{round(d, 1) or 0.0:+.1f}"  # no "-0.0"
 
 
 def _fresh_records(table: Table, row: Row, col: Column, out: Path, preset: str, registry, stale_runs: dict) -> tuple:
