@@ -26,6 +26,9 @@ case over seeds: the largest change for ``same`` (passes below TOL), the smalles
 A record check (``expect: at_least_baseline``) is the same one-sided Welch test of the model
 against the baseline over seeds: holds when the model is significantly above, does not hold
 when it is significantly below, inconclusive otherwise.
+
+``ChecksTable`` is the kind: it loads the ``checks`` list, names the models and tasks they read,
+plans the runs the record checks read (``--run``) and builds one line per check (no claims).
 """
 from __future__ import annotations
 

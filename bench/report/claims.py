@@ -1,4 +1,4 @@
-"""The claims of a table (``claims:`` in bench/tables/*.yaml, parsed by bench/report/tables.py):
+"""The claims of a table (``claims:`` in bench/tables/*.yaml, parsed by bench/report/table_parts.py):
 the paper's qualitative findings over its cells, e.g. "TLB beats the Transformer on ListOps
 500-600", judged on our per-seed values by the tests of bench/report/stats.py (``RULE``): per
 pair a one-sided Welch t-test over seeds (a paired bootstrap over seeds and examples where both

@@ -18,6 +18,10 @@ shown with the device that measured them, never compared with the paper's GPU. C
 on the per-repeat values (bench/report/claims.py: RULE, and RATIO_RULE for ``ratio_at_most``); the
 ratio to the reference is the ratio of the repeats' geometric means with its 95% CI
 (bench/report/stats.py: ratio_ci), the same statistic the ratio claims test.
+
+``CostTable`` is the kind: a results table's file (rows, columns, the paper's minutes, claims)
+with a ``cost`` entry (``CostEntry``), whose ``--run`` measures (``measure``) and whose rows are
+built from the measurements (``build``).
 """
 from __future__ import annotations
 

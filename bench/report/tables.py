@@ -68,6 +68,9 @@ measures and writes the measurements beside the table (bench/report/cost_table.p
     metric: minutes_per_epoch        # as the paper prints; paper_units: minutes
     cost: {length: 100, batch: 32, repeats: 5, warmup: 1, threads: 1, reference: "GUT No Halt Upperbound"}
 
+A table of checks (``kind: checks``; nope-properties) lists a paper's stated properties instead
+of cells; its entries are described in bench/report/checks.py.
+
 A side's ``model`` is a row label, or the model of exactly one row; its ``split`` a column
 label, or the split of exactly one column (a split named for another preset, in a table whose
 splits follow the preset, maps by position: T512_p98 -> T128_p98 at the small preset). Every
