@@ -57,6 +57,7 @@ class SideEntry(Schema):
 
 @dataclass(frozen=True)
 class Column:
+    """One column: a task's split, its printed label, and the overrides of its cells."""
     task: str
     split: str
     label: str
@@ -65,6 +66,7 @@ class Column:
 
 @dataclass(frozen=True)
 class Row:
+    """One row: a registry model, its printed label, its overrides and the paper's numbers."""
     model: str
     label: str
     set: tuple[str, ...] = ()
@@ -80,6 +82,7 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Claim:
+    """One of the paper's findings over the table's cells, as the pairs of cells it compares."""
     text: str
     source: str
     comparisons: tuple[Comparison, ...]
@@ -90,6 +93,8 @@ class Claim:
 
 @dataclass
 class Table:
+    """A table as ``bench reproduce`` uses it; ``kind`` names the class that loaded it and does the
+    rest (bench/report/tables.py: KINDS); the fields a kind does not use keep their defaults."""
     name: str
     title: str
     source: str
@@ -112,14 +117,15 @@ class Table:
 
     @property
     def unit(self) -> str:
+        """The display unit of the cells: % (accuracies), or min (minutes per epoch)."""
         return "min" if self.metric == "minutes_per_epoch" else "%"
 
     def cell_set(self, row: Row, col: Column) -> list[str]:
+        """The overrides of one cell: the table's, the row's, the column's, then the row's tuned values."""
         return [*self.set, *row.set, *col.set, *self.tuned_sets.get((row.model, col.task), ())]
 
 
 # ---- parsing ----------------------------------------------------------------------------------
-
 
 def load_cells(table: Table, spec, raw: dict, preset: str, where: str) -> None:
     """The parts of a table of cells (rows x columns) from its file: metric, statistic, overrides,
