@@ -189,6 +189,7 @@ def test_row_and_column_overrides_find_their_records_and_ratios(tmp_path):
     ("paper_units: percent", "paper_units minutes goes with metric minutes_per_epoch"),
     ("base: toy-bad", "base cycle"),
     ("prest: paper", "unknown key(s) prest"),
+    ("kind: nonsense", "kind must be one of results, cost, checks, got 'nonsense'"),
 ])
 def test_malformed_tables_are_one_line_errors(tmp_path, bad, message):
     table = {**yaml.safe_load(TOY), **yaml.safe_load(bad)}  # the bad key replaces the toy's (YAML refuses a key given twice)
@@ -225,6 +226,47 @@ def test_list_names_every_table_with_its_record_count(tmp_path, capsys, registry
     assert max(len(line) for line in printed.splitlines()) <= 100  # piped: fits 100 columns
     assert main(["reproduce", "--list", "--full", "--out", str(tmp_path)]) == 0
     assert any(t.title in capsys.readouterr().out for t in [load_table("halt-table1-cpu")])  # --full: whole titles
+
+
+LISTING = """
+title: a listing
+source: made up
+preset: paper
+seeds: [0]
+kind: listing
+checks: [ab, abc]
+"""
+
+
+def test_a_new_table_kind_is_one_class_registered_in_kinds(tmp_path, monkeypatch, capsys):
+    """A kind of table is a TableKind subclass named in tables.KINDS: a file of that kind loads
+    through it, and bench reproduce prints and writes what it builds, nothing else changed."""
+    from bench.report import reproduce, tables
+    from bench.report.table_kind import TableKind
+
+    class Listing(TableKind):  # each item of the file with its length
+        name = "listing"
+
+        def load(self, table, spec, raw, preset, where):
+            table.checks = list(raw["checks"])
+
+        def names(self, table):
+            return [], []
+
+        def build(self, table, registry, preset, out, stem):
+            rows = [[item, str(len(item))] for item in table.checks]
+            return {"headers": ["item", "length"], "rows": rows, "note": f"{len(rows)} items",
+                    "csv": [{"item": item, "length": len(item)} for item in table.checks]}
+
+    monkeypatch.setitem(tables.KINDS, "listing", Listing())
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "t.yaml").write_text(LISTING)
+    monkeypatch.setattr(reproduce, "load_table", lambda name, preset=None: load_table(name, preset, folder=tmp_path / "tables"))
+    assert main(["reproduce", "t", "--out", str(tmp_path)]) == 0
+    assert printed_row(capsys.readouterr().out, "abc") == ["abc", "3"]
+    assert (tmp_path / "reproduce" / "t.csv").read_text().splitlines() == ["item,length", "ab,2", "abc,3"]
+    md = (tmp_path / "reproduce" / "t.md").read_text()
+    assert md.startswith(f"# a listing\n\n`bench reproduce t --out {tmp_path}`\n\n2 items.\n") and "## The paper's claims" not in md
 
 
 def test_unknown_table_is_one_line_with_a_suggestion(capsys):

@@ -50,7 +50,7 @@ def claim_runs(tmp_path):
 
 
 def judged(folder):
-    from bench.report.checks import run_claims
+    from bench.report.claims import run_claims
 
     table = load_table("t", folder=folder / "tables")
     result = build(table, folder, "paper")
@@ -84,7 +84,7 @@ def test_claims_hold_fail_or_stay_inconclusive_by_the_tests(claim_runs):
 
 
 def test_a_pair_with_fewer_than_two_seeds_has_no_test(claim_runs):
-    from bench.report.checks import run_claims
+    from bench.report.claims import run_claims
 
     table = load_table("t", folder=claim_runs / "tables")
     values = {("tlb", "len500_600"): ([60.0], False), ("transformer", "len500_600"): ([50.0, 50.0], False)}
@@ -93,7 +93,7 @@ def test_a_pair_with_fewer_than_two_seeds_has_no_test(claim_runs):
 
 
 def test_the_paper_without_its_number_of_runs_or_spread_gets_no_test(claim_runs):
-    from bench.report.checks import run_claims
+    from bench.report.claims import run_claims
 
     table = load_table("t", folder=claim_runs / "tables")
     values = {("tlb", "len500_600"): ([30.0, 32.0, 34.0], False), ("transformer", "len500_600"): ([10.0, 11.0, 12.0], False)}

@@ -176,7 +176,7 @@ def cmd_reproduce(args, registry) -> int:
     seeds = parse_seeds(args) if args.seeds is not None else None
     table, preset = reproduce.select_table(args.table, registry, args.preset, models, seeds, args.set)
     failed = []
-    if args.run and table.kind == "cost":  # measured, not trained (bench/report/cost_table.py)
+    if args.run and reproduce.measures(table):  # measured now, not trained (a cost table: bench/report/cost_table.py)
         path = reproduce.measure_cost(table, registry, preset, out, args.set,
                                       progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
         print(f"measured: {path}", file=sys.stderr)

@@ -15,21 +15,46 @@ column (HALT Table 5: GUT No Halt Upperbound at the same bound), beside the pape
 divided by its reference's. That ratio is comparable across hardware; the absolute minutes per
 epoch (the median step time x the preset's steps per epoch, ``ceil(n_train / batch)``) are
 shown with the device that measured them, never compared with the paper's GPU. Claims are judged
-on the per-repeat values (bench/report/checks.py: RULE, and RATIO_RULE for ``ratio_at_most``); the
+on the per-repeat values (bench/report/claims.py: RULE, and RATIO_RULE for ``ratio_at_most``); the
 ratio to the reference is the ratio of the repeats' geometric means with its 95% CI
 (bench/report/stats.py: ratio_ci), the same statistic the ratio claims test.
+
+``CostTable`` is the kind: a results table's file (rows, columns, the paper's minutes, claims)
+with a ``cost`` entry (``CostEntry``), whose ``--run`` measures (``measure``) and whose rows are
+built from the measurements (``build``).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from ..errors import UserError
 from ..records import write_atomic
+from ..schema import Schema
 from . import stats
 from .cells import MISSING, NOT_REPORTED
+from .claims import run_claims
+from .outputs import output_stem
+from .results_table import ResultsTable
+from .table_parts import row_label
+
+@dataclass
+class CostEntry(Schema):
+    """A cost table's measurement: every cell a training step at batch x length (bench/cost/);
+    ``reference`` is the row every cell's time is divided by, in the same column."""
+    length: int
+    reference: str
+    batch: int | None = None  # None: the preset's train.batch_size
+    repeats: int = 3
+    warmup: int = 1
+    threads: int = 1
+    device: Literal["cpu", "cuda"] = "cpu"
+
 
 HEADERS = ["row", "column", "ms/step", "spread", "halt depth", "ours min/epoch", "paper min/epoch", "ours × ref", "paper × ref",
            "Δ (ours ÷ paper, × ref)"]
@@ -157,3 +182,40 @@ def build(table, preset: str, stem: Path) -> dict:
             f"paper: {table.source}; {MISSING} = not measured, {NOT_REPORTED} = not reported by the paper")
     return {"headers": HEADERS, "rows": rows, "cells": cells, "values": values, "depths": depths, "note": note,
             "measured": data is not None}
+
+
+class CostTable(ResultsTable):
+    """A results table whose cells are measured now rather than trained (the module docstring):
+    its file has the cells of a results table, metric minutes_per_epoch and a ``cost`` entry."""
+    name = "cost"
+    measures = True
+
+    def load_own(self, table, raw, where):
+        if table.metric != "minutes_per_epoch" or not raw.get("cost"):
+            raise UserError(f"{where}: a cost table has metric minutes_per_epoch and a 'cost' entry (length, reference, ...)")
+        table.cost = dataclasses.asdict(CostEntry.from_mapping(raw["cost"], f"{where}, cost",
+                                                               "cost is {length, reference, batch, repeats, warmup, threads, device}"))
+        table.cost["reference"] = row_label(table.cost["reference"], table, f"{where}, cost.reference")
+        if min(table.cost["length"], table.cost["repeats"], table.cost["threads"], table.cost["batch"] or 1) < 1 or table.cost["warmup"] < 0:
+            raise UserError(f"{where}: cost.length, batch, repeats and threads are >= 1, warmup >= 0")
+
+    def runs(self, table, out, preset):
+        return {}  # measured, not trained
+
+    def measure(self, table, registry, preset, stem, progress=None):
+        return measure(table, registry, preset, stem, progress)
+
+    def build(self, table, registry, preset, out, stem):
+        built = build(table, preset, stem)
+        built["csv"], built["source"] = built["cells"], stem
+        return built
+
+    def judge(self, table, built):
+        claims = run_claims(table, built["values"], built["depths"], over="timed repeats") if table.claims else None
+        return claims if claims and claims["rows"] else None
+
+    def files(self, table, built, stem, preset):
+        return [measured_path(stem)] if built["measured"] and built["source"] == stem else []  # written where it was measured
+
+    def summary(self, table, out, registry):
+        return "measured" if build(table, table.preset, output_stem(out, table, table.preset))["measured"] else "not measured"

@@ -1,0 +1,183 @@
+"""The claims of a table (``claims:`` in bench/tables/*.yaml, parsed by bench/report/table_parts.py):
+the paper's qualitative findings over its cells, e.g. "TLB beats the Transformer on ListOps
+500-600", judged on our per-seed values by the tests of bench/report/stats.py (``RULE``): per
+pair a one-sided Welch t-test over seeds (a paired bootstrap over seeds and examples where both
+cells have per-example outcomes on the same examples), the effect with its 95% CI; a claim over
+several pairs holds when every pair holds at alpha 0.05, does not hold when some pair is
+significant the other way after Holm's correction over the pairs, and is inconclusive otherwise.
+
+A pair whose two cells are both at chance (``~`` in the table: mean accuracy within 2 binomial
+standard errors of the split's majority-class share, bench/report/cells.py:at_chance) is
+inconclusive, whatever its p: the difference of two cells at chance is noise.
+
+The paper's own numbers are judged by the same test from its printed mean ± std and its number
+of runs (the table's ``paper_seeds``); a table that prints no spread is marked so.
+
+A ratio claim (``ratio_at_most: r``, e.g. "GUT with halting at bound 40 costs <= 0.6x no-halt"),
+judged by ``RATIO_RULE`` on the per-repeat times of a cost table: Welch on the logarithms, the
+ratio of geometric means with its 95% CI; inconclusive besides when (``halt_depth_below: d``) the
+better cell's mean halting depth is >= d: the claim's premise ("when the model halts early") is
+absent.
+
+Any table kind with cells judges its claims here (``run_claims``); the texts of a test
+(``test_text``, ``cell_text``, ``both_at_chance``) are shared with the record checks of
+bench/report/checks.py.
+"""
+from __future__ import annotations
+
+from . import stats
+from .cells import STALE
+from .stats import FAILS, HOLDS, UNSURE
+
+RULE = ("per pair, a one-sided Welch t-test of A beating B over {over} (H1: mean_A > mean_B, < where lower is better; "
+        "a paired bootstrap over seeds, then examples, where both cells have per-example outcomes on the same examples), "
+        "the effect Δ = mean_A - mean_B with its 95% CI (Welch-Satterthwaite); a claim holds when every pair has p < 0.05 "
+        "(intersection-union), does not hold when some pair is significant the other way after Holm's correction over "
+        "the claim's pairs, and is inconclusive otherwise; a pair with < 2 values a side, or whose cells are both at chance "
+        "(~), has no test; cells: mean ± 95% t-interval half-width (n); paper = the same test on its printed mean ± std {paper}")
+RATIO_RULE = ("A costs <= r x B: Welch t on the logarithms of the timed repeats, H1: mean log A - mean log B < log r; "
+              "ratio = geometric mean of A / of B with its 95% CI; inconclusive when the claim's premise (halting depth "
+              "below a bound) is absent; paper: its means only, no spread printed")
+
+
+def _p_text(p: float, label: str = "p") -> str:
+    return f"{label} < 0.001" if p < 0.001 else f"{label} = {p:.3f}"
+
+
+def test_text(t: stats.PairTest, digits: int, over: str = "seeds", ratio_to: float | None = None, reverse: float | None = None) -> str:
+    """The effect, its 95% CI, the p-value (``reverse``: the Holm-adjusted p against the claim
+    instead), n per side and the test."""
+    p = _p_text(t.p) if reverse is None else _p_text(reverse, "reverse p (Holm)")
+    n = f"n {t.n[0]} vs {t.n[1]} {over}"
+    if ratio_to is not None:
+        return f"ratio {t.effect:.2f} [95% CI {t.ci[0]:.2f}, {t.ci[1]:.2f}] vs ≤ {ratio_to:g}, {p}, {n}, {t.test}"
+    f = f"{{:+.{digits}f}}"
+    return f"Δ {f.format(t.effect)} [95% CI {f.format(t.ci[0])}, {f.format(t.ci[1])}], {p}, {n}, {t.test}"
+
+
+def cell_text(row: str, values: list[float], digits: int) -> str:
+    if not values:
+        return f"{row} — (0)"
+    m, half = stats.mean_ci(values)
+    return f"{row} {m:.{digits}f}" + ("" if half is None else f" ± {half:.{digits}f}") + f" ({len(values)})"
+
+
+def both_at_chance(majority_a: float, majority_b: float, digits: int) -> str:
+    """Why a pair of cells at chance has no test, with their majority-class shares."""
+    shares = " / ".join(dict.fromkeys(f"{m:.{digits}f}%" for m in (majority_a, majority_b)))
+    return f"both at chance (majority {shares}): no test"
+
+
+def _aggregate(tests: list, texts: list[str], digits: int, over: str, ratio_to: float | None) -> tuple[str, str, dict]:
+    """(verdict, why, the deciding pair's numbers) over a claim's pairs (stats.combine); ``texts``
+    names each pair's cells, and says why a pair without a test has none."""
+    verdict, i = stats.combine(tests)
+    p_rev = stats.holm([1.0 if t is None else t.p_reverse for t in tests])
+    k = len(tests)
+
+    def line(j):
+        t = tests[j]
+        if t is None:
+            return texts[j]
+        return f"{texts[j]}: {test_text(t, digits, over, ratio_to, p_rev[j] if verdict == FAILS else None)}"
+
+    decided = line(i)
+    if k > 1:
+        each = stats.verdicts(tests)
+        counts = f"of {k} pairs {each.count(HOLDS)} hold, {each.count(FAILS)} do not, {each.count(UNSURE)} inconclusive"
+        lead = "strongest reversal:" if verdict == FAILS else "weakest:" if tests[i] is not None else "e.g."
+        decided = f"{counts}; {lead} {decided}"
+    t = tests[i] if i is not None else None
+    numbers = {"effect": None if t is None else t.effect, "ci_low": None if t is None else t.ci[0],
+               "ci_high": None if t is None else t.ci[1], "p": None if t is None else (p_rev[i] if verdict == FAILS else t.p),
+               "n": "" if t is None else f"{t.n[0]} vs {t.n[1]}", "test": "" if t is None else t.test}
+    return verdict, decided, numbers
+
+
+def _paper_test(a, b, claim, seeds: int | None):
+    """(test or None, why none) on the paper's printed (mean, std or None) pair."""
+    if a is None or b is None:
+        return None, "not reported"
+    if claim.ratio_at_most is not None or a[1] is None or b[1] is None:
+        return None, "no spread printed"
+    if not seeds:
+        return None, "the paper's number of runs is not given (paper_seeds)"
+    return stats.welch_from_stats(a, b, seeds, claim.lower_is_better), ""
+
+
+def _judge_pair(pair, claim, values: dict, depths: dict, at_chance: dict, outcomes: dict, digits: int, scale: float,
+                over: str) -> tuple[stats.PairTest | None, str]:
+    """(our test of one pair or None, the text naming its cells, with why it has no test)."""
+    (ra, ca), (rb, cb) = pair.better, pair.than
+    where = ca if ca == cb else f"{ca} vs {cb}"
+    va, stale_a = values[pair.better]
+    vb, stale_b = values[pair.than]
+    mark = f" {STALE}" if stale_a or stale_b else ""
+    text = f"{cell_text(ra, va, digits)} vs {cell_text(rb, vb, digits)} on {where}{mark}"
+    test, why = None, ""
+    if claim.ratio_at_most is not None:
+        depth = depths.get(pair.better)
+        if claim.halt_depth_below is not None and (depth is None or depth >= claim.halt_depth_below):
+            said = "not measured" if depth is None else f"{depth:.2f} >= {claim.halt_depth_below:g}"
+            why = f"premise absent: halting depth {said}"
+        else:
+            test = stats.ratio_test(va, vb, claim.ratio_at_most)
+            if depth is not None:
+                text += f" (halting depth {depth:.2f})"
+    elif pair.better in at_chance and pair.than in at_chance:
+        why = both_at_chance(at_chance[pair.better], at_chance[pair.than], digits)
+    elif pair.better in outcomes and pair.than in outcomes and (both := stats.aligned_outcomes(outcomes[pair.better],
+                                                                                                outcomes[pair.than])):
+        test = stats.paired_bootstrap(both[0] * scale, both[1] * scale, claim.lower_is_better)
+    else:
+        test = stats.welch(va, vb, claim.lower_is_better)
+    if test is None and not why:
+        why = f"n = {len(va)} vs {len(vb)} (< 2 {over} a side): no test"
+    return test, f"{text}: {why}" if why else text
+
+
+def _paper_verdict(tests: list, texts: list[str], digits: int, seeds: int | None) -> tuple[str, str]:
+    """(verdict, why) of the paper's own numbers over a claim's pairs; without any test, the reason."""
+    if all(t is None for t in tests):
+        reasons = {text.rpartition(": ")[2] for text in texts}
+        verdict = "n/r" if reasons == {"not reported"} else next(iter(sorted(reasons - {"not reported"})))
+        return verdict, verdict
+    verdict, why, _ = _aggregate(tests, texts, digits, f"runs (paper_seeds {seeds})", None)
+    return verdict, why
+
+
+def run_claims(table, values: dict, depths: dict | None = None, over: str = "seeds", at_chance: dict | None = None,
+               outcomes: dict | None = None) -> dict:
+    """Each claim of a table judged on ``values`` ({(row label, column label): (per-seed values in
+    display units, stale)}) and on the paper's numbers: headers, rows, CSV rows and the rule.
+    Comparisons naming a row the table no longer has (``--models``) are left out; a claim left
+    with none is not shown. ``depths``: {(row, column): mean halting depth} for ratio claims'
+    premises (cost tables); ``over``: what the values are samples of (seeds, or a cost table's
+    timed repeats); ``at_chance``: {(row, column): majority-class share} of the cells at chance;
+    ``outcomes``: {(row, column): [per-seed {"index", "correct"}, ...]} where every seed has
+    per-example outcomes (then a pair of such cells on the same examples is tested paired)."""
+    digits, scale = (2, 1.0) if table.unit == "min" else (1, 100.0)
+    paper = {(r.label, c.label): p for r in table.rows for c, p in zip(table.columns, r.paper)}
+    seeds = getattr(table, "paper_seeds", None)
+    rows, csv_rows = [], []
+    for claim in table.claims:
+        pairs = [p for p in claim.comparisons if p.better in values and p.than in values]
+        if not pairs:
+            continue
+        ours = [_judge_pair(p, claim, values, depths or {}, at_chance or {}, outcomes or {}, digits, scale, over) for p in pairs]
+        theirs = []
+        for p in pairs:
+            (ra, ca), (rb, cb) = p.better, p.than
+            ptest, pwhy = _paper_test(paper.get(p.better), paper.get(p.than), claim, seeds)
+            theirs.append((ptest, f"{ra} vs {rb} on {ca if ca == cb else f'{ca} vs {cb}'}" + (f": {pwhy}" if pwhy else "")))
+        verdict, why, numbers = _aggregate([t for t, _ in ours], [x for _, x in ours], digits, over, claim.ratio_at_most)
+        pverdict, pwhy = _paper_verdict([t for t, _ in theirs], [x for _, x in theirs], digits, seeds)
+        rows.append([claim.text, claim.source, verdict, why, pverdict])
+        csv_rows.append({"claim": claim.text, "source": claim.source, "ours": verdict, "why": why, **numbers,
+                         "paper": pverdict, "paper_why": pwhy})
+    headers = ["claim", "source", "ours", "why", "paper"]
+    paper_rule = (f"and the paper's {seeds} runs per cell" if seeds else "(the paper's number of runs not given: no test)")
+    rule = RULE.format(over=over, paper=paper_rule)
+    if any(c.ratio_at_most is not None for c in table.claims):
+        rule += "; ratio claims: " + RATIO_RULE
+    return {"headers": headers, "rows": rows, "csv": csv_rows, "rule": rule}

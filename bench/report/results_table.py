@@ -1,0 +1,308 @@
+"""Results tables (``kind: results``, the default): a paper's table, our run records beside the
+paper's numbers. Rows are the table's rows; per column (task, split) our value (mean ± the
+half-width of its 95% t interval over seeds, n seeds, the test set's binomial standard error;
+``—`` when no record exists, never 0), the paper's and the difference.
+
+Records are read from ``OUT/runs/<task>/<preset>/<model>/seed<N>[-<tag>].json``, the tag being
+the hash of the cell's learning-relevant overrides (table + row + column ``set``, and the tuned
+values of bench/report/tuned.py). A cell whose records were made with settings the registry no
+longer resolves to (a preset edited since) is marked † and the note names the differences. A
+cell of accuracies whose records carry the split's majority-class share (classification tasks)
+and whose mean is within 2 standard errors of it is marked ~ (at chance;
+bench/report/cells.py:at_chance). Its claims are judged over the per-seed values
+(bench/report/claims.py), paired on per-example outcomes where every record has them. Besides
+NAME.md and NAME.csv it writes NAME.png: ours against the paper per cell.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ..errors import UserError
+from ..records import other_code, overrides_tag
+from ..stats import mean_std
+from . import stats
+from .cells import (CHANCE, CHANCE_RULE, MISSING, NOT_REPORTED, STALE, at_chance, cell_records, current_config, majority_share,
+                    record_value, stale)
+from .claims import run_claims
+from .leaderboard import OTHER_CODE, OTHER_CODE_RULE, cell_percent
+from .table_kind import TableKind
+from .table_parts import Column, Row, Table, load_cells, load_claims
+from .tuned import apply_tuned, with_tuned_column
+
+PROXY_PRESETS = ("smoke", "small")
+BINOMIAL_METRICS = ("acc", "last_acc")  # one 0/1 outcome per example: a binomial standard error applies
+
+
+# ---- cells ----------------------------------------------------------------------------------
+
+def _summary(values: list[float], stat: str) -> float | None:
+    vals = sorted(values)
+    if not vals:
+        return None
+    if stat == "median":
+        mid = len(vals) // 2
+        return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+    return sum(vals) / len(vals)
+
+
+def _ours_text(values: list[float], center: float | None, table: Table, examples: int | None = None) -> str:
+    """values as recorded (fractions, or minutes): the mean ± the half-width of its 95% t interval
+    over seeds (stats.mean_ci), or the median, with n; beside an accuracy, the test set's binomial
+    standard error of one run (``examples``: the split's size)."""
+    if center is None:
+        return MISSING
+    scale, digits = (100.0, 1) if table.unit == "%" else (1.0, 2)
+    if table.stat == "median":
+        text = cell_percent(values, "median") if table.unit == "%" else f"{center:.2f}"
+        return f"{text} ({len(values)})"
+    mean, half = stats.mean_ci(values)
+    text = f"{scale * mean:.{digits}f}" + ("" if half is None else f" ± {scale * half:.{digits}f}") + f" ({len(values)}"
+    if examples and table.metric in BINOMIAL_METRICS:
+        text += f", se {scale * stats.binomial_se(min(max(mean, 0.0), 1.0), examples):.{digits}f}"
+    return text + ")"
+
+
+def _examples(records: list[dict], split: str) -> int | None:
+    """The split's number of examples (the smallest over the records), None when not recorded."""
+    sizes = [r.get("metrics", {}).get(split, {}).get("n") for r in records]
+    return min(sizes) if sizes and all(sizes) else None
+
+
+def _outcomes(out: Path, table: Table, row, col, preset: str, records: list[dict]) -> list[dict] | None:
+    """Per-seed outcomes of one cell's split ({"index", "correct"}), where bench keeps them and
+    every record has them (a paired test on the same examples); None otherwise."""
+    import bench
+
+    load = getattr(bench, "load_outcomes", None)
+    if load is None or table.metric != "acc" or len(records) < 2 or not all("outcomes" in r for r in records):
+        return None
+    tag = overrides_tag(table.cell_set(row, col))
+    folder = Path(out) / "runs" / col.task / preset / row.model
+    try:
+        per_seed = [load(folder / f"seed{r['seed']}{'-' + tag if tag else ''}.json").get(col.split) for r in records]
+    except UserError:
+        return None
+    return per_seed if all(o is not None and "index" in o and "correct" in o for o in per_seed) else None
+
+
+def _paper_text(paper) -> str:
+    if paper is None:
+        return NOT_REPORTED
+    mean, std = paper
+    return f"{round(mean, 2):g}" + ("" if std is None else f" ± {round(std, 2):g}")
+
+
+def _delta(ours: float | None, paper, how: str) -> float | None:
+    """ours - the paper's mean (``how`` points), or ours / it (``how`` ratio); None without both."""
+    if ours is None or paper is None:
+        return None
+    if how == "ratio":
+        return ours / paper[0] if paper[0] else None
+    return ours - paper[0]
+
+
+def _delta_text(d: float | None, how: str) -> str:
+    if d is None:
+        return MISSING
+    return f"×{d:.2f}" if how == "ratio" else f"{round(d, 1) or 0.0:+.1f}"  # no "-0.0"
+
+
+def _fresh_records(table: Table, row: Row, col: Column, out: Path, preset: str, registry, stale_runs: dict) -> tuple:
+    """(the cell's records made with today's settings where it has any, else all of them; its
+    failed runs; its records in all; the stale mark or ""). ``stale_runs`` caches, per run
+    (model, task, overrides), each seed's reason to be stale (None when current)."""
+    run = (row.model, col.task, tuple(sorted(table.cell_set(row, col))))
+    recs = cell_records(out, row.model, col.task, preset, table.cell_set(row, col), table.seeds)
+    ok = [r for r in recs if r.get("status") == "ok"]
+    failed = sum(r.get("status") == "failed" for r in recs)  # pruned tuning trials: not finished, not failed
+    mark = ""
+    if registry is not None and ok:
+        if run not in stale_runs:
+            current = current_config(registry, row.model, col.task, preset, table.cell_set(row, col))
+            stale_runs[run] = {r["seed"]: stale(r, current) for r in ok}
+        fresh = [r for r in ok if not stale_runs[run][r["seed"]]]
+        ok, mark = (fresh, "") if fresh else (ok, f" {STALE}")
+    return ok, failed, len(recs), mark
+
+
+def _raw(table: Table, col: Column, ok: list[dict]) -> list[float]:
+    """The records' values of the cell's metric, as recorded (fractions, or minutes); none missing or NaN."""
+    return [v for v in (record_value(r, col.split, table.metric) for r in ok) if v is not None and not math.isnan(v)]
+
+
+def _cell(table: Table, row: Row, col: Column, paper, ok: list[dict], counts: tuple[int, int], mark: str,
+          majority, chance: bool) -> tuple[list[str], dict]:
+    """One cell's (ours, paper, Δ) texts and its CSV line, from its records (``counts``: its failed
+    runs and its records in all; ``majority``: the split's majority share (p, n) or None;
+    ``chance``: whether the cell is at chance)."""
+    failed, n_recs = counts
+    scale = 100.0 if table.unit == "%" else 1.0
+    raw = _raw(table, col, ok)
+    values = [v * scale for v in raw]
+    center = _summary(values, table.stat)
+    d = _delta(center, paper, table.delta)
+    examples = _examples(ok, col.split) if raw else None
+    text = "FAIL" if failed and not ok else _ours_text(raw, center, table, examples) + mark
+    text += f" {CHANCE}" if chance else ""
+    text += f" {OTHER_CODE}" if any(other_code(r) for r in ok) else ""
+    if failed and ok:
+        text += f" (FAIL {failed}/{n_recs})"
+    line = {"row": row.label, "model": row.model, "task": col.task, "split": col.split, "column": col.label,
+            "n": len(values), "failed": failed, "ours": center, "ours_std": mean_std(values)[1] if values else None,
+            "ours_ci95": stats.mean_ci(values)[1] if values else None, "examples": examples,
+            "binomial_se": (scale * stats.binomial_se(min(max(sum(raw) / len(raw), 0.0), 1.0), examples)
+                            if examples and raw and table.metric in BINOMIAL_METRICS else None),
+            "paper": None if paper is None else paper[0], "paper_std": None if paper is None else paper[1], "delta": d,
+            "stale": bool(mark), "majority": None if majority is None else majority[0] * scale, "at_chance": chance}
+    return [text, _paper_text(paper), _delta_text(d, table.delta)], line
+
+
+def build(table: Table, out: Path, preset: str, registry=None) -> dict:
+    """Headers, rows, per-cell numbers, and the runs found / expected (a run is a model, task,
+    override set and seed: one run fills every column of its task). With a registry, records
+    made with settings the registry no longer gives are left out of a cell that has current
+    ones, and marked STALE where they are all it has. A cell at chance (``at_chance``: its mean
+    accuracy near the split's majority-class share) is marked CHANCE; ``at_chance`` maps it to
+    that share in display units, for the claims.
+
+    Layout: one row per table row and (ours, paper, Δ) per column; a table of several tasks
+    with several splits each (RSA Table 2) is printed long instead, one row per (task, row)
+    and (ours, paper, Δ) per split, as the papers print it."""
+    texts, cells, present, expected, stale_runs, values_by_cell, chance_by_cell, outcomes = {}, [], set(), set(), {}, {}, {}, {}
+    scale = 100.0 if table.unit == "%" else 1.0
+    for row in table.rows:
+        for col, paper in zip(table.columns, row.paper):
+            run = (row.model, col.task, tuple(sorted(table.cell_set(row, col))))
+            ok, failed, n_recs, mark = _fresh_records(table, row, col, out, preset, registry, stale_runs)
+            expected.add(run)
+            present.update((*run, r["seed"]) for r in ok if not mark)
+            raw = _raw(table, col, ok)
+            values_by_cell[row.label, col.label] = ([v * scale for v in raw], bool(mark))
+            majority = majority_share(ok, col.split) if table.metric == "acc" and raw else None
+            chance = bool(majority) and at_chance(sum(raw) / len(raw), majority)
+            if chance:
+                chance_by_cell[row.label, col.label] = majority[0] * scale
+            per_seed = _outcomes(out, table, row, col, preset, ok) if raw else None
+            if per_seed:
+                outcomes[row.label, col.label] = per_seed
+            texts[row.label, col.label], line = _cell(table, row, col, paper, ok, (failed, n_recs), mark, majority, chance)
+            cells.append(line)
+    headers, rows = _layout(table, texts)
+    only_stale = [run for run, by_seed in stale_runs.items() if all(by_seed.values())]
+    reasons = sorted({why for run in only_stale for why in stale_runs[run].values() if why})
+    return {"headers": headers, "rows": rows, "cells": cells, "values": values_by_cell, "at_chance": chance_by_cell, "outcomes": outcomes,
+            "chance": CHANCE_RULE if chance_by_cell else "", "present": len(present), "expected": len(expected) * len(table.seeds),
+            "other_code": OTHER_CODE_RULE if any(f" {OTHER_CODE}" in t[0] for t in texts.values()) else "",
+            "stale": (f"{STALE} = only records made with settings the registry no longer gives for that cell "
+                      f"({len(only_stale)} of {len(expected)} (model, task) cells; {'; '.join(reasons[:3])}): "
+                      "rerun them to compare the current setting; they do not count as present") if reasons else ""}
+
+
+def _layout(table: Table, texts: dict) -> tuple[list[str], list[list[str]]]:
+    tasks = list(dict.fromkeys(c.task for c in table.columns))
+    if len(tasks) == 1 or len(table.columns) == len(tasks):  # wide: a column per (task, split)
+        headers = ["row"] + [f"{c.label} {what}" for c in table.columns for what in ("ours", "paper", "Δ")]
+        return headers, [[r.label] + [t for c in table.columns for t in texts[r.label, c.label]] for r in table.rows]
+    splits = list(dict.fromkeys(c.split for c in table.columns))
+    label = {(c.task, c.split): c.label for c in table.columns}
+    headers = ["task", "row"] + [f"{split} {what}" for split in splits for what in ("ours", "paper", "Δ")]
+    rows = [[task, r.label] + [t for split in splits for t in texts.get((r.label, label.get((task, split))), ["", "", ""])]
+            for task in tasks for r in table.rows]
+    return headers, rows
+
+
+def note(table: Table, preset: str, present: int, expected: int, out: Path) -> str:
+    se = ", se = the test set's binomial standard error of one run, sqrt(p(1-p)/examples)" if table.metric in BINOMIAL_METRICS else ""
+    stat = "median over seeds (n)" if table.stat == "median" else f"mean ± half-width of its 95% t interval over seeds (n{se})"
+    unit = "in %" if table.unit == "%" else "in minutes per epoch"
+    where = f"preset {preset}"
+    if preset != table.preset:
+        proxy = "a CPU-sized proxy, not the paper's sizes" if preset in PROXY_PRESETS else "not the paper's preset"
+        where = f"{preset} preset (the table's is {table.preset}): {proxy}"
+    delta = "Δ = ours / paper" if table.delta == "ratio" else "Δ = ours - paper in points"
+    overrides = f"; overrides: {' '.join(table.set)}" if table.set else ""
+    return (f"{where}; {present}/{expected} runs present (seeds {','.join(map(str, table.seeds))} per cell){overrides}; "
+            f"ours = {stat} {unit}, from records under {out}/runs; paper: {table.source}; "
+            f"{delta}; {MISSING} = no record, {NOT_REPORTED} = not reported by the paper")
+
+
+def plot(stem: Path, table: Table, cells: list[dict], preset: str) -> Path | None:
+    """Ours (y, ± std) against the paper (x) per cell, one colour per row; None when no cell has both."""
+    both = [c for c in cells if c["ours"] is not None and c["paper"] is not None]
+    if not both:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    for label in dict.fromkeys(c["row"] for c in both):
+        mine = [c for c in both if c["row"] == label]
+        ax.errorbar([c["paper"] for c in mine], [c["ours"] for c in mine], yerr=[c["ours_std"] or 0 for c in mine],
+                    fmt="o", capsize=2, label=label, alpha=0.8)
+    lo = min(0.0, *(c["ours"] for c in both), *(c["paper"] for c in both))
+    hi = max(*(c["ours"] for c in both), *(c["paper"] for c in both)) * 1.05 or 1.0
+    ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
+    ax.set_xlabel(f"paper ({table.unit})")
+    ax.set_ylabel(f"ours, {table.stat} over seeds ({table.unit})")
+    ax.set_title(f"{table.name} ({preset} preset)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = stem.with_suffix(".png")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# ---- the kind -------------------------------------------------------------------------------
+
+class ResultsTable(TableKind):
+    """A paper's table beside our run records (the module docstring)."""
+    name = "results"
+
+    def load(self, table, spec, raw, preset, where):
+        load_cells(table, spec, raw, preset, where)
+        self.load_own(table, raw, where)
+        load_claims(table, raw, preset, where)
+
+    def load_own(self, table: Table, raw: dict, where: str) -> None:
+        """The keys that belong to this kind only (checked after the cells, before the claims)."""
+        if raw.get("cost"):
+            raise UserError(f"{where}: 'cost' belongs to a table of kind cost")
+
+    def runs(self, table, out, preset):
+        apply_tuned(table, out, preset)  # tuned rows train at their study's best values
+        groups: dict = {}
+        for row in table.rows:
+            for col in table.columns:
+                groups.setdefault((row.model, tuple(table.cell_set(row, col))), []).append(col.task)
+        return groups
+
+    def build(self, table, registry, preset, out, stem):
+        apply_tuned(table, out, preset)
+        built = build(table, out, preset, registry)
+        built["headers"], built["rows"] = with_tuned_column(table, built["headers"], built["rows"])
+        tuned = f"tuned: rows at the best setting of study {', '.join(table.tuned)} (bench tune)" if table.tuned else ""
+        built["note"] = "; ".join(part for part in (note(table, preset, built["present"], built["expected"], out), built["stale"],
+                                                    built["chance"], built["other_code"], tuned) if part)
+        built["csv"] = built["cells"]
+        return built
+
+    def judge(self, table, built):
+        claims = run_claims(table, built["values"], at_chance=built["at_chance"], outcomes=built["outcomes"]) if table.claims else None
+        return claims if claims and claims["rows"] else None
+
+    def files(self, table, built, stem, preset):
+        png = plot(stem, table, built["cells"], preset)
+        return [png] if png else []
+
+    def summary(self, table, out, registry):
+        apply_tuned(table, out, table.preset)
+        cells = build(table, out, table.preset, registry)["cells"]
+        current = sum(1 for c in cells if c["n"] and not c["stale"])
+        old = sum(1 for c in cells if c["n"] and c["stale"])
+        return f"{current}/{len(cells)} cells" + (f" (+{old} {STALE} stale only)" if old else "")
