@@ -166,7 +166,7 @@ def test_the_committed_writeups_show_their_tables_and_records():
     tables = {name: path.read_text() for name, path in writeup.blocks_tables(out).items()}
     for page in pages:
         text = page.read_text()
-        assert writeup.fill(text, tables, out, str(page)) == text, f"{page.name} is not filled: bench reproduce --writeups"
+        assert writeup.fill(text, tables, out, str(page)) == text, f"{page.name} is not filled: bench reproduce --writeups --out results"
 
 
 def test_the_stale_committed_tables_are_gone_or_rebuilt():
@@ -195,3 +195,9 @@ def test_the_writeups_prose_types_no_result_and_no_verdict(name):
     prose = re.sub(r"`[^`]*`|    .*", "", prose)  # commands and paths, inline and indented
     typed = re.findall(r"\d+\.\d+ ± |\d ?%|\d+(?:\.\d+)? ?(?:min\b|s of|h of|steps/s)", prose)
     assert typed == [], f"{name}: numbers typed by hand outside the blocks: {typed}"
+
+
+def test_writeups_without_a_folder_is_refused_in_one_line(capsys):
+    assert main(["reproduce", "--writeups"]) == 2  # rewriting the checkout's write-ups is asked for by name only
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--out results" in err

@@ -166,6 +166,8 @@ def cmd_reproduce(args, registry) -> int:
     if args.writeups:
         if args.table or args.run:
             raise UserError("--writeups rebuilds the tables the write-ups name from their records: give no table name and no --run")
+        if not args.out:
+            raise UserError("--writeups rewrites the write-ups (*.md) of the folder it reads: name it, e.g. --out results (the checkout's)")
         return _fill_writeups(out, registry)
     if not args.table:
         raise UserError("name a table (e.g. bench reproduce rsa-table2), or pass --list or --writeups")
