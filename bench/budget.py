@@ -211,7 +211,7 @@ def plan_budget(registry, models: list[str], task: str, preset: str, overrides: 
             d = search_width(meter, model, m * reference)
             ff, value = meter.d_ff(model, d), meter(model, d)
             widths.append(Width(model, task, m, d, ff, value, value / reference, meter.width_sets(model, d), meter.length))
-            log.info(f"bench: budget {budget} {multiple_text(m)} on {task}: {model} at d_model={d}"
+            log.debug(f"bench: budget {budget} {multiple_text(m)} on {task}: {model} at d_model={d}"
                      f"{f', d_ff={ff}' if ff else ''}: {value / reference:.3f}x the Transformer's")
     return widths
 
