@@ -11,6 +11,9 @@ What is matched, each measured on the model built as `bench run` builds it (fres
 * state: the bytes of the streaming state for one stream after the task's longest test length
   (bench/cost/state.py).
 
+``width`` is Zoology's sweep instead of a match: every family at the given d_model values (d_ff in
+proportion), its state bytes measured there, so that accuracy can be drawn against state size.
+
 The reference is the Transformer at the preset's width; a family's width is its ``d_model`` (a
 multiple of its ``n_heads``) with ``d_ff`` scaled in proportion, searched from the preset's width
 by doubling or halving until the target is bracketed, then by bisection over the multiples of
@@ -31,8 +34,10 @@ import torch
 from .config import resolve_run
 from .errors import UserError
 
-BUDGETS = ("params", "flops", "state")
-BUDGET_TEXT = {"params": "parameters", "flops": "training FLOPs per token", "state": "streaming state bytes"}
+BUDGETS = ("params", "flops", "state", "width")
+BUDGET_TEXT = {"params": "parameters", "flops": "training FLOPs per token", "state": "streaming state bytes",
+               "width": "streaming state bytes"}
+FIGURE = {"params": "params", "flops": "flops", "state": "state", "width": "state"}  # what each budget measures
 REFERENCE = "transformer"
 TOLERANCE = 0.10
 WIDTH_LIMIT = 16  # widest width searched: this many times the preset's d_model
@@ -41,8 +46,19 @@ log = logging.getLogger(__name__)
 
 def parse_budget(raw: str) -> str:
     if raw not in BUDGETS:
-        raise UserError(f"--budget {raw!r}: choose params, flops or state")
+        raise UserError(f"--budget {raw!r}: choose params, flops, state or width")
     return raw
+
+
+def parse_at(budget: str, raw: str | None) -> list[float]:
+    """--at: multiples of the Transformer's figure, or (``--budget width``) the d_model values."""
+    if budget != "width":
+        return parse_multiples(raw)
+    from .cost.common import parse_positive_ints
+
+    if raw is None:
+        raise UserError("--budget width needs --at with the d_model values, e.g. --at 32,64,128")
+    return [float(d) for d in parse_positive_ints(raw, "at", "32,64,128")]
 
 
 def parse_multiples(raw: str | None) -> list[float]:
@@ -70,7 +86,7 @@ class Width:
     the ratio of that figure to the reference's, and the --set items that give the width."""
     model: str
     task: str
-    multiple: float
+    multiple: float | None  # None: a --budget width row
     d_model: int
     d_ff: int | None
     value: float
@@ -80,7 +96,7 @@ class Width:
 
     @property
     def label(self) -> str:
-        return f"{self.model} @{multiple_text(self.multiple)}"
+        return f"{self.model} @{multiple_text(self.multiple)}" if self.multiple is not None else f"{self.model} d={self.d_model}"
 
 
 class Meter:
@@ -90,15 +106,16 @@ class Meter:
         from .cost import Setup
         from .runner.build import instantiate_task
 
-        self.registry, self.task, self.preset, self.budget = registry, task, preset, parse_budget(budget)
+        self.registry, self.task, self.preset = registry, task, preset
+        self.budget = FIGURE[parse_budget(budget)]
         self.overrides = list(overrides or [])
         self.setup = Setup(task, preset, [1], batch=1, device="cpu", overrides=self.overrides)
         self.length = None
-        if budget != "params":
+        if self.budget != "params":
             from .cost.state import longest_test_length
 
             task_obj = instantiate_task(resolve_run(registry, REFERENCE, task, preset, self.overrides).task)
-            self.length = longest_test_length(task_obj) if budget == "state" else _longest(task_obj, ["train"])
+            self.length = longest_test_length(task_obj) if self.budget == "state" else _longest(task_obj, ["train"])
         self.cache: dict = {}
 
     def base(self, model: str) -> tuple[int, int | None, int]:
@@ -202,11 +219,15 @@ def search_width(meter: Meter, model: str, target: float) -> int:
 
 def plan_budget(registry, models: list[str], task: str, preset: str, overrides: list[str] | None, budget: str,
                 multiples: list[float]) -> list[Width]:
-    """Every model's width at every multiple of the reference Transformer's figure (at its preset width)."""
+    """Every model's width at every multiple of the reference Transformer's figure (at its preset
+    width); with ``budget`` width, every model at the d_model values ``multiples``."""
     meter = Meter(registry, task, preset, overrides, budget)
     reference = meter(REFERENCE, meter.base(REFERENCE)[0])
     widths = []
     for model in models:
+        if budget == "width":
+            widths += [_at_width(meter, model, int(d), reference) for d in multiples]
+            continue
         for m in multiples:
             d = search_width(meter, model, m * reference)
             ff, value = meter.d_ff(model, d), meter(model, d)
@@ -214,6 +235,16 @@ def plan_budget(registry, models: list[str], task: str, preset: str, overrides: 
             log.debug(f"bench: budget {budget} {multiple_text(m)} on {task}: {model} at d_model={d}"
                      f"{f', d_ff={ff}' if ff else ''}: {value / reference:.3f}x the Transformer's")
     return widths
+
+
+def _at_width(meter: Meter, model: str, d: int, reference: float) -> Width:
+    d0, _, heads = meter.base(model)
+    meter(model, d0)  # a family that cannot stream says so here
+    if d % heads or meter(model, d) is None:
+        raise UserError(f"{model} cannot be built at d_model={d}" + (f" (a multiple of its n_heads={heads} is needed)" if d % heads else "")
+                        + "; choose other --at widths")
+    value = meter(model, d)
+    return Width(model, meter.task, None, d, meter.d_ff(model, d), value, value / reference, meter.width_sets(model, d), meter.length)
 
 
 def run_overrides(width: Width, overrides: list[str] | None) -> list[str]:
@@ -235,7 +266,7 @@ def load(out: Path, widths: list[Width], preset: str, overrides: list[str] | Non
 
 
 def _figure(value: float, budget: str) -> str:
-    if budget == "state":
+    if FIGURE[budget] == "state":
         return _bytes(value)
     return f"{value / 1e6:,.3f} M" if value >= 1e5 else f"{value:,.0f}"
 
@@ -254,9 +285,9 @@ def budget_table(widths: list[Width], records: dict, budget: str, stat: str = "m
 
     task = widths[0].task
     headers, rows = table(records, [w.label for w in widths], [task], stat=stat)
-    name = {"params": "params", "flops": "FLOPs/token", "state": "state"}[budget]
+    name = {"params": "params", "flops": "FLOPs/token", "state": "state", "width": "state"}[budget]
     headers = [headers[0], "d_model", "d_ff", name, "x transformer", *headers[1:]]
-    rows = [[row[0], w.d_model, w.d_ff or "", _figure(w.value, budget), f"{w.ratio:.2f}", *row[1:]] for w, row in zip(widths, rows)]
+    rows = [[row[0], w.d_model, w.d_ff or "", _figure(w.value, budget), f"{w.ratio:.3g}", *row[1:]] for w, row in zip(widths, rows)]
     return headers, rows
 
 
@@ -290,7 +321,7 @@ def plot(out: Path, preset: str, widths: list[Width], records: dict, budget: str
                 xs, ys, errs = zip(*sorted(points))
                 ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=model)
         ax.set_xscale("log")
-        ax.set_xlabel(BUDGET_TEXT[budget] + (f" (after {length} tokens)" if budget == "state" and length else ""))
+        ax.set_xlabel(BUDGET_TEXT[budget] + (f" (after {length} tokens)" if FIGURE[budget] == "state" and length else ""))
         ax.set_ylabel(f"{split} {metric}")
         ax.set_title(f"{task} ({preset})")
         ax.grid(alpha=0.3, which="both")

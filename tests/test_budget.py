@@ -105,6 +105,8 @@ def test_a_family_that_cannot_reach_the_budget(registry):
     (["--budget", "params", "--at", "2y"], "--at takes multiples"),
     (["--at", "2x"], "go with --budget"),
     (["--budget", "state", "--at", "1x"], "lstm cannot match"),
+    (["--budget", "width"], "needs --at with the d_model values"),
+    (["--budget", "width", "--at", "30"], "transformer cannot be built at d_model=30 (a multiple of its n_heads=4"),
 ])
 def test_bad_budget_input_is_one_line(tmp_path, capsys, argv, message):
     from bench.cli import main
@@ -127,7 +129,7 @@ def test_budget_table_and_plot(tmp_path):
     records = {(w.label, "flipflop"): [fake_record(0.5 + 0.1 * i) for i in range(3)] for w in widths}
     headers, rows = budget.budget_table(widths, records, "params")
     assert headers[:5] == ["model", "d_model", "d_ff", "params", "x transformer"]
-    assert rows[2][:5] == ["lstm @1x", 30, "", "1,010", "1.01"] and rows[2][5] == "60.0 ± 10.0"
+    assert rows[2][:5] == ["lstm @1x", 30, "", "1,010", "1.01"] and rows[1][4] == "2" and rows[2][5] == "60.0 ± 10.0"
     [path] = budget.plot(tmp_path, "smoke", widths, records, "params")
     assert path.name == "smoke--flipflop--budget-params.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -140,3 +142,16 @@ def test_a_run_records_its_state(tmp_path, registry):
     config, _, _ = built(registry, "lstm", "flipflop", "smoke", ["model.d_model=12"])
     layers = config.model.params.get("n_layers", 1)
     assert rec["stream_state"] == {"bytes": 2 * layers * 12 * 4, "length": max(config.task.params["test_lens"]), "batch": 1}
+
+
+def test_width_sweep_measures_each_width_state(registry):
+    """--budget width: no matching, each family at the given d_model, its state bytes by hand."""
+    widths = budget.plan_budget(registry, ["transformer", "lstm"], "flipflop", "smoke", None, "width", [16, 32])
+    config = resolve_run(registry, "transformer", "flipflop", "smoke")
+    layers, d0, length = config.model.params["n_layers"], config.model.params["d_model"], max(config.task.params["test_lens"])
+    lstm_layers = resolve_run(registry, "lstm", "flipflop", "smoke").model.params.get("n_layers", 1)
+    expected = {("transformer", 16): 2 * layers * length * 16 * 4, ("transformer", 32): 2 * layers * length * 32 * 4,
+                ("lstm", 16): 2 * lstm_layers * 16 * 4, ("lstm", 32): 2 * lstm_layers * 32 * 4}
+    assert {(w.model, w.d_model): w.value for w in widths} == expected
+    assert all(w.ratio == w.value / (2 * layers * length * d0 * 4) and w.length == length for w in widths)
+    assert [w.label for w in widths] == ["transformer d=16", "transformer d=32", "lstm d=16", "lstm d=32"]

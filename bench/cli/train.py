@@ -114,13 +114,14 @@ def _compare_budget(args, registry, models, tasks) -> int:
         raise UserError("--at and --plot budget go with --budget params|flops|state")
     if not tasks:
         raise UserError("--budget needs --tasks: the widths are chosen per task")
-    kind, multiples = budget.parse_budget(args.budget), budget.parse_multiples(args.at)
+    kind = budget.parse_budget(args.budget)
+    multiples = budget.parse_at(kind, args.at)
     profile = _grid_profile(args) if args.run else None
     plans = {task: budget.plan_budget(registry, models, task, args.preset, args.set, kind, multiples) for task in tasks}
     for task, widths in plans.items():  # the chosen widths, as the --set items of their runs
         for w in widths:
             print(f"{task} {w.label}: d_model={w.d_model}" + (f" d_ff={w.d_ff}" if w.d_ff else "")
-                  + f", {w.ratio:.3f}x the Transformer's {kind}: " + (" ".join(f"--set {s}" for s in w.overrides) or "(the preset's width)"))
+                  + f", {w.ratio:.3f}x the Transformer's {budget.FIGURE[kind]}: " + (" ".join(f"--set {s}" for s in w.overrides) or "(the preset's width)"))
     failed = []
     if args.run:
         todo, incompatible, finished = [], [], 0
@@ -133,7 +134,8 @@ def _compare_budget(args, registry, models, tasks) -> int:
     for task, widths in plans.items():
         records = budget.load(Path(args.out), widths, args.preset, args.set)
         headers, rows = budget.budget_table(widths, records, kind, args.stat)
-        text = f"{task}: widths at {', '.join(map(budget.multiple_text, multiples))} the Transformer's {budget.BUDGET_TEXT[kind]}"
+        text = (f"{task}: widths at {', '.join(map(budget.multiple_text, multiples))} the Transformer's {budget.BUDGET_TEXT[kind]}"
+                if kind != "width" else f"{task}: d_model {', '.join(f'{d:g}' for d in multiples)}; state bytes x the Transformer's")
         print(tabulate(rows, headers=headers, tablefmt="github"))
         print(f"({text}; cells are {STAT_TEXT[args.stat]} in %)")
         labels = [w.label for w in widths]
