@@ -155,3 +155,12 @@ def test_width_sweep_measures_each_width_state(registry):
     assert {(w.model, w.d_model): w.value for w in widths} == expected
     assert all(w.ratio == w.value / (2 * layers * length * d0 * 4) and w.length == length for w in widths)
     assert [w.label for w in widths] == ["transformer d=16", "transformer d=32", "lstm d=16", "lstm d=32"]
+
+
+def test_state_column_reads_records_and_measures_older_ones(registry):
+    records = {("transformer", "flipflop"): [{**fake_record(0.5), "stream_state": {"bytes": 3 * 2**20, "length": 64, "batch": 1}}],
+               ("lstm", "flipflop"): [fake_record(0.7)]}  # made before the field: measured now, marked *
+    header, cells = budget.state_column(registry, records, ["transformer", "lstm", "gru"], "flipflop", "smoke")
+    d = resolve_run(registry, "lstm", "flipflop", "smoke").model.params["d_model"]
+    assert header == "flipflop state @64"
+    assert cells == ["3.0 MiB", f"{2 * d * 4} B *", "—"]
