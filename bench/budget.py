@@ -115,7 +115,7 @@ class Meter:
             from .cost.state import longest_test_length
 
             task_obj = instantiate_task(resolve_run(registry, REFERENCE, task, preset, self.overrides).task)
-            self.length = longest_test_length(task_obj) if self.budget == "state" else _longest(task_obj, ["train"])
+            self.length = longest_test_length(task_obj, None if self.budget == "state" else ["train"])
         self.cache: dict = {}
 
     def base(self, model: str) -> tuple[int, int | None, int]:
@@ -164,14 +164,6 @@ class Meter:
                 return float(stream_state_bytes(step.backbone, self.length))
             except StreamingUnsupported as exc:
                 raise UserError(f"--budget state: {model} cannot stream ({exc}); leave it out or choose --budget params|flops") from None
-
-
-def _longest(task_obj, splits: list[str]) -> int:
-    import pyarrow.compute as pc
-
-    from .data import load_split
-
-    return max(int(pc.max(pc.list_value_length(load_split(task_obj, s).data.column("tokens"))).as_py() or 0) for s in splits)
 
 
 def search_width(meter: Meter, model: str, target: float) -> int:

@@ -67,6 +67,18 @@ def test_lstm_training_flops_by_hand(registry):
     assert step_flops(step, batch) == length * (3 * layers * 2 * 4 * d * (d + d) + 6 * d * vocab)
 
 
+def test_transformer_attention_flops_grow_with_length_by_hand(registry):
+    """Per token and layer, attention costs QK^T and AV forward (2 x 2 T d) and five such products
+    backward (5 x 2 T d): 14 T d; everything else is the same per token at any length."""
+    step = TrainingStep(registry, "transformer", Setup("flipflop", "smoke", [1], batch=1))
+    layers, d = len(step.backbone.blocks), step.backbone.d_model
+    per_token = {}
+    for length in (16, 48):
+        batch = random_batch(step.task, 1, length, torch.device("cpu"), torch.Generator().manual_seed(0))
+        per_token[length] = step_flops(step, batch) / length
+    assert per_token[48] - per_token[16] == 14 * layers * (48 - 16) * d
+
+
 def count(registry, model, task, preset, overrides):
     config, task_obj, backbone = built(registry, model, task, preset, overrides)
     return sum(p.numel() for p in TaskModule(backbone, task_obj, config.train, steps_per_epoch=1).parameters())

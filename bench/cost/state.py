@@ -56,14 +56,15 @@ def stream_state_bytes(backbone, length: int, seed: int = 0) -> int:
         backbone.train(was_training)
 
 
-def longest_test_length(task) -> int:
-    """The longest token sequence over the task's test splits (generated or read from the data cache)."""
+def longest_test_length(task, splits: list[str] | None = None) -> int:
+    """The longest token sequence over the task's test splits (or ``splits``), generated or read
+    from the data cache."""
     import pyarrow.compute as pc
 
     from ..data import load_split
 
     longest = 0
-    for split in task.test_splits():
+    for split in task.test_splits() if splits is None else splits:
         tokens = load_split(task, split).data.column("tokens")
         longest = max(longest, int(pc.max(pc.list_value_length(tokens)).as_py() or 0))
     return longest
