@@ -111,7 +111,7 @@ def _compare_budget(args, registry, models, tasks) -> int:
     from ..report.leaderboard import STAT_TEXT, write_tables
 
     if not args.budget:
-        raise UserError("--at and --plot budget go with --budget params|flops|state")
+        raise UserError("--at and --plot budget go with --budget params|flops|state|width")
     if not tasks:
         raise UserError("--budget needs --tasks: the widths are chosen per task")
     kind = budget.parse_budget(args.budget)
@@ -141,7 +141,7 @@ def _compare_budget(args, registry, models, tasks) -> int:
         labels = [w.label for w in widths]
         md, csv_path = write_tables(Path(args.out), args.preset, labels, [task], headers, rows, text, f"budget-{kind}", stat=args.stat)
         print(f"wrote {md} and {csv_path}")
-        if args.plot == "budget":
+        if args.plot:  # --plot or --plot budget: the budget plot
             for path in budget.plot(Path(args.out), args.preset, widths, records, kind):
                 print(f"wrote {path}")
     if failed:
