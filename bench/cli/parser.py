@@ -76,9 +76,20 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", help="one seed for --run (default 0)")
     c.add_argument("--seeds", help="seeds for --run (default 0)")
     c.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="overrides for --run; the table reads records made with exactly these")
-    c.add_argument("--plot", action="store_true", help="also plot accuracy (and halting depth) against input length")
+    c.add_argument("--plot", nargs="?", const="length", choices=["length", "budget"],
+                   help="also plot: accuracy (and halting depth) against input length (--plot, --plot length), or with "
+                        "--budget accuracy against the budget per family (--plot budget)")
     c.add_argument("--stat", default="mean", choices=["mean", "median", "both"], help="cell summary over seeds (default mean ± std)")
     c.add_argument("--quiet", action="store_true", help="(kept for compatibility: cells always log to files)")
+    cb = c.add_argument_group("budgets (bench/budget.py)")
+    cb.add_argument("--budget", choices=["params", "flops", "state", "width"],
+                    help="each model at the width (d_model, d_ff in proportion) whose parameters / training FLOPs per token / "
+                         "streaming state bytes match the Transformer's at the --at multiples (within 10%%): rows = (model, multiple); "
+                         "width: each model at the --at d_model values, its state bytes measured (Zoology's sweep)")
+    cb.add_argument("--at", help="--budget: multiples of the Transformer's figure at its preset width (default 1x,2x,4x); "
+                                      "--budget width: d_model values, e.g. 32,64,128")
+    cb.add_argument("--state", action="store_true",
+                    help="a column per task: the bytes of each model's streaming state after the task's longest test length")
 
     cu = sub.add_parser("curves", help="plot validation metric against step for runs (from their metrics.csv)")
     cu.add_argument("--models", required=True, help="registry models, comma-separated")

@@ -53,6 +53,8 @@ def cmd_compare(args, registry) -> int:
     models = _names(args.models, "models")
     tasks = _names(args.tasks, "tasks") if args.tasks else None
     _check_names(registry, models, tasks or [])
+    if args.budget or args.at or args.plot == "budget":
+        return _compare_budget(args, registry, models, tasks)
     failed = []
     if args.run:
         if not tasks:
@@ -69,6 +71,8 @@ def cmd_compare(args, registry) -> int:
                         f"train them with: {_compare_command(args, registry, run=True)}")
     stale = mark_stale(registry, records, args.preset, args.set)
     headers, rows = table(records, models, tasks, stat=args.stat)
+    if args.state:
+        headers, rows = _with_state(registry, args, records, models, tasks, headers, rows)
     text = seeds_note(records, models, tasks)
     if stale:
         text += "; " + stale_note(stale, models, tasks, args)
@@ -80,7 +84,7 @@ def cmd_compare(args, registry) -> int:
         text += f"; overrides: {' '.join(args.set)}"
     md, csv_path = write_tables(Path(args.out), args.preset, models, tasks, headers, rows, text, tag, stat=args.stat)
     print(f"wrote {md} and {csv_path}")
-    if args.plot:
+    if args.plot == "length":
         for path in plot(Path(args.out), args.preset, records, models, tasks):
             print(f"wrote {path}")
     if failed:
@@ -100,6 +104,64 @@ def _compare_command(args, registry, run: bool = False) -> str:
              *(["--out", args.out] if args.out != default_out() else []), *(w for item in args.set or [] for w in ("--set", item)),
              *(["--seeds", args.seeds] if args.seeds else ["--seed", args.seed] if args.seed else []), *(["--run"] if run else [])]
     return shlex.join(words)
+
+
+def _with_state(registry, args, records, models, tasks, headers, rows):
+    """``compare --state``: a column per task, the bytes of each model's streaming state (bench/budget.py)."""
+    from ..budget import state_column
+
+    for task in tasks:
+        header, cells = state_column(registry, records, models, task, args.preset, args.set)
+        headers, rows = [*headers, header], [[*row, cell] for row, cell in zip(rows, cells)]
+    return headers, rows
+
+
+def _compare_budget(args, registry, models, tasks) -> int:
+    """``compare --budget``: per task, every model's width at every multiple of the Transformer's
+    budget (printed), its runs trained with --run, the table and (--plot budget) the plot."""
+    from tabulate import tabulate
+
+    from .. import budget
+    from ..grid import plan_grid
+    from ..report.leaderboard import STAT_TEXT, write_tables
+
+    if not args.budget:
+        raise UserError("--at and --plot budget go with --budget params|flops|state|width")
+    if not tasks:
+        raise UserError("--budget needs --tasks: the widths are chosen per task")
+    kind = budget.parse_budget(args.budget)
+    multiples = budget.parse_at(kind, args.at)
+    profile = _grid_profile(args) if args.run else None
+    plans = {task: budget.plan_budget(registry, models, task, args.preset, args.set, kind, multiples) for task in tasks}
+    for task, widths in plans.items():  # the chosen widths, as the --set items of their runs
+        for w in widths:
+            print(f"{task} {w.label}: d_model={w.d_model}" + (f" d_ff={w.d_ff}" if w.d_ff else "")
+                  + f", {w.ratio:.3f}x the Transformer's {budget.FIGURE[kind]}: " + (" ".join(f"--set {s}" for s in w.overrides) or "(the preset's width)"))
+    failed = []
+    if args.run:
+        todo, incompatible, finished = [], [], 0
+        for task, widths in plans.items():
+            for w in widths:
+                grid = plan_grid(registry, [w.model], [task], parse_seeds(args), args.preset, budget.run_overrides(w, args.set),
+                                 Path(args.out), rerun=args.rerun)
+                todo, incompatible, finished = todo + grid.todo, incompatible + grid.incompatible, finished + len(grid.finished)
+        failed = _train_grid(args, registry, todo, incompatible, profile, f"{finished} already finished")
+    for task, widths in plans.items():
+        records = budget.load(Path(args.out), widths, args.preset, args.set)
+        headers, rows = budget.budget_table(widths, records, kind, args.stat)
+        text = (f"{task}: widths at {', '.join(map(budget.multiple_text, multiples))} the Transformer's {budget.BUDGET_TEXT[kind]}"
+                if kind != "width" else f"{task}: d_model {', '.join(f'{d:g}' for d in multiples)}; state bytes x the Transformer's")
+        print(tabulate(rows, headers=headers, tablefmt="github"))
+        print(f"({text}; cells are {STAT_TEXT[args.stat]} in %)")
+        labels = [w.label for w in widths]
+        md, csv_path = write_tables(Path(args.out), args.preset, labels, [task], headers, rows, text, f"budget-{kind}", stat=args.stat)
+        print(f"wrote {md} and {csv_path}")
+        if args.plot:  # --plot or --plot budget: the budget plot
+            for path in budget.plot(Path(args.out), args.preset, widths, records, kind):
+                print(f"wrote {path}")
+    if failed:
+        print(f"{len(failed)} cell(s) failed: " + "; ".join(c.name for c, _ in failed), file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _grid_profile(args) -> dict | None:

@@ -55,6 +55,8 @@ The package, data flowing one way (each module imports only those above it):
 * counters.py: the op / sync counter and the saved-bytes measure; kernels.py: kernels/step;
 * step.py: one model's training step (``TrainingStep``), timed or counted;
 * tables.py: the cells' formats, the header, the Markdown / CSV / JSON files;
+* state.py: the bytes of a model's streaming state after a given length (``stream_state_bytes``,
+  ``model_state``; what run records keep as ``stream_state``);
 * training.py, halting.py, streaming.py: the three measurements, each with its table;
 * here: ``run_cost``, one measurement from rows to files, and every name above re-exported.
 
@@ -70,6 +72,7 @@ from .counters import BOOL_INDEX_OPS, NO_KERNEL, SYNC_OPS, OpCounter, SavedBytes
 from .halting import HALTING_MODELS, HALTING_MODES, halting_table, measure_halting
 from .kernels import count_kernels, kernel_calls
 from .step import TrainingStep, build_steps, count_forward_backward, halt_depth, instrumented_step, timed
+from .state import longest_test_length, model_state, state_of, stream_state_bytes, streaming_refusal
 from .streaming import measure_streaming, plot_streaming, streaming_table
 from .tables import device_name, header, stem, write_outputs
 from .training import measure_steps, measure_training, training_table
@@ -78,7 +81,8 @@ __all__ = [
     "BOOL_INDEX_OPS", "DTYPES", "HALTING_MODELS", "HALTING_MODES", "NO_KERNEL", "OOM", "RATIO_KEYS", "REFERENCE", "SYNC_OPS",
     "OpCounter", "SavedBytes", "Setup", "TrainingStep", "add_ratios", "aten", "build_steps", "check_models", "count_forward_backward",
     "count_kernels", "device_name", "halt_depth", "halting_table", "header", "instrumented_step", "is_oom", "is_sync",
-    "kernel_calls", "label_sets", "launches_kernel", "measure_halting", "measure_steps", "measure_streaming", "measure_training",
+    "kernel_calls", "label_sets", "launches_kernel", "longest_test_length", "model_state", "state_of", "stream_state_bytes",
+    "streaming_refusal", "measure_halting", "measure_steps", "measure_streaming", "measure_training",
     "model_of", "parse_positive_ints", "plot_streaming", "random_batch", "resolve_device", "run_cost", "state_bytes", "stem",
     "streaming_table", "timed", "training_table", "with_reference", "write_outputs",
 ]

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import torch
 
-from bench.models.base import StreamingUnsupported
-
 from ..config import resolve_run
 from ..errors import UserError
 from ..runner.build import instantiate_model, instantiate_task
 from .common import Setup, _cell_guard, add_ratios, check_models, model_of, with_reference
 from .counters import state_bytes
+from .state import streaming_refusal
 from .step import timed
 from .tables import _cell
 
@@ -38,12 +37,7 @@ def measure_streaming(registry, models: list[str], setup: Setup, decode_tokens: 
         torch.manual_seed(0)
         backbone = instantiate_model(config.model, task.vocab_size).to(device).eval()
         batch = setup.batch or config.train["batch_size"]
-        refusal = None if backbone.supports_streaming and backbone.causal else backbone.streaming_refusal()
-        if refusal is None:
-            try:  # a family may refuse by its definition at run time (e.g. chunks that need the whole length)
-                backbone.init_state(batch, device)
-            except StreamingUnsupported as exc:
-                refusal = str(exc)
+        refusal = streaming_refusal(backbone, batch, device)  # a family may refuse by its definition at run time
         if refusal is None:
             backbones[name] = (backbone, task, batch)
         else:

@@ -169,6 +169,7 @@ def _run_locked(plan: RunPlan, built, progress, logger, rerun, callbacks, on_sta
             return write_pruned(plan, trainer, module, record, wall=time.perf_counter() - t0)
         tested, outcomes = test(plan, trainer, module, data, task_obj)
         record.update(summarize(plan, trainer, module, tested, wall=time.perf_counter() - t0))
+        record["stream_state"] = stream_state(plan, task_obj)
         record = write_record(plan, trainer, record, outcomes)
         keep_only_tested_checkpoint(plan, trainer)
     return record
@@ -275,6 +276,21 @@ def summarize(plan: RunPlan, trainer: L.Trainer, module: TaskModule, tested: dic
         "checkpoint": relative_checkpoint(plan.record, plan.best_ckpt if plan.train["select"] == "best_val" else plan.last_ckpt),
         "outcomes": relative_checkpoint(plan.record, outcomes_file(plan.record)),
     }
+
+
+def stream_state(plan: RunPlan, task_obj) -> dict:
+    """The bytes of the model's streaming state for one stream after the task's longest test length,
+    at the run's width (bench/cost/state.py: a fresh build of the run's model, stepped on the CPU);
+    a model that cannot stream says why. A failure here is noted, never the run's."""
+    from ..cost.state import longest_test_length, state_of
+
+    length = longest_test_length(task_obj)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            return state_of(instantiate_model(plan.config.model, task_obj.vocab_size), length)
+    except Exception as exc:  # noqa: BLE001 - the trained run's record is written whatever this measure does
+        log.warning(f"bench: warning: the streaming state of {plan.model} was not measured ({type(exc).__name__}: {exc})")
+        return {"bytes": None, "length": length, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
 
 
 def write_record(plan: RunPlan, trainer: L.Trainer, record: dict, outcomes: dict | None = None) -> dict:
