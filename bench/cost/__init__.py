@@ -56,6 +56,7 @@ The package, data flowing one way (each module imports only those above it):
 * step.py: one model's training step (``TrainingStep``), timed or counted;
 * tables.py: the cells' formats, the header, the Markdown / CSV / JSON files;
 * training.py, halting.py, streaming.py: the three measurements, each with its table;
+* weights.py: a run's tested checkpoint loaded into a TrainingStep (cost tables' ``cost.weights``);
 * here: ``run_cost``, one measurement from rows to files, and every name above re-exported.
 
 Nothing here prints: the CLI prints what these functions return.

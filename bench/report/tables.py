@@ -120,6 +120,7 @@ class CostEntry(Schema):
     warmup: int = 1
     threads: int = 1
     device: Literal["cpu", "cuda"] = "cpu"
+    weights: Optional[dict] = None  # {seed, set}: time trained weights (bench/cost/weights.py), not fresh ones
 
 
 @dataclass
@@ -275,7 +276,7 @@ def load_table(name: str, preset: str | None = None, folder: Path = TABLES_DIR) 
         if table.metric != "minutes_per_epoch" or not raw.get("cost"):
             raise UserError(f"{where}: a cost table has metric minutes_per_epoch and a 'cost' entry (length, reference, ...)")
         table.cost = dataclasses.asdict(CostEntry.from_mapping(raw["cost"], f"{where}, cost",
-                                                               "cost is {length, reference, batch, repeats, warmup, threads, device}"))
+                                                               "cost is {length, reference, batch, repeats, warmup, threads, device, weights}"))
         table.cost["reference"] = _row_label(table.cost["reference"], table, f"{where}, cost.reference")
         if min(table.cost["length"], table.cost["repeats"], table.cost["threads"], table.cost["batch"] or 1) < 1 or table.cost["warmup"] < 0:
             raise UserError(f"{where}: cost.length, batch, repeats and threads are >= 1, warmup >= 0")

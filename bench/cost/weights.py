@@ -1,0 +1,126 @@
+"""Trained weights for a measured training step: the tested checkpoint of a `bench run` record
+loaded into a ``TrainingStep``'s model, so that a cost table times a trained model (a halting
+unit that stops where training taught it to) instead of a freshly initialised one.
+
+A cost table's ``cost.weights`` entry, ``{seed, set}``, names for each cell the record of the
+cell's model trained on the cell's task at the table's preset with the table's, the column's and
+the entry's ``set`` (never the row's: every row of a column loads the same weights; in HALT Table 5
+the rows are halting modes, the columns upper bounds); ``columns`` limits the measurement to the
+columns named (the others stay empty). Every parameter of the timed model must be
+in the checkpoint with its shape; checkpoint entries the timed model lacks (the halting unit, for
+a model in no-halt mode) are left out and listed. The timed steps then train on from those weights
+with a fresh optimizer at the schedule's first learning rate (warm-up: lr / warmup_steps), so the
+weights move by about that much per step.
+"""
+from __future__ import annotations
+
+import hashlib
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UserError
+from ..records import read_record, record_checkpoint, record_path
+from ..schema import Schema
+
+
+@dataclass
+class WeightsEntry(Schema):
+    """A cost table's ``cost.weights``: the seed and the ``set`` (beside the table's and the column's)
+    of the runs whose tested checkpoints the cells load."""
+    seed: int
+    set: list[str] | None = None
+    columns: list[str] | None = None  # the columns measured (labels); None: every column
+
+
+def weights_record(out: Path, model: str, task: str, preset: str, seed: int, overrides: list[str]) -> Path:
+    """Where the run whose weights a cell loads keeps its record (it need not exist)."""
+    return record_path(Path(out), model, task, preset, seed, overrides)
+
+
+def train_command(out: Path, model: str, task: str, preset: str, seed: int, overrides: list[str]) -> str:
+    sets = " ".join(f"--set {shlex.quote(o)}" for o in overrides)
+    return f"bench run --out {out} --model {model} --task {task} --preset {preset} --seed {seed} {sets}".rstrip()
+
+
+def tested_checkpoint(out: Path, model: str, task: str, preset: str, seed: int, overrides: list[str]) -> Path:
+    """The tested checkpoint of the finished run (model, task, preset, seed, overrides) under ``out``;
+    a missing or unfinished run, or a missing checkpoint, is one UserError line saying how to train it."""
+    record = weights_record(out, model, task, preset, seed, overrides)
+    rec = read_record(record, quiet=True)
+    train = train_command(out, model, task, preset, seed, overrides)
+    if rec.get("status") != "ok":
+        what = "has no record" if not record.is_file() else f"is not finished (status {rec.get('status', 'unreadable')!r})"
+        raise UserError(f"cost.weights: the run {record} {what}; train it first: {train}")
+    ckpt = record_checkpoint(record, rec)
+    if not ckpt.is_file():
+        raise UserError(f"cost.weights: {record} has no tested checkpoint {ckpt} (checkpoints are not committed); "
+                        f"train it again: {train} --rerun")
+    return ckpt
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_weights(step, checkpoint: Path) -> dict:
+    """Put the checkpoint's weights into ``step``'s model (head included); returns what was loaded:
+    the checkpoint's SHA-256 and the checkpoint entries the model does not have."""
+    import torch
+
+    state = torch.load(checkpoint, map_location=step.device, weights_only=True)["state_dict"]
+    own = step.module.state_dict()
+    missing = [k for k in own if k not in state]
+    wrong = [f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}" for k, v in own.items() if k in state and state[k].shape != v.shape]
+    if missing or wrong:
+        raise UserError(f"cost.weights: {checkpoint} does not fit {step.name} ({step.config.model.params.get('mode', '')}): "
+                        + (f"missing {', '.join(missing[:3])}" if missing else f"shapes {', '.join(wrong[:3])}")
+                        + "; the table's settings must build the model the run trained")
+    unused = sorted(k for k in state if k not in own)
+    step.module.load_state_dict({k: state[k] for k in own})
+    return {"checkpoint_sha256": sha256(checkpoint), "unused": unused}
+
+
+def cell_runs(table, preset: str) -> dict[str, dict]:
+    """For each cell ``"i:j"`` of a cost table with ``cost.weights``, the run whose weights it loads:
+    {record (relative to the output folder), model, task, seed, set}."""
+    entry = WeightsEntry.from_mapping(table.cost["weights"], f"tables/{table.name}.yaml, cost.weights",
+                                      "weights is {seed, set, columns}, e.g. {seed: 0, set: [train.max_epochs=6]}")
+    labels = [col.label for col in table.columns]
+    unknown = [c for c in entry.columns or [] if c not in labels]
+    if unknown:
+        raise UserError(f"tables/{table.name}.yaml, cost.weights.columns: {unknown[0]!r} is not a column; the columns are {', '.join(labels)}")
+    runs = {}
+    for i, row in enumerate(table.rows):
+        for j, col in enumerate(table.columns):
+            if entry.columns is not None and col.label not in entry.columns:
+                continue
+            overrides = [*table.set, *col.set, *(entry.set or [])]
+            runs[f"{i}:{j}"] = {"record": str(weights_record(Path(), row.model, col.task, preset, entry.seed, overrides)),
+                                "model": row.model, "task": col.task, "seed": entry.seed, "set": overrides}
+    return runs
+
+
+def check_runs(runs: dict[str, dict], out: Path, preset: str) -> dict[str, Path]:
+    """Each cell's tested checkpoint, all checked before anything is built or timed."""
+    return {key: tested_checkpoint(out, r["model"], r["task"], preset, r["seed"], r["set"]) for key, r in runs.items()}
+
+
+def load_cells(runs: dict[str, dict], out: Path, preset: str, steps: dict) -> dict[str, dict]:
+    """Every cell's TrainingStep (``steps``, by cell key) given its run's weights, each checkpoint
+    found before any is loaded; returns per cell {record, checkpoint_sha256, unused}."""
+    checkpoints = check_runs(runs, out, preset)
+    return {key: {"record": runs[key]["record"], **load_weights(step, checkpoints[key])} for key, step in steps.items()}
+
+
+def describe(table, runs: dict[str, dict]) -> str:
+    """The note's words for where the weights come from."""
+    records = ", ".join(dict.fromkeys(r["record"] for r in runs.values()))
+    measured = {int(key.split(":")[1]) for key in runs}
+    left = [col.label for j, col in enumerate(table.columns) if j not in measured]
+    return (f"trained weights: every row of a column loads the tested checkpoint of one run ({records})"
+            + (f"; {', '.join(left)}: no trained run named (cost.weights.columns), not measured" if left else ""))
