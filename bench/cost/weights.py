@@ -5,8 +5,7 @@ unit that stops where training taught it to) instead of a freshly initialised on
 A cost table's ``cost.weights`` entry, ``{seed, set}``, names for each cell the record of the
 cell's model trained on the cell's task at the table's preset with the table's, the column's and
 the entry's ``set`` (never the row's: every row of a column loads the same weights; in HALT Table 5
-the rows are halting modes, the columns upper bounds); ``columns`` limits the measurement to the
-columns named (the others stay empty). Every parameter of the timed model must be
+the rows are halting modes, the columns upper bounds). Every parameter of the timed model must be
 in the checkpoint with its shape; checkpoint entries the timed model lacks (the halting unit, for
 a model in no-halt mode) are left out and listed. The timed steps then train on from those weights
 with a fresh optimizer at the schedule's first learning rate (warm-up: lr / warmup_steps), so the
@@ -30,7 +29,6 @@ class WeightsEntry(Schema):
     of the runs whose tested checkpoints the cells load."""
     seed: int
     set: list[str] | None = None
-    columns: list[str] | None = None  # the columns measured (labels); None: every column
 
 
 def weights_record(out: Path, model: str, task: str, preset: str, seed: int, overrides: list[str]) -> Path:
@@ -89,16 +87,10 @@ def cell_runs(table, preset: str) -> dict[str, dict]:
     """For each cell ``"i:j"`` of a cost table with ``cost.weights``, the run whose weights it loads:
     {record (relative to the output folder), model, task, seed, set}."""
     entry = WeightsEntry.from_mapping(table.cost["weights"], f"tables/{table.name}.yaml, cost.weights",
-                                      "weights is {seed, set, columns}, e.g. {seed: 0, set: [train.max_epochs=6]}")
-    labels = [col.label for col in table.columns]
-    unknown = [c for c in entry.columns or [] if c not in labels]
-    if unknown:
-        raise UserError(f"tables/{table.name}.yaml, cost.weights.columns: {unknown[0]!r} is not a column; the columns are {', '.join(labels)}")
+                                      "weights is {seed, set}, e.g. {seed: 0, set: [train.max_epochs=6]}")
     runs = {}
     for i, row in enumerate(table.rows):
         for j, col in enumerate(table.columns):
-            if entry.columns is not None and col.label not in entry.columns:
-                continue
             overrides = [*table.set, *col.set, *(entry.set or [])]
             runs[f"{i}:{j}"] = {"record": str(weights_record(Path(), row.model, col.task, preset, entry.seed, overrides)),
                                 "model": row.model, "task": col.task, "seed": entry.seed, "set": overrides}
@@ -117,10 +109,7 @@ def load_cells(runs: dict[str, dict], out: Path, preset: str, steps: dict) -> di
     return {key: {"record": runs[key]["record"], **load_weights(step, checkpoints[key])} for key, step in steps.items()}
 
 
-def describe(table, runs: dict[str, dict]) -> str:
+def describe(runs: dict[str, dict]) -> str:
     """The note's words for where the weights come from."""
     records = ", ".join(dict.fromkeys(r["record"] for r in runs.values()))
-    measured = {int(key.split(":")[1]) for key in runs}
-    left = [col.label for j, col in enumerate(table.columns) if j not in measured]
-    return (f"trained weights: every row of a column loads the tested checkpoint of one run ({records})"
-            + (f"; {', '.join(left)}: no trained run named (cost.weights.columns), not measured" if left else ""))
+    return f"trained weights: every row of a column loads the tested checkpoint of one run ({records})"

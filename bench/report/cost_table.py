@@ -75,7 +75,7 @@ def measure(table, registry, preset: str, stem: Path, progress=None) -> Path:
     setup.check()
     made = spec(table, preset)
     cells, runs = made["cells"], made.get("weights")
-    labels = {f"{model}@{key}": (key, overrides) for key, (model, *overrides) in cells.items() if not runs or key in runs}
+    labels = {f"{model}@{key}": (key, overrides) for key, (model, *overrides) in cells.items()}
     check_models(registry, list(labels), setup)
     steps = build_steps(registry, list(labels), setup, {label: overrides for label, (_, overrides) in labels.items()})
     if runs:  # stem is OUT/reproduce/NAME: the runs' records are under OUT/runs
@@ -164,7 +164,7 @@ def build(table, preset: str, stem: Path) -> dict:
     if runs:
         from ..cost.weights import describe
     note = (f"preset {preset}; one training step (forward, loss, backward, clipping, optimizer) at batch {c['batch'] or 'the preset'}"
-            f" x length {c['length']}, random tokens, {describe(table, runs) if runs else 'fresh weights'}; median of {c['repeats']} timed repeats after {c['warmup']} "
+            f" x length {c['length']}, random tokens, {describe(runs) if runs else 'fresh weights'}; median of {c['repeats']} timed repeats after {c['warmup']} "
             f"warm-up step(s), interleaved across cells, spread = half the range; {where}; × ref = time / {ref}'s in the same column, "
             f"the ratio of the repeats' geometric means with its 95% CI (Welch on log times) "
             f"(paper: its minutes / its {ref} minutes): the comparison across hardware; ours min/epoch = median step x "
