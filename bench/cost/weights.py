@@ -2,10 +2,9 @@
 loaded into a ``TrainingStep``'s model, so that a cost table times a trained model (a halting
 unit that stops where training taught it to) instead of a freshly initialised one.
 
-A cost table's ``cost.weights`` entry, ``{seed, set}``, names for each cell the record of the
-cell's model trained on the cell's task at the table's preset with the table's, the column's and
-the entry's ``set`` (never the row's: every row of a column loads the same weights; in HALT Table 5
-the rows are halting modes, the columns upper bounds). Every parameter of the timed model must be
+A cost table's ``cost.weights`` entry names for each cell the run whose weights it loads
+(bench/report/cost_weights.py: ``cell_runs``); here those runs' checkpoints are found and loaded,
+at ``--run`` only (the table is rebuilt without them). Every parameter of the timed model must be
 in the checkpoint with its shape; checkpoint entries the timed model lacks (the halting unit, for
 a model in no-halt mode) are left out and listed. The timed steps then train on from those weights
 with a fresh optimizer at the schedule's first learning rate (warm-up: lr / warmup_steps), so the
@@ -15,20 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UserError
 from ..records import read_record, record_checkpoint, record_path
-from ..schema import Schema
-
-
-@dataclass
-class WeightsEntry(Schema):
-    """A cost table's ``cost.weights``: the seed and the ``set`` (beside the table's and the column's)
-    of the runs whose tested checkpoints the cells load."""
-    seed: int
-    set: list[str] | None = None
 
 
 def weights_record(out: Path, model: str, task: str, preset: str, seed: int, overrides: list[str]) -> Path:
@@ -83,20 +72,6 @@ def load_weights(step, checkpoint: Path) -> dict:
     return {"checkpoint_sha256": sha256(checkpoint), "unused": unused}
 
 
-def cell_runs(table, preset: str) -> dict[str, dict]:
-    """For each cell ``"i:j"`` of a cost table with ``cost.weights``, the run whose weights it loads:
-    {record (relative to the output folder), model, task, seed, set}."""
-    entry = WeightsEntry.from_mapping(table.cost["weights"], f"tables/{table.name}.yaml, cost.weights",
-                                      "weights is {seed, set}, e.g. {seed: 0, set: [train.max_epochs=6]}")
-    runs = {}
-    for i, row in enumerate(table.rows):
-        for j, col in enumerate(table.columns):
-            overrides = [*table.set, *col.set, *(entry.set or [])]
-            runs[f"{i}:{j}"] = {"record": str(weights_record(Path(), row.model, col.task, preset, entry.seed, overrides)),
-                                "model": row.model, "task": col.task, "seed": entry.seed, "set": overrides}
-    return runs
-
-
 def check_runs(runs: dict[str, dict], out: Path, preset: str) -> dict[str, Path]:
     """Each cell's tested checkpoint, all checked before anything is built or timed."""
     return {key: tested_checkpoint(out, r["model"], r["task"], preset, r["seed"], r["set"]) for key, r in runs.items()}
@@ -107,9 +82,3 @@ def load_cells(runs: dict[str, dict], out: Path, preset: str, steps: dict) -> di
     found before any is loaded; returns per cell {record, checkpoint_sha256, unused}."""
     checkpoints = check_runs(runs, out, preset)
     return {key: {"record": runs[key]["record"], **load_weights(step, checkpoints[key])} for key, step in steps.items()}
-
-
-def describe(runs: dict[str, dict]) -> str:
-    """The note's words for where the weights come from."""
-    records = ", ".join(dict.fromkeys(r["record"] for r in runs.values()))
-    return f"trained weights: every row of a column loads the tested checkpoint of one run ({records})"

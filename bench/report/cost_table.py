@@ -30,6 +30,7 @@ from ..errors import UserError
 from ..records import write_atomic
 from . import stats
 from .cells import MISSING, NOT_REPORTED
+from .cost_weights import cell_runs, describe
 
 HEADERS = ["row", "column", "ms/step", "spread", "halt depth", "ours min/epoch", "paper min/epoch", "ours × ref", "paper × ref",
            "Δ (ours ÷ paper, × ref)"]
@@ -48,9 +49,7 @@ def spec(table, preset: str) -> dict:
     made = {"preset": preset, "cost": {k: v for k, v in table.cost.items() if k != "weights" or v},
             "cells": {_key(i, j): [row.model, *table.cell_set(row, col)] for i, row in enumerate(table.rows)
                       for j, col in enumerate(table.columns)}}
-    if table.cost.get("weights"):  # trained weights: each cell's run (bench/cost/weights.py)
-        from ..cost.weights import cell_runs
-
+    if table.cost.get("weights"):  # trained weights: each cell's run (cost_weights.py)
         made["weights"] = cell_runs(table, preset)
     return made
 
@@ -161,8 +160,6 @@ def build(table, preset: str, stem: Path) -> dict:
     else:
         where = why_not
     runs = spec(table, preset).get("weights")
-    if runs:
-        from ..cost.weights import describe
     note = (f"preset {preset}; one training step (forward, loss, backward, clipping, optimizer) at batch {c['batch'] or 'the preset'}"
             f" x length {c['length']}, random tokens, {describe(runs) if runs else 'fresh weights'}; median of {c['repeats']} timed repeats after {c['warmup']} "
             f"warm-up step(s), interleaved across cells, spread = half the range; {where}; × ref = time / {ref}'s in the same column, "

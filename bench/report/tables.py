@@ -120,7 +120,7 @@ class CostEntry(Schema):
     warmup: int = 1
     threads: int = 1
     device: Literal["cpu", "cuda"] = "cpu"
-    weights: Optional[dict] = None  # {seed, set}: time trained weights (bench/cost/weights.py), not fresh ones
+    weights: Optional[dict] = None  # {seed, set}: time trained weights, not fresh ones (bench/report/cost_weights.py)
 
 
 @dataclass
