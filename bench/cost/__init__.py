@@ -58,6 +58,7 @@ The package, data flowing one way (each module imports only those above it):
 * state.py: the bytes of a model's streaming state after a given length (``stream_state_bytes``,
   ``model_state``; what run records keep as ``stream_state``);
 * training.py, halting.py, streaming.py: the three measurements, each with its table;
+* weights.py: a run's tested checkpoint loaded into a TrainingStep (cost tables' ``cost.weights``);
 * here: ``run_cost``, one measurement from rows to files, and every name above re-exported.
 
 Nothing here prints: the CLI prints what these functions return.

@@ -38,6 +38,7 @@ from ..records import write_atomic
 from ..schema import Schema
 from . import stats
 from .cells import MISSING, NOT_REPORTED
+from .cost_weights import cell_runs, describe
 from .claims import run_claims
 from .outputs import output_stem
 from .results_table import ResultsTable
@@ -54,6 +55,7 @@ class CostEntry(Schema):
     warmup: int = 1
     threads: int = 1
     device: Literal["cpu", "cuda"] = "cpu"
+    weights: dict | None = None  # {seed, set}: time trained weights, not fresh ones (bench/report/cost_weights.py)
 
 
 HEADERS = ["row", "column", "ms/step", "spread", "halt depth", "ours min/epoch", "paper min/epoch", "ours × ref", "paper × ref",
@@ -70,9 +72,12 @@ def _key(i: int, j: int) -> str:
 
 def spec(table, preset: str) -> dict:
     """What a measurement depends on (a file made with another spec is not read: --run again)."""
-    return {"preset": preset, "cost": table.cost,
+    made = {"preset": preset, "cost": {k: v for k, v in table.cost.items() if k != "weights" or v},
             "cells": {_key(i, j): [row.model, *table.cell_set(row, col)] for i, row in enumerate(table.rows)
                       for j, col in enumerate(table.columns)}}
+    if table.cost.get("weights"):  # trained weights: each cell's run (cost_weights.py)
+        made["weights"] = cell_runs(table, preset)
+    return made
 
 
 def _task(table) -> str:
@@ -93,10 +98,15 @@ def measure(table, registry, preset: str, stem: Path, progress=None) -> Path:
     setup = Setup(task=_task(table), preset=preset, lengths=[c["length"]], batch=c["batch"], device=c["device"],
                   repeats=c["repeats"], warmup=c["warmup"])
     setup.check()
-    cells = spec(table, preset)["cells"]
+    made = spec(table, preset)
+    cells, runs = made["cells"], made.get("weights")
     labels = {f"{model}@{key}": (key, overrides) for key, (model, *overrides) in cells.items()}
     check_models(registry, list(labels), setup)
     steps = build_steps(registry, list(labels), setup, {label: overrides for label, (_, overrides) in labels.items()})
+    if runs:  # stem is OUT/reproduce/NAME: the runs' records are under OUT/runs
+        from ..cost.weights import load_cells
+
+        loaded = load_cells(runs, stem.parent.parent, preset, {key: steps[label] for label, (key, _) in labels.items()})
     rows = measure_steps(steps, setup, setup.lengths, progress)
     first = next(iter(steps.values()))
     n_train = first.task.params.get("n_train")
@@ -105,6 +115,8 @@ def measure(table, registry, preset: str, stem: Path, progress=None) -> Path:
         key, overrides = labels[label]
         i, j = map(int, key.split(":"))
         row.update(cell=key, row=table.rows[i].label, column=table.columns[j].label, model=table.rows[i].model, overrides=overrides)
+        if runs:
+            row["weights"] = loaded[key]
         if row["status"] == "ok" and isinstance(n_train, int):
             row["steps_per_epoch"] = math.ceil(n_train / row["batch"])
     head = header(f"cost table {table.name}", sorted({r["model"] for r in rows}), setup, rows,
@@ -173,8 +185,9 @@ def build(table, preset: str, stem: Path) -> dict:
                  f"{head.get('commit', '?')}), {path.name}")
     else:
         where = why_not
+    runs = spec(table, preset).get("weights")
     note = (f"preset {preset}; one training step (forward, loss, backward, clipping, optimizer) at batch {c['batch'] or 'the preset'}"
-            f" x length {c['length']}, random tokens, fresh weights; median of {c['repeats']} timed repeats after {c['warmup']} "
+            f" x length {c['length']}, random tokens, {describe(runs) if runs else 'fresh weights'}; median of {c['repeats']} timed repeats after {c['warmup']} "
             f"warm-up step(s), interleaved across cells, spread = half the range; {where}; × ref = time / {ref}'s in the same column, "
             f"the ratio of the repeats' geometric means with its 95% CI (Welch on log times) "
             f"(paper: its minutes / its {ref} minutes): the comparison across hardware; ours min/epoch = median step x "
@@ -194,7 +207,7 @@ class CostTable(ResultsTable):
         if table.metric != "minutes_per_epoch" or not raw.get("cost"):
             raise UserError(f"{where}: a cost table has metric minutes_per_epoch and a 'cost' entry (length, reference, ...)")
         table.cost = dataclasses.asdict(CostEntry.from_mapping(raw["cost"], f"{where}, cost",
-                                                               "cost is {length, reference, batch, repeats, warmup, threads, device}"))
+                                                               "cost is {length, reference, batch, repeats, warmup, threads, device, weights}"))
         table.cost["reference"] = row_label(table.cost["reference"], table, f"{where}, cost.reference")
         if min(table.cost["length"], table.cost["repeats"], table.cost["threads"], table.cost["batch"] or 1) < 1 or table.cost["warmup"] < 0:
             raise UserError(f"{where}: cost.length, batch, repeats and threads are >= 1, warmup >= 0")
