@@ -157,8 +157,8 @@ def static_class_attrs(target: str, names: tuple[str, ...]) -> dict | None:
         if depth > 20:
             raise LookupError(cls)
         parsed = parse(module)
-        if not isinstance(parsed, tuple):  # an imported module: plain attributes (AttributeError: unsettled)
-            return {n: getattr(getattr(parsed, cls), n) for n in wanted}
+        if not isinstance(parsed, tuple):  # an imported module: the class's attributes (a mixin may have none)
+            return {n: getattr(getattr(parsed, cls), n) for n in wanted if hasattr(getattr(parsed, cls), n)}
         tree, package = parsed
         node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
         if node is None:  # imported into this module from another one
@@ -171,22 +171,24 @@ def static_class_attrs(target: str, names: tuple[str, ...]) -> dict | None:
                 if not isinstance(value, ast.Constant):
                     raise LookupError(target.id)
                 found[target.id] = value.value
-        missing = wanted - set(found)
-        if missing:
-            if len(node.bases) != 1 or not isinstance(node.bases[0], ast.Name):
+        for base in node.bases:  # the bases left to right, depth first (the MRO where no base is shared)
+            missing = wanted - set(found)
+            if not missing:
+                break
+            if not isinstance(base, ast.Name):
                 raise LookupError(cls)
-            base = node.bases[0].id
-            if any(isinstance(n, ast.ClassDef) and n.name == base for n in tree.body):
-                found.update(lookup(module, base, missing, depth + 1))
-            else:
-                found.update(lookup(*_imported(tree, package, base), missing, depth + 1))
+            if any(isinstance(n, ast.ClassDef) and n.name == base.id for n in tree.body):
+                found.update(lookup(module, base.id, missing, depth + 1))
+            elif base.id != "object":
+                found.update(lookup(*_imported(tree, package, base.id), missing, depth + 1))
         return found
 
     module_name, _, attr = str(target).partition(":")
     try:
-        return lookup(module_name, attr, set(names))
+        found = lookup(module_name, attr, set(names))
     except Exception:  # noqa: BLE001 - anything unsettled: the caller imports
         return None
+    return found if set(names) <= set(found) else None
 
 
 def _imported(tree, package: str, name: str) -> tuple[str, str]:
