@@ -60,7 +60,7 @@ def test_train_views_come_from_the_dataclass():
 @pytest.mark.parametrize("text, problem", [
     ("[1]", "it holds a JSON list, not a record"),
     ('{"status": "ok"}', "it has no metrics"),
-    ('{"status": "done", "metrics": {}}', "its status 'done' is none of ok, failed"),
+    ('{"status": "done", "metrics": {}}', "its status 'done' is none of ok, failed, pruned"),
     ('{"status": "failed", "seed": "0"}', "its 'seed' is a str, not a int"),
 ])
 def test_record_from_json_says_what_is_wrong(text, problem):
