@@ -2,7 +2,6 @@
 the local launcher, a job requeued mid-cell resumes that cell from its checkpoint, and a bad
 profile is one line."""
 import json
-import os
 import sys
 import textwrap
 from pathlib import Path

@@ -17,7 +17,6 @@ is invariant to permuting it); two or more layers are fully position-sensitive.
 """
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
 from .base import Backbone, BackboneOutput, StreamingUnsupported

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 import math
 from collections import defaultdict
 from pathlib import Path

@@ -117,6 +117,7 @@ def grow_trees(rng: np.random.Generator, n: int, max_args: int, leaf_prob: float
     base = np.concatenate([[0], np.cumsum(np.where(keep, lengths, 0))])
     buf = np.zeros(int(base[-1]), dtype=np.int16)
     offs = np.zeros(n, dtype=np.int64)
+    prev_offs = offs  # the level above's offsets (set at the end of each level)
     for d, (tr, par, branch, nargs, sym) in enumerate(levels):
         if d > 0:
             # offset = parent offset + 1 + sizes of earlier siblings
