@@ -1,5 +1,6 @@
 # make demo  : set up .venv (CPU torch from local disk), train a Transformer and an LSTM on Parity (<1 min), print the comparison
 # make test  : set up .venv and run the test suite (what CI runs)
+# make lint  : ruff over the tree (pyproject.toml [tool.ruff]); CI runs it
 # make test-fast : the suite without the tests marked slow (-m "not slow"), for the edit loop
 # make wheel-smoke : build the wheel, install it in a fresh venv outside the checkout, run bench from it (CI runs it too)
 # GPU machines: install your CUDA torch build into .venv first, then `make setup TORCH=`;
@@ -10,7 +11,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-fast wheel-smoke gpu-check bench-overhead clean-cache
+.PHONY: setup demo lint test test-fast wheel-smoke gpu-check bench-overhead clean-cache
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,6 +26,9 @@ DEMO := --models transformer,lstm --tasks parity --preset smoke --set train.max_
 demo: setup
 	$(BIN)/bench compare $(DEMO) --run --jobs 2
 	@echo "What it shows: parity needs a running count mod 2, which the LSTM keeps in its recurrent state, so it gets every string right, even the longer ones of bin1 (17-24 symbols) it never trained on, while the Transformer, without recurrence, gets almost none (acc counts a string only when all its prefixes are right): the gap the recurrent Transformers here are built to close."
+
+lint: setup
+	$(BIN)/ruff check .
 
 test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

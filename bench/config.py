@@ -61,7 +61,8 @@ class TrainConfig:
     deterministic: bool = True
     select: Select = "best_val"  # best_val: test the best-on-validation weights | last: the final weights
     checkpoint_every_min: float = setting(10.0, POSITIVE)  # the resume checkpoint is also written this often (and at every validation)
-    progress_every_min: float = setting(5.0, AT_LEAST_0)  # piped output: a training line this often between validations (0: only at validations)
+    # piped output: a training line this often between validations (0: only at validations)
+    progress_every_min: float = setting(5.0, AT_LEAST_0)
     compile: bool = False  # torch.compile the backbone (not part of a run's identity)
     watch_splits: list = setting([])  # test splits also scored at every validation, logged as <split>_<metric>; never selects
 
@@ -87,8 +88,25 @@ TRAIN_DOMAIN = domains_of(TrainConfig)
 SECTIONS = ("model", "train", "data")
 #: the values each numeric model parameter may take (a model's parameters are its constructor's)
 MODEL_DOMAIN = {
-    **dict.fromkeys(("d_model", "n_heads", "n_layers", "d_ff", "max_len", "segment_len", "block_size", "n_state", "chunk_size",
-                     "memory_slots", "update_layers", "max_layers", "window", "rnn_per_layer"), AT_LEAST_1),
+    **dict.fromkeys(
+        (
+            "d_model",
+            "n_heads",
+            "n_layers",
+            "d_ff",
+            "max_len",
+            "segment_len",
+            "block_size",
+            "n_state",
+            "chunk_size",
+            "memory_slots",
+            "update_layers",
+            "max_layers",
+            "window",
+            "rnn_per_layer",
+        ),
+        AT_LEAST_1,
+    ),
     **dict.fromkeys(("mem_len", "n_chunks"), AT_LEAST_0),
     **dict.fromkeys(("dropout", "attn_dropout"), FRACTION),
 }
@@ -98,8 +116,25 @@ PROBABILITY = Domain(lambda v: 0 <= v <= 1, "in [0, 1]")
 #: the values the data parameters may take, where their names say what they are (sizes, counts,
 #: lengths); a task checks the rest itself (its constructor raises a ValueError)
 DATA_DOMAIN = {
-    **dict.fromkeys(("n_train", "n_val", "n_test", "n_test_iid", "n_val_each", "min_len", "max_len", "bin1_max_len", "bin_width",
-                     "n_symbols", "pattern_len", "train_len", "max_length", "train_max_ops"), AT_LEAST_1),
+    **dict.fromkeys(
+        (
+            "n_train",
+            "n_val",
+            "n_test",
+            "n_test_iid",
+            "n_val_each",
+            "min_len",
+            "max_len",
+            "bin1_max_len",
+            "bin_width",
+            "n_symbols",
+            "pattern_len",
+            "train_len",
+            "max_length",
+            "train_max_ops",
+        ),
+        AT_LEAST_1,
+    ),
     **dict.fromkeys(("data_seed", "n_distractors"), AT_LEAST_0),
     **dict.fromkeys(("train_p_i", "val_fraction"), PROBABILITY),
 }
@@ -198,7 +233,9 @@ def canonical_text(value) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(canonical_text(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{canonical_text(k)}: {canonical_text(v)}" for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))) + "}"
+        return (
+            "{" + ", ".join(f"{canonical_text(k)}: {canonical_text(v)}" for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))) + "}"
+        )
     text = str(value)
     return text if text and parse_value(text) == text and "," not in text else json.dumps(text)
 
@@ -236,8 +273,11 @@ def train_problems(where: str, given: dict) -> list[str]:
     unknown = sorted(set(given) - set(TRAIN_DEFAULTS))
     problems = [f"{where}: {', '.join(unknown)} not a training setting; {suggest(unknown[0], list(TRAIN_DEFAULTS))}"] if unknown else []
     problems += type_problems(where, given, TRAIN_DEFAULTS)
-    return problems + [f"{where}.{key}={value!r}: choose one of {', '.join(CHOICES[key])}" for key, value in given.items()
-                       if key in CHOICES and type_ok(TRAIN_DEFAULTS[key], value) and value not in CHOICES[key]]
+    return problems + [
+        f"{where}.{key}={value!r}: choose one of {', '.join(CHOICES[key])}"
+        for key, value in given.items()
+        if key in CHOICES and type_ok(TRAIN_DEFAULTS[key], value) and value not in CHOICES[key]
+    ]
 
 
 def _entry_layers(entries: dict, lineage: list[str]) -> list[tuple[str, dict | None]]:
@@ -256,8 +296,9 @@ def _preset_parts(registry: Registry, task: str, preset: str) -> list[tuple[str,
 def _family_parts(parts: list[tuple[str, dict]], lineage: list[str], section: str) -> list[tuple[str, dict]]:
     """(source, values) of preset section ``section`` (family | family_train) for the model entry
     of ``lineage``: its bases, the most general first, then the entry itself."""
-    return [(f"preset {where}.{section}.{fam}", (part.get(section) or {}).get(fam) or {})
-            for fam in reversed(lineage) for where, part in parts]
+    return [
+        (f"preset {where}.{section}.{fam}", (part.get(section) or {}).get(fam) or {}) for fam in reversed(lineage) for where, part in parts
+    ]
 
 
 def _defaults(accepted: dict) -> dict:
@@ -271,9 +312,14 @@ def resolve_task(registry: Registry, task: str, preset: str, overrides: dict) ->
     accepted = constructor_params(cls, skip=("self",))
     given = overrides.get("data", {})
     check_overrides("data", given, {**accepted, **entry["params"]}, f"task {task!r}")
-    values, sources = layer([(DEFAULT, _defaults(accepted)), *_entry_layers(registry.raw_tasks, entry["lineage"]),
-                             *((f"preset {where}.data", part.get("data")) for where, part in _preset_parts(registry, task, preset)),
-                             ("--set", given)])
+    values, sources = layer(
+        [
+            (DEFAULT, _defaults(accepted)),
+            *_entry_layers(registry.raw_tasks, entry["lineage"]),
+            *((f"preset {where}.data", part.get("data")) for where, part in _preset_parts(registry, task, preset)),
+            ("--set", given),
+        ]
+    )
     for key, default in accepted.items():
         if key not in values and default is inspect.Parameter.empty:
             raise UserError(f"task {task!r}: parameter {key!r} has no default; set it in registry.yaml or with --set data.{key}=...")
@@ -283,9 +329,11 @@ def resolve_task(registry: Registry, task: str, preset: str, overrides: dict) ->
 
 def resolve_train(registry: Registry, model: str, task: TaskSpec, overrides: dict) -> tuple[dict, dict]:
     parts = _preset_parts(registry, task.name, task.preset)
-    given = [*((f"preset {where}.train", part.get("train") or {}) for where, part in parts),
-             *_family_parts(parts, registry.model_entry(model)["lineage"], "family_train"),
-             ("--set", overrides.get("train", {}))]
+    given = [
+        *((f"preset {where}.train", part.get("train") or {}) for where, part in parts),
+        *_family_parts(parts, registry.model_entry(model)["lineage"], "family_train"),
+        ("--set", overrides.get("train", {})),
+    ]
     for _, settings in given:
         TrainConfig.check(settings)
     values, sources = layer([("TRAIN_DEFAULTS", TRAIN_DEFAULTS), *given])
@@ -308,10 +356,15 @@ def resolve_model(registry: Registry, model: str, task: TaskSpec | None, overrid
             raise UserError(f"{where}: {', '.join(sorted(unknown))} not accepted by {entry['target']}")
     given = overrides.get("model", {})
     check_overrides("model", {k: v for k, v in given.items() if k != "causal"}, accepted, f"model {model!r}")
-    params, sources = layer([(DEFAULT, _defaults(accepted)), *_entry_layers(registry.raw_models, entry["lineage"]),
-                             *((f"preset {where}.model", {k: v for k, v in (part.get("model") or {}).items() if k in accepted})
-                               for where, part in parts),
-                             *families, ("--set", given)])
+    params, sources = layer(
+        [
+            (DEFAULT, _defaults(accepted)),
+            *_entry_layers(registry.raw_models, entry["lineage"]),
+            *((f"preset {where}.model", {k: v for k, v in (part.get("model") or {}).items() if k in accepted}) for where, part in parts),
+            *families,
+            ("--set", given),
+        ]
+    )
     check_domains("model", params, sources, MODEL_DOMAIN)
     if params["init"] not in MODEL_INITS:
         raise UserError(f"model.init={params['init']!r} ({sources.get('init', DEFAULT)}): choose one of {', '.join(MODEL_INITS)}")

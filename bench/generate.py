@@ -71,7 +71,9 @@ class StreamedBackbone:
 
 
 @torch.no_grad()
-def stream_evaluate(record: str | Path, data_overrides: list[str], registry, device: str | None = None, out: str | Path | None = None) -> dict:
+def stream_evaluate(
+    record: str | Path, data_overrides: list[str], registry, device: str | None = None, out: str | Path | None = None
+) -> dict:
     """``bench eval RECORD --stream``: the metrics of every split (val and the test splits),
     computed through the streaming path. Written beside the record as eval-stream[-tag].json,
     the per-example outcomes as eval-stream[-tag]-outcomes.npz."""
@@ -90,8 +92,14 @@ def stream_evaluate(record: str | Path, data_overrides: list[str], registry, dev
         metrics[split], outcomes[split] = buf.summarize(task.length_bin), buf.arrays()
     tag = overrides_tag(data_overrides)
     written = eval_folder(Path(record), out) / (f"eval-stream-{tag}.json" if tag else "eval-stream.json")
-    result = {**rec, "metrics": metrics, "test_splits": splits[1:], "evaluated_with": data_overrides, "streamed": True,
-              "outcomes": outcomes_file(written, evaluation=True).name}
+    result = {
+        **rec,
+        "metrics": metrics,
+        "test_splits": splits[1:],
+        "evaluated_with": data_overrides,
+        "streamed": True,
+        "outcomes": outcomes_file(written, evaluation=True).name,
+    }
     write_outcomes(outcomes_file(written, evaluation=True), outcomes)
     write_json_atomic(written, result)
     return {"record": result, "path": str(written)}
@@ -116,8 +124,10 @@ def check_generation_fits(params: dict, prompt: int, tokens: int) -> None:
     attention = total * total * layers * d if params.get("n_heads") else 0  # each new token reads every earlier one
     work = macs * total + attention
     if work / CPU_MACS_PER_S > 60:
-        log.info(f"bench: note: generating {tokens:,} tokens takes about {duration(work)} on one CPU core (rough); "
-                 f"a progress line every {PROGRESS_EVERY_S:.0f}s")
+        log.info(
+            f"bench: note: generating {tokens:,} tokens takes about {duration(work)} on one CPU core (rough); "
+            f"a progress line every {PROGRESS_EVERY_S:.0f}s"
+        )
 
 
 def parse_prompt(prompt: str | list[str], vocab: list[str]) -> list[int]:

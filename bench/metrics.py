@@ -172,7 +172,9 @@ def _rates(cat: dict, idx: np.ndarray) -> dict:
     last = cat["last_correct"][idx][scored]
     return {
         "acc": float(np.mean(cat["correct"][idx][scored], dtype=np.float64)) if scored.any() else float("nan"),
-        "token_acc": float(cat["tok_correct"][idx].sum(dtype=np.float64) / n_scored.sum(dtype=np.float64)) if scored.any() else float("nan"),
+        "token_acc": float(cat["tok_correct"][idx].sum(dtype=np.float64) / n_scored.sum(dtype=np.float64))
+        if scored.any()
+        else float("nan"),
         "last_acc": float(np.nanmean(last)) if not np.isnan(last).all() else float("nan"),
     }
 

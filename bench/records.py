@@ -106,7 +106,9 @@ def ensure_writable(out: Path) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise UserError(f"output directory {str(out)!r} cannot be written ({exc.strerror or exc} in {str(existing)!r}); pass a writable --out") from None
+        raise UserError(
+            f"output directory {str(out)!r} cannot be written ({exc.strerror or exc} in {str(existing)!r}); pass a writable --out"
+        ) from None
 
 
 def current_umask() -> int:
@@ -145,8 +147,18 @@ def warn(message: str) -> None:
 
 STATUSES = ("ok", "failed", "pruned")  # pruned: a tuning trial stopped by its pruner (bench tune), not a failure
 #: the types of the fields readers use; "status" is required, and "metrics" when it is "ok"
-FIELDS = {"status": str, "model": str, "task": str, "preset": str, "seed": int, "metrics": dict, "config": dict,
-          "test_splits": list, "report_metrics": list, "overrides": list}
+FIELDS = {
+    "status": str,
+    "model": str,
+    "task": str,
+    "preset": str,
+    "seed": int,
+    "metrics": dict,
+    "config": dict,
+    "test_splits": list,
+    "report_metrics": list,
+    "overrides": list,
+}
 
 
 class RecordError(ValueError):
@@ -161,6 +173,7 @@ class RecordError(ValueError):
 class Record:
     """A run record as read: the fields readers rely on, typed and checked, and ``data``, the whole
     JSON mapping (what the readers of ``read_record`` get). ``from_json`` is the one reader."""
+
     status: str
     data: dict
     model: str | None = None
@@ -184,8 +197,9 @@ class Record:
         problem = record_problem(source) or next((f"it has no {k!r}" for k in required if k not in source), None)
         if problem:
             raise RecordError(problem)
-        return cls(source["status"], source, **{k: source[k] for k in ("model", "task", "preset", "seed", "metrics", "config")
-                                                 if k in source})
+        return cls(
+            source["status"], source, **{k: source[k] for k in ("model", "task", "preset", "seed", "metrics", "config") if k in source}
+        )
 
     @classmethod
     def read(cls, path: Path, required: tuple[str, ...] = ()) -> "Record":

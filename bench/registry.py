@@ -313,7 +313,8 @@ class Registry:
             raise UserError(f"{label} must be a mapping with {need}")
         unknown_sections = {k for k in raw if k not in ("models", "tasks") and not str(k).startswith("_")}  # _x: YAML anchors
         if unknown_sections:
-            raise UserError(f"{label}: unknown top-level key(s) {', '.join(sorted(map(str, unknown_sections)))}; a registry has models: and tasks:")
+            keys = ", ".join(sorted(map(str, unknown_sections)))
+            raise UserError(f"{label}: unknown top-level key(s) {keys}; a registry has models: and tasks:")
         for section, entries, schema in (("models", raw.get("models") or {}, ModelEntry), ("tasks", raw.get("tasks") or {}, TaskEntry)):
             for name, entry in entries.items():
                 schema.from_mapping(entry, f"{label}: {section}.{name}")
@@ -348,7 +349,10 @@ class Registry:
         if "base" in entry:
             base = entry["base"]
             if base not in entries:
-                raise UserError(f"{self._file(section, name)}: {section}.{name} has base {base!r}, which is not an entry; {suggest(base, list(entries))}")
+                raise UserError(
+                    f"{self._file(section, name)}: {section}.{name} has base {base!r}, which is not an entry; "
+                    f"{suggest(base, list(entries))}"
+                )
             resolved = self._resolve(section, entries, base, (*seen, name))
             lineage = [name, *resolved["lineage"]]
         merged = deep_merge(resolved, {k: v for k, v in entry.items() if k != "base"})
@@ -370,8 +374,9 @@ class Registry:
         for pname, preset in presets.items():
             if pname not in PRESETS:
                 raise UserError(f"{self._file('tasks', name)}: tasks.{name} has unknown preset {pname!r}; presets are {', '.join(PRESETS)}")
-            PresetEntry.from_mapping(preset, f"{self._file('tasks', name)}: tasks.{name}.presets.{pname}",
-                                     f"a preset may only hold {', '.join(PRESET_KEYS)}")
+            PresetEntry.from_mapping(
+                preset, f"{self._file('tasks', name)}: tasks.{name}.presets.{pname}", f"a preset may only hold {', '.join(PRESET_KEYS)}"
+            )
         return entry
 
     def preset(self, task_name: str, preset: str) -> dict:
@@ -427,6 +432,7 @@ class Registry:
         the constructors and presets' train settings against TrainConfig. Returns human-readable
         problems (empty list = valid)."""
         from .config import train_problems  # bench.config imports this module
+
         problems: list[str] = []
         model_params: dict[str, dict] = {}  # entry name -> its class's constructor parameters
         smoke_tasks = None  # resolved once, when the first model is built

@@ -6,11 +6,13 @@ retrain records of an older version). Records written before that field existed 
 count as version "1". This script reads the version each such record was really made with from
 the task's source file *at the record's own commit* (``git show <commit>:bench/tasks/<module>.py``, ``tasks/<module>.py`` before issue 28):
 the one ``version = "N"`` assignment there, or "1" when the file has none. Records whose commit
-is unknown, not a fixed revision, or lacks the file (made from uncommitted code) are left alone, and so are files with several different versions.
+is unknown, not a fixed revision, or lacks the file (made from uncommitted code) are left alone,
+and so are files with several different versions.
 
     python scripts/backfill_data_version.py results/runs            # prints what it would write
     python scripts/backfill_data_version.py results/runs --write
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +30,8 @@ VERSION = re.compile(r'^\s+version(?:\s*:\s*ClassVar\[str\])?\s*=\s*"([^"]+)"', 
 
 
 def version_at(commit: str, target: str, cache: dict) -> str | None:
-    """The generator version of ``target`` ('bench.tasks.logic:LogicalInference', or 'tasks.logic:...' in records made before issue 28) at ``commit``; None if unknown."""
+    """The generator version of ``target`` ('bench.tasks.logic:LogicalInference', or 'tasks.logic:...'
+    in records made before issue 28) at ``commit``; None if unknown."""
     module = target.partition(":")[0]
     key = (commit, module)
     if key not in cache:

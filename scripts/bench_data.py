@@ -46,7 +46,7 @@ def main():
                 data = SplitData(load_split(task, split))
                 t2 = time.perf_counter()
                 col = data.columns["tokens"]
-                fixed = getattr(col, "dtype", object) != object  # one 2-D array vs ragged rows
+                fixed = getattr(col, "dtype", object) is not object  # one 2-D array vs ragged rows
                 n_tok = int(col.size) if fixed else sum(len(t) for t in col)
                 gen_total += t1 - t0
                 load_total += t2 - t1

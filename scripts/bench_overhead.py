@@ -77,7 +77,9 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     torch.set_num_threads(args.threads)
 
-    cfg = resolve_run(Registry(), args.model, args.task, args.preset, ["train.optimizer=adamw", "train.schedule=constant", "train.warmup_steps=0"])
+    cfg = resolve_run(
+        Registry(), args.model, args.task, args.preset, ["train.optimizer=adamw", "train.schedule=constant", "train.warmup_steps=0"]
+    )
     train = cfg.train
     task = instantiate_task(cfg.task)
     data = TaskData(task, train["batch_size"], train["eval_batch_size"], seed=0)
@@ -95,8 +97,13 @@ def main() -> None:
     fit = statistics.median(times["lightning_fit"])
     n_batches = len(data.train_loader())
     print(f"model={args.model} task={args.task} preset={args.preset} batches/epoch={n_batches} threads={args.threads} rounds={args.rounds}")
-    print(f"bare torch loop : median epoch {bare:.3f}s  ({1000 * bare / n_batches:.2f} ms/step)  all: {[round(t, 3) for t in times['bare']]}")
-    print(f"lightning loop  : median epoch {light:.3f}s  ({1000 * light / n_batches:.2f} ms/step)  all: {[round(t, 3) for t in times['lightning']]}")
+    print(
+        f"bare torch loop : median epoch {bare:.3f}s  ({1000 * bare / n_batches:.2f} ms/step)  all: {[round(t, 3) for t in times['bare']]}"
+    )
+    print(
+        f"lightning loop  : median epoch {light:.3f}s  ({1000 * light / n_batches:.2f} ms/step)  "
+        f"all: {[round(t, 3) for t in times['lightning']]}"
+    )
     print(f"lightning fit() : median {fit:.3f}s including Trainer set-up/tear-down (a one-off per run)")
     print(f"overhead ratio lightning/bare = {light / bare:.3f}  (goal <= 1.10; per-epoch loop, set-up excluded)")
     print(f"one-epoch fit() / bare epoch  = {fit / bare:.3f}  (set-up included; amortised over a run's epochs)")

@@ -93,7 +93,9 @@ def estimate(task: str, n_train: int, epochs: int, seeds: int = 3, jobs: int = 2
     small_total = sum(step * steps_small + over for step, over in fam.values()) * seeds / jobs
     print(f"{task}: n_train {n_train} x {epochs} epochs = {steps_cpu} steps ({steps_cpu / steps_small:.2f}x small's {steps_small});"
           " per family (s): " + ", ".join(f"{f} {v:.0f}" for f, v in per_seed.items()))
-    print(f"  grid {len(fam)} families x {seeds} seeds, --jobs {jobs}: {total / 3600:.2f} h (small preset's grid: {small_total / 3600:.2f} h)")
+    print(
+        f"  grid {len(fam)} families x {seeds} seeds, --jobs {jobs}: {total / 3600:.2f} h (small preset's grid: {small_total / 3600:.2f} h)"
+    )
 
 
 if __name__ == "__main__":

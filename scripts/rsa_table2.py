@@ -64,7 +64,8 @@ def main() -> None:
     records = load_records(Path(args.results), models, tasks, args.preset, overrides_tag(args.set))
 
     lines = [
-        "| language | model | seeds | bin 0 % (ours) | bin 1 % (ours) | per seed bin 0 / bin 1 | [RSA Table 2] bin 0 / bin 1 | REM gates per layer | epochs | commit |",
+        "| language | model | seeds | bin 0 % (ours) | bin 1 % (ours) | per seed bin 0 / bin 1 "
+        "| [RSA Table 2] bin 0 / bin 1 | REM gates per layer | epochs | commit |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for task in tasks:
@@ -81,7 +82,8 @@ def main() -> None:
             commits = ",".join(sorted({(r.get("git") or {}).get("commit", "?")[:7] for r in recs}))
             seeds = ",".join(str(r["seed"]) for r in recs)
             lines.append(
-                f"| {task} | {model} | {seeds} | {mean_std_percent(b0)} | {mean_std_percent(b1)} | {per_seed} | {ref_s} | {gates(recs)} | {epochs} | {commits} |"
+                f"| {task} | {model} | {seeds} | {mean_std_percent(b0)} | {mean_std_percent(b1)} | {per_seed} "
+                f"| {ref_s} | {gates(recs)} | {epochs} | {commits} |"
             )
     emit("\n".join(lines), args.out)
 

@@ -25,8 +25,7 @@ def bench(args, out: Path | None, env=None, cwd=None, timeout=120):
     e = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "BENCH_DATA_DIR": str(WORK / "data"), **(env or {})}
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, env=e, cwd=cwd or REPO, timeout=timeout)
-        code, text = p.returncode, (p.stderr.strip() or p.stdout.strip())
-        lines = [ln for ln in (p.stderr + "\n" + p.stdout).splitlines() if ln.strip()]
+        code = p.returncode
         n = len(p.stderr.strip().splitlines())
     except subprocess.TimeoutExpired:
         return "killed at %ds" % timeout, "(still running, no output)", 0

@@ -28,7 +28,12 @@ def test_the_example_validates_and_generates_what_it_says(readme_registry):
     assert readme_registry.validate() == []
     task = bench.build_task("majority", preset="smoke", registry=readme_registry)
     assert task.name == "majority"
-    assert {k: task.params[k] for k in ("n_train", "n_val", "n_test", "max_len")} == {"n_train": 128, "n_val": 32, "n_test": 32, "max_len": 8}
+    assert {k: task.params[k] for k in ("n_train", "n_val", "n_test", "max_len")} == {
+        "n_train": 128,
+        "n_val": 32,
+        "n_test": 32,
+        "max_len": 8,
+    }
     assert task.vocab[0] == "<pad>" and task.splits() == ["train", "val", "iid", "long"]
     expected = {"train": (128, 1, 8), "val": (32, 1, 8), "iid": (32, 1, 8), "long": (32, 9, 16)}  # size, lengths
     for split, (size, lo, hi) in expected.items():
@@ -47,8 +52,9 @@ def test_the_example_validates_and_generates_what_it_says(readme_registry):
 
 
 def test_the_example_trains_and_reports_per_length(readme_registry, tmp_path):
-    rec = bench.run(model="transformer", task="majority", preset="smoke", seed=0, out=tmp_path / "out",
-                    registry=readme_registry, progress=False)
+    rec = bench.run(
+        model="transformer", task="majority", preset="smoke", seed=0, out=tmp_path / "out", registry=readme_registry, progress=False
+    )
     assert rec["status"] == "ok" and set(rec["metrics"]) == {"val", "iid", "long"}
     assert set(rec["metrics"]["iid"]["by_length"]) == {"1-10"}
     assert set(rec["metrics"]["long"]["by_length"]) == {"1-10", "11-20"}

@@ -287,7 +287,8 @@ def test_stream_rows(tmp_path, capsys, toy_registry):
     toy = {r["length"]: r for r in rows if r["model"] == "streaming-toy"}
     ref = [r for r in rows if r["model"] == "transformer"]
     assert [r["status"] for r in ref] == ["ok"] * 2
-    assert [r["status"] for r in rows if r["model"] == "refusing-toy"] == ["no streaming (RefusingToy needs the whole sequence to cut its chunks)"] * 2
+    refused = "no streaming (RefusingToy needs the whole sequence to cut its chunks)"
+    assert [r["status"] for r in rows if r["model"] == "refusing-toy"] == [refused] * 2
     d, b = 32, 2  # the smoke preset's d_model, --batch
     for length, r in toy.items():
         assert r["status"] == "ok" and r["decode_steps"] == 2 * 5  # 5 per repeat, 2 repeats

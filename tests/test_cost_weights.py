@@ -92,6 +92,8 @@ def test_a_missing_or_unfinished_run_is_one_line(state, tmp_path, registry, monk
     monkeypatch.setattr(bench.cost, "measure_steps", lambda *a, **k: pytest.fail("timed without its weights"))
     assert main(["reproduce", "halt-table5-cpu-trained", "--preset", "smoke", "--run", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
-    expected = {"no record": "has no record", "failed": "is not finished (status 'failed')", "no checkpoint": "has no tested checkpoint"}[state]
+    expected = {"no record": "has no record", "failed": "is not finished (status 'failed')", "no checkpoint": "has no tested checkpoint"}[
+        state
+    ]
     assert len(err.splitlines()) == 1 and "cost.weights" in err and expected in err and "bench run --out" in err, err
     assert not list((tmp_path / "reproduce").glob("*--measured.json")) if (tmp_path / "reproduce").exists() else True

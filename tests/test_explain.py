@@ -126,7 +126,13 @@ def test_public_is_the_record_config():
     """Records hold this structure; the task's params are only those given (the class fills in its defaults)."""
     cfg = resolve_run(REG, "transformer", "copy", "smoke", ["data.n_train=100"]).public()
     assert list(cfg) == ["model", "task", "train", "preset"]
-    assert list(cfg["model"]) == ["name", "target", "params", "causal"] and list(cfg["task"]) == ["name", "target", "params", "preset", "version"]
+    assert list(cfg["model"]) == ["name", "target", "params", "causal"] and list(cfg["task"]) == [
+        "name",
+        "target",
+        "params",
+        "preset",
+        "version",
+    ]
     assert cfg["task"]["params"] == {"max_len": 40, "test_lengths": [40], "n_train": 100, "n_val": 64, "n_test": 64}
     assert cfg["task"]["version"] == "1"  # the copy generator was never bumped
     assert cfg["model"]["params"]["d_model"] == 32 and cfg["model"]["params"]["attn_backend"] == "sdpa"
@@ -143,8 +149,9 @@ def _redundant(section: str, entries: dict, name: str, accepted: dict) -> list[s
     for b in reversed(bases):
         without = deep_merge(without, entries[b].get("params") or {})
     own = entries[name].get("params") or {}
-    return [f"{section}.{name}.params.{k}" for k, v in own.items()
-            if k in without and (deep_merge({k: without[k]}, {k: v}) == {k: without[k]})]
+    return [
+        f"{section}.{name}.params.{k}" for k, v in own.items() if k in without and (deep_merge({k: without[k]}, {k: v}) == {k: without[k]})
+    ]
 
 
 def test_registry_entries_hold_only_what_differs_from_the_constructor_and_their_bases():

@@ -116,7 +116,9 @@ def test_error_positions_script_finds_each_wrong_position_and_its_triple():
 
     import torch
 
-    spec = importlib.util.spec_from_file_location("error_positions", Path(__file__).resolve().parent.parent / "scripts" / "error_positions.py")
+    spec = importlib.util.spec_from_file_location(
+        "error_positions", Path(__file__).resolve().parent.parent / "scripts" / "error_positions.py"
+    )
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     labels = torch.tensor([[[1, 1], [0, 1], [1, 0]], [[1, 0], [0, 1], [0, 0]]])

@@ -45,7 +45,9 @@ def reference_alg1(unit, step, h0, max_iters, threshold, transition, per_positio
     return S, alphas, weights
 
 
-@pytest.mark.parametrize("global_halt,causal,transition", [(False, False, False), (True, False, True), (True, True, True), (True, False, False)])
+@pytest.mark.parametrize(
+    "global_halt,causal,transition", [(False, False, False), (True, False, True), (True, True, True), (True, False, False)]
+)
 def test_probabilities_and_mixture_match_reference(global_halt, causal, transition):
     torch.manual_seed(0)
     d, T, B = 8, 6, 3
@@ -56,9 +58,7 @@ def test_probabilities_and_mixture_match_reference(global_halt, causal, transiti
     mask = torch.ones(B, T, dtype=torch.bool)
     with torch.no_grad():
         out = halting(step, h0, mask)
-        S, alphas, weights = reference_alg1(
-            halting.unit, step, h0, 7, 0.999, transition, halting.per_position, global_halt, mask
-        )
+        S, alphas, weights = reference_alg1(halting.unit, step, h0, 7, 0.999, transition, halting.per_position, global_halt, mask)
     assert torch.all(alphas >= 0)
     assert torch.all(alphas.sum(0) <= 1 + 1e-6)  # unconditional halting probabilities sum to <= 1
     assert torch.all(weights >= 0)
@@ -123,8 +123,9 @@ def test_freeze_exit_equals_upperbound_and_stops_only_where_all_halted_by_half(h
     lin = torch.nn.Linear(d, d)
     results, calls = {}, {}
     for mode, exit in (("halt", "freeze"), ("upperbound", "freeze"), ("halt", "drop")):
-        halting = DepthHalting(d, L, global_halt=True, transition=True, causal=False, mode=mode, exit=exit,
-                               bias_init=3.0 if halts_by_half else -3.0)
+        halting = DepthHalting(
+            d, L, global_halt=True, transition=True, causal=False, mode=mode, exit=exit, bias_init=3.0 if halts_by_half else -3.0
+        )
         torch.nn.init.zeros_(halting.unit.fc2.weight)  # alpha_hat = sigmoid(+-3): all halt at l = 3, or never
         rows = calls[mode, exit] = []
         with torch.no_grad():

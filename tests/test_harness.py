@@ -252,7 +252,8 @@ def test_registry_inheritance():
     nope = reg.model_entry("nope")
     assert nope["lineage"] == ["nope", "transformer"] and nope["target"] == "bench.models.transformer:NoPE"
     case1 = reg.model_entry("rsa-transformer-I")  # target from transformer, rsa merged over rsa-transformer's
-    assert case1["lineage"] == ["rsa-transformer-I", "rsa-transformer", "transformer"] and case1["target"] == "bench.models.transformer:Transformer"
+    assert case1["lineage"] == ["rsa-transformer-I", "rsa-transformer", "transformer"]
+    assert case1["target"] == "bench.models.transformer:Transformer"
     assert case1["params"]["rsa"] == {"kinds": [5, 0, 0, 0, 0, 0], "dilations": [], "mu_init": 1.0, "lag_cap": 200, "path": "fft"}
     assert reg.preset("d2", "smoke")["data"]["max_len"] == 24  # own override on top of _formal
     assert reg.preset("d2", "smoke")["model"]["d_model"] == 32  # inherited from _formal

@@ -308,7 +308,8 @@ def test_generating_more_tokens_than_fit_is_refused():
     from bench.errors import UserError
     from bench.generate import check_generation_fits
 
-    with pytest.raises(UserError, match="generating 1,000,000,000 tokens would need at least .* GiB of memory is available; lower --tokens"):
+    with pytest.raises(UserError, match="generating 1,000,000,000 tokens would need at least .* GiB of memory is available; "
+                                        "lower --tokens"):
         check_generation_fits({"d_model": 32, "n_layers": 1, "n_heads": 4}, 3, 10**9)
     check_generation_fits({"d_model": 32, "n_layers": 1, "n_heads": 4}, 3, 100)  # a small one goes on
 
@@ -328,6 +329,7 @@ def test_ctrl_c_offers_resume_only_where_there_is_something_to_resume(capsys, mo
 
 
 # ---- 6. grids at once ------------------------------------------------------------------------------
+
 
 def test_two_grids_on_one_out_keep_their_cell_logs_apart(tmp_path):
     """Two grid processes started in the same second: each its own log folder (pid in the name;

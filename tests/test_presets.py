@@ -223,7 +223,8 @@ def test_tlb_and_gutlb_take_the_reference_tlb_optimisation_on_lra():
         assert retrieval["batch_size"] * retrieval["accumulate_grad_batches"] == 128
         assert (image["lr"], image["batch_size"], image["schedule"]) == (1e-3, 256, "cosine")
         assert (path["lr"], path["batch_size"], path["betas"], path["schedule"], path["warmup_steps"], path["grad_clip"],
-                path["max_epochs"], path["patience"], path["weight_decay"]) == (5e-4, 512, [0.9, 0.98], "cosine", 160000 // 512, 0.0, 200, 200, 0.0)
+                path["max_epochs"], path["patience"], path["weight_decay"]) == \
+            (5e-4, 512, [0.9, 0.98], "cosine", 160000 // 512, 0.0, 200, 200, 0.0)
     for model in ("transformer", "ut", "gut"):
         lrs = [resolve(model, t)["train"]["lr"] for t in ("lra-text", "lra-retrieval", "lra-image", "lra-pathfinder")]
         assert lrs == [0.00056, 0.00056, 5e-4, 2e-4]
@@ -246,6 +247,7 @@ def test_logic_paper_data():
 
 # ---- [RSA §4.4, App. E.4, Fig. 5]: copy ---------------------------------------------------------
 
+
 def test_copy_s_and_l_differ_only_in_training_size():
     """[RSA Fig. 5]: S = 6400 training sequences, L = 12800; everything else the same."""
     for model in ("rsa-brt", "tlb"):
@@ -256,7 +258,13 @@ def test_copy_s_and_l_differ_only_in_training_size():
     m, t = s["model"]["params"], s["train"]
     assert (m["n_layers"], m["n_heads"]) == (4, 8)  # [RSA App. E.4]
     assert (t["batch_size"], t["optimizer"], t["lr"], t["schedule"], t["step_every_epochs"], t["step_gamma"]) == (
-        16, "adam", 1e-4, "step", 5, 0.5)
+        16,
+        "adam",
+        1e-4,
+        "step",
+        5,
+        0.5,
+    )
 
 
 @pytest.mark.parametrize("task", ["copy-s", "copy-l"])
@@ -278,4 +286,3 @@ def test_every_paper_preset_resolves_for_every_model_it_sizes():
             continue
         for fam in entry["presets"]["paper"].get("family") or {}:
             resolve(fam, task)
-

@@ -54,5 +54,7 @@ def test_a_committed_table_rebuilds_byte_identically(stem, tmp_path, monkeypatch
     capsys.readouterr()
     rebuilt = {p.name for p in (tmp_path / "results" / "reproduce").iterdir()}
     assert rebuilt == own_files(stem)
-    differ = [name for name in sorted(rebuilt) if (tmp_path / "results" / "reproduce" / name).read_bytes() != (COMMITTED / name).read_bytes()]
+    differ = [
+        name for name in sorted(rebuilt) if (tmp_path / "results" / "reproduce" / name).read_bytes() != (COMMITTED / name).read_bytes()
+    ]
     assert not differ, f"{stem}: rebuilt {', '.join(differ)} differ from the committed files (bench reproduce without --run, then commit)"

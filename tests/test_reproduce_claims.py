@@ -89,7 +89,10 @@ def test_a_pair_with_fewer_than_two_seeds_has_no_test(claim_runs):
     table = load_table("t", folder=claim_runs / "tables")
     values = {("tlb", "len500_600"): ([60.0], False), ("transformer", "len500_600"): ([50.0, 50.0], False)}
     first = run_claims(table, values)["rows"][0]
-    assert first[2:4] == ["inconclusive", "tlb 60.0 (1) vs transformer 50.0 ± 0.0 (2) on len500_600: n = 1 vs 2 (< 2 seeds a side): no test"]
+    assert first[2:4] == [
+        "inconclusive",
+        "tlb 60.0 (1) vs transformer 50.0 ± 0.0 (2) on len500_600: n = 1 vs 2 (< 2 seeds a side): no test",
+    ]
 
 
 def test_the_paper_without_its_number_of_runs_or_spread_gets_no_test(claim_runs):
@@ -154,7 +157,10 @@ def test_at_chance_is_within_two_standard_errors_of_the_majority_share():
 
     assert at_chance(0.524, (0.493, 1000)) and not at_chance(0.525, (0.493, 1000))  # 2 SE = 0.0316
     assert at_chance(0.462, (0.493, 1000)) and not at_chance(0.461, (0.493, 1000))  # on either side
-    recs = [{"metrics": {"test": {"n": 1000, "acc": 0.5, "majority": 0.49}}}, {"metrics": {"test": {"n": 998, "acc": 0.5, "majority": 0.51}}}]
+    recs = [
+        {"metrics": {"test": {"n": 1000, "acc": 0.5, "majority": 0.49}}},
+        {"metrics": {"test": {"n": 998, "acc": 0.5, "majority": 0.51}}},
+    ]
     assert majority_share(recs, "test") == (pytest.approx(0.5), 998)  # the mean share, the smallest split
     assert majority_share([*recs, {"metrics": {"test": {"n": 1000, "acc": 0.5}}}], "test") is None  # one older record
 
@@ -167,12 +173,16 @@ def test_cells_at_chance_are_marked_and_their_claims_inconclusive(tmp_path):
     assert cell(result, "ut", "test")[0] == "51.7 ± 3.8 (3, se 1.6) ~"
     assert cell(result, "transformer", "test")[0] == "62.0 ± 5.0 (3, se 1.5)"  # well above chance: no mark
     assert result["at_chance"] == {("gut", "test"): pytest.approx(49.3), ("ut", "test"): pytest.approx(49.3)}
-    assert result["chance"] == ("~ = at chance: the mean accuracy over seeds is within 2 standard errors of the split's "
-                                "majority-class share p (SE = sqrt(p(1-p)/n), n = the split's examples)")
+    assert result["chance"] == (
+        "~ = at chance: the mean accuracy over seeds is within 2 standard errors of the split's "
+        "majority-class share p (SE = sqrt(p(1-p)/n), n = the split's examples)"
+    )
     rows = judged(folder)
     # both cells at chance: no test, inconclusive
-    assert rows["UT beats GUT"][2:4] == ["inconclusive",
-                                         "ut 51.7 ± 3.8 (3) vs gut 49.3 ± 3.8 (3) on test: both at chance (majority 49.3%): no test"]
+    assert rows["UT beats GUT"][2:4] == [
+        "inconclusive",
+        "ut 51.7 ± 3.8 (3) vs gut 49.3 ± 3.8 (3) on test: both at chance (majority 49.3%): no test",
+    ]
     # one cell above chance: tested, 62.0 - 51.7 = +10.3, t = 10.33 / sqrt(4/3 + 2.33/3) = 7.1 at 3.7 df
     held = rows["the Transformer beats UT"]
     assert held[2] == "holds" and held[3].startswith("transformer 62.0 ± 5.0 (3) vs ut 51.7 ± 3.8 (3) on test: Δ +10.3 [95% CI")
@@ -213,19 +223,26 @@ def test_claims_name_splits_of_another_preset_by_position():
     small = load_table("halt-table3", "small")
     tlb_fr = next(c for c in small.claims if "fixed recurrence" in c.text)
     assert [(p.better, p.than) for p in tlb_fr.comparisons] == [
-        (("tlb", "T256_p8"), ("tlb-fr", "T256_p8")), (("tlb", "T256_p98"), ("tlb-fr", "T256_p98"))]
+        (("tlb", "T256_p8"), ("tlb-fr", "T256_p8")),
+        (("tlb", "T256_p98"), ("tlb-fr", "T256_p98")),
+    ]
     assert load_table("halt-table3-median").claims == []  # judged once, in halt-table3
 
 
-@pytest.mark.parametrize("claim, message", [
-    ('{text: x, source: y, better: lstm, than: tlb, split: test}', "'lstm' is not a row of the table"),
-    ('{text: x, source: y, better: tlb, than: ut, split: len7}', "'len7' is not a column of the table"),
-    ('{text: x, source: y, better: tlb, than: ut}', "needs at least one model and one split"),
-    ('{text: x, source: y, better: tlb, than: ut, split: test, typo: 1}', "a claim is {text, source, better, than}"),
-    ('{text: x, source: y, better: {model: tlb, splits: [test, len500_600]}, than: {model: ut, splits: [test, test, test]}}',
-     "better has 2 splits and than 3"),
-    ('{text: x, source: y, better: tlb, than: tlb, split: test}', "compares nothing"),
-])
+@pytest.mark.parametrize(
+    "claim, message",
+    [
+        ("{text: x, source: y, better: lstm, than: tlb, split: test}", "'lstm' is not a row of the table"),
+        ("{text: x, source: y, better: tlb, than: ut, split: len7}", "'len7' is not a column of the table"),
+        ("{text: x, source: y, better: tlb, than: ut}", "needs at least one model and one split"),
+        ("{text: x, source: y, better: tlb, than: ut, split: test, typo: 1}", "a claim is {text, source, better, than}"),
+        (
+            "{text: x, source: y, better: {model: tlb, splits: [test, len500_600]}, than: {model: ut, splits: [test, test, test]}}",
+            "better has 2 splits and than 3",
+        ),
+        ("{text: x, source: y, better: tlb, than: tlb, split: test}", "compares nothing"),
+    ],
+)
 def test_malformed_claims_are_one_line_errors(tmp_path, claim, message):
     (tmp_path / "t.yaml").write_text(CLAIMS_TABLE.split("claims:")[0] + f"claims:\n  - {claim}\n")
     with pytest.raises(UserError, match=message.replace("{", r"\{").replace("}", r"\}").replace("[", r"\[")):

@@ -248,10 +248,16 @@ def test_a_table_naming_a_study_reads_tuned_rows_and_marks_the_others(tmp_path):
             "models": {"lstm": {"values": {"train.lr": 0.003}, "val": 0.855, "finished": 2, "trials": 2}}}
     write_json_atomic(out / "studies" / "flipflop-smoke" / "best.json", best)
     tuned = ["train.max_epochs=1", "train.lr=0.003"]
-    for model, overrides, value in (("lstm", tuned, 0.9), ("lstm", ["train.max_epochs=1"], 0.1), ("transformer", ["train.max_epochs=1"], 0.7)):
+    cases = (("lstm", tuned, 0.9), ("lstm", ["train.max_epochs=1"], 0.1), ("transformer", ["train.max_epochs=1"], 0.7))
+    for model, overrides, value in cases:
         rec = base_record(model, "flipflop", "smoke", 0, overrides)
-        rec.update(status="ok", primary_metric="token_acc", report_metrics=["last_acc"], test_splits=["T32_p1"],
-                   metrics={"val": {"n": 8, "last_acc": 0.5}, "T32_p1": {"n": 8, "last_acc": value}})
+        rec.update(
+            status="ok",
+            primary_metric="token_acc",
+            report_metrics=["last_acc"],
+            test_splits=["T32_p1"],
+            metrics={"val": {"n": 8, "last_acc": 0.5}, "T32_p1": {"n": 8, "last_acc": value}},
+        )
         write_json_atomic(record_path(out, model, "flipflop", "smoke", 0, overrides), rec)
     table = load_table("toy", folder=tmp_path / "tables")
     result = reproduce(table, Registry(), "smoke", out, "bench reproduce toy")

@@ -83,8 +83,14 @@ def test_validate_cli_prints_each_problem_and_exits_2(bad_registry, capsys):
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["--model", "not-a-backbone", "--task", "parity"], "models.not-a-backbone: target 'bench.tasks.formal_languages:Parity' is the class"),
-        (["--model", "a-function", "--task", "parity"], "is a function, not a class; a model target must be a subclass of bench.models.base.Backbone"),
+        (
+            ["--model", "not-a-backbone", "--task", "parity"],
+            "models.not-a-backbone: target 'bench.tasks.formal_languages:Parity' is the class",
+        ),
+        (
+            ["--model", "a-function", "--task", "parity"],
+            "is a function, not a class; a model target must be a subclass of bench.models.base.Backbone",
+        ),
         (["--model", "lstm", "--task", "not-a-task"], "a task target must be a subclass of bench.tasks.base.Task"),
         (["--model", "lstm", "--task", "abstract"], "is abstract: it must implement generate, vocab"),
     ],

@@ -28,7 +28,9 @@ AFTER = "\n\nMore prose, 7 of 9, stays too.\n"
 
 
 def test_reproduce_fills_the_block_of_its_table_from_the_records_and_nothing_else(tmp_path):
-    for seed, acc in enumerate([0.2, 0.3, 0.4]):  # mean 30, sample std 10: 95% t half-width 4.303 * 10 / sqrt(3) = 24.8; se sqrt(.3 * .7 / 10) = 14.5
+    for seed, acc in enumerate(
+        [0.2, 0.3, 0.4]
+    ):  # mean 30, sample std 10: 95% t half-width 4.303 * 10 / sqrt(3) = 24.8; se sqrt(.3 * .7 / 10) = 14.5
         write_record(tmp_path, "transformer", "parity", seed, {"bin0": acc, "bin1": 0.0})
     other = "<!-- bench:table halt-table1-cpu -->\nkept as it is 1.0\n<!-- /bench -->"
     page = tmp_path / "page.md"
@@ -38,7 +40,7 @@ def test_reproduce_fills_the_block_of_its_table_from_the_records_and_nothing_els
     assert main(["reproduce", "rsa-table2", "--out", str(tmp_path)]) == 0
     text = page.read_text()
     assert text.startswith(BEFORE + "<!-- bench:table rsa-table2 -->\n\n") and text.endswith(AFTER + other + "\n")
-    body = text[len(BEFORE):].split("<!-- /bench -->")[0]
+    body = text[len(BEFORE) :].split("<!-- /bench -->")[0]
     assert "old 99.9" not in body and "| parity  | transformer         | 30.0 ± 24.8 (3, se 14.5)" in body
     assert "`bench reproduce rsa-table2 --out" in body and "# [RSA Table 2]" not in body  # the command, not the title
     generated = (tmp_path / "reproduce" / "rsa-table2.md").read_text()
@@ -50,15 +52,19 @@ def test_a_value_block_shows_one_field_of_a_record(tmp_path):
     write_record(tmp_path, "transformer", "parity", 0, {"bin0": 0.877, "bin1": 0.0}, train_time_s=386.4, steps_run=10000)
     rec = "runs/parity/paper/transformer/seed0.json"
     page = tmp_path / "page.md"
-    page.write_text(f"train <!-- bench:value {rec} train_time_s .0f -->808<!-- /bench --> s "
-                    f"(<!-- bench:value {rec} train_time_s min -->8<!-- /bench --> min), "
-                    f"<!-- bench:value {rec} steps_run , -->1<!-- /bench --> steps, "
-                    f"bin 0 <!-- bench:value {rec} metrics.bin0.acc pct -->0<!-- /bench --> %.\n")
+    page.write_text(
+        f"train <!-- bench:value {rec} train_time_s .0f -->808<!-- /bench --> s "
+        f"(<!-- bench:value {rec} train_time_s min -->8<!-- /bench --> min), "
+        f"<!-- bench:value {rec} steps_run , -->1<!-- /bench --> steps, "
+        f"bin 0 <!-- bench:value {rec} metrics.bin0.acc pct -->0<!-- /bench --> %.\n"
+    )
     assert writeup.fill_writeups(tmp_path) == [page]
-    assert page.read_text() == (f"train <!-- bench:value {rec} train_time_s .0f -->386<!-- /bench --> s "
-                                f"(<!-- bench:value {rec} train_time_s min -->6.4<!-- /bench --> min), "
-                                f"<!-- bench:value {rec} steps_run , -->10,000<!-- /bench --> steps, "
-                                f"bin 0 <!-- bench:value {rec} metrics.bin0.acc pct -->87.7<!-- /bench --> %.\n")
+    assert page.read_text() == (
+        f"train <!-- bench:value {rec} train_time_s .0f -->386<!-- /bench --> s "
+        f"(<!-- bench:value {rec} train_time_s min -->6.4<!-- /bench --> min), "
+        f"<!-- bench:value {rec} steps_run , -->10,000<!-- /bench --> steps, "
+        f"bin 0 <!-- bench:value {rec} metrics.bin0.acc pct -->87.7<!-- /bench --> %.\n"
+    )
     assert writeup.fill_writeups(tmp_path) == []  # filled: nothing changes
 
 
@@ -68,8 +74,10 @@ def test_a_value_or_leaderboard_cell_from_other_code_is_marked(tmp_path):
     write_record(tmp_path, "transformer", "parity", 0, {"bin0": 0.5, "bin1": 0.0}, git={"commit": "a" * 40, "dirty": True})
     write_record(tmp_path, "lstm", "parity", 0, {"bin0": 1.0, "bin1": 1.0}, git={"commit": "a" * 40, "dirty": False})
     page = tmp_path / "page.md"
-    page.write_text("<!-- bench:value runs/parity/paper/transformer/seed0.json metrics.bin0.acc pct --><!-- /bench --> "
-                    "<!-- bench:value runs/parity/paper/lstm/seed0.json metrics.bin0.acc pct --><!-- /bench -->\n")
+    page.write_text(
+        "<!-- bench:value runs/parity/paper/transformer/seed0.json metrics.bin0.acc pct --><!-- /bench --> "
+        "<!-- bench:value runs/parity/paper/lstm/seed0.json metrics.bin0.acc pct --><!-- /bench -->\n"
+    )
     writeup.fill_writeups(tmp_path)
     assert writeup.BLOCK.sub(lambda m: m["body"], page.read_text()) == "50.0 ‡ 100.0\n"
     _, rows = table(load_records(tmp_path, ["transformer", "lstm"], ["parity"], "paper"), ["transformer", "lstm"], ["parity"])
@@ -112,7 +120,14 @@ def test_records_of_a_dirty_tree_or_another_commit_are_marked(tmp_path):
     write_record(tmp_path, "transformer", "d4", 0, {"bin0": 0.5, "bin1": 0.0}, git={**clean, "note": "ran 29c021a"})
     result = build(load_table("rsa-table2"), tmp_path, "paper")
     ours = {r[0]: r[2] for r in result["rows"] if r[1] == "transformer"}
-    assert ours == {"parity": "50.0 (1, se 15.8)", "d2": "50.0 (1, se 15.8) ‡", "d4": "50.0 (1, se 15.8) ‡", "tomita3": "—", "tomita5": "—", "tomita6": "—"}
+    assert ours == {
+        "parity": "50.0 (1, se 15.8)",
+        "d2": "50.0 (1, se 15.8) ‡",
+        "d4": "50.0 (1, se 15.8) ‡",
+        "tomita3": "—",
+        "tomita5": "—",
+        "tomita6": "—",
+    }
     assert result["other_code"].startswith("‡ = records made from code their named commit does not give")
     write_record(tmp_path, "transformer", "d2", 0, {"bin0": 0.5, "bin1": 0.0}, git=clean)
     write_record(tmp_path, "transformer", "d4", 0, {"bin0": 0.5, "bin1": 0.0}, git=clean)
@@ -141,6 +156,7 @@ def test_git_commit_names_the_diff_of_a_dirty_tree(tmp_path):
 
 
 # ---- the committed results ---------------------------------------------------------------------
+
 
 def committed_records():
     for path in sorted((ROOT / "results" / "runs").rglob("*.json")):

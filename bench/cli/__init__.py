@@ -29,9 +29,19 @@ def main(argv: list[str] | None = None) -> int:
     # Light on purpose: each handler imports what it needs, so --help, list, validate and
     # explain never import Lightning (tests/test_packaging.py); RunInterrupted lives in errors.
     notes_to_stderr()
-    handlers = {"run": cmd_run, "eval": cmd_eval, "compare": cmd_compare, "curves": cmd_curves, "list": cmd_list, "validate": cmd_validate, "generate": cmd_generate,
-                "explain": cmd_explain,
-                "reproduce": cmd_reproduce, "cost": cmd_cost, "tune": cmd_tune}
+    handlers = {
+        "run": cmd_run,
+        "eval": cmd_eval,
+        "compare": cmd_compare,
+        "curves": cmd_curves,
+        "list": cmd_list,
+        "validate": cmd_validate,
+        "generate": cmd_generate,
+        "explain": cmd_explain,
+        "reproduce": cmd_reproduce,
+        "cost": cmd_cost,
+        "tune": cmd_tune,
+    }
     args = None
     try:
         args = build_parser().parse_args(argv)
@@ -41,10 +51,16 @@ def main(argv: list[str] | None = None) -> int:
         for option in ("out", "registry", "path", "record", "records", "table"):  # empty paths and names
             given = getattr(args, option, None)
             if any(not str(value).strip() for value in (given if isinstance(given, list) else [given]) if value is not None):
-                what = {"out": "--out is empty; give a folder, e.g. --out out", "registry": "--registry is empty; give a registry.yaml file",
-                        "table": "the table name is empty; see bench reproduce --list"}.get(option, "")
-                raise UserError(what or f"a {'registry' if option == 'path' else 'record'} path is empty; give a "
-                                        f"{'registry.yaml file' if option == 'path' else 'run record, e.g. out/runs/parity/small/lstm/seed0.json'}")
+                what = {
+                    "out": "--out is empty; give a folder, e.g. --out out",
+                    "registry": "--registry is empty; give a registry.yaml file",
+                    "table": "the table name is empty; see bench reproduce --list",
+                }.get(option, "")
+                raise UserError(
+                    what
+                    or f"a {'registry' if option == 'path' else 'record'} path is empty; give a "
+                    f"{'registry.yaml file' if option == 'path' else 'run record, e.g. out/runs/parity/small/lstm/seed0.json'}"
+                )
         registry = Registry(getattr(args, "path", None) or args.registry)
         return handlers[args.command](args, registry)
     except UserError as exc:
@@ -55,9 +71,13 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_status
     except KeyboardInterrupt as exc:  # Ctrl-C, or a grid stopped by a signal (bench.grid.Stopped)
         trains = args is not None and (args.command == "run" or getattr(args, "run", False) and args.command in ("compare", "reproduce"))
-        print("bench: interrupted; finished runs keep their records and the others their last checkpoints: run the same command "
-              "again to resume" if trains else "bench: interrupted; nothing was written (its files are written when it is done)",
-              file=sys.stderr)
+        print(
+            "bench: interrupted; finished runs keep their records and the others their last checkpoints: run the same command "
+            "again to resume"
+            if trains
+            else "bench: interrupted; nothing was written (its files are written when it is done)",
+            file=sys.stderr,
+        )
         return 128 + getattr(exc, "signum", signal.SIGINT)
     except BrokenPipeError:  # `bench compare ... | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -32,7 +32,9 @@ def cmd_list(args, registry) -> int:
         for name in registry.model_names():
             e = registry.model_entry(name)
             try:  # read from the source when it can be (no torch for a listing), else from the class
-                cls = static_class_attrs(e["target"], flags) or {f: getattr(import_model_class(e["target"], f"models.{name}"), f) for f in flags}
+                cls = static_class_attrs(e["target"], flags) or {
+                    f: getattr(import_model_class(e["target"], f"models.{name}"), f) for f in flags
+                }
                 streams = "yes" if all(cls[f] for f in flags) else "no"  # init_state / step (causal)
             except UserError:  # a broken target: `bench validate` says why; the listing still shows the entry
                 streams = "?"
@@ -72,8 +74,9 @@ def cmd_explain(args, registry) -> int:
     config = resolve_run(registry, args.model, args.task, args.preset, args.set or None)
     m, t = config.model, config.task
     print(f"{m.name} ({m.target}) on {t.name} ({t.target}), preset {config.preset}")
-    rows = [[section, key, value if isinstance(value, str) else json.dumps(value), source]
-            for section, key, value, source in config.explain()]
+    rows = [
+        [section, key, value if isinstance(value, str) else json.dumps(value), source] for section, key, value, source in config.explain()
+    ]
     print(tabulate(rows, headers=["section", "key", "value", "source"], tablefmt="simple", disable_numparse=True))
     return 0
 
@@ -91,12 +94,30 @@ def cmd_cost(args, registry) -> int:
     if models is None:
         raise UserError("--models is required (e.g. --models transformer,ut,gut); --halting defaults to ut,gut,gutlb")
     _check_names(registry, [model_of(m) for m in models], [args.task])
-    setup = Setup(task=args.task, preset=args.preset, lengths=parse_positive_ints(args.lengths, "lengths", "512,1024"),
-                  batch=args.batch, device=args.device, dtype=args.dtype, compile=args.compile, kernels=args.kernels, repeats=args.repeats,
-                  warmup=args.warmup, overrides=args.set or [])
+    setup = Setup(
+        task=args.task,
+        preset=args.preset,
+        lengths=parse_positive_ints(args.lengths, "lengths", "512,1024"),
+        batch=args.batch,
+        device=args.device,
+        dtype=args.dtype,
+        compile=args.compile,
+        kernels=args.kernels,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        overrides=args.set or [],
+    )
     bounds = parse_positive_ints(args.bounds, "bounds", "10,20,40") if args.halting else None
-    result = run_cost(registry, models, setup, Path(args.out), mode=mode, bounds=bounds, decode_tokens=args.decode_tokens,
-                      progress=None if args.quiet else lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    result = run_cost(
+        registry,
+        models,
+        setup,
+        Path(args.out),
+        mode=mode,
+        bounds=bounds,
+        decode_tokens=args.decode_tokens,
+        progress=None if args.quiet else lambda msg: print(f"  {msg}", file=sys.stderr, flush=True),
+    )
     for key, value in result["header"].items():
         print(f"# {key}: {', '.join(value) if isinstance(value, list) else value}")
     print(tabulate(result["table"], headers=result["headers"], tablefmt="simple", disable_numparse=True))

@@ -135,22 +135,37 @@ def _compare_budget(args, registry, models, tasks) -> int:
     plans = {task: budget.plan_budget(registry, models, task, args.preset, args.set, kind, multiples) for task in tasks}
     for task, widths in plans.items():  # the chosen widths, as the --set items of their runs
         for w in widths:
-            print(f"{task} {w.label}: d_model={w.d_model}" + (f" d_ff={w.d_ff}" if w.d_ff else "")
-                  + f", {w.ratio:.3f}x the Transformer's {budget.FIGURE[kind]}: " + (" ".join(f"--set {s}" for s in w.overrides) or "(the preset's width)"))
+            print(
+                f"{task} {w.label}: d_model={w.d_model}"
+                + (f" d_ff={w.d_ff}" if w.d_ff else "")
+                + f", {w.ratio:.3f}x the Transformer's {budget.FIGURE[kind]}: "
+                + (" ".join(f"--set {s}" for s in w.overrides) or "(the preset's width)")
+            )
     failed = []
     if args.run:
         todo, incompatible, finished = [], [], 0
         for task, widths in plans.items():
             for w in widths:
-                grid = plan_grid(registry, [w.model], [task], parse_seeds(args), args.preset, budget.run_overrides(w, args.set),
-                                 Path(args.out), rerun=args.rerun)
+                grid = plan_grid(
+                    registry,
+                    [w.model],
+                    [task],
+                    parse_seeds(args),
+                    args.preset,
+                    budget.run_overrides(w, args.set),
+                    Path(args.out),
+                    rerun=args.rerun,
+                )
                 todo, incompatible, finished = todo + grid.todo, incompatible + grid.incompatible, finished + len(grid.finished)
         failed = _train_grid(args, registry, todo, incompatible, profile, f"{finished} already finished")
     for task, widths in plans.items():
         records = budget.load(Path(args.out), widths, args.preset, args.set)
         headers, rows = budget.budget_table(widths, records, kind, args.stat)
-        text = (f"{task}: widths at {', '.join(map(budget.multiple_text, multiples))} the Transformer's {budget.BUDGET_TEXT[kind]}"
-                if kind != "width" else f"{task}: d_model {', '.join(f'{d:g}' for d in multiples)}; state bytes x the Transformer's")
+        text = (
+            f"{task}: widths at {', '.join(map(budget.multiple_text, multiples))} the Transformer's {budget.BUDGET_TEXT[kind]}"
+            if kind != "width"
+            else f"{task}: d_model {', '.join(f'{d:g}' for d in multiples)}; state bytes x the Transformer's"
+        )
         print(tabulate(rows, headers=headers, tablefmt="github"))
         print(f"({text}; cells are {STAT_TEXT[args.stat]} in %)")
         labels = [w.label for w in widths]
@@ -181,8 +196,17 @@ def _train_grid(args, registry, todo: list, incompatible: list, profile: dict | 
     for cell, why in incompatible:
         note(f"skipped: {cell.model} on {cell.task}: {why}")
     note(f"grid: {len(todo)} to train" + (f", {finished}" if finished else ""))
-    return run_grid(registry, todo, Path(args.out), jobs=args.jobs, launcher=args.launcher, runs_per_gpu=args.runs_per_gpu,
-                    trainer_args=_trainer_kwargs(args), rerun=args.rerun, profile=profile)
+    return run_grid(
+        registry,
+        todo,
+        Path(args.out),
+        jobs=args.jobs,
+        launcher=args.launcher,
+        runs_per_gpu=args.runs_per_gpu,
+        trainer_args=_trainer_kwargs(args),
+        rerun=args.rerun,
+        profile=profile,
+    )
 
 
 def _fill_writeups(out: Path, registry) -> int:
@@ -201,8 +225,14 @@ def _fill_writeups(out: Path, registry) -> int:
         if not command:
             raise UserError(f"{md} names no 'bench reproduce ...' command under its title: rebuild it with bench reproduce")
         args = build_parser().parse_args(shlex.split(command)[1:])
-        table, preset = reproduce.select_table(args.table, registry, args.preset, _names(args.models, "models") if args.models else None,
-                                               parse_seeds(args) if args.seeds is not None else None, args.set)
+        table, preset = reproduce.select_table(
+            args.table,
+            registry,
+            args.preset,
+            _names(args.models, "models") if args.models else None,
+            parse_seeds(args) if args.seeds is not None else None,
+            args.set,
+        )
         command = reproduce.command_text(table, out, args.preset, args.models, args.seeds, args.set)
         result = reproduce.reproduce(table, registry, preset, out, command, args.set)
         filled += [p for p in result["paths"] if p.parent == out]
@@ -241,8 +271,9 @@ def cmd_reproduce(args, registry) -> int:
     table, preset = reproduce.select_table(args.table, registry, args.preset, models, seeds, args.set)
     failed = []
     if args.run and reproduce.measures(table):  # measured now, not trained (a cost table: bench/report/cost_table.py)
-        path = reproduce.measure_cost(table, registry, preset, out, args.set,
-                                      progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+        path = reproduce.measure_cost(
+            table, registry, preset, out, args.set, progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True)
+        )
         print(f"measured: {path}", file=sys.stderr)
     elif args.run:
         todo, incompatible = reproduce.plan(table, registry, preset, out, rerun=args.rerun)

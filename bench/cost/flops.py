@@ -5,10 +5,12 @@ operators and the optimizer's update are not counted).
 Two CPU kernels the counter has no formula for get one here. The CPU's fused attention
 (``_scaled_dot_product_flash_attention_for_cpu`` and its backward) is counted by the counter's own
 formulas for the GPU's fused attention (``sdpa_flop_count``, ``sdpa_backward_flop_count``: the
-score and value products, causal masks not discounted). The CPU's fused LSTM kernel (``mkldnn_rnn_layer`` and its backward) is no matrix product the counter
+score and value products, causal masks not discounted). The CPU's fused LSTM kernel
+(``mkldnn_rnn_layer`` and its backward) is no matrix product the counter
 knows; its formula is given here: per token and layer, the gate matrices W_ih (G*H, I) and W_hh (G*H, H)
 cost 2 * G*H * (I + H) forward and twice that backward, as the same products would if run one by one
 (what the counter sees of a GRU, which the CPU runs as per-step ``addmm``)."""
+
 from __future__ import annotations
 
 import math
@@ -41,9 +43,12 @@ def _cpu_attention_backward(grad_out, query, key, value, *args, out_shape=None, 
     return sdpa_backward_flop_count(grad_out, query, key, value)
 
 
-CPU_FORMULAS = {aten.mkldnn_rnn_layer: _rnn_layer_forward, aten.mkldnn_rnn_layer_backward: _rnn_layer_backward,
-                aten._scaled_dot_product_flash_attention_for_cpu: _cpu_attention_forward,
-                aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_attention_backward}
+CPU_FORMULAS = {
+    aten.mkldnn_rnn_layer: _rnn_layer_forward,
+    aten.mkldnn_rnn_layer_backward: _rnn_layer_backward,
+    aten._scaled_dot_product_flash_attention_for_cpu: _cpu_attention_forward,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_attention_backward,
+}
 
 
 def step_flops(step, batch: dict) -> int:

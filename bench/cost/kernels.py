@@ -55,7 +55,9 @@ def kernel_calls(events) -> dict:
         if not name.startswith("aten::") or _composite(name) or not _launches_by_name(name):
             continue
         parent = e.cpu_parent  # called from inside another kernel (an aten op's or a generated one): not a call of its own
-        while parent is not None and not ((parent.name.startswith("aten::") and not _composite(parent.name)) or _inductor_kernel(parent.name)):
+        while parent is not None and not (
+            (parent.name.startswith("aten::") and not _composite(parent.name)) or _inductor_kernel(parent.name)
+        ):
             parent = parent.cpu_parent
         if parent is None:
             aten_calls += 1

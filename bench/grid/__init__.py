@@ -94,7 +94,9 @@ def run_grid(registry, cells: list[Cell], out: Path, *, jobs: int = 1, launcher:
     prepare_data(registry, cells)
     registry_path = str(registry.path)
     if launcher == "local":
-        return local.run_local(cells, out, registry_path, jobs=jobs, runs_per_gpu=runs_per_gpu, trainer_args=trainer_args or {}, rerun=rerun)
+        return local.run_local(
+            cells, out, registry_path, jobs=jobs, runs_per_gpu=runs_per_gpu, trainer_args=trainer_args or {}, rerun=rerun
+        )
     if launcher == "slurm":
         return slurm.run_slurm(cells, out, registry_path, trainer_args=trainer_args or {}, rerun=rerun, profile=profile)
     raise UserError(f"--launcher {launcher!r}: choose local or slurm")

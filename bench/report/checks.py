@@ -58,7 +58,11 @@ TOL = 1e-4
 ROUNDING = 1e-6  # a change below this is printed as "< 1e-6": float rounding, not a property
 SIZES = {"d_model": 32, "n_heads": 4, "d_ff": 64, "dropout": 0.0}
 VOCAB, LENGTH, SEEDS = 16, 8, (0, 1, 2)
-EXPECT = {"same": "same (max abs Δ < 1e-4)", "differs": "differs (abs Δ > 1e-4)", "at_least_baseline": "model above baseline (one-sided Welch, p < 0.05)"}
+EXPECT = {
+    "same": "same (max abs Δ < 1e-4)",
+    "differs": "differs (abs Δ > 1e-4)",
+    "at_least_baseline": "model above baseline (one-sided Welch, p < 0.05)",
+}
 
 
 @dataclass
@@ -124,6 +128,7 @@ def record_cells(table) -> dict:
 
 # ---- computed checks ------------------------------------------------------------------------
 
+
 def _model(spec: dict, seed: int, registry):
     import torch
 
@@ -182,6 +187,7 @@ def measure(spec: dict, expect: str, registry) -> float:
 
 # ---- record checks --------------------------------------------------------------------------
 
+
 def _record_check(spec: dict, table, out: Path, preset: str, registry=None):
     """(measured text, status) for model vs baseline on one split (a one-sided Welch test over
     seeds, stats.welch); with a registry, records made with settings the registry no longer
@@ -226,9 +232,11 @@ def run_checks(table, out: Path, preset: str, registry) -> dict:
             status = "pass" if (value < TOL if expect == "same" else value > TOL) else "FAIL"
         rows.append([spec["claim"], spec["source"], EXPECT.get(expect, "—"), measured, status])
     headers = ["check", "source", "expected", "measured", "status"]
-    note = (f"computed checks: freshly initialised models (d 32, 4 heads), 8 tokens, worst of seeds {', '.join(map(str, SEEDS))}; "
-            f"record checks: preset {preset}, seeds {','.join(map(str, table.seeds))}, records under {out}/runs "
-            f"({STALE} = made with settings the registry no longer gives); source: {table.source}")
+    note = (
+        f"computed checks: freshly initialised models (d 32, 4 heads), 8 tokens, worst of seeds {', '.join(map(str, SEEDS))}; "
+        f"record checks: preset {preset}, seeds {','.join(map(str, table.seeds))}, records under {out}/runs "
+        f"({STALE} = made with settings the registry no longer gives); source: {table.source}"
+    )
     return {"headers": headers, "rows": rows, "note": note, "csv": [dict(zip(headers, r)) for r in rows]}
 
 
@@ -244,8 +252,10 @@ def checks_summary(table, out: Path, preset: str) -> str:
 
 # ---- the kind -------------------------------------------------------------------------------
 
+
 class ChecksTable(TableKind):
     """A table of checks (the module docstring): one line per check, no cells and no claims."""
+
     name = "checks"
 
     def load(self, table, spec, raw, preset, where):

@@ -164,52 +164,93 @@ def build(table, preset: str, stem: Path) -> dict:
             spread = ""
             if ok and m.get("repeats", 0) >= 2:
                 spread = f"±{100 * (m['step_max_s'] - m['step_min_s']) / 2 / m['step_s']:.0f}%"
-            rows.append([row.label, col.label, f"{1000 * step:,.1f}" if ok else (m["status"] if m else MISSING), spread,
-                         MISSING if depth is None else f"{depth:.2f}",
-                         f"{statistics.median(minutes):.2f}" if minutes else MISSING,
-                         NOT_REPORTED if not paper else f"{paper[0]:.2f}",
-                         MISSING if ratio is None else f"{ratio:.2f}" + (f" [{ci[1]:.2f}, {ci[2]:.2f}]" if ci else ""), NOT_REPORTED if paper_ratio is None else f"{paper_ratio:.2f}",
-                         MISSING if delta is None else f"×{delta:.2f}"])
-            cells.append({"row": row.label, "model": row.model, "column": col.label, "overrides": " ".join(table.cell_set(row, col)),
-                          "step_s": step, "step_min_s": m.get("step_min_s") if ok else None,
-                          "step_max_s": m.get("step_max_s") if ok else None, "repeats": m.get("repeats") if ok else 0,
-                          "halt_depth": depth, "ops": m.get("ops") if ok else None, "syncs": m.get("syncs") if ok else None,
-                          "ours_min_per_epoch": statistics.median(minutes) if minutes else None,
-                          "paper_min_per_epoch": paper[0] if paper else None, "ratio_to_ref": ratio,
-                          "ratio_ci95_low": ci[1] if ci else None, "ratio_ci95_high": ci[2] if ci else None, "paper_ratio_to_ref": paper_ratio,
-                          "delta": delta})
+            rows.append(
+                [
+                    row.label,
+                    col.label,
+                    f"{1000 * step:,.1f}" if ok else (m["status"] if m else MISSING),
+                    spread,
+                    MISSING if depth is None else f"{depth:.2f}",
+                    f"{statistics.median(minutes):.2f}" if minutes else MISSING,
+                    NOT_REPORTED if not paper else f"{paper[0]:.2f}",
+                    MISSING if ratio is None else f"{ratio:.2f}" + (f" [{ci[1]:.2f}, {ci[2]:.2f}]" if ci else ""),
+                    NOT_REPORTED if paper_ratio is None else f"{paper_ratio:.2f}",
+                    MISSING if delta is None else f"×{delta:.2f}",
+                ]
+            )
+            cells.append(
+                {
+                    "row": row.label,
+                    "model": row.model,
+                    "column": col.label,
+                    "overrides": " ".join(table.cell_set(row, col)),
+                    "step_s": step,
+                    "step_min_s": m.get("step_min_s") if ok else None,
+                    "step_max_s": m.get("step_max_s") if ok else None,
+                    "repeats": m.get("repeats") if ok else 0,
+                    "halt_depth": depth,
+                    "ops": m.get("ops") if ok else None,
+                    "syncs": m.get("syncs") if ok else None,
+                    "ours_min_per_epoch": statistics.median(minutes) if minutes else None,
+                    "paper_min_per_epoch": paper[0] if paper else None,
+                    "ratio_to_ref": ratio,
+                    "ratio_ci95_low": ci[1] if ci else None,
+                    "ratio_ci95_high": ci[2] if ci else None,
+                    "paper_ratio_to_ref": paper_ratio,
+                    "delta": delta,
+                }
+            )
     head = (data or {}).get("header", {})
     c = table.cost
     if data:
-        where = (f"measured {head.get('date', '?')} on {head.get('device', '?')} (torch {head.get('torch', '?')}, commit "
-                 f"{head.get('commit', '?')}), {path.name}")
+        where = (
+            f"measured {head.get('date', '?')} on {head.get('device', '?')} (torch {head.get('torch', '?')}, commit "
+            f"{head.get('commit', '?')}), {path.name}"
+        )
     else:
         where = why_not
     runs = spec(table, preset).get("weights")
-    note = (f"preset {preset}; one training step (forward, loss, backward, clipping, optimizer) at batch {c['batch'] or 'the preset'}"
-            f" x length {c['length']}, random tokens, {describe(runs) if runs else 'fresh weights'}; median of {c['repeats']} timed repeats after {c['warmup']} "
-            f"warm-up step(s), interleaved across cells, spread = half the range; {where}; × ref = time / {ref}'s in the same column, "
-            f"the ratio of the repeats' geometric means with its 95% CI (Welch on log times) "
-            f"(paper: its minutes / its {ref} minutes): the comparison across hardware; ours min/epoch = median step x "
-            f"ceil(n_train {head.get('n_train', '?')} / batch) on this device, not comparable with the paper's GPU minutes; "
-            f"paper: {table.source}; {MISSING} = not measured, {NOT_REPORTED} = not reported by the paper")
-    return {"headers": HEADERS, "rows": rows, "cells": cells, "values": values, "depths": depths, "note": note,
-            "measured": data is not None}
+    note = (
+        f"preset {preset}; one training step (forward, loss, backward, clipping, optimizer) at batch {c['batch'] or 'the preset'}"
+        f" x length {c['length']}, random tokens, {describe(runs) if runs else 'fresh weights'}; "
+        f"median of {c['repeats']} timed repeats after {c['warmup']} "
+        f"warm-up step(s), interleaved across cells, spread = half the range; {where}; × ref = time / {ref}'s in the same column, "
+        f"the ratio of the repeats' geometric means with its 95% CI (Welch on log times) "
+        f"(paper: its minutes / its {ref} minutes): the comparison across hardware; ours min/epoch = median step x "
+        f"ceil(n_train {head.get('n_train', '?')} / batch) on this device, not comparable with the paper's GPU minutes; "
+        f"paper: {table.source}; {MISSING} = not measured, {NOT_REPORTED} = not reported by the paper"
+    )
+    return {
+        "headers": HEADERS,
+        "rows": rows,
+        "cells": cells,
+        "values": values,
+        "depths": depths,
+        "note": note,
+        "measured": data is not None,
+    }
 
 
 class CostTable(ResultsTable):
     """A results table whose cells are measured now rather than trained (the module docstring):
     its file has the cells of a results table, metric minutes_per_epoch and a ``cost`` entry."""
+
     name = "cost"
     measures = True
 
     def load_own(self, table, raw, where):
         if table.metric != "minutes_per_epoch" or not raw.get("cost"):
             raise UserError(f"{where}: a cost table has metric minutes_per_epoch and a 'cost' entry (length, reference, ...)")
-        table.cost = dataclasses.asdict(CostEntry.from_mapping(raw["cost"], f"{where}, cost",
-                                                               "cost is {length, reference, batch, repeats, warmup, threads, device, weights}"))
+        table.cost = dataclasses.asdict(
+            CostEntry.from_mapping(
+                raw["cost"], f"{where}, cost", "cost is {length, reference, batch, repeats, warmup, threads, device, weights}"
+            )
+        )
         table.cost["reference"] = row_label(table.cost["reference"], table, f"{where}, cost.reference")
-        if min(table.cost["length"], table.cost["repeats"], table.cost["threads"], table.cost["batch"] or 1) < 1 or table.cost["warmup"] < 0:
+        if (
+            min(table.cost["length"], table.cost["repeats"], table.cost["threads"], table.cost["batch"] or 1) < 1
+            or table.cost["warmup"] < 0
+        ):
             raise UserError(f"{where}: cost.length, batch, repeats and threads are >= 1, warmup >= 0")
 
     def runs(self, table, out, preset):

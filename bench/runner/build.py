@@ -63,7 +63,9 @@ def build_task(name: str, preset: str = "smoke", registry=None, **data_overrides
     return instantiate_task(resolve_task(reg, name, preset, parse_overrides({f"data.{k}": v for k, v in data_overrides.items()})))
 
 
-def build_model(name: str, task=None, vocab_size: int | None = None, causal: bool | None = None, preset: str = "smoke", registry=None, **overrides):
+def build_model(
+    name: str, task=None, vocab_size: int | None = None, causal: bool | None = None, preset: str = "smoke", registry=None, **overrides
+):
     """The backbone module of a registry model. With ``task`` (a name or Task), the task's preset
     model parameters and its causality apply; otherwise give ``vocab_size`` (and ``causal``)."""
     reg = _registry(registry)

@@ -5,9 +5,11 @@ The run is rebuilt from its record's resolved config, not from the registry. The
 printed and written as ``<run>/eval[-<tag>].json``, its per-example outcomes as
 ``<run>/eval[-<tag>]-outcomes.npz`` (``bench.load_outcomes``): beside the record, except for a record of the
 checkout's reference results (``results/``), whose evaluation goes under --out (default out/) at
-the same path (records.py:eval_folder); the run's own record is never changed. The checkpoint is the record's own, in its run folder (whatever
+the same path (records.py:eval_folder); the run's own record is never changed. The checkpoint is
+the record's own, in its run folder (whatever
 path the record was written with): a copied results tree evaluates its own checkpoints, and a
 copy without them stops with one line instead of scoring another copy's weights."""
+
 from __future__ import annotations
 
 import logging
@@ -22,8 +24,17 @@ from ..errors import UserError
 from ..logs import quiet
 from ..metrics import write_outcomes
 from ..parsing import version
-from ..records import (Record, RecordError, config_changes, eval_folder, outcomes_file, overrides_tag, record_checkpoint, relative_checkpoint,
-                       write_json_atomic)
+from ..records import (
+    Record,
+    RecordError,
+    config_changes,
+    eval_folder,
+    outcomes_file,
+    overrides_tag,
+    record_checkpoint,
+    relative_checkpoint,
+    write_json_atomic,
+)
 from ..registry import BACKBONE_SETTINGS, constructor_params, import_model_class, import_task_class
 from ..spec import ModelSpec, RunConfig, TaskSpec, layer
 from .build import instantiate_model, instantiate_task
@@ -46,7 +57,9 @@ def read_record(path: Path) -> dict:
     except RecordError as exc:
         if exc.unreadable:
             raise UserError(f"record {str(path)!r} is not readable JSON ({exc.problem}); rerun the run with --rerun") from None
-        raise UserError(f"record {str(path)!r} is not a bench run record ({exc.problem}); give the path of a run's .json under OUT/runs") from None
+        raise UserError(
+            f"record {str(path)!r} is not a bench run record ({exc.problem}); give the path of a run's .json under OUT/runs"
+        ) from None
 
 
 def rebuild_run(path: Path, data_overrides: list[str], registry):
@@ -63,8 +76,10 @@ def rebuild_run(path: Path, data_overrides: list[str], registry):
         raise UserError(f"bench eval --set takes data.* only (the model is the checkpoint's), got {bad[0]!r}")
     ckpt = record_checkpoint(Path(path), rec)
     if not ckpt.is_file():
-        raise UserError(f"the record's checkpoint {str(ckpt)!r} is missing (deleted, or a copy made without it); "
-                        f"train the run again with --rerun to recreate it")
+        raise UserError(
+            f"the record's checkpoint {str(ckpt)!r} is missing (deleted, or a copy made without it); "
+            f"train the run again with --rerun to recreate it"
+        )
     problem = inspect_checkpoint(ckpt, needs=("state_dict",))[1]
     if problem:
         raise UserError(f"the record's checkpoint {str(ckpt)!r} is damaged ({problem}); train the run again with --rerun")
@@ -87,14 +102,19 @@ def check_weights_fit(ckpt: Path, module) -> None:
 
     saved = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
     built = module.state_dict()
-    problems = [f"{k} is {tuple(saved[k].shape)} in the checkpoint and {tuple(v.shape)} in the config's model"
-                for k, v in built.items() if k in saved and tuple(saved[k].shape) != tuple(v.shape)]
+    problems = [
+        f"{k} is {tuple(saved[k].shape)} in the checkpoint and {tuple(v.shape)} in the config's model"
+        for k, v in built.items()
+        if k in saved and tuple(saved[k].shape) != tuple(v.shape)
+    ]
     problems += [f"{k} is only in the config's model" for k in built if k not in saved]
     problems += [f"{k} is only in the checkpoint" for k in saved if k not in built]
     if problems:
-        raise UserError(f"the record's checkpoint {str(ckpt)!r} does not hold the model its config describes ({problems[0]}"
-                        f"{f', and {len(problems) - 1} more' if len(problems) > 1 else ''}): the record or its checkpoint was "
-                        f"changed after the run; train it again with --rerun")
+        raise UserError(
+            f"the record's checkpoint {str(ckpt)!r} does not hold the model its config describes ({problems[0]}"
+            f"{f', and {len(problems) - 1} more' if len(problems) > 1 else ''}): the record or its checkpoint was "
+            f"changed after the run; train it again with --rerun"
+        )
 
 
 def record_run_config(path: Path, rec: dict, data_overrides: list[str]) -> RunConfig:
@@ -103,8 +123,9 @@ def record_run_config(path: Path, rec: dict, data_overrides: list[str]) -> RunCo
     config = rec.get("config") or {}
     model, task, train = config.get("model"), config.get("task"), config.get("train")
     if not all(isinstance(part, dict) for part in (model, task, train)):
-        raise UserError(f"record {str(path)!r} holds no resolved config (model, task and train); "
-                        f"it cannot be rebuilt: train the run again with --rerun")
+        raise UserError(
+            f"record {str(path)!r} holds no resolved config (model, task and train); it cannot be rebuilt: train the run again with --rerun"
+        )
     rebuild = f"cannot be rebuilt by this bench (version {version()}; the record was made with {_made_with(rec)})"
     where = f"record {str(path)!r}"
     model_cls = _record_class(import_model_class, model.get("target"), where, "config.model", rebuild)
@@ -123,8 +144,14 @@ def record_run_config(path: Path, rec: dict, data_overrides: list[str]) -> RunCo
     check_overrides("data", given, {**task_accepted, **task_params}, f"task {rec['task']!r}")
     values, sources = layer([("the record", task_params), ("--set", given)])
     check_data(values, sources)
-    model_spec = ModelSpec(rec["model"], model.get("target"), model_cls, {**BACKBONE_SETTINGS, **params},
-                           bool(model.get("causal")), dict.fromkeys(params, "the record"))
+    model_spec = ModelSpec(
+        rec["model"],
+        model.get("target"),
+        model_cls,
+        {**BACKBONE_SETTINGS, **params},
+        bool(model.get("causal")),
+        dict.fromkeys(params, "the record"),
+    )
     task_spec = TaskSpec(rec["task"], task.get("target"), task_cls, values, rec["preset"], sources)
     known = {k: v for k, v in train.items() if k in TRAIN_DEFAULTS}  # a setting removed since changes no evaluation
     return RunConfig(model_spec, task_spec, {**TRAIN_DEFAULTS, **known}, rec["preset"], {})
@@ -153,8 +180,10 @@ def _note_registry_changes(path: Path, rec: dict, registry) -> None:
         return
     changes = config_changes(rec.get("config"), current)
     if changes:
-        log.info(f"bench: note: the registry now gives this run other settings ({changes}); "
-                 f"evaluated with the record's config, as it was trained")
+        log.info(
+            f"bench: note: the registry now gives this run other settings ({changes}); "
+            f"evaluated with the record's config, as it was trained"
+        )
 
 
 def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator: str | None = None, out: str | Path | None = None) -> dict:
@@ -164,14 +193,25 @@ def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator
     with quiet(), warnings.catch_warnings():  # no "GPU available: ..." notes or known warnings: stderr is for problems
         for pattern in QUIET_WARNINGS:
             warnings.filterwarnings("ignore", message=pattern)
-        trainer = L.Trainer(accelerator=accelerator or "auto", devices=1, logger=False, enable_progress_bar=False,
-                            enable_model_summary=False, precision=train["precision"])
+        trainer = L.Trainer(
+            accelerator=accelerator or "auto",
+            devices=1,
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            precision=train["precision"],
+        )
         trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
     tag = overrides_tag(data_overrides)
     written = eval_folder(Path(path), out) / (f"eval-{tag}.json" if tag else "eval.json")
-    result = {**rec, "metrics": {s: module.last_eval[i] for i, s in enumerate(splits)}, "test_splits": splits[1:],
-              "evaluated_with": data_overrides, "checkpoint": relative_checkpoint(Path(path), ckpt),
-              "outcomes": outcomes_file(written, evaluation=True).name}
+    result = {
+        **rec,
+        "metrics": {s: module.last_eval[i] for i, s in enumerate(splits)},
+        "test_splits": splits[1:],
+        "evaluated_with": data_overrides,
+        "checkpoint": relative_checkpoint(Path(path), ckpt),
+        "outcomes": outcomes_file(written, evaluation=True).name,
+    }
     write_outcomes(outcomes_file(written, evaluation=True), {s: module.last_outcomes[i] for i, s in enumerate(splits)})
     write_json_atomic(written, result)
     return {"record": result, "checkpoint": str(ckpt), "path": str(written)}

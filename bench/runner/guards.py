@@ -122,8 +122,10 @@ def check_data_fits(config: RunConfig) -> None:
     need, examples, length = data_estimate(config)
     have = available_memory()
     if have is not None and need > have:
-        raise UserError(f"the data would need at least {need / 2**30:.1f} GiB ({examples:,} examples of up to {length:,} tokens) and "
-                        f"{have / 2**30:.1f} GiB of memory is available; lower the data's lengths (e.g. data.max_len) or sizes (data.n_train)")
+        raise UserError(
+            f"the data would need at least {need / 2**30:.1f} GiB ({examples:,} examples of up to {length:,} tokens) and "
+            f"{have / 2**30:.1f} GiB of memory is available; lower the data's lengths (e.g. data.max_len) or sizes (data.n_train)"
+        )
 
 
 def check_forward_fits(config: RunConfig, what: str = "the run") -> None:
@@ -131,10 +133,20 @@ def check_forward_fits(config: RunConfig, what: str = "the run") -> None:
     memory (training at the longest training length, testing at the longest test length); note
     the work of testing when it is long."""
     values, params, train = config.task.values, config.model.params, config.train
-    tests = [v for key, value in values.items() if key.startswith("test_len")
-             for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, int) and not isinstance(v, bool)]
-    lengths = [v for key, value in values.items() if "len" in key and not key.startswith("test_len")
-               for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, int) and not isinstance(v, bool)]
+    tests = [
+        v
+        for key, value in values.items()
+        if key.startswith("test_len")
+        for v in (value if isinstance(value, (list, tuple)) else [value])
+        if isinstance(v, int) and not isinstance(v, bool)
+    ]
+    lengths = [
+        v
+        for key, value in values.items()
+        if "len" in key and not key.startswith("test_len")
+        for v in (value if isinstance(value, (list, tuple)) else [value])
+        if isinstance(v, int) and not isinstance(v, bool)
+    ]
     hint = "lower the lengths (data.max_len, data.test_lengths) or the batch (train.batch_size, train.eval_batch_size)"
     if lengths:
         need, _ = forward_cost(params, train["batch_size"], max(lengths), training=True)
@@ -156,8 +168,13 @@ def world_size_of(trainer_kwargs: dict) -> int:
         return 1
     try:
         with quiet():  # a probe: no "GPU available: ..." notes
-            probe = L.Trainer(**{"accelerator": "auto", "devices": 1, **trainer_kwargs}, logger=False, enable_checkpointing=False,
-                              enable_progress_bar=False, enable_model_summary=False)
+            probe = L.Trainer(
+                **{"accelerator": "auto", "devices": 1, **trainer_kwargs},
+                logger=False,
+                enable_checkpointing=False,
+                enable_progress_bar=False,
+                enable_model_summary=False,
+            )
     except Exception as exc:  # noqa: BLE001 - Lightning's MisconfigurationException, ValueError, ...
         raise trainer_refused(trainer_kwargs, exc) from None
     return probe.world_size
