@@ -11,21 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .chomsky import ChomskyTask
+from .chomsky import StringOverAlphabet
 
 
-class BucketSort(ChomskyTask):
+class BucketSort(StringOverAlphabet):
 
     def __init__(self, alphabet_size: int = 5, **kwargs):
-        if alphabet_size < 2:
-            raise ValueError(f"alphabet_size={alphabet_size}: must be >= 2")
-        self.alphabet_size = alphabet_size
-        super().__init__(**kwargs)
+        super().__init__(alphabet_size, **kwargs)
 
-    @property
-    def symbols(self) -> list[str]:
-        return [str(i) for i in range(self.alphabet_size)]
-
-    def sample(self, rng, count, n):
-        strings = rng.integers(0, self.alphabet_size, size=(count, n))
-        return strings, list(np.sort(strings, axis=1))
+    def outputs(self, strings):
+        return list(np.sort(strings, axis=1))

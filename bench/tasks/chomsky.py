@@ -165,3 +165,26 @@ class ChomskyTask(Task):
             raise TaskError(f"{self.name}: only {len(inputs)} of {count} {split} strings found in lengths "
                             f"{self.min_len}..{self.max_len}; raise max_len or lower n_{'test' if split == 'iid' else split}")
         return inputs[:count], outputs[:count]
+
+
+class StringOverAlphabet(ChomskyTask):
+    """A task whose input is a uniform string over the digits 0 .. alphabet_size-1 (reverse string,
+    bucket sort); a subclass says what each string's output is (``outputs``)."""
+
+    def __init__(self, alphabet_size: int, **kwargs):
+        if alphabet_size < 2:
+            raise ValueError(f"alphabet_size={alphabet_size}: must be >= 2")
+        self.alphabet_size = alphabet_size
+        super().__init__(**kwargs)
+
+    @property
+    def symbols(self) -> list[str]:
+        return [str(i) for i in range(self.alphabet_size)]
+
+    def sample(self, rng, count, n):
+        strings = rng.integers(0, self.alphabet_size, size=(count, n))
+        return strings, self.outputs(strings)
+
+    @abc.abstractmethod
+    def outputs(self, strings: np.ndarray) -> list[np.ndarray]:
+        """Each input string's output, from the strings [count, n]."""
