@@ -1,4 +1,4 @@
-"""Command line: bench run | eval | compare | curves | cost | list | validate | explain.
+"""Command line: bench run | eval | generate | compare | reproduce | tune | curves | cost | list | validate | explain.
 
 Bad input prints one line ("bench: error: ...") on stderr and exits with status 2. A run or grid
 stopped by SIGINT / SIGTERM checkpoints, says how to resume and exits with 130 / 143. Results

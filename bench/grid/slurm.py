@@ -115,22 +115,15 @@ def run_slurm(cells: list[Cell], out: Path, registry_path: str | None, *, traine
     """Train the cells as a submitit job array and wait for them; returns the failed ones with a
     one-line reason. Ctrl-C / SIGTERM cancel the jobs: running cells checkpoint and stop, and the
     same command resumes them."""
-    try:
-        import submitit
-    except ImportError:
-        raise UserError('--launcher slurm needs submitit: pip install "bench[slurm]"') from None
     from ..runner.guards import world_size_of  # lazy: Lightning, which loading a profile does not need
 
-    prof = load_profile(profile)
-    out = Path(out).resolve()
-    folder = Path(prof["folder"]).resolve() if prof["folder"] else out / "slurm"
+    prof, out, folder, executor = slurm_executor(profile, out)
     logs = log_folder(out, "slurm")
     chunk_fn = CellChunk(out=str(out), registry_path=registry_path, trainer_args=dict(trainer_args), logs=str(logs),
                          threads=prof["cpus_per_cell"], world_size=world_size_of(dict(trainer_args)),
                          fresh=frozenset(cells) if rerun else frozenset(), cell_command=prof["cell_command"])
     n = prof["cells_per_job"]
     chunks = [cells[i:i + n] for i in range(0, len(cells), n)]
-    executor = _executor(submitit, prof, folder)
     limit = len(chunks) if prof["executor"] == "slurm" else (prof["array_parallelism"] or 1)
     progress, reported = Progress(len(cells), limit), set()
     waiting, running, started = list(chunks), [], time.time()
@@ -170,6 +163,19 @@ def run_slurm(cells: list[Cell], out: Path, registry_path: str | None, *, traine
         signal.signal(signal.SIGTERM, previous)
         quiet.setLevel(level)
     return progress.failed
+
+
+def slurm_executor(profile: str | os.PathLike | dict | None, out: Path) -> tuple[dict, Path, Path, object]:
+    """For ``--launcher slurm`` (grids and tune workers alike): the loaded profile, ``out``
+    resolved, the folder of the jobs' logs and the submitit executor; one line if submitit is missing."""
+    try:
+        import submitit
+    except ImportError:
+        raise UserError('--launcher slurm needs submitit: pip install "bench[slurm]"') from None
+    prof = load_profile(profile)
+    out = Path(out).resolve()
+    folder = Path(prof["folder"]).resolve() if prof["folder"] else out / "slurm"
+    return prof, out, folder, _executor(submitit, prof, folder)
 
 
 def _executor(submitit, prof: dict, folder: Path):

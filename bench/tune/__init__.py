@@ -101,16 +101,9 @@ class SlurmWorker:
 
 
 def _slurm(out: Path, name: str, registry_path: str | None, jobs: int, profile: dict | None) -> None:
-    try:
-        import submitit
-    except ImportError:
-        raise UserError('--launcher slurm needs submitit: pip install "bench[slurm]"') from None
-    from ..grid.slurm import _executor, load_profile
+    from ..grid.slurm import slurm_executor
 
-    prof = load_profile(profile)
-    out = Path(out).resolve()
-    folder = Path(prof["folder"]).resolve() if prof["folder"] else out / "slurm"
-    executor = _executor(submitit, prof, folder)
+    prof, out, folder, executor = slurm_executor(profile, out)
     try:
         handles = executor.map_array(SlurmWorker(str(out), name, registry_path, prof["cpus_per_cell"]), list(range(jobs)))
     except Exception as exc:  # noqa: BLE001 - sbatch's refusal in submitit's words
