@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import time
 
+import numpy as np
 import torch
 
 TASKS = ["listops", "logic", "flipflop", "lra-listops", "lra-pathfinder"]
@@ -46,7 +47,7 @@ def main():
                 data = SplitData(load_split(task, split))
                 t2 = time.perf_counter()
                 col = data.columns["tokens"]
-                fixed = getattr(col, "dtype", object) is not object  # one 2-D array vs ragged rows
+                fixed = getattr(col, "dtype", np.dtype(object)) != np.dtype(object)  # one 2-D array vs ragged rows
                 n_tok = int(col.size) if fixed else sum(len(t) for t in col)
                 gen_total += t1 - t0
                 load_total += t2 - t1
