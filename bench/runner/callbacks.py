@@ -164,7 +164,8 @@ class TrialPruning(L.Callback):
     """A tuning trial's report and stop: after every validation ``report(step, value)`` hands the
     validation metric to the trial (Optuna's ``trial.report`` / ``trial.should_prune``, in
     bench/tune) and returns whether the trial is pruned; a pruned run stops there
-    (``trainer.should_stop``) and is recorded with status ``pruned`` and its curve. A resumed run
+    (``trainer.should_stop``) and is recorded with status ``pruned`` and its curve; the validation
+    after the last step is reported but never prunes (the training is done). A resumed run
     first reports the validations of its checkpoint (the trial resuming it is a new one)."""
 
     def __init__(self, report):
@@ -180,6 +181,7 @@ class TrialPruning(L.Callback):
         if trainer.sanity_checking or trainer.state.fn != "fit" or 0 not in module.last_eval:
             return
         metric = next(c for c in trainer.callbacks if isinstance(c, ValidationHistory)).metric
-        if self.report(trainer.global_step, module.last_eval[0][metric]):
+        finished = trainer.global_step >= trainer.estimated_stepping_batches  # the last validation: nothing left to save
+        if self.report(trainer.global_step, module.last_eval[0][metric]) and not finished:
             self.pruned_step = trainer.global_step
             trainer.should_stop = True
