@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .errors import UserError
+from . import signature
 from .parsing import env_flag
 from .schema import Schema, YAMLLoader, load_yaml, parse_yaml, suggest, type_ok  # noqa: F401 - re-exported
 
@@ -227,22 +228,11 @@ MODEL_INITS = ("default", "reference")
 
 
 def constructor_params(cls, skip=("self", "vocab_size", "causal")) -> dict:
-    """Keyword parameters of a class constructor with their defaults (inspect.Parameter.empty if none)."""
-    sig = inspect.signature(cls.__init__)
-    out = {}
-    for name, p in sig.parameters.items():
-        if name in skip or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        out[name] = p.default
-    # NoPE-style subclasses forward **kwargs to their parent: include the parent's parameters too
-    if any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
-        for base in cls.__mro__[1:]:
-            if base is object or "__init__" not in base.__dict__:
-                continue
-            for k, v in constructor_params(base, skip).items():
-                out.setdefault(k, v)
-            break
-    return out
+    """The parameters a registry entry may set on ``cls``, with their defaults
+    (inspect.Parameter.empty if none): its constructor's, following ``**kwargs`` up the class
+    hierarchy (bench/signature.py), less ``skip`` (a model's vocab_size and causal come from the
+    task; a task passes ``skip=("self",)``)."""
+    return signature.constructor_params(cls, skip)
 
 
 def _read_layer(path, label: str) -> dict:
