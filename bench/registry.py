@@ -31,7 +31,7 @@ from typing import Any, Optional
 from .errors import UserError
 from . import signature
 from .parsing import env_flag
-from .schema import Schema, YAMLLoader, load_yaml, parse_yaml, suggest, type_ok  # noqa: F401 - re-exported
+from .schema import Schema, load_yaml, suggest, type_ok
 
 #: the shipped registry (package data; bench is installed as files, never zipped)
 DEFAULT_REGISTRY = Path(str(importlib.resources.files(__package__).joinpath("registry.yaml")))

@@ -185,18 +185,6 @@ class Task(abc.ABC):
         """Label of the length bucket an example falls in, for per-length accuracy; None = skip."""
         return None
 
-    def describe(self, example: dict) -> str:
-        """Human-readable rendering of one example (used by `bench list tasks -v` and docs)."""
-        toks = " ".join(self.vocab[t] for t in example["tokens"])
-        return toks
-
 
 Task.__init__ = _recording_constructor(Task, Task.__init__)
 
-
-def __getattr__(name: str):
-    if name == "KINDS":  # the kinds by name; bench/tasks/kinds.py (imports torch, so only when asked)
-        from .kinds import KINDS
-
-        return KINDS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
