@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import os
 import re
@@ -211,11 +212,17 @@ class Schema:
                    and f.default_factory is dataclasses.MISSING]
         if missing:
             raise UserError(f"{where}: {f'{shape}, got {data!r}: ' if shape else ''}missing {', '.join(map(repr, missing))}")
-        hints = typing.get_type_hints(cls)
+        hints = _type_hints(cls)
         for name, value in data.items():
             if not _is_a(value, hints[name]):
                 raise UserError(f"{where}: {name} must be {_type_text(hints[name])}, got {value!r}")
         return cls(**data)
+
+
+@functools.cache
+def _type_hints(cls) -> dict:
+    """``typing.get_type_hints`` of a schema class, read once (the registry checks its entries often)."""
+    return typing.get_type_hints(cls)
 
 
 def _is_a(value, hint) -> bool:
