@@ -37,7 +37,7 @@ from .schema import Schema, load_yaml, suggest
 DEFAULT_REGISTRY = Path(str(importlib.resources.files(__package__).joinpath("registry.yaml")))
 ENTRY_POINT_GROUP = "bench.registries"
 NO_PLUGINS_ENV = "BENCH_NO_PLUGINS"
-#: bench's own packages, top-level packages before issue 28 (``models.xl:TransformerXL``)
+#: bench's own packages that were once top-level packages (an old target: ``models.xl:TransformerXL``)
 MOVED_PACKAGES = ("models", "tasks")
 PRESETS = ("smoke", "small", "paper")
 

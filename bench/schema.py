@@ -1,12 +1,13 @@
-"""Typed schemas, each with one loader (issue 28).
+"""Typed schemas, each with one loader.
 
 - ``load_yaml(source, what)``: the one YAML reader for the user's files (registry layers, tables,
   SLURM profiles): numbers in any YAML 1.1 or 1.2 spelling, and one error format,
   ``<what> is not valid YAML at line N, column C: <problem>``.
 - ``Domain``: the values a numeric setting may take (``lr`` finite and > 0, ``batch_size`` >= 1),
   with the words the one-line error says; attached to dataclass fields with ``setting(...)``.
-- ``check_setting``: one value against its default's type, its ``Literal`` choices and its domain,
-  the one-line errors ``bench run --set`` and the registry's presets give.
+- ``type_problem`` / ``check_domain``: one value against its default's type / its domain, the
+  one-line errors that ``bench run --set``, the registry's entries and its presets give
+  (bench/config.py's ``check_overrides`` adds a train setting's ``Literal`` choices).
 - ``Schema``: a dataclass with ``from_mapping(data, where)``, refusing unknown keys (with a
   "did you mean") and wrong types in one line.
 """
