@@ -115,6 +115,10 @@ def test_validate_cli_prints_each_problem_and_exits_2(bad_registry, capsys):
         ),
         (["--model", "lstm", "--task", "not-a-task"], "a task target must be a subclass of bench.tasks.base.Task"),
         (["--model", "lstm", "--task", "abstract"], "is abstract: it must implement generate, vocab"),
+        # the refusals `bench validate` lists are the run's own
+        (["--model", "lstm", "--task", "bad-data"], "preset bad-data.smoke.data: data.bin_width=2.5: expected int"),
+        (["--model", "tlb", "--task", "bad-train"], "preset bad-train.smoke.family_train: 'tbl' is not a model entry"),
+        (["--model", "two-layers", "--task", "parity"], "registry entry two-layers: model.n_layers='two': expected int"),
     ],
 )
 def test_run_with_a_wrong_target_is_one_line(bad_registry, argv, message, tmp_path, capsys):
