@@ -23,11 +23,10 @@ from typing import Literal
 
 import yaml
 
-from .errors import UserError
-from .registry import (BACKBONE_SETTINGS, MODEL_INITS, Registry, constructor_params, import_model_class, import_task_class,
-                       type_problems)
+from .errors import Incompatible, UserError
+from .registry import BACKBONE_SETTINGS, MODEL_INITS, Registry, constructor_params, import_model_class, import_task_class
 from .schema import (AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, Domain, check_domain, choices_of, defaults_of, domains_of,
-                     parse_yaml, setting, suggest, type_ok, type_problem)
+                     parse_yaml, setting, suggest, type_problem)
 from .spec import DEFAULT, ModelSpec, RunConfig, TaskSpec, layer
 
 Optimizer = Literal["adamw", "adam"]
@@ -67,11 +66,9 @@ class TrainConfig:
     watch_splits: list = setting([])  # test splits also scored at every validation, logged as <split>_<metric>; never selects
 
     @classmethod
-    def check(cls, given: dict) -> None:
-        """Each given ``train.*`` value against its field: known key (else a "did you mean"), its
-        default's type, its choices; one UserError line for the first problem."""
-        for key, value in given.items():
-            check_value("train", key, value, TRAIN_DEFAULTS, "training")
+    def check(cls, given: dict, source: str = "--set") -> None:
+        """Each given ``train.*`` value against its field (``check_overrides``)."""
+        check_overrides("train", given, TRAIN_DEFAULTS, "training", source)
 
     @classmethod
     def resolve(cls, values: dict, sources: dict) -> dict:
@@ -247,37 +244,30 @@ def canonical_overrides(items: list[str] | dict | None) -> list[str]:
     return sorted(f"{key}={canonical_text(value)}" for key, value in last.items())
 
 
-def check_overrides(section: str, given: dict, defaults: dict, what: str) -> None:
+def check_overrides(section: str, given: dict, defaults: dict, what: str, source: str = "--set") -> None:
+    """Each ``section.key=value`` that ``source`` gives (``--set``, a registry entry, a preset):
+    a known key of the right type, one of the choices of a train setting; else one UserError
+    line naming the source."""
     for key, value in given.items():
-        check_value(section, key, value, defaults, what)
+        label = f"--set {section}.{key}" if source == "--set" else f"{source}: {section}.{key}"
+        if key not in defaults:
+            raise UserError(f"{label}: {what} has no parameter {key!r}; {suggest(key, list(defaults))}")
+        default = defaults[key]
+        if isinstance(value, dict) and isinstance(default, dict):
+            continue  # nested dict params (e.g. rsa) are checked by the model itself
+        problem = type_problem(label, value, default)
+        if problem:
+            raise UserError(problem)
+        if key in CHOICES and section == "train" and value not in CHOICES[key]:
+            raise UserError(f"{label}={value!r}: choose one of {', '.join(CHOICES[key])}")
 
 
-def check_value(section: str, key: str, value, defaults: dict, what: str) -> None:
-    """One ``--set section.key=value`` (or a preset's value): a known key of the right type,
-    one of the choices of a train setting; else one UserError line."""
-    if key not in defaults:
-        raise UserError(f"--set {section}.{key}: {what} has no parameter {key!r}; {suggest(key, list(defaults))}")
-    default = defaults[key]
-    if isinstance(value, dict) and isinstance(default, dict):
-        return  # nested dict params (e.g. rsa) are checked by the model itself
-    problem = type_problem(f"--set {section}.{key}", value, default)
-    if problem:
-        raise UserError(problem)
-    if key in CHOICES and section == "train" and value not in CHOICES[key]:
-        raise UserError(f"--set train.{key}={value!r}: choose one of {', '.join(CHOICES[key])}")
-
-
-def train_problems(where: str, given: dict) -> list[str]:
-    """``bench validate``'s lines for a preset's train settings at ``where``: the unknown keys
-    (one line), each value of the wrong type, each value that is not one of its choices."""
-    unknown = sorted(set(given) - set(TRAIN_DEFAULTS))
-    problems = [f"{where}: {', '.join(unknown)} not a training setting; {suggest(unknown[0], list(TRAIN_DEFAULTS))}"] if unknown else []
-    problems += type_problems(where, given, TRAIN_DEFAULTS)
-    return problems + [
-        f"{where}.{key}={value!r}: choose one of {', '.join(CHOICES[key])}"
-        for key, value in given.items()
-        if key in CHOICES and type_ok(TRAIN_DEFAULTS[key], value) and value not in CHOICES[key]
-    ]
+def _check_families(registry: Registry, parts: list[tuple[str, dict]], section: str) -> None:
+    """Every entry named under a preset's ``section`` (family | family_train) is a model entry."""
+    for where, part in parts:
+        for fam in part.get(section) or {}:
+            if fam not in registry.raw_models:
+                raise UserError(f"preset {where}.{section}: {fam!r} is not a model entry; {suggest(fam, registry.model_names())}")
 
 
 def _entry_layers(entries: dict, lineage: list[str]) -> list[tuple[str, dict | None]]:
@@ -311,15 +301,14 @@ def resolve_task(registry: Registry, task: str, preset: str, overrides: dict) ->
     cls = import_task_class(entry["target"], f"tasks.{task}")
     accepted = constructor_params(cls, skip=("self",))
     given = overrides.get("data", {})
+    written = [
+        *_entry_layers(registry.raw_tasks, entry["lineage"]),
+        *((f"preset {where}.data", part.get("data")) for where, part in _preset_parts(registry, task, preset)),
+    ]
+    for source, values in written:
+        check_overrides("data", values or {}, accepted, f"task {task!r}", source)
     check_overrides("data", given, {**accepted, **entry["params"]}, f"task {task!r}")
-    values, sources = layer(
-        [
-            (DEFAULT, _defaults(accepted)),
-            *_entry_layers(registry.raw_tasks, entry["lineage"]),
-            *((f"preset {where}.data", part.get("data")) for where, part in _preset_parts(registry, task, preset)),
-            ("--set", given),
-        ]
-    )
+    values, sources = layer([(DEFAULT, _defaults(accepted)), *written, ("--set", given)])
     for key, default in accepted.items():
         if key not in values and default is inspect.Parameter.empty:
             raise UserError(f"task {task!r}: parameter {key!r} has no default; set it in registry.yaml or with --set data.{key}=...")
@@ -329,13 +318,14 @@ def resolve_task(registry: Registry, task: str, preset: str, overrides: dict) ->
 
 def resolve_train(registry: Registry, model: str, task: TaskSpec, overrides: dict) -> tuple[dict, dict]:
     parts = _preset_parts(registry, task.name, task.preset)
+    _check_families(registry, parts, "family_train")
     given = [
         *((f"preset {where}.train", part.get("train") or {}) for where, part in parts),
         *_family_parts(parts, registry.model_entry(model)["lineage"], "family_train"),
         ("--set", overrides.get("train", {})),
     ]
-    for _, settings in given:
-        TrainConfig.check(settings)
+    for source, settings in given:
+        TrainConfig.check(settings, source)
     values, sources = layer([("TRAIN_DEFAULTS", TRAIN_DEFAULTS), *given])
     return TrainConfig.resolve(values, sources), sources
 
@@ -349,22 +339,22 @@ def resolve_model(registry: Registry, model: str, task: TaskSpec | None, overrid
     if bad:
         raise UserError(f"registry model {model!r}: params {', '.join(sorted(bad))} not accepted by {entry['target']}")
     parts = _preset_parts(registry, task.name, task.preset) if task is not None else []
+    _check_families(registry, parts, "family")
     families = _family_parts(parts, entry["lineage"], "family")
     for where, fam_params in families:
         unknown = set(fam_params) - set(accepted)
         if unknown:
             raise UserError(f"{where}: {', '.join(sorted(unknown))} not accepted by {entry['target']}")
     given = overrides.get("model", {})
-    check_overrides("model", {k: v for k, v in given.items() if k != "causal"}, accepted, f"model {model!r}")
-    params, sources = layer(
-        [
-            (DEFAULT, _defaults(accepted)),
-            *_entry_layers(registry.raw_models, entry["lineage"]),
-            *((f"preset {where}.model", {k: v for k, v in (part.get("model") or {}).items() if k in accepted}) for where, part in parts),
-            *families,
-            ("--set", given),
-        ]
-    )
+    written = [
+        *_entry_layers(registry.raw_models, entry["lineage"]),
+        *((f"preset {where}.model", {k: v for k, v in (part.get("model") or {}).items() if k in accepted}) for where, part in parts),
+        *families,
+        ("--set", given),
+    ]
+    for source, values in written:
+        check_overrides("model", {k: v for k, v in (values or {}).items() if k != "causal"}, accepted, f"model {model!r}", source)
+    params, sources = layer([(DEFAULT, _defaults(accepted)), *written])
     check_domains("model", params, sources, MODEL_DOMAIN)
     if params["init"] not in MODEL_INITS:
         raise UserError(f"model.init={params['init']!r} ({sources.get('init', DEFAULT)}): choose one of {', '.join(MODEL_INITS)}")
@@ -385,9 +375,9 @@ def _resolve_causal(model: str, cls, task_cls, explicit) -> bool:
         raise UserError(f"--set model.causal={explicit!r}: expected true or false")
     requires = getattr(task_cls, "requires_causal", None) if task_cls is not None else None
     if requires and explicit is False:
-        raise UserError("task needs a causal model (its targets depend only on the prefix), but model.causal=false was set; drop it")
+        raise Incompatible("task needs a causal model (its targets depend only on the prefix), but model.causal=false was set; drop it")
     if requires and not cls.supports_causal:
-        raise UserError(f"model {model!r} cannot run causally, and the task needs a causal model")
+        raise Incompatible(f"model {model!r} cannot run causally, and the task needs a causal model")
     if explicit is True and not cls.supports_causal:
         raise UserError(f"model {model!r} has no causal mode; drop model.causal=true")
     if explicit is False and not cls.supports_bidirectional:

@@ -7,6 +7,11 @@ class UserError(Exception):
     """Bad input from the user (names, registry, overrides, paths). Never a traceback."""
 
 
+class Incompatible(UserError):
+    """A model that cannot run a task (a causal task, a model without a causal mode): neither is
+    wrong, the pair is (``bench validate`` does not count it as a registry problem)."""
+
+
 class RunFailed(Exception):
     """A run started but could not finish (NaN loss, ...): recorded as failed, not a crash."""
 

@@ -1,4 +1,4 @@
-"""The streaming path of a finished run (issue 26): greedy generation and streamed evaluation.
+"""The streaming path of a finished run: greedy generation and streamed evaluation.
 
 Both rebuild the run from its record (``runner.evaluate.rebuild_run``), load its tested
 checkpoint, and feed tokens through the backbone's ``init_state`` / ``step`` (``bench/models/base.py``)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.tasks.kinds import kind_of, tag_positions_ok  # noqa: F401 - tag_positions_ok: importable from here
+from bench.tasks.kinds import kind_of
 
 from .errors import UserError
 from .records import Record, RecordError, outcomes_file, run_folder, write_atomic

@@ -29,14 +29,15 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .errors import UserError
+from . import signature
 from .parsing import env_flag
-from .schema import Schema, YAMLLoader, load_yaml, parse_yaml, suggest, type_ok  # noqa: F401 - re-exported
+from .schema import Schema, load_yaml, suggest
 
 #: the shipped registry (package data; bench is installed as files, never zipped)
 DEFAULT_REGISTRY = Path(str(importlib.resources.files(__package__).joinpath("registry.yaml")))
 ENTRY_POINT_GROUP = "bench.registries"
 NO_PLUGINS_ENV = "BENCH_NO_PLUGINS"
-#: bench's own packages, top-level packages before issue 28 (``models.xl:TransformerXL``)
+#: bench's own packages that were once top-level packages (an old target: ``models.xl:TransformerXL``)
 MOVED_PACKAGES = ("models", "tasks")
 PRESETS = ("smoke", "small", "paper")
 
@@ -211,15 +212,6 @@ def _what(obj) -> str:
     return f"a {type(obj).__name__}, not a class"
 
 
-def type_problems(where: str, given: dict, defaults: dict) -> list[str]:
-    """'where.key=value: expected int (like 2), got str' for every given value of the wrong type."""
-    return [
-        f"{where}.{key}={value!r}: expected {type(defaults[key]).__name__} (like {defaults[key]!r}), got {type(value).__name__}"
-        for key, value in given.items()
-        if key in defaults and not type_ok(defaults[key], value)
-    ]
-
-
 #: settings every backbone takes besides its constructor's parameters, applied after it is built
 #: (bench/runner/build.py): ``init``, the parameter initialisation (bench/models/layers/init.py)
 BACKBONE_SETTINGS = {"init": "default"}
@@ -227,22 +219,11 @@ MODEL_INITS = ("default", "reference")
 
 
 def constructor_params(cls, skip=("self", "vocab_size", "causal")) -> dict:
-    """Keyword parameters of a class constructor with their defaults (inspect.Parameter.empty if none)."""
-    sig = inspect.signature(cls.__init__)
-    out = {}
-    for name, p in sig.parameters.items():
-        if name in skip or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        out[name] = p.default
-    # NoPE-style subclasses forward **kwargs to their parent: include the parent's parameters too
-    if any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
-        for base in cls.__mro__[1:]:
-            if base is object or "__init__" not in base.__dict__:
-                continue
-            for k, v in constructor_params(base, skip).items():
-                out.setdefault(k, v)
-            break
-    return out
+    """The parameters a registry entry may set on ``cls``, with their defaults
+    (inspect.Parameter.empty if none): its constructor's, following ``**kwargs`` up the class
+    hierarchy (bench/signature.py), less ``skip`` (a model's vocab_size and causal come from the
+    task; a task passes ``skip=("self",)``)."""
+    return signature.constructor_params(cls, skip)
 
 
 def _read_layer(path, label: str) -> dict:
@@ -296,6 +277,7 @@ class Registry:
         self.raw_tasks: dict = {}
         self.origin: dict[tuple[str, str], str] = {}  # (section, name) -> the layer that gave the entry
         self.layers: list[str] = []  # the layers' short names, for messages
+        self._resolved: dict[tuple[str, str], dict] = {}  # (section, name) -> the entry resolved (model_entry, task_entry)
         plugins_ = plugin_layers() if plugins else []
         #: where the layers come from: the shipped file, the plugins, the user's file
         self.sources = [str(DEFAULT_REGISTRY), *(label for label, _ in plugins_), *([str(self.user_path)] if self.user_path else [])]
@@ -366,9 +348,19 @@ class Registry:
         return merged
 
     def model_entry(self, name: str) -> dict:
-        return self._resolve("models", self.raw_models, name)
+        return self._once(("models", name), lambda: self._resolve("models", self.raw_models, name))
 
     def task_entry(self, name: str) -> dict:
+        return self._once(("tasks", name), lambda: self._task_entry(name))
+
+    def _once(self, key: tuple[str, str], resolve) -> dict:
+        """An entry resolved the first time it is asked for (the layers do not change once read);
+        a copy each time, the caller's to change. A refusal is raised each time."""
+        if key not in self._resolved:
+            self._resolved[key] = resolve()
+        return copy.deepcopy(self._resolved[key])
+
+    def _task_entry(self, name: str) -> dict:
         entry = self._resolve("tasks", self.raw_tasks, name)
         presets = entry.setdefault("presets", {})
         for pname, preset in presets.items():
@@ -387,103 +379,3 @@ class Registry:
             have = ", ".join(entry["presets"]) or "none"
             raise UserError(f"task {task_name!r} has no {preset!r} preset (it has: {have})")
         return {k: copy.deepcopy(entry["presets"][preset].get(k) or {}) for k in PRESET_KEYS}
-
-    # ---- validation -----------------------------------------------------------------------
-    def _build_problems(self, name: str, smoke_tasks: list, vocab_size: int = 8) -> list[str]:
-        """Model ``name`` built at a tiny size: resolved with the smoke preset of the first task it
-        can run on (``smoke_tasks``, resolved TaskSpecs; its entry alone when none), for a
-        vocabulary of ``vocab_size``; the line saying why, when its constructor refuses."""
-        from .config import resolve_model  # bench.config imports this module
-
-        spec = None
-        for task in smoke_tasks:
-            try:
-                spec = resolve_model(self, name, task, {})
-                break
-            except UserError:
-                continue
-        where = f"the smoke preset of {task.name}" if spec is not None else "its entry alone"
-        try:
-            spec = spec or resolve_model(self, name, None, {})
-        except UserError as exc:
-            return [f"models.{name}: {exc}"]
-        params = {k: v for k, v in spec.params.items() if k not in BACKBONE_SETTINGS}
-        try:
-            spec.cls(vocab_size, spec.causal, **params)
-        except Exception as exc:  # noqa: BLE001 - whatever a constructor raises is the entry's problem
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            return [f"models.{name}: {spec.target} cannot be built with {where} ({type(exc).__name__}: {text})"]
-        return []
-
-    def _smoke_tasks(self) -> list:
-        """The tasks' smoke presets, resolved (those that resolve), for building models small."""
-        from .config import resolve_task
-
-        tasks = []
-        for name in self.task_names():
-            try:
-                tasks.append(resolve_task(self, name, "smoke", {}))
-            except UserError:
-                continue
-        return tasks
-
-    def validate(self) -> list[str]:
-        """Resolve every entry, import every target, check parameter names and types against
-        the constructors and presets' train settings against TrainConfig. Returns human-readable
-        problems (empty list = valid)."""
-        from .config import train_problems  # bench.config imports this module
-
-        problems: list[str] = []
-        model_params: dict[str, dict] = {}  # entry name -> its class's constructor parameters
-        smoke_tasks = None  # resolved once, when the first model is built
-        for name in self.model_names():
-            try:
-                entry = self.model_entry(name)
-                cls = import_model_class(entry["target"], f"models.{name}")
-            except UserError as exc:
-                problems.append(str(exc))
-                continue
-            accepted = model_params[name] = {**constructor_params(cls), **BACKBONE_SETTINGS}
-            bad = set(entry["params"]) - set(accepted)
-            if bad:
-                problems.append(f"models.{name}: params {', '.join(sorted(bad))} are not accepted by {entry['target']}")
-            problems += type_problems(f"models.{name}.params", entry["params"], accepted)
-            if not bad and not type_problems(f"models.{name}.params", entry["params"], accepted):
-                smoke_tasks = self._smoke_tasks() if smoke_tasks is None else smoke_tasks
-                problems += self._build_problems(name, smoke_tasks)
-        for name in self.task_names():
-            try:
-                entry = self.task_entry(name)
-                cls = import_task_class(entry["target"], f"tasks.{name}")
-            except UserError as exc:
-                problems.append(str(exc))
-                continue
-            accepted = constructor_params(cls, skip=("self",))
-            problems += type_problems(f"tasks.{name}.params", entry["params"], accepted)
-            for pname, preset in entry["presets"].items():
-                where = f"tasks.{name}.presets.{pname}"
-                data = {**entry["params"], **(preset.get("data") or {})}
-                bad = set(data) - set(accepted)
-                if bad:
-                    problems.append(f"{where}.data: {', '.join(sorted(bad))} not accepted by {entry['target']}")
-                problems += type_problems(f"{where}.data", preset.get("data") or {}, accepted)
-                for key, value in (preset.get("model") or {}).items():  # sizes for every model taking the key
-                    takers = [m for m, params in model_params.items() if key in params]
-                    wrong = [m for m in takers if not type_ok(model_params[m][key], value)]
-                    if wrong:
-                        problems += type_problems(f"{where}.model", {key: value}, {key: model_params[wrong[0]][key]})
-                for fam, fam_params in (preset.get("family") or {}).items():
-                    if fam not in self.raw_models:
-                        problems.append(f"{where}.family: {fam!r} is not a model entry")
-                    elif fam in model_params:
-                        unknown = set(fam_params or {}) - set(model_params[fam])
-                        if unknown:
-                            problems.append(f"{where}.family.{fam}: {', '.join(sorted(unknown))} not accepted by models.{fam}")
-                        problems += type_problems(f"{where}.family.{fam}", fam_params or {}, model_params[fam])
-                problems += train_problems(f"{where}.train", preset.get("train") or {})
-                for fam, settings in (preset.get("family_train") or {}).items():
-                    if fam not in self.raw_models:
-                        problems.append(f"{where}.family_train: {fam!r} is not a model entry")
-                    else:
-                        problems += train_problems(f"{where}.family_train.{fam}", settings or {})
-        return problems

@@ -1,12 +1,13 @@
-"""Typed schemas, each with one loader (issue 28).
+"""Typed schemas, each with one loader.
 
 - ``load_yaml(source, what)``: the one YAML reader for the user's files (registry layers, tables,
   SLURM profiles): numbers in any YAML 1.1 or 1.2 spelling, and one error format,
   ``<what> is not valid YAML at line N, column C: <problem>``.
 - ``Domain``: the values a numeric setting may take (``lr`` finite and > 0, ``batch_size`` >= 1),
   with the words the one-line error says; attached to dataclass fields with ``setting(...)``.
-- ``check_setting``: one value against its default's type, its ``Literal`` choices and its domain,
-  the one-line errors ``bench run --set`` and the registry's presets give.
+- ``type_problem`` / ``check_domain``: one value against its default's type / its domain, the
+  one-line errors that ``bench run --set``, the registry's entries and its presets give
+  (bench/config.py's ``check_overrides`` adds a train setting's ``Literal`` choices).
 - ``Schema``: a dataclass with ``from_mapping(data, where)``, refusing unknown keys (with a
   "did you mean") and wrong types in one line.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import os
 import re
@@ -211,11 +213,17 @@ class Schema:
                    and f.default_factory is dataclasses.MISSING]
         if missing:
             raise UserError(f"{where}: {f'{shape}, got {data!r}: ' if shape else ''}missing {', '.join(map(repr, missing))}")
-        hints = typing.get_type_hints(cls)
+        hints = _type_hints(cls)
         for name, value in data.items():
             if not _is_a(value, hints[name]):
                 raise UserError(f"{where}: {name} must be {_type_text(hints[name])}, got {value!r}")
         return cls(**data)
+
+
+@functools.cache
+def _type_hints(cls) -> dict:
+    """``typing.get_type_hints`` of a schema class, read once (the registry checks its entries often)."""
+    return typing.get_type_hints(cls)
 
 
 def _is_a(value, hint) -> bool:

@@ -23,9 +23,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 def wrong_positions(logits, labels, mask, tokens) -> list[tuple[int, int, tuple, tuple, int]]:
     """(string, position, target labels, predicted labels, symbol read) for every wrong position,
-    wrong as the run's metric scores it (``bench.metrics.tag_positions_ok``): logits (B, T, K),
+    wrong as the run's metric scores it (``bench.tasks.kinds.tag_positions_ok``): logits (B, T, K),
     labels (B, T, K) in {0, 1}, mask (B, T) bool, tokens (B, T)."""
-    from bench.metrics import tag_positions_ok
+    from bench.tasks.kinds import tag_positions_ok
 
     wrong = ~tag_positions_ok(logits, labels, mask) & mask  # (B, T)
     return [(b, t, tuple(labels[b, t].int().tolist()), tuple((logits[b, t] > 0).int().tolist()), int(tokens[b, t]))

@@ -10,6 +10,7 @@ from conftest import readme_example
 import bench
 from bench.config import resolve_run
 from bench.registry import Registry
+from bench.validation import registry_problems
 
 
 
@@ -25,7 +26,7 @@ def readme_registry(tmp_path, monkeypatch):
 
 
 def test_the_example_validates_and_generates_what_it_says(readme_registry):
-    assert readme_registry.validate() == []
+    assert registry_problems(readme_registry) == []
     task = bench.build_task("majority", preset="smoke", registry=readme_registry)
     assert task.name == "majority"
     assert {k: task.params[k] for k in ("n_train", "n_val", "n_test", "max_len")} == {

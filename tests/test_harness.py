@@ -9,6 +9,7 @@ import yaml
 import bench
 from bench.cli import main
 from bench.registry import Registry
+from bench.validation import registry_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -269,7 +270,7 @@ def test_readme_add_a_model_example_works(tmp_path, monkeypatch):
     path = tmp_path / "registry.yaml"
     path.write_text(yaml.safe_dump(reg))
     registry = Registry(path)
-    assert registry.validate() == []
+    assert registry_problems(registry) == []
     carry = bench.build_model("highway-carry", task="parity", preset="smoke", registry=registry)
     assert carry.carry_bias == 2.0 and carry.d_model == 32  # the variant's mechanism, the preset's size
     rec = bench.run(model="highway", task="parity", preset="smoke", seed=0, out=tmp_path / "out", registry=registry, progress=False)

@@ -1,14 +1,57 @@
-"""The package's import graph, read from the source with ``ast`` (nothing is imported): the CLI is
-the top, imported by nothing below it, and the modules' top-level imports form no cycle (an
-import hidden in a function to dodge a cycle is a cycle all the same; the lazy imports kept in
-functions are the ones that keep `bench --help` / `bench list` from loading torch or Lightning)."""
+"""The package's import graph, read from the source with ``ast`` (nothing is imported), over every
+module under bench/:
+
+- the CLI is the top, imported by nothing below it;
+- the imports form no cycle: module-level imports and imports inside functions alike (an import
+  hidden in a function to dodge a cycle is a cycle all the same; the lazy imports kept in functions
+  are the ones that keep `bench --help` / `bench list` from loading torch or Lightning, and they
+  point down); importing ``bench.a.b`` runs ``bench/a/__init__.py`` first, so it counts as an import
+  of the package ``bench.a`` too. Imports under ``if TYPE_CHECKING:`` never run and cannot close a
+  cycle: they are left out of the cycle check;
+- no arrow back up: the rooms stand in the layers of ``LAYERS``, and no module imports one of a
+  higher layer (type-only imports included: knowing an upper layer's type is an arrow up too).
+"""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import NamedTuple
 
 PACKAGE = Path(__file__).resolve().parent.parent / "bench"
 TOP = {"bench.cli", "bench.__main__"}  # the command line: the only modules that may import bench.cli (and bench.cli.*, its own)
+
+#: the rooms, top layer first (docs/architecture.md); a module may import its own layer and those
+#: below it. A room is a module or a package with its submodules; ``bench`` is the package's API
+#: (``bench/__init__.py``) alone.
+LAYERS = [
+    ("the command line and the Python API", ["bench.cli", "bench.__main__", "bench"]),
+    ("reading and tuning many runs", ["bench.report", "bench.tune", "bench.budget"]),
+    ("many runs", ["bench.grid"]),
+    ("using and measuring one run", ["bench.cost", "bench.generate"]),
+    ("one run", ["bench.runner"]),
+    ("a run's data and record", ["bench.data", "bench.metrics", "bench.records"]),
+    ("resolving a run", ["bench.config", "bench.validation"]),
+    ("names -> classes", ["bench.registry"]),
+    ("the model and task families", ["bench.models", "bench.tasks"]),
+    ("plain parts", ["bench.errors", "bench.parsing", "bench.schema", "bench.spec", "bench.signature", "bench.stats",
+                     "bench.sampling", "bench.sizes", "bench.cpus", "bench.logs", "bench.grid_cell"]),
+]
+#: known arrows back up, each to go: (importer, imported). The run records its model's streaming
+#: state with bench/cost/state.py (a function-level import), while bench/cost builds models with
+#: bench/runner/build.py; the state measurement belongs below both.
+EXPECTED_BACK_ARROWS = {("bench.runner.lifecycle", "bench.cost.state")}
+
+
+class Import(NamedTuple):
+    target: str  # the bench module imported
+    line: int
+    top: bool  # at module level (runs on import), not inside a function
+    type_only: bool  # under ``if TYPE_CHECKING:`` (never runs)
+    named: str = ""  # the module the statement names, where ``target`` is a package it implies
+
+    def of(self, importer: str) -> tuple[str, str]:
+        """(importer, the module the statement names): what EXPECTED_BACK_ARROWS lists."""
+        return importer, self.named or self.target
 
 
 def modules() -> dict[str, tuple[Path, bool]]:
@@ -34,38 +77,43 @@ def _type_checking(node: ast.AST) -> bool:
     return isinstance(node, ast.If) and (getattr(test, "id", None) == "TYPE_CHECKING" or getattr(test, "attr", None) == "TYPE_CHECKING")
 
 
-def imports(name: str, path: Path, package: bool, known: dict) -> list[tuple[str, int, bool]]:
-    """(imported bench module, line, at module level) for every import of bench.* in one file:
-    ``import bench.x``, ``from bench.x import y`` and relative imports; ``from . import y`` names
-    the submodule y when there is one. Imports under ``if TYPE_CHECKING:`` never run: left out."""
+def imports(name: str, path: Path, package: bool, known: dict) -> list[Import]:
+    """Every import of bench.* in one file: ``import bench.x``, ``from bench.x import y`` and
+    relative imports; ``from . import y`` names the submodule y when there is one."""
     found = []
 
-    def visit(node: ast.AST, top: bool) -> None:
+    def visit(node: ast.AST, top: bool, type_only: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            if _type_checking(child):
-                continue
-            inner = top and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
-            if isinstance(child, ast.ClassDef):
-                inner = top  # a class body runs at import
+            inner_type_only = type_only or _type_checking(child)
+            inner = top and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))  # a class body runs at import
             if isinstance(child, ast.Import):
-                found.extend((a.name, child.lineno, top) for a in child.names if a.name.split(".")[0] == "bench")
+                found.extend(Import(a.name, child.lineno, top, type_only) for a in child.names if a.name.split(".")[0] == "bench")
             elif isinstance(child, ast.ImportFrom):
                 target = _absolute(child.module, child.level, name, package)
                 if target.split(".")[0] == "bench":
                     for alias in child.names:
                         sub = f"{target}.{alias.name}"
-                        found.append((sub if sub in known else target, child.lineno, top))
-            visit(child, inner)
+                        found.append(Import(sub if sub in known else target, child.lineno, top, type_only))
+            visit(child, inner, inner_type_only)
 
-    visit(ast.parse(path.read_text(), filename=str(path)), True)
+    visit(ast.parse(path.read_text(), filename=str(path)), True, False)
     return found
 
 
-def graph() -> tuple[dict, dict]:
+def graph() -> dict[str, list[Import]]:
+    """{module: its imports of bench modules}, each import of ``bench.a.b`` also an import of the
+    package ``bench.a`` (its ``__init__`` runs first) unless the importer lies inside that package."""
     known = modules()
-    every = {name: imports(name, path, package, known) for name, (path, package) in known.items()}
-    top = {name: sorted({t for t, _, at_top in found if at_top and t in known and t != name}) for name, found in every.items()}
-    return every, top
+    every = {}
+    for name, (path, package) in known.items():
+        found = []
+        for imp in imports(name, path, package, known):
+            parts = imp.target.split(".")
+            parents = [".".join(parts[:i]) for i in range(2, len(parts))]
+            found += [imp._replace(target=p, named=imp.target) for p in parents if p in known and not (name + ".").startswith(p + ".")]
+            found.append(imp)
+        every[name] = [imp for imp in found if imp.target in known and imp.target != name]
+    return every
 
 
 def find_cycle(edges: dict[str, list[str]]) -> list[str] | None:
@@ -94,29 +142,69 @@ def find_cycle(edges: dict[str, list[str]]) -> list[str] | None:
     return None
 
 
+def layer_of(module: str, layers: list = LAYERS) -> int | None:
+    """The index in ``layers`` (0: the top) of the room holding ``module``: the longest room name
+    that is the module or one of its packages (``bench`` holds only itself); None if none does."""
+    rooms = [(room, i) for i, (_, names) in enumerate(layers) for room in names
+             if module == room or (room != "bench" and module.startswith(room + "."))]
+    return max(rooms, key=lambda r: len(r[0]))[1] if rooms else None
+
+
+def back_arrows(every: dict[str, list[Import]], layers: list = LAYERS) -> list[str]:
+    """'importer:line -> imported (layer -> higher layer)' for every import of a higher layer."""
+    found = []
+    for name, found_imports in every.items():
+        for imp in found_imports:
+            low, high = layer_of(name, layers), layer_of(imp.target, layers)
+            if high < low and imp.of(name) not in EXPECTED_BACK_ARROWS:
+                found.append(f"{name}:{imp.line} -> {imp.target} ({layers[low][0]} -> {layers[high][0]})")
+    return found
+
+
 def test_nothing_below_the_cli_imports_it():
-    every, _ = graph()
-    offenders = [f"{name}:{line}" for name, found in every.items() if name not in TOP and not name.startswith("bench.cli.")
-                 for target, line, _ in found if target == "bench.cli" or target.startswith("bench.cli.")]
-    assert not offenders, f"bench.cli imported from below the command line (module-level or in a function): {', '.join(offenders)}"
+    offenders = [f"{name}:{imp.line}" for name, found in graph().items() if name not in TOP and not name.startswith("bench.cli.")
+                 for imp in found if imp.target == "bench.cli" or imp.target.startswith("bench.cli.")]
+    assert not offenders, f"bench.cli imported from below the command line: {', '.join(offenders)}"
 
 
-def test_the_module_level_import_graph_has_no_cycle():
-    _, top = graph()
-    cycle = find_cycle(top)
+def test_the_import_graph_has_no_cycle():
+    every = graph()
+    edges = {name: sorted({imp.target for imp in found if not imp.type_only and imp.of(name) not in EXPECTED_BACK_ARROWS})
+             for name, found in every.items()}
+    cycle = find_cycle(edges)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+def test_every_module_stands_in_a_layer_and_imports_nothing_above_it():
+    every = graph()
+    unplaced = [name for name in every if layer_of(name) is None]
+    assert not unplaced, f"modules in no layer of LAYERS (tests/test_imports.py): {', '.join(unplaced)}; place each room in one"
+    arrows = back_arrows(every)
+    assert not arrows, "imports of a higher layer:\n" + "\n".join(arrows)
+    for importer, imported in EXPECTED_BACK_ARROWS:  # each known exception names real modules
+        assert importer in every and imported in every
+
+
 def test_the_checker_finds_what_it_looks_for(tmp_path):
-    """The checker itself: relative imports resolve, function-level ones count for the CLI rule
-    only, and a cycle is reported with its path."""
+    """The checker itself: relative imports resolve, function-level and type-only imports are
+    marked, a package's import is implied by its submodule's, a cycle is reported with its path,
+    and an import of a higher layer is found."""
     assert find_cycle({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": ["b"], "b": []}) is None
     src = tmp_path / "m.py"
     src.write_text("from . import grid\nfrom ..cli import main\nimport bench.records\n"
                    "def f():\n    from .local import x\nif TYPE_CHECKING:\n    from bench.config import RunConfig\n")
-    known = {"bench.grid": None, "bench.grid.local": None, "bench.records": None, "bench.cli": None}
-    got = imports("bench.grid.m", src, False, known)
-    assert got == [("bench.grid", 1, True), ("bench.cli", 2, True), ("bench.records", 3, True), ("bench.grid.local", 5, False)]
-    every, _ = graph()
-    assert ("bench.cli", 3, True) in every["bench.__main__"]  # the real package is read too
+    known = {"bench.grid": None, "bench.grid.local": None, "bench.records": None, "bench.cli": None, "bench.config": None}
+    got = [tuple(imp)[:4] for imp in imports("bench.grid.m", src, False, known)]
+    assert got == [("bench.grid", 1, True, False), ("bench.cli", 2, True, False), ("bench.records", 3, True, False),
+                   ("bench.grid.local", 5, False, False), ("bench.config", 7, True, True)]
+    every = graph()
+    assert Import("bench.cli", 3, True, False) in every["bench.__main__"]  # the real package is read too
+    implied = [imp for imp in every["bench.cost.step"] if imp.target == "bench.runner"]  # the package's __init__ runs first
+    assert implied and implied[0].of("bench.cost.step")[1] in {"bench.runner.build", "bench.runner.module"}
+    layers = [("top", ["bench.cli"]), ("middle", ["bench.runner"]), ("bottom", ["bench.config", "bench"])]
+    placed = [layer_of(m, layers) for m in ("bench.cli", "bench.runner.build", "bench.config", "bench", "bench.records")]
+    assert placed == [0, 1, 2, 2, None]
+    imp = Import("bench.runner.build", 9, False, True)
+    assert back_arrows({"bench.config": [imp], "bench.cli": [imp]}, layers) == [
+        "bench.config:9 -> bench.runner.build (bottom -> middle)"]

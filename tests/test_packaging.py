@@ -11,6 +11,7 @@ import pytest
 
 from bench.cli import main
 from bench.registry import DEFAULT_REGISTRY, ENTRY_POINT_GROUP, Registry
+from bench.validation import registry_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,7 +46,7 @@ def test_a_user_registry_adds_to_and_overrides_the_shipped_one(tmp_path):
     assert reg.model_entry("tiny-transformer")["lineage"] == ["tiny-transformer", "transformer"]
     assert reg.model_entry("lstm")["description"] == "mine" and reg.model_entry("lstm")["params"] == {"cell": "gru"}
     assert reg.model_names().index("lstm") == shipped.model_names().index("lstm")  # in its place in listings
-    assert reg.validate() == []
+    assert registry_problems(reg) == []
 
 
 def test_the_shipped_file_named_explicitly_adds_nothing():
@@ -73,7 +74,7 @@ def test_an_old_top_level_target_names_the_new_path(tmp_path, capsys, target, ne
     path = tmp_path / "old.yaml"
     extra = "\n    presets: {smoke: {data: {n_train: 8}}}" if section == "tasks" else ""
     path.write_text(f"{section}:\n  old-entry:\n    target: {target}{extra}\n")
-    problems = Registry(path).validate()
+    problems = registry_problems(Registry(path))
     assert problems == [f"{section}.old-entry: target {target!r} names bench's old top-level package {section!r}; "
                         f"models/ and tasks/ moved into bench: write {new!r}"]
 
@@ -127,7 +128,7 @@ def test_a_plugin_package_adds_models_and_tasks(plugin, capsys, monkeypatch, tmp
     reg = Registry()
     assert reg.layers[0] == "registry.yaml" and reg.layers[1].startswith("plugin 'demo' (benchplugin_demo, from benchplugin-demo)")
     assert "plugin-rnn" in reg.model_names() and "plugin-parity" in reg.task_names()
-    assert reg.validate() == []
+    assert registry_problems(reg) == []
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "an RNN from a plugin package" in out and "parity from a plugin package" in out
@@ -149,7 +150,7 @@ def test_a_plugin_may_name_a_mapping_or_a_file(plugin, monkeypatch):
         f"[{ENTRY_POINT_GROUP}]\na = benchplugin_demo.entries:MAPPING\nb = benchplugin_demo.entries:path\n")
     reg = Registry()
     assert {"from-mapping", "plugin-rnn"} <= set(reg.model_names())
-    assert reg.validate() == []
+    assert registry_problems(reg) == []
 
 
 def test_a_broken_plugin_is_one_line_naming_it(plugin, capsys):
@@ -293,7 +294,7 @@ def test_the_readme_plugin_example_works(tmp_path, monkeypatch):
     try:
         reg = Registry()
         assert {"my-gru"} <= set(reg.model_names()) and {"parity-start"} <= set(reg.task_names())
-        assert reg.validate() == []
+        assert registry_problems(reg) == []
         model = bench.build_model("my-gru", task="parity-start", preset="smoke", registry=reg)
         assert type(model).__module__ == "mybench" and model.rnn.mode == "GRU"
         assert bench.build_task("parity-start", preset="smoke", registry=reg).params["start_symbol"] is True

@@ -16,7 +16,8 @@ import pytest
 import torch
 
 import bench
-from bench.cli import build_parser, default_out, main
+from bench.cli import build_parser, main
+from bench.parsing import default_out
 from bench.config import canonical_overrides, parse_value, resolve_run
 from bench.cpus import _cgroup_quota, available_cpus
 from bench.records import read_record, record_checkpoint, record_path

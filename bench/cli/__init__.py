@@ -15,9 +15,9 @@ import signal
 import sys
 
 from ..errors import RunInterrupted, UserError
-from ..parsing import OUT_ENV, check_launcher_env, default_out, reference_out, version  # noqa: F401 - re-exported: default_out, OUT_ENV are part of the CLI's API
+from ..parsing import check_launcher_env
 from ..registry import Registry
-from .common import note, notes_to_stderr, parse_seeds  # noqa: F401 - note, parse_seeds: re-exported, as before the split
+from .common import notes_to_stderr
 from .evaluate import cmd_eval, cmd_generate
 from .info import cmd_cost, cmd_curves, cmd_explain, cmd_list, cmd_validate
 from .parser import build_parser

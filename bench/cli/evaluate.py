@@ -24,25 +24,20 @@ def _device(accelerator: str | None, batched: bool = False) -> str | None:
 
 
 def cmd_eval(args, registry) -> int:
-    from ..runner.evaluate import evaluate_record
-
+    """Each record's run tested again: batched through ``forward``, or with --stream through
+    ``init_state`` / ``step``."""
     device = _device(args.accelerator, batched=not args.stream)
-    if args.stream:
-        return _eval_stream(args, registry)
     for path in args.records:
-        result = evaluate_record(Path(path), args.set or [], registry, accelerator=device, out=args.out)
-        print(f"record: {path}\ncheckpoint: {result['checkpoint']}\nwrote {result['path']}")
-        _print_summary([result["record"]])
-    return 0
+        if args.stream:
+            from ..generate import stream_evaluate
 
+            result = stream_evaluate(Path(path), args.set or [], registry, device=device, out=args.out)
+            print(f"record: {path} (streamed through step)\nwrote: {result['path']}")
+        else:
+            from ..runner.evaluate import evaluate_record
 
-def _eval_stream(args, registry) -> int:
-    from ..generate import stream_evaluate
-
-    device = _device(args.accelerator)
-    for path in args.records:
-        result = stream_evaluate(Path(path), args.set or [], registry, device=device, out=args.out)
-        print(f"record: {path} (streamed through step)\nwrote: {result['path']}")
+            result = evaluate_record(Path(path), args.set or [], registry, accelerator=device, out=args.out)
+            print(f"record: {path}\ncheckpoint: {result['checkpoint']}\nwrote {result['path']}")
         _print_summary([result["record"]])
     return 0
 

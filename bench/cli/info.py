@@ -54,7 +54,9 @@ def cmd_list(args, registry) -> int:
 
 
 def cmd_validate(args, registry) -> int:
-    problems = registry.validate()
+    from ..validation import registry_problems
+
+    problems = registry_problems(registry)
     if problems:
         for p in problems:
             print(f"bench: invalid registry: {p}", file=sys.stderr)

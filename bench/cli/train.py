@@ -10,7 +10,7 @@ from .common import _check_names, _fit, _names, _print_summary, _trainer_kwargs,
 
 
 def cmd_run(args, registry) -> int:
-    from ..cell import Cell
+    from ..grid_cell import Cell
     from ..runner import run_cell
     from ..runner.lifecycle import plan_run
     from ..runner.trainer import check_logger

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cell import Cell
+from ..grid_cell import Cell
 from ..config import parse_overrides, resolve_run, resolve_task
 from ..data import load_split
 from ..errors import UserError

@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from ..cell import Cell
+from ..grid_cell import Cell
 from ..stats import eta_text
 
 log = logging.getLogger("bench.grid")

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from ..cpus import available_cpus
-from ..cell import Cell
+from ..grid_cell import Cell
 from ..errors import RunInterrupted, UserError
 from ..registry import Registry
 from .common import Progress, Stopped, log_folder

@@ -36,7 +36,7 @@ from ..errors import UserError
 from ..cpus import available_cpus
 from ..records import read_record, record_path, run_folder
 from ..schema import Schema
-from ..cell import Cell
+from ..grid_cell import Cell
 from .common import Progress, Stopped, log, log_folder
 
 def _setting(default, meaning: str):

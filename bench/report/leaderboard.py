@@ -20,7 +20,7 @@ from ..stats import mean_std
 from ..config import resolve_run
 from ..errors import UserError
 from ..metrics import _bin_start
-from ..records import config_changes, other_code, read_record, warn, write_atomic  # noqa: F401 - warn: kept importable from here
+from ..records import config_changes, other_code, read_record, write_atomic
 
 MISSING, STALE, OTHER_CODE = "—", "†", "‡"
 OTHER_CODE_RULE = (f"{OTHER_CODE} = records made from code their named commit does not give (a dirty tree: the record's "

@@ -33,7 +33,8 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..grid import plan_grid
-from ..registry import PRESETS, suggest
+from ..registry import PRESETS
+from ..schema import suggest
 from . import writeup
 from .cells import MISSING, NOT_REPORTED, STALE, cell_records, current_config, record_value, stale
 from .outputs import output_stem

@@ -72,15 +72,14 @@ def _examples(records: list[dict], split: str) -> int | None:
 def _outcomes(out: Path, table: Table, row, col, preset: str, records: list[dict]) -> list[dict] | None:
     """Per-seed outcomes of one cell's split ({"index", "correct"}), where bench keeps them and
     every record has them (a paired test on the same examples); None otherwise."""
-    import bench
+    from ..metrics import load_outcomes
 
-    load = getattr(bench, "load_outcomes", None)
-    if load is None or table.metric != "acc" or len(records) < 2 or not all("outcomes" in r for r in records):
+    if table.metric != "acc" or len(records) < 2 or not all("outcomes" in r for r in records):
         return None
     tag = overrides_tag(table.cell_set(row, col))
     folder = Path(out) / "runs" / col.task / preset / row.model
     try:
-        per_seed = [load(folder / f"seed{r['seed']}{'-' + tag if tag else ''}.json").get(col.split) for r in records]
+        per_seed = [load_outcomes(folder / f"seed{r['seed']}{'-' + tag if tag else ''}.json").get(col.split) for r in records]
     except UserError:
         return None
     return per_seed if all(o is not None and "index" in o and "correct" in o for o in per_seed) else None

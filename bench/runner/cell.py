@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ..cell import Cell
+from ..grid_cell import Cell
 from .lifecycle import run
 
 

@@ -39,6 +39,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..signature import constructor_defaults
+
 IGNORE = -100
 PAD = 0
 
@@ -60,24 +62,6 @@ def _json_value(value, where: str):
     if isinstance(value, dict):
         return {str(k): _json_value(v, f"{where}.{k}") for k, v in value.items()}
     raise TypeError(f"task parameter {where}={value!r} is not a JSON value (number, string, list, dict)")
-
-
-def _constructor_defaults(cls) -> dict:
-    """Defaults of the keyword parameters of the nearest constructor in cls's MRO (following
-    ``**kwargs`` into the parents' constructors, as subclasses forward them there)."""
-    for klass in cls.__mro__:
-        if "__init__" in klass.__dict__:
-            init = inspect.unwrap(klass.__dict__["__init__"])
-            break
-    else:  # pragma: no cover - object always has one
-        return {}
-    params = list(inspect.signature(init).parameters.values())[1:]
-    out = {p.name: p.default for p in params
-           if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.default is not p.empty}
-    if any(p.kind == p.VAR_KEYWORD for p in params):
-        for key, default in _constructor_defaults(klass.__mro__[1]).items():
-            out.setdefault(key, default)
-    return out
 
 
 def _bound_arguments(owner: type, init, args: tuple, kwargs: dict, built: type) -> dict:
@@ -102,7 +86,7 @@ def _bound_arguments(owner: type, init, args: tuple, kwargs: dict, built: type) 
         else:
             params[name] = value
     if forwarded:  # what **kwargs passes on keeps the parent constructor's defaults
-        for key, default in _constructor_defaults(owner.__mro__[1]).items():
+        for key, default in constructor_defaults(owner.__mro__[1]).items():
             params.setdefault(key, default)
     return {k: _json_value(v, k) for k, v in params.items()}
 
@@ -201,18 +185,6 @@ class Task(abc.ABC):
         """Label of the length bucket an example falls in, for per-length accuracy; None = skip."""
         return None
 
-    def describe(self, example: dict) -> str:
-        """Human-readable rendering of one example (used by `bench list tasks -v` and docs)."""
-        toks = " ".join(self.vocab[t] for t in example["tokens"])
-        return toks
-
 
 Task.__init__ = _recording_constructor(Task, Task.__init__)
 
-
-def __getattr__(name: str):
-    if name == "KINDS":  # the kinds by name; bench/tasks/kinds.py (imports torch, so only when asked)
-        from .kinds import KINDS
-
-        return KINDS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

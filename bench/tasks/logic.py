@@ -228,11 +228,6 @@ class LogicalInference(Task):
     def length_bin(self, length):
         return f"ops{length}"
 
-    def describe(self, example):
-        a = " ".join(VOCAB[t] for t in example["tokens"])
-        b = " ".join(VOCAB[t] for t in example["tokens2"])
-        return f"{a}  {RELATIONS[example['label']]}  {b}"
-
 
 def split_stats(task: LogicalInference) -> list[str]:
     """One line per split: size, % of pairs with a tautology or contradiction on either side

@@ -198,8 +198,3 @@ class Pathfinder(Task):
             img = np.concatenate([np.full((n, 1), START, np.int16), img,
                                   np.full((n, 1), END, np.int16)], 1)
         return {"tokens": img, "label": np.concatenate(labels)[:n].astype(np.int64)}
-
-    def describe(self, example):
-        px = np.asarray(example["tokens"])
-        px = px[(px >= PIX0)] - PIX0
-        return "\n".join("".join("#" if v else "." for v in row) for row in px.reshape(SIZE, SIZE))
