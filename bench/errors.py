@@ -1,6 +1,7 @@
 """User-facing errors: the CLI prints their message as one line and exits with status 2; a run
 stopped by a signal. Plain Python, no torch or Lightning: the CLI imports this module up front."""
 import signal
+import sys
 
 
 class UserError(Exception):
@@ -27,3 +28,17 @@ class RunInterrupted(BaseException):
     @property
     def exit_status(self) -> int:
         return 128 + self.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them
+
+
+def one_line_exit(exc: BaseException) -> int:
+    """Print the one line a command ends with for a UserError (status 2) or a RunInterrupted (128 +
+    the signal) and return the status; any other exception is raised again. The CLI and a tune
+    worker (``python -m bench.tune``) end this way."""
+    if isinstance(exc, UserError):
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(exc, RunInterrupted):
+        print(f"bench: stopped by {exc}", file=sys.stderr)
+        return exc.exit_status
+    raise exc
+

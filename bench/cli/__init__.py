@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 
-from ..errors import RunInterrupted, UserError
+from ..errors import RunInterrupted, UserError, one_line_exit
 from ..parsing import check_launcher_env
 from ..registry import Registry
 from .common import notes_to_stderr
@@ -63,12 +63,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
         registry = Registry(getattr(args, "path", None) or args.registry)
         return handlers[args.command](args, registry)
-    except UserError as exc:
-        print(f"bench: error: {exc}", file=sys.stderr)
-        return 2
-    except RunInterrupted as exc:
-        print(f"bench: stopped by {exc}", file=sys.stderr)
-        return exc.exit_status
+    except (UserError, RunInterrupted) as exc:
+        return one_line_exit(exc)
     except KeyboardInterrupt as exc:  # Ctrl-C, or a grid stopped by a signal (bench.grid.Stopped)
         trains = args is not None and (args.command == "run" or getattr(args, "run", False) and args.command in ("compare", "reproduce"))
         print(

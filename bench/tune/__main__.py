@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from ..errors import RunInterrupted, UserError
+from ..errors import RunInterrupted, UserError, one_line_exit
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,12 +29,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         trained = Worker(args.out, args.study, Registry(args.registry), index=args.index, threads=args.threads).run()
-    except UserError as exc:
-        print(f"bench: error: {exc}", file=sys.stderr)
-        return 2
-    except RunInterrupted as exc:
-        print(f"bench: stopped by {exc}", file=sys.stderr)
-        return exc.exit_status
+    except (UserError, RunInterrupted) as exc:
+        return one_line_exit(exc)
     except KeyboardInterrupt:
         return 130
     print(f"worker {args.index}: {trained} run(s) trained", file=sys.stderr)
