@@ -16,6 +16,7 @@ optuna = pytest.importorskip("optuna")
 
 from bench.cli import main
 from bench.config import canonical_text, resolve_run
+from bench.errors import UserError
 from bench.records import read_record, record_path
 from bench.registry import Registry
 from bench.tune.report import expected_max
@@ -270,3 +271,54 @@ def test_a_table_naming_a_study_reads_tuned_rows_and_marks_the_others(tmp_path):
     table.seeds = [0, 1]
     todo, _ = plan(table, Registry(), "smoke", out)
     assert sorted((c.model, c.seed, c.overrides) for c in todo) == [("lstm", 1, tuple(tuned)), ("transformer", 1, ("train.max_epochs=1",))]
+
+
+def test_each_row_is_tuned_by_the_study_with_its_settings(tmp_path):
+    """Two rows of one model at two settings, each tuned by its own study: a study applies to the
+    row whose table + row set is its --set (any spelling and order), its best trial's record is the
+    row's seed 0; a row no study had says which study was near and how they differ."""
+    from bench.records import base_record, write_json_atomic
+    from bench.report.reproduce import reproduce
+    from bench.report.tables import load_table
+
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "toy.yaml").write_text(
+        "title: toy\nsource: none\npreset: smoke\nseeds: [0]\nmetric: last_acc\nset: [train.max_epochs=1, data.n_test=16]\n"
+        "tuned: [s3, s25, s-tr]\ntasks: [flipflop]\nsplits: [T32_p1]\nrows:\n"
+        "  - {model: tlb, label: tlb3, set: [model.chunk_size=3], paper: [90]}\n"
+        "  - {model: tlb, label: tlb25, set: [model.chunk_size=25], paper: [90]}\n"
+        "  - {model: tlb, label: tlb7, set: [model.chunk_size=7], paper: [90]}\n"
+        "  - {model: transformer, paper: [80]}\n")
+    out = tmp_path / "out"
+    fixed = ["data.n_test=16", "train.max_epochs=1"]
+
+    def study(name, model, sets, lr, val):
+        record = record_path(out, model, "flipflop", "smoke", 0, [*sets, f"train.lr={lr}"]).relative_to(out)
+        write_json_atomic(out / "studies" / name / "best.json", {
+            "study": name, "task": "flipflop", "preset": "smoke", "set": sets, "space": ["train.lr=[0.001,0.003]"], "seed": 0,
+            "models": {model: {"values": {"train.lr": lr}, "val": val, "finished": 2, "trials": 2, "record": str(record)}}})
+
+    study("s3", "tlb", [*fixed, "model.chunk_size=3"], 0.003, 0.8)
+    study("s25", "tlb", ["train.max_epochs=1", "model.chunk_size=0x19", "data.n_test= 16"], 0.001, 0.7)  # the same set, spelt otherwise
+    study("s-tr", "transformer", [*fixed, "model.d_model=32"], 0.003, 0.6)
+    cases = (("tlb", ["model.chunk_size=3", "train.lr=0.003"], 0.93), ("tlb", ["model.chunk_size=25", "train.lr=0.001"], 0.925),
+             ("tlb", ["model.chunk_size=3", "train.lr=0.001"], 0.1), ("tlb", ["model.chunk_size=7"], 0.5), ("transformer", [], 0.7))
+    for model, overrides, value in cases:
+        rec = base_record(model, "flipflop", "smoke", 0, [*fixed, *overrides])
+        rec.update(status="ok", primary_metric="token_acc", report_metrics=["last_acc"], test_splits=["T32_p1"],
+                   metrics={"val": {"n": 8, "last_acc": 0.5}, "T32_p1": {"n": 16, "last_acc": value}})
+        write_json_atomic(record_path(out, model, "flipflop", "smoke", 0, [*fixed, *overrides]), rec)
+    table = load_table("toy", folder=tmp_path / "tables")
+    result = reproduce(table, Registry(), "smoke", out, "bench reproduce toy")
+    rows = {r[0]: r for r in result["rows"]}
+    assert rows["tlb3"][1].startswith("93.0") and rows["tlb3"][-1] == "train.lr=0.003 (2 trials, val 80.0; seed 0: the best trial)"
+    assert rows["tlb25"][1].startswith("92.5") and rows["tlb25"][-1] == "train.lr=0.001 (2 trials, val 70.0; seed 0: the best trial)"
+    assert rows["tlb7"][1].startswith("50.0")  # the untuned row's own record
+    assert rows["tlb7"][-1] == ("not tuned (study s3 tuned with model.chunk_size=3, the row has model.chunk_size=7; "
+                                "study s25 tuned with model.chunk_size=25, the row has model.chunk_size=7)")
+    assert rows["transformer"][1].startswith("70.0") and rows["transformer"][-1] == "not tuned (study s-tr tuned with model.d_model=32)"
+    # two studies with the same settings for one row: which one is meant is not guessed
+    study("s3b", "tlb", [*fixed, "model.chunk_size=3"], 0.001, 0.9)
+    (tmp_path / "tables" / "toy.yaml").write_text((tmp_path / "tables" / "toy.yaml").read_text().replace("[s3, s25, s-tr]", "[s3, s3b]"))
+    with pytest.raises(UserError, match="row 'tlb3' .* tuned by two of the table's studies, s3 and s3b"):
+        reproduce(load_table("toy", folder=tmp_path / "tables"), Registry(), "smoke", out, "bench reproduce toy")

@@ -58,14 +58,15 @@ def write_overlay(path: Path, layer: dict, meta: dict, command: str) -> None:
 
 
 def write_best(folder: Path, meta: dict, rows: list[dict]) -> Path:
-    """best.json beside the overlay: per model its best values, validation score and trials, for
-    readers that need no Optuna (a table's ``tuned:`` rows, bench/report/tables.py)."""
+    """best.json beside the overlay: per model its best values, validation score, trials and the
+    best trial's record (under OUT; its seed is the study's), for readers that need no Optuna (a
+    table's ``tuned:`` rows, bench/report/tuned.py)."""
     from ..records import write_json_atomic
 
     path = folder / "best.json"
     write_json_atomic(path, {"study": folder.name, "task": meta["task"], "preset": meta["preset"], "set": meta["set"],
-                             "space": meta["space"],
+                             "space": meta["space"], "seed": meta["seed"],
                              "models": {r["model"]: {"values": r["best"], "val": r["val"], "finished": r["complete"],
-                                                     "trials": r["complete"] + r["pruned"] + r["failed"]}
+                                                     "trials": r["complete"] + r["pruned"] + r["failed"], "record": r["record"]}
                                         for r in rows if r["best"] is not None}})
     return path
