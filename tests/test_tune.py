@@ -322,3 +322,36 @@ def test_each_row_is_tuned_by_the_study_with_its_settings(tmp_path):
     (tmp_path / "tables" / "toy.yaml").write_text((tmp_path / "tables" / "toy.yaml").read_text().replace("[s3, s25, s-tr]", "[s3, s3b]"))
     with pytest.raises(UserError, match="row 'tlb3' .* tuned by two of the table's studies, s3 and s3b"):
         reproduce(load_table("toy", folder=tmp_path / "tables"), Registry(), "smoke", out, "bench reproduce toy")
+
+
+# ---- several studies' overlays together -----------------------------------------------------------
+
+def test_overlays_of_several_studies_combine_and_carry_the_studies_settings(tmp_path):
+    """--registry a.yaml,b.yaml: the overlays of two studies are merged key by key, each M-tuned at
+    the settings its study tuned it at (its fixed model/train --set and its best values), the
+    shipped models as before; two overlays that tune one model differently are refused."""
+    from bench.tune.overlay import overlay, write_overlay
+
+    def study(name, model, sets, lr):
+        meta = {"task": "flipflop", "preset": "smoke", "models": [model], "space": ["train.lr=[0.001,0.003]"], "set": sets,
+                "seed": 0, "pruner": "asha", "trials": 2}
+        path = tmp_path / name / "tuned.yaml"
+        path.parent.mkdir()
+        write_overlay(path, overlay(Registry(), meta, {model: {"train.lr": lr}}, name), meta, "bench compare ...")
+        return str(path)
+
+    a = study("a", "lstm", ["data.n_test=16", "train.max_epochs=1"], 0.003)
+    b = study("b", "tlb", ["data.n_test=16", "model.chunk_size=25", "model.init=reference", "train.max_epochs=1"], 0.001)
+    c = study("c", "tlb", ["model.chunk_size=3"], 0.003)
+    both, shipped = Registry(f"{a},{b}"), Registry()
+    lstm = resolve_run(both, "lstm-tuned", "flipflop", "smoke", [])
+    assert (lstm.train["lr"], lstm.train["max_epochs"]) == (0.003, 1)
+    tlb = resolve_run(both, "tlb-tuned", "flipflop", "smoke", [])
+    assert (tlb.train["lr"], tlb.train["max_epochs"]) == (0.001, 1)
+    assert (tlb.model.params["chunk_size"], tlb.model.params["init"]) == (25, "reference")
+    assert tlb.task.params == resolve_run(shipped, "tlb", "flipflop", "smoke", []).task.params  # data.n_test: the task's, not a model's
+    for model in ("lstm", "tlb"):  # the shipped models resolve as without the overlays
+        assert resolve_run(both, model, "flipflop", "smoke", []).public() == resolve_run(shipped, model, "flipflop", "smoke", []).public()
+    assert both.user_spec == f"{a},{b}" and Registry(both.user_spec).raw_tasks == both.raw_tasks  # what a worker process rebuilds
+    with pytest.raises(UserError, match=r"registry files .*b/tuned.yaml and .*c/tuned.yaml disagree on models.tlb-tuned"):
+        Registry(f"{a},{b},{c}")

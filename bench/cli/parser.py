@@ -17,7 +17,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"%(prog)s {version()}", help="print bench's version and exit")
     p.add_argument("--registry", metavar="FILE",
                    help="your registry.yaml, extending the shipped one and plugins' (new entries, or replacing those of the "
-                        "same name; default: $BENCH_REGISTRY, if set)")
+                        "same name; several files a.yaml,b.yaml, e.g. tuned overlays, are merged key by key; default: "
+                        "$BENCH_REGISTRY, if set)")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
     def lightning_args(sp):
