@@ -267,8 +267,12 @@ def test_a_table_naming_a_study_reads_tuned_rows_and_marks_the_others(tmp_path):
     assert lstm[1].startswith("90.0") and lstm[-1] == "train.lr=0.003 (2 trials, val 85.5)"  # the tuned record, not the 0.1 one
     assert transformer[1].startswith("70.0") and transformer[-1] == "not tuned (no study gone under " + f"{out}/studies)"
     assert "tuned: rows at the best setting of study flipflop-smoke, gone" in result["note"]
-    # --run trains the tuned rows at the tuned values: the missing seed 1 of the lstm row, with train.lr
+    # --run trains the tuned rows at the tuned values: the missing seed 1 of the lstm row, with train.lr;
+    # not the transformer row while study "gone" has not finished (it may tune it)
     table.seeds = [0, 1]
+    todo, _ = plan(table, Registry(), "smoke", out)
+    assert sorted((c.model, c.seed, c.overrides) for c in todo) == [("lstm", 1, tuple(tuned))]
+    table.tuned = ("flipflop-smoke",)  # every study finished: an untuned row trains at the table's values
     todo, _ = plan(table, Registry(), "smoke", out)
     assert sorted((c.model, c.seed, c.overrides) for c in todo) == [("lstm", 1, tuple(tuned)), ("transformer", 1, ("train.max_epochs=1",))]
 

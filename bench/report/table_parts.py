@@ -113,6 +113,7 @@ class Table:
     tuned: tuple[str, ...] = ()  # the studies named by ``tuned:``
     tuned_sets: dict = field(default_factory=dict)  # (row label, column label) -> the study's best values as overrides (apply_tuned)
     tuned_text: dict = field(default_factory=dict)  # row label -> its tuned setting, or why it has none
+    tuned_missing: tuple[str, ...] = ()  # the studies named by ``tuned:`` without a best.json (not finished)
     paper_seeds: int | None = None  # runs behind each of the paper's mean ± std
 
     @property

@@ -41,7 +41,7 @@ def apply_tuned(table: Table, out: Path, preset: str) -> None:
     by bench tune): each cell a study tuned (the module docstring) gets the study's best values as
     overrides (``cell_set``), its row the values in the tuned column; every other row is marked
     not tuned, saying why. Two studies tuning one cell is a UserError."""
-    table.tuned_sets, table.tuned_text = {}, {}
+    table.tuned_sets, table.tuned_text, table.tuned_missing = {}, {}, ()
     if not table.tuned:
         return
     found, missing = [], []
@@ -50,6 +50,7 @@ def apply_tuned(table: Table, out: Path, preset: str) -> None:
             found.append(json.loads((Path(out) / "studies" / name / "best.json").read_text()))
         except (OSError, ValueError):
             missing.append(name)
+    table.tuned_missing = tuple(missing)
     for row in table.rows:
         texts, why_not = [], []
         for col in table.columns:
@@ -83,6 +84,15 @@ def apply_tuned(table: Table, out: Path, preset: str) -> None:
             continue
         reasons = list(dict.fromkeys(why_not)) + ([f"no study {', '.join(missing)} under {out}/studies"] if missing else [])
         table.tuned_text[row.label] = "not tuned" + (f" ({'; '.join(reasons)})" if reasons else "")
+
+
+def waiting_rows(table: Table) -> list[str]:
+    """The rows no study tuned while some study of the table has not finished (no best.json): it
+    may tune them, so they are not trained at the table's values yet (apply_tuned first)."""
+    if not table.tuned_missing:
+        return []
+    tuned = {label for label, _ in table.tuned_sets}
+    return [row.label for row in table.rows if row.label not in tuned]
 
 
 def with_tuned_column(table: Table, headers: list[str], rows: list[list]) -> tuple[list[str], list[list]]:
