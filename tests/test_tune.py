@@ -359,3 +359,36 @@ def test_overlays_of_several_studies_combine_and_carry_the_studies_settings(tmp_
     assert both.user_spec == f"{a},{b}" and Registry(both.user_spec).raw_tasks == both.raw_tasks  # what a worker process rebuilds
     with pytest.raises(UserError, match=r"registry files .*b/tuned.yaml and .*c/tuned.yaml disagree on models.tlb-tuned"):
         Registry(f"{a},{b},{c}")
+
+
+@pytest.mark.slow
+def test_a_tuned_rows_seed_0_is_its_studys_best_trial_read_not_trained(tmp_path):
+    """Two studies of one model at two settings, run by bench tune; a table with a row for each:
+    each row's seed 0 is its study's best trial record (the tuned column says so), and --run
+    plans only the other seeds, at the study's best value and the row's settings."""
+    from bench.report.reproduce import plan, reproduce
+    from bench.report.tables import load_table
+
+    out = tmp_path / "out"
+    for name, chunk in (("c4", 4), ("c8", 8)):
+        assert main(["tune", *TASK, "--models", "tlb", "--grid", "train.lr=[3e-3]", "--set", "train.max_epochs=1",
+                     "--set", f"model.chunk_size={chunk}", "--study", name, "--out", str(out)]) == 0
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "toy.yaml").write_text(
+        "title: toy\nsource: none\npreset: smoke\nseeds: [0, 1]\nmetric: last_acc\nset: [train.max_epochs=1]\n"
+        "tuned: [c8, c4]\ntasks: [flipflop]\nsplits: [T32_p1]\nrows:\n"
+        "  - {model: tlb, label: tlb4, set: [model.chunk_size=4], paper: [90]}\n"
+        "  - {model: tlb, label: tlb8, set: [model.chunk_size=8], paper: [90]}\n")
+    table = load_table("toy", folder=tmp_path / "tables")
+    result = reproduce(table, Registry(), "smoke", out, "bench reproduce toy")
+    for label, chunk in (("tlb4", 4), ("tlb8", 8)):
+        row = next(r for r in result["rows"] if r[0] == label)
+        rec = read_record(record_path(out, "tlb", "flipflop", "smoke", 0, [f"model.chunk_size={chunk}", "train.lr=0.003",
+                                                                          "train.max_epochs=1"]))
+        assert rec["config"]["model"]["params"]["chunk_size"] == chunk
+        assert row[1].startswith(f"{100 * rec['metrics']['T32_p1']['last_acc']:.1f} (1")  # seed 0 alone: the trial
+        assert row[-1].endswith("; seed 0: the best trial)")
+    todo, _ = plan(table, Registry(), "smoke", out)
+    assert sorted((c.seed, tuple(sorted(c.overrides))) for c in todo) == [
+        (1, ("model.chunk_size=4", "train.lr=0.003", "train.max_epochs=1")),
+        (1, ("model.chunk_size=8", "train.lr=0.003", "train.max_epochs=1"))]
