@@ -91,8 +91,8 @@ def row(study: str, model: str, search: list[dict], grid: list[dict], size: int)
             "steps": steps, "one_steps": one_steps, "finished": finished, "agree": agree,
             "search_lr": values_text(chosen["values"]) if chosen else "—",
             "search_val": chosen["val"] if chosen else None,
-            "grid_lr": values_text(best["values"]) + ("" if finished else f" (grid {len(full)}/{size})") if best else "—",
-            "grid_val": best["val"] if best else None}
+            "grid_lr": values_text(best["values"]) if best else "—", "grid_val": best["val"] if best else None,
+            "grid_done": "" if finished else f", {len(full)}/{size} run"}
 
 
 def main() -> None:
@@ -124,7 +124,7 @@ def main() -> None:
              ratio(r["time_s"], r["one_time"]), ratio(r["time_s"], r["mean_time"]),
              f"{r['steps']} / {r['one_steps'] or '—'}", ratio(r["steps"], r["one_steps"]),
              r["search_lr"] + (f" ({100 * r['search_val']:.1f})" if r["search_val"] is not None else ""),
-             r["grid_lr"] + (f" ({100 * r['grid_val']:.1f})" if r["grid_val"] is not None else ""),
+             r["grid_lr"] + (f" ({100 * r['grid_val']:.1f}{r['grid_done']})" if r["grid_val"] is not None else ""),
              ("yes" if r["agree"] else "no") if r["finished"] else "—"] for r in rows]
     headers = ["row (study)", "search trials", "search s", "full run s", "/ full", "/ mean", "steps: search / full", "/ full (steps)",
                "search picks (val %)", "grid picks (val %)", "agree"]
@@ -145,4 +145,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.errors import UserError
+
+    try:
+        main()
+    except UserError as exc:
+        sys.exit(f"tuning_cost.py: {exc}")
