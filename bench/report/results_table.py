@@ -280,8 +280,10 @@ class ResultsTable(TableKind):
         apply_tuned(table, out, preset)  # tuned rows train at their study's best values
         waiting = waiting_rows(table)
         if waiting:
-            log.warning(f"bench: not training {', '.join(waiting)}: study {', '.join(table.tuned_missing)} has not finished "
-                        f"(no best.json under {out}/studies) and may tune them; run its bench tune, then this command again")
+            studies = ", ".join(table.tuned_missing)
+            which = f"studies {studies} have" if len(table.tuned_missing) > 1 else f"study {studies} has"
+            log.warning(f"bench: not training {', '.join(waiting)}: {which} not finished (no best.json under {out}/studies) "
+                        f"and may tune them; finish bench tune, then run this command again")
         groups: dict = {}
         for row in table.rows:
             if row.label in waiting:
