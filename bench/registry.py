@@ -10,7 +10,9 @@ The registry is layered, later layers extending earlier ones:
 2. plugin registries: every entry point of the group ``bench.registries`` (``BENCH_NO_PLUGINS=1``
    skips them). The entry point names a module (its package's ``registry.yaml`` is read) or an
    object: a mapping, a path to a YAML file, or a callable returning either;
-3. the user's file: ``--registry FILE`` or ``$BENCH_REGISTRY``.
+3. the user's file: ``--registry FILE`` or ``$BENCH_REGISTRY``; several files, ``a.yaml,b.yaml``
+   (e.g. the tuned overlays of several ``bench tune`` studies), are merged into one layer key by
+   key (``merge_user_layers``: a key the files set to different values is refused).
 
 A layer's entries are added to the sections (``models:``, ``tasks:``; either may be missing);
 an entry with the name of an earlier one replaces it whole. ``base:`` may name an entry of any
@@ -231,6 +233,35 @@ def _read_layer(path, label: str) -> dict:
     return load_yaml(Path(path), label, missing_text=f"registry file {str(path)!r} not found; pass an existing registry.yaml")
 
 
+def merge_user_layers(layers: list[tuple[str, dict]]) -> dict:
+    """The user's files as one layer: mappings merged key by key, in order; a key that two files set
+    to different values (other than mappings) is a UserError naming both, so that overlays that
+    each copy a shipped entry and add their own keys combine, and two that disagree are not
+    silently resolved by their order."""
+    merged: dict = {}
+    where: dict = {}  # key path -> the file that set it (and what lies below it)
+
+    def setter(key: tuple) -> str:
+        return next(where[key[:n]] for n in range(len(key), 0, -1) if key[:n] in where)
+
+    def merge(into: dict, over: dict, path: tuple, label: str) -> None:
+        for k, v in over.items():
+            key = (*path, k)
+            if isinstance(v, dict) and isinstance(into.get(k), dict):
+                merge(into[k], v, key, label)
+            elif k in into and into[k] != v:
+                raise UserError(f"registry files {setter(key)} and {label} disagree on {'.'.join(map(str, key))} "
+                                f"({into[k]!r} vs {v!r}); pass one of them, or make them agree")
+            else:
+                into[k] = copy.deepcopy(v)
+                where[key] = label
+    for label, raw in layers:
+        if not isinstance(raw, dict):
+            raise UserError(f"{label} must be a mapping with a 'models:' and/or a 'tasks:' section")
+        merge(merged, raw, (), label)
+    return merged
+
+
 def plugin_layers() -> list[tuple[str, dict]]:
     """(label, registry mapping) of every ``bench.registries`` entry point, in name order."""
     if env_flag(NO_PLUGINS_ENV):
@@ -262,16 +293,21 @@ def plugin_layers() -> list[tuple[str, dict]]:
 
 
 class Registry:
-    """The merged registry: shipped, then plugins, then the user's file (``path`` or
-    $BENCH_REGISTRY). ``path`` is the user's file when there is one, else the shipped one."""
+    """The merged registry: shipped, then plugins, then the user's file or files (``path`` or
+    $BENCH_REGISTRY: one path, or several separated by commas). ``path`` is the user's (first)
+    file when there is one, else the shipped one; ``user_spec`` names the user's files as given
+    here (what another process passes to ``Registry`` for the same registry)."""
 
     def __init__(self, path: str | os.PathLike | None = None, *, plugins: bool = True):
         user = path or os.environ.get("BENCH_REGISTRY")
-        self.user_path = Path(user) if user else None
-        if self.user_path is not None and self.user_path.is_file() and self.user_path.resolve() == DEFAULT_REGISTRY.resolve():
-            self.user_path = None  # the shipped file named explicitly: nothing to add
-        if self.user_path is not None and not self.user_path.is_file():
-            raise UserError(f"registry file {str(self.user_path)!r} not found; pass an existing registry.yaml")
+        given = [Path(p.strip()) for p in str(user).split(",") if p.strip()] if user else []
+        shipped = DEFAULT_REGISTRY.resolve()
+        self.user_paths = [p for p in given if not (p.is_file() and p.resolve() == shipped)]  # the shipped file: nothing to add
+        for p in self.user_paths:
+            if not p.is_file():
+                raise UserError(f"registry file {str(p)!r} not found; pass an existing registry.yaml")
+        self.user_path = self.user_paths[0] if self.user_paths else None
+        self.user_spec = ",".join(map(str, self.user_paths)) or None
         self.path = self.user_path or DEFAULT_REGISTRY
         self.raw_models: dict = {}
         self.raw_tasks: dict = {}
@@ -280,11 +316,17 @@ class Registry:
         self._resolved: dict[tuple[str, str], dict] = {}  # (section, name) -> the entry resolved (model_entry, task_entry)
         plugins_ = plugin_layers() if plugins else []
         #: where the layers come from: the shipped file, the plugins, the user's file
-        self.sources = [str(DEFAULT_REGISTRY), *(label for label, _ in plugins_), *([str(self.user_path)] if self.user_path else [])]
+        self.sources = [str(DEFAULT_REGISTRY), *(label for label, _ in plugins_), *map(str, self.user_paths)]
         layers = [(DEFAULT_REGISTRY.name, _read_layer(DEFAULT_REGISTRY, DEFAULT_REGISTRY.name), True)]
         layers += [(label, raw, False) for label, raw in plugins_]
-        if self.user_path is not None:
-            layers.append((self.user_path.name, _read_layer(self.user_path, self.user_path.name), False))
+        #: the user's layer as read (several files merged), or None
+        self.user_layer = None
+        if len(self.user_paths) == 1:
+            self.user_layer = _read_layer(self.user_path, self.user_path.name)
+        elif self.user_paths:
+            self.user_layer = merge_user_layers([(str(p), _read_layer(p, p.name)) for p in self.user_paths])
+        if self.user_layer is not None:
+            layers.append((" + ".join(p.name for p in self.user_paths), self.user_layer, False))
         for label, raw, complete in layers:
             self._add_layer(label, raw, complete)
 

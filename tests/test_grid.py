@@ -88,6 +88,7 @@ def test_a_grid_trains_every_cell_at_one_seed_before_any_at_the_next(tmp_path, m
 
     class Registry:
         path = tmp_path / "registry.yaml"
+        user_spec = None
 
     assert grid.run_grid(Registry(), planned, tmp_path) == []
     assert [c.seed for c in seen] == [0] * 4 + [1] * 3 + [2] * 4

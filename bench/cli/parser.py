@@ -15,9 +15,10 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="bench", description="Recurrent Transformer families side by side on one task suite.")
     p.add_argument("--version", action="version", version=f"%(prog)s {version()}", help="print bench's version and exit")
-    p.add_argument("--registry", metavar="FILE",
-                   help="your registry.yaml, extending the shipped one and plugins' (new entries, or replacing those of the "
-                        "same name; default: $BENCH_REGISTRY, if set)")
+    registry_help = ("your registry.yaml, extending the shipped one and plugins' (new entries, or replacing those of the "
+                     "same name; several files a.yaml,b.yaml, e.g. tuned overlays, are merged key by key; default: "
+                     "$BENCH_REGISTRY, if set)")
+    p.add_argument("--registry", metavar="FILE", help=registry_help)
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
     def lightning_args(sp):
@@ -257,4 +258,6 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--task", required=True, help="a registry task, e.g. parity")
     x.add_argument("--preset", default="small", help="smoke | small | paper (default: small)")
     x.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="overrides, as for bench run")
+    for command in sub.choices.values():  # also after the command (bench compare --registry FILE ...)
+        command.add_argument("--registry", metavar="FILE", default=argparse.SUPPRESS, help=registry_help)
     return p

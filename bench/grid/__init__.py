@@ -92,7 +92,7 @@ def run_grid(registry, cells: list[Cell], out: Path, *, jobs: int = 1, launcher:
     if launcher == "local":
         local.start_fork_server()
     prepare_data(registry, cells)
-    registry_path = str(registry.path)
+    registry_path = registry.user_spec or str(registry.path)
     if launcher == "local":
         return local.run_local(
             cells, out, registry_path, jobs=jobs, runs_per_gpu=runs_per_gpu, trainer_args=trainer_args or {}, rerun=rerun

@@ -15,6 +15,7 @@ NAME.md and NAME.csv it writes NAME.png: ours against the paper per cell.
 """
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -28,8 +29,9 @@ from .claims import run_claims
 from .leaderboard import OTHER_CODE, OTHER_CODE_RULE, cell_percent
 from .table_kind import TableKind
 from .table_parts import Column, Row, Table, load_cells, load_claims
-from .tuned import apply_tuned, with_tuned_column
+from .tuned import apply_tuned, waiting_rows, with_tuned_column
 
+log = logging.getLogger(__name__)
 PROXY_PRESETS = ("smoke", "small")
 BINOMIAL_METRICS = ("acc", "last_acc")  # one 0/1 outcome per example: a binomial standard error applies
 
@@ -275,8 +277,16 @@ class ResultsTable(TableKind):
 
     def runs(self, table, out, preset):
         apply_tuned(table, out, preset)  # tuned rows train at their study's best values
+        waiting = waiting_rows(table)
+        if waiting:
+            studies = ", ".join(table.tuned_missing)
+            which = f"studies {studies} have" if len(table.tuned_missing) > 1 else f"study {studies} has"
+            log.warning(f"bench: not training {', '.join(waiting)}: {which} not finished (no best.json under {out}/studies) "
+                        f"and may tune them; finish bench tune, then run this command again")
         groups: dict = {}
         for row in table.rows:
+            if row.label in waiting:
+                continue
             for col in table.columns:
                 groups.setdefault((row.model, tuple(table.cell_set(row, col))), []).append(col.task)
         return groups

@@ -111,8 +111,9 @@ class Table:
     claims: list[Claim] = field(default_factory=list)
     cost: dict | None = None  # kind cost: the CostEntry's fields
     tuned: tuple[str, ...] = ()  # the studies named by ``tuned:``
-    tuned_sets: dict = field(default_factory=dict)  # (model, task) -> the study's best values as overrides (apply_tuned)
+    tuned_sets: dict = field(default_factory=dict)  # (row label, column label) -> the study's best values as overrides (apply_tuned)
     tuned_text: dict = field(default_factory=dict)  # row label -> its tuned setting, or why it has none
+    tuned_missing: tuple[str, ...] = ()  # the studies named by ``tuned:`` without a best.json (not finished)
     paper_seeds: int | None = None  # runs behind each of the paper's mean ± std
 
     @property
@@ -122,7 +123,7 @@ class Table:
 
     def cell_set(self, row: Row, col: Column) -> list[str]:
         """The overrides of one cell: the table's, the row's, the column's, then the row's tuned values."""
-        return [*self.set, *row.set, *col.set, *self.tuned_sets.get((row.model, col.task), ())]
+        return [*self.set, *row.set, *col.set, *self.tuned_sets.get((row.label, col.label), ())]
 
 
 # ---- parsing ----------------------------------------------------------------------------------

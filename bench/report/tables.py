@@ -27,8 +27,9 @@ Schema of a results table (lm-evaluation-harness style: short entries, a shared 
     delta: points            # points: ours - paper (default) | ratio: ours / paper
     set: [train.max_epochs=5]    # optional overrides for every cell
     tuned: flipflop-small    # optional: bench tune studies (a name or a list; OUT/studies/NAME/best.json):
-                             # each row whose model a study tuned, on that study's task and preset, is
-                             # read and trained at the study's best values (after every other set)
+                             # each row whose model a study tuned, on that study's task and preset, with
+                             # the study's --set equal to the table's + row's + column's set (tuned keys
+                             # aside), is read and trained at the study's best values (after every other set)
     tasks: [d2, d4]          # columns = every task x every split ...
     splits: [bin0, bin1]     #   ... or {paper: [...], small: [...]} when split names follow the preset
     columns:                 # ... or an explicit list instead of tasks x splits

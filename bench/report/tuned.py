@@ -1,23 +1,47 @@
 """A table's tuned rows (``tuned:`` in bench/tables/*.yaml): the best values of the ``bench tune``
 studies it names (``OUT/studies/NAME/best.json``) as overrides of the rows they tuned, and the
-printed column that says which setting each row was read at."""
+printed column that says which setting each row was read at.
+
+A study tuned a cell when it tuned the cell's model on the cell's task, at the preset read, with
+the cell's settings: its fixed ``--set`` (best.json's ``set``) is the cell's overrides (the table's,
+the row's and the column's ``set``), compared as a run's identity compares them (canonical
+spelling, order-free, settings that do not change the run left out) and apart from the keys the
+study tuned. Two rows of one model at two settings (Table 3's TLB at chunk 3 and at chunk 25) are
+so tuned by a study each, and a row whose settings no study had says which study was near and how
+its settings differ. A tuned cell's overrides are then the trial's, so its seed-``study seed``
+record is the study's best trial itself, read, not trained again."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 from ..config import canonical_text
+from ..errors import UserError
+from ..records import identity_overrides, record_path
 from .table_parts import Table
 
 TUNED_HEADER = "tuned"
 
 
+def _fixed(items, tuned_keys) -> set[str]:
+    """The identity of a run's overrides, the tuned keys left out."""
+    return {i for i in identity_overrides(list(items)) if i.partition("=")[0] not in tuned_keys}
+
+
+def _difference(study: dict, theirs: set[str], ours: set[str]) -> str:
+    """Why a study of the row's model did not tune it: the settings in which they differ."""
+    only_study, only_row = sorted(theirs - ours), sorted(ours - theirs)
+    parts = [f"tuned with {' '.join(only_study)}" if only_study else "",
+             f"the row has {' '.join(only_row)}" if only_row else ""]
+    return f"study {study['study']} " + ", ".join(p for p in parts if p)
+
+
 def apply_tuned(table: Table, out: Path, preset: str) -> None:
     """Read the best values of the studies the table names (``OUT/studies/NAME/best.json``, written
-    by bench tune): a row whose model a study tuned, on the study's task and at the preset read,
-    gets the values as overrides in that task's cells (``cell_set``) and its text in the tuned
-    column; every other row is marked not tuned, saying why."""
-    table.tuned_sets, table.tuned_text = {}, {}
+    by bench tune): each cell a study tuned (the module docstring) gets the study's best values as
+    overrides (``cell_set``), its row the values in the tuned column; every other row is marked
+    not tuned, saying why. Two studies tuning one cell is a UserError."""
+    table.tuned_sets, table.tuned_text, table.tuned_missing = {}, {}, ()
     if not table.tuned:
         return
     found, missing = [], []
@@ -26,20 +50,49 @@ def apply_tuned(table: Table, out: Path, preset: str) -> None:
             found.append(json.loads((Path(out) / "studies" / name / "best.json").read_text()))
         except (OSError, ValueError):
             missing.append(name)
+    table.tuned_missing = tuple(missing)
     for row in table.rows:
-        texts = []
-        for study in found:
-            best = study.get("models", {}).get(row.model)
-            if best is None or study.get("task") not in {c.task for c in table.columns}:
-                continue
-            if study.get("preset") != preset:
-                texts.append(f"not tuned at preset {preset} (study {study['study']}: {study.get('preset')})")
-                continue
-            items = tuple(f"{k}={canonical_text(v)}" for k, v in sorted(best["values"].items()))
-            table.tuned_sets[row.model, study["task"]] = items
-            texts.append(f"{' '.join(items)} ({best['trials']} trials, val {100 * best['val']:.1f})")
-        table.tuned_text[row.label] = "; ".join(texts) or ("not tuned" + (f" (no study {', '.join(missing)} under {out}/studies)"
-                                                                          if missing else ""))
+        texts, why_not = [], []
+        for col in table.columns:
+            tuned_by = None
+            for study in found:
+                best = study.get("models", {}).get(row.model)
+                if best is None or study.get("task") != col.task:
+                    continue
+                if study.get("preset") != preset:
+                    why_not.append(f"not tuned at preset {preset} (study {study['study']}: {study.get('preset')})")
+                    continue
+                keys = set(best["values"])
+                theirs, ours = _fixed(study.get("set", []), keys), _fixed([*table.set, *row.set, *col.set], keys)
+                if theirs != ours:
+                    why_not.append(_difference(study, theirs, ours))
+                    continue
+                if tuned_by is not None:
+                    raise UserError(f"row {row.label!r} ({col.task}) is tuned by two of the table's studies, {tuned_by['study']} and "
+                                    f"{study['study']}, with the same settings; name one of them in 'tuned:'")
+                tuned_by = study
+                items = tuple(f"{k}={canonical_text(v)}" for k, v in sorted(best["values"].items()))
+                table.tuned_sets[row.label, col.label] = items
+                seed = study.get("seed", 0)
+                own = seed in table.seeds and best.get("record") == str(
+                    record_path(Path(out), row.model, col.task, preset, seed, table.cell_set(row, col)).relative_to(Path(out)))
+                texts.append(f"{' '.join(items)} ({best['trials']} trials, val {100 * best['val']:.1f}"
+                             + (f"; seed {seed}: the best trial" if own else "") + ")")
+        texts = list(dict.fromkeys(texts))
+        if texts:
+            table.tuned_text[row.label] = "; ".join(texts)
+            continue
+        reasons = list(dict.fromkeys(why_not)) + ([f"no study {', '.join(missing)} under {out}/studies"] if missing else [])
+        table.tuned_text[row.label] = "not tuned" + (f" ({'; '.join(reasons)})" if reasons else "")
+
+
+def waiting_rows(table: Table) -> list[str]:
+    """The rows no study tuned while some study of the table has not finished (no best.json): it
+    may tune them, so they are not trained at the table's values yet (apply_tuned first)."""
+    if not table.tuned_missing:
+        return []
+    tuned = {label for label, _ in table.tuned_sets}
+    return [row.label for row in table.rows if row.label not in tuned]
 
 
 def with_tuned_column(table: Table, headers: list[str], rows: list[list]) -> tuple[list[str], list[list]]:

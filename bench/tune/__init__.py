@@ -42,7 +42,7 @@ def worker_argv(out: Path, name: str, registry_path: str | None, index: int, thr
 
 def launch(out: Path, name: str, registry, jobs: int = 1, launcher: str = "local", profile: dict | None = None) -> None:
     """Run the study's workers until every model has its trials (or the workers stop)."""
-    registry_path = str(registry.user_path) if registry.user_path else None
+    registry_path = registry.user_spec
     if launcher == "slurm":
         return _slurm(out, name, registry_path, jobs, profile)
     if jobs == 1:

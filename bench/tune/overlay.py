@@ -1,15 +1,19 @@
 """The registry overlay a study writes, ``OUT/studies/<study>/tuned.yaml``: each model at its best
 trial's values, under a name of its own, for ``bench run --registry`` / ``bench compare --registry``.
 
-For every tuned model M the overlay adds a model entry ``M-tuned`` (``base: M``) and sets the
-tuned values for it in the study's task and preset: ``family_train: {M-tuned: {lr: ...}}`` for
-``train.*`` values and ``family: {M-tuned: {...}}`` for ``model.*`` values. A registry layer
+For every tuned model M the overlay adds a model entry ``M-tuned`` (``base: M``) and sets, for
+it in the study's task and preset, the values it was tuned at: the study's fixed ``--set``
+``model.*`` / ``train.*`` items and the best trial's values, ``family: {M-tuned: {...}}`` for
+``model.*`` and ``family_train: {M-tuned: {lr: ...}}`` for ``train.*`` (``data.*`` items belong
+to the task, not to a model: they are given with ``--set`` again). So a study of TLB at chunk 25
+gives a ``tlb-tuned`` at chunk 25, which can run beside models of other studies. A registry layer
 replaces an entry of the same name whole, so the overlay holds the task's entry as the registry
 gives it (the layer that wrote it, with its ``base``) plus these settings; the shipped models
 resolve exactly as before (their records stay current), while ``M-tuned`` records go to
 ``runs/<task>/<preset>/M-tuned/``: a tuned record never collides with a preset one. When the
-study ran with a registry file of the user's, the overlay carries that file's entries too (a
-registry takes one user file).
+study ran with registry files of the user's, the overlay carries their entries too. The overlays
+of several studies are used together as ``--registry a.yaml,b.yaml``: the registry merges them
+key by key (bench/registry.py: ``merge_user_layers``).
 """
 from __future__ import annotations
 
@@ -18,8 +22,8 @@ from pathlib import Path
 
 import yaml
 
+from ..config import override_pairs
 from ..records import write_atomic
-from ..schema import load_yaml
 
 SUFFIX = "-tuned"
 
@@ -32,19 +36,20 @@ def overlay(registry, meta: dict, best: dict[str, dict], study: str) -> dict:
     """The overlay mapping for ``best`` ({model: {dotted key: value}}, models without a finished
     trial left out)."""
     layer = {"models": {}, "tasks": {}}
-    if registry.user_path is not None:  # the user's own layer, which this one replaces
-        own = load_yaml(Path(registry.user_path)) or {}
+    if registry.user_layer is not None:  # the user's own layer, which this one replaces
+        own = copy.deepcopy(registry.user_layer)
         layer = {"models": dict(own.get("models") or {}), "tasks": dict(own.get("tasks") or {})}
     task = copy.deepcopy(registry.raw_tasks[meta["task"]])
     preset = task.setdefault("presets", {}).setdefault(meta["preset"], {}) or {}
     task["presets"][meta["preset"]] = preset
+    fixed = dict(override_pairs(meta["set"]))
     for model, values in best.items():
         name = tuned_name(model)
         layer["models"][name] = {"base": model, "description": f"{model} at its tuned setting on {meta['task']} "
                                  f"({meta['preset']} preset), bench tune study {study}: "
                                  + ", ".join(f"{k}={v}" for k, v in sorted(values.items()))}
         for section, where in (("train", "family_train"), ("model", "family")):
-            chosen = {k.partition(".")[2]: v for k, v in sorted(values.items()) if k.startswith(section + ".")}
+            chosen = {k.partition(".")[2]: v for k, v in sorted({**fixed, **values}.items()) if k.startswith(section + ".")}
             if chosen:
                 preset.setdefault(where, {})[name] = chosen
     layer["tasks"][meta["task"]] = task
@@ -58,14 +63,15 @@ def write_overlay(path: Path, layer: dict, meta: dict, command: str) -> None:
 
 
 def write_best(folder: Path, meta: dict, rows: list[dict]) -> Path:
-    """best.json beside the overlay: per model its best values, validation score and trials, for
-    readers that need no Optuna (a table's ``tuned:`` rows, bench/report/tables.py)."""
+    """best.json beside the overlay: per model its best values, validation score, trials and the
+    best trial's record (under OUT; its seed is the study's), for readers that need no Optuna (a
+    table's ``tuned:`` rows, bench/report/tuned.py)."""
     from ..records import write_json_atomic
 
     path = folder / "best.json"
     write_json_atomic(path, {"study": folder.name, "task": meta["task"], "preset": meta["preset"], "set": meta["set"],
-                             "space": meta["space"],
+                             "space": meta["space"], "seed": meta["seed"],
                              "models": {r["model"]: {"values": r["best"], "val": r["val"], "finished": r["complete"],
-                                                     "trials": r["complete"] + r["pruned"] + r["failed"]}
+                                                     "trials": r["complete"] + r["pruned"] + r["failed"], "record": r["record"]}
                                         for r in rows if r["best"] is not None}})
     return path
