@@ -62,11 +62,13 @@ class TrainConfig:
     precision: Precision = "32-true"
     deterministic: bool = True
     select: Select = "best_val"  # best_val: test the best-on-validation weights | last: the final weights
-    checkpoint_every_min: float = setting(10.0, POSITIVE, identity=False)  # the resume checkpoint is also written this often (and at every validation)
+    # the resume checkpoint is also written this often (and at every validation)
+    checkpoint_every_min: float = setting(10.0, POSITIVE, identity=False)
     # piped output: a training line this often between validations (0: only at validations)
     progress_every_min: float = setting(5.0, AT_LEAST_0, identity=False)
     compile: bool = setting(False, identity=False)  # torch.compile the backbone
-    watch_splits: list = setting([], identity=False)  # test splits also scored at every validation, logged as <split>_<metric>; never selects
+    # test splits also scored at every validation, logged as <split>_<metric>; never selects
+    watch_splits: list = setting([], identity=False)
 
     @classmethod
     def check(cls, given: dict) -> None:

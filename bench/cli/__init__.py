@@ -18,8 +18,9 @@ from ..errors import RunInterrupted, UserError
 from ..parsing import OUT_ENV, check_launcher_env, default_out, reference_out, version  # noqa: F401 - re-exported: default_out, OUT_ENV are part of the CLI's API
 from ..registry import Registry
 from .common import note, notes_to_stderr, parse_seeds  # noqa: F401 - note, parse_seeds: re-exported, as before the split
+from .cost import cmd_cost
 from .evaluate import cmd_eval, cmd_generate
-from .info import cmd_cost, cmd_curves, cmd_explain, cmd_list, cmd_validate
+from .info import cmd_curves, cmd_explain, cmd_list, cmd_validate
 from .parser import build_parser
 from .train import cmd_compare, cmd_reproduce, cmd_run
 from .tune import cmd_tune
