@@ -15,7 +15,7 @@ from ..config import RunConfig, TrainConfig
 from ..errors import UserError
 from ..logs import quiet
 from ..records import read_record
-from ..sizes import CPU_MACS_PER_S, available_memory, check_fits, duration, forward_cost  # noqa: F401 - available_memory: kept importable from here
+from ..sizes import CPU_MACS_PER_S, available_memory, check_fits, duration, forward_cost
 from .checkpoint_io import inspect_checkpoint
 from .plan import RunPlan
 
