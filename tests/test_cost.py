@@ -328,3 +328,24 @@ def test_device_auto_is_the_gpu_when_torch_sees_one_as_bench_run(monkeypatch):
     assert cost.Setup(task="flipflop", preset="smoke", lengths=[8], device="cpu").device == "cpu"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert cost.Setup(task="flipflop", preset="smoke", lengths=[8], device="auto").device == "cpu"
+
+
+def test_each_row_is_resolved_once_and_named_by_value(tmp_path, monkeypatch):
+    """`bench cost --halting` resolves each (model, bound, mode) row once, as `bench run` would,
+    and names its rows by their fields (model, bound, mode), never by a string to parse."""
+    import bench.cost.common as common
+
+    resolved = []
+    resolve_run = common.resolve_run
+
+    def counting(registry, model, task, preset, overrides=None):
+        resolved.append((model, tuple(overrides or ())))
+        return resolve_run(registry, model, task, preset, overrides)
+
+    monkeypatch.setattr(common, "resolve_run", counting)
+    args = ["cost", "--halting", "--models", "ut", "--bounds", "2", "--lengths", "8", *TINY, "--repeats", "1", "--out", str(tmp_path)]
+    assert main(args) == 0
+    assert resolved == [("ut", ("model.max_layers=2", f"model.mode={mode}")) for mode in cost.HALTING_MODES]
+    rows = json.loads((tmp_path / "flipflop_smoke_halting_cpu_T8.json").read_text())["rows"]
+    assert [(r["model"], r["bound"], r["mode"]) for r in rows] == [("ut", 2, mode) for mode in cost.HALTING_MODES]
+    assert cost.Row.parse("tlb:chunk_size=4") == cost.Row("tlb", ("model.chunk_size=4",), "tlb:chunk_size=4")
