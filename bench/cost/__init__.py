@@ -1,4 +1,4 @@
-"""What a model costs: `bench cost` [issue 25] measures training steps, halting and streaming.
+"""What a model costs: `bench cost` measures training steps, halting and streaming.
 
 Three measurements, each a table whose rows are registry models at the sizes the task preset
 gives them (resolved exactly as `bench run` resolves them: bench/config.py's resolve_run, the
@@ -15,7 +15,7 @@ harness's Head, loss and optimizer):
 * halting (`--halting`; HALT Table 5): the depth-recurrent models in each ``mode`` (halt /
   upperbound / no-halt) at each bound (``max_layers``); ratios to no-halt at the same bound.
   Weights are freshly initialised: how early a model halts shows in its mean halting depth.
-* streaming (`--stream`; issue 26): models with the streaming contract of bench/models/base.py:
+* streaming (`--stream`): models with the streaming contract of bench/models/base.py:
   prefill of a context of T tokens in one ``step`` call, then per-token decoding latency over
   single-token steps, and the bytes of the state after the context.
 
@@ -33,7 +33,7 @@ step so that the optimizer's state exists; it warms up too, ``warmup`` more step
   and no output_size, and ``index`` / ``index_put_`` with a boolean index (x[mask]).
   Reads of the optimizer's step counters are not syncs: torch.optim keeps them on the host.
 * fwd_bwd_ops / fwd_bwd_syncs (files only): the same counts over forward, loss and backward
-  alone (no clipping, no optimizer), the measure of issue 25's cross-check.
+  alone (no clipping, no optimizer): a cross-check of the step's counts.
 * peak memory: on CUDA, torch.cuda.max_memory_allocated over a step (weights, gradients,
   optimizer state and activations). On the CPU, the bytes of the distinct storages that
   autograd saves for backward during the step's forward (torch.autograd.graph.saved_tensors_hooks;

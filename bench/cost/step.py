@@ -99,7 +99,7 @@ def instrumented_step(step: TrainingStep, batch: dict) -> dict:
 
 
 def count_forward_backward(step: TrainingStep, batch: dict) -> dict:
-    """Ops and syncs of forward + loss + backward only (no optimizer): the issue's cross-check."""
+    """Ops and syncs of forward + loss + backward only (no optimizer): a cross-check of the step's counts."""
     step.release()  # no gradients to accumulate into
     with OpCounter(step.host_counters()) as counter:
         with torch.autocast(step.device.type, dtype=torch.bfloat16, enabled=step.autocast):

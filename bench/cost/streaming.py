@@ -1,4 +1,4 @@
-"""`bench cost --stream` (issue 26): models with the streaming contract of bench/models/base.py,
+"""`bench cost --stream`: models with the streaming contract of bench/models/base.py,
 prefill of a context in one ``step`` call, per-token decoding latency, the state's bytes; the
 table and the latency / state plot against the context length."""
 from __future__ import annotations

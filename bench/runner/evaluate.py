@@ -84,9 +84,9 @@ def rebuild_run(path: Path, data_overrides: list[str], registry):
     if problem:
         raise UserError(f"the record's checkpoint {str(ckpt)!r} is damaged ({problem}); train the run again with --rerun")
     config = record_run_config(Path(path), rec, data_overrides)
-    check_data_fits(config)
-    check_forward_fits(config, "the evaluation")
     train = TrainConfig(**config.train)
+    check_data_fits(config)
+    check_forward_fits(config, train, "the evaluation")
     task = instantiate_task(config.task)
     data = TaskData(task, train.batch_size, train.eval_batch_size, rec["seed"])
     module = TaskModule(instantiate_model(config.model, task.vocab_size), task, train, steps_per_epoch=1)

@@ -123,11 +123,11 @@ def check_data_fits(config: RunConfig) -> None:
         )
 
 
-def check_forward_fits(config: RunConfig, what: str = "the run") -> None:
+def check_forward_fits(config: RunConfig, train: TrainConfig, what: str = "the run") -> None:
     """Refuse, before any data or training, a batch and length whose forward would not fit in
     memory (training at the longest training length, testing at the longest test length); note
     the work of testing when it is long."""
-    values, params, train = config.task.values, config.model.params, TrainConfig(**config.train)
+    values, params = config.task.values, config.model.params
     tests = [
         v
         for key, value in values.items()

@@ -152,13 +152,14 @@ def plan_run(model: str, task: str, preset: str, seed: int, out: str | os.PathLi
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
         raise UserError(f"seed must be a whole number from 0 to 4294967295, got {seed!r}")
     config = resolve_run(_registry(registry), model, task, preset, overrides)
+    train = TrainConfig(**config.train)  # the record keeps config.train (JSON); every step below reads this
     kwargs = dict(trainer_kwargs or {})
     world = world_size_of(kwargs)
     check_data_fits(config)
-    check_forward_fits(config)
+    check_forward_fits(config, train)
     path = record_path(Path(out), model, task, preset, seed, overrides, world)
     ensure_writable(Path(out))
-    return RunPlan(model, task, preset, seed, overrides, config, TrainConfig(**config.train), path, kwargs, world)
+    return RunPlan(model, task, preset, seed, overrides, config, train, path, kwargs, world)
 
 
 # ---- build -----------------------------------------------------------------------------------
