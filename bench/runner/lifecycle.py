@@ -121,7 +121,7 @@ def _run_locked(plan: RunPlan, built, progress, logger, rerun, callbacks, on_sta
         shutil.rmtree(plan.folder, ignore_errors=True)
     with storage_errors(plan) as storage:
         trainer = storage.trainer = make_trainer(plan, task_obj, data, progress, logger, callbacks or [])
-        check_attention_backend(plan.config.model.params, trainer.strategy.root_device)
+        check_attention_backend(plan.config.model, trainer.strategy.root_device)
         if on_start is not None:
             on_start(plan)
         record = base_record(plan.model, plan.task, plan.preset, plan.seed, plan.overrides)
