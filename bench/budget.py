@@ -148,13 +148,13 @@ class Meter:
         return self.cache[key]
 
     def _measure(self, model: str, sets: list[str]) -> float:
-        from .cost import TrainingStep, random_batch
+        from .cost import Row, random_batch, training_step
         from .cost.flops import step_flops
         from .cost.state import stream_state_bytes
         from .models.base import StreamingUnsupported
 
         with torch.random.fork_rng(devices=[]):
-            step = TrainingStep(self.registry, model, self.setup, sets)
+            step = training_step(self.registry, Row(model, tuple(sets)), self.setup)
             if self.budget == "params":
                 return float(sum(p.numel() for p in step.module.parameters()))
             if self.budget == "flops":

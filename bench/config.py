@@ -26,7 +26,7 @@ import yaml
 from .errors import Incompatible, UserError
 from .registry import BACKBONE_SETTINGS, MODEL_INITS, Registry, constructor_params, import_model_class, import_task_class
 from .schema import (AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, Domain, check_domain, choices_of, defaults_of, domains_of,
-                     parse_yaml, setting, suggest, type_problem)
+                     not_identity_of, parse_yaml, setting, suggest, type_problem)
 from .spec import DEFAULT, ModelSpec, RunConfig, TaskSpec, layer
 
 Optimizer = Literal["adamw", "adam"]
@@ -37,8 +37,10 @@ Precision = Literal["32-true", "16-mixed", "bf16-mixed", "32", "16", "bf16"]
 
 @dataclass
 class TrainConfig:
-    """The training settings (``train.*``): their types, defaults, choices (``Literal``) and the
-    values each may take (``Domain``). A run's ``config.train`` is ``asdict`` of one, as JSON."""
+    """The training settings (``train.*``): their types, defaults, choices (``Literal``), the
+    values each may take (``Domain``) and whether each is part of a run's identity (``identity``:
+    false for those that change how a run executes, not what it learns). A run's ``config.train``
+    is ``asdict`` of one, as JSON."""
     optimizer: Optimizer = "adamw"
     lr: float = setting(1e-3, Domain.finite(0, True, "a finite number > 0, e.g. 0.001"))
     weight_decay: float = setting(0.01, AT_LEAST_0)
@@ -48,22 +50,24 @@ class TrainConfig:
     step_every_epochs: int = setting(5, AT_LEAST_1)  # schedule=step: multiply lr by step_gamma every N epochs
     step_gamma: float = setting(0.5, POSITIVE)
     batch_size: int = setting(32, AT_LEAST_1)
-    eval_batch_size: int = setting(128, AT_LEAST_1)
+    eval_batch_size: int = setting(128, AT_LEAST_1, identity=False)
     max_epochs: int = setting(10, AT_LEAST_1)
     max_steps: int = setting(-1, Domain(lambda v: v == -1 or v >= 1, "-1 (no limit) or >= 1"))  # -1: no step limit
     val_every_steps: int = setting(0, AT_LEAST_0)  # 0: validate once per epoch
     patience: int = setting(0, AT_LEAST_0)  # early stopping on the validation metric, in validations; 0: off
     grad_clip: float = setting(1.0, AT_LEAST_0)
     accumulate_grad_batches: int = setting(1, AT_LEAST_1)
-    num_threads: int = setting(0, AT_LEAST_0)  # 0: min(the CPUs this process may use, 8) (bench/cpus.py)
+    num_threads: int = setting(0, AT_LEAST_0, identity=False)  # 0: min(the CPUs this process may use, 8) (bench/cpus.py)
     precision: Precision = "32-true"
     deterministic: bool = True
     select: Select = "best_val"  # best_val: test the best-on-validation weights | last: the final weights
-    checkpoint_every_min: float = setting(10.0, POSITIVE)  # the resume checkpoint is also written this often (and at every validation)
+    # the resume checkpoint is also written this often (and at every validation)
+    checkpoint_every_min: float = setting(10.0, POSITIVE, identity=False)
     # piped output: a training line this often between validations (0: only at validations)
-    progress_every_min: float = setting(5.0, AT_LEAST_0)
-    compile: bool = False  # torch.compile the backbone (not part of a run's identity)
-    watch_splits: list = setting([])  # test splits also scored at every validation, logged as <split>_<metric>; never selects
+    progress_every_min: float = setting(5.0, AT_LEAST_0, identity=False)
+    compile: bool = setting(False, identity=False)  # torch.compile the backbone
+    # test splits also scored at every validation, logged as <split>_<metric>; never selects
+    watch_splits: list = setting([], identity=False)
 
     @classmethod
     def check(cls, given: dict, source: str = "--set") -> None:
@@ -83,30 +87,40 @@ TRAIN_DEFAULTS = defaults_of(TrainConfig)
 CHOICES = choices_of(TrainConfig)
 TRAIN_DOMAIN = domains_of(TrainConfig)
 SECTIONS = ("model", "train", "data")
-#: the values each numeric model parameter may take (a model's parameters are its constructor's)
-MODEL_DOMAIN = {
-    **dict.fromkeys(
-        (
-            "d_model",
-            "n_heads",
-            "n_layers",
-            "d_ff",
-            "max_len",
-            "segment_len",
-            "block_size",
-            "n_state",
-            "chunk_size",
-            "memory_slots",
-            "update_layers",
-            "max_layers",
-            "window",
-            "rnn_per_layer",
-        ),
-        AT_LEAST_1,
-    ),
-    **dict.fromkeys(("mem_len", "n_chunks"), AT_LEAST_0),
-    **dict.fromkeys(("dropout", "attn_dropout"), FRACTION),
-}
+
+
+@dataclass
+class ModelSettings:
+    """The model settings several families share (``model.*``) and the values each may take. A
+    family takes those its constructor names (bench/registry.py: constructor_params) with its own
+    defaults (None here: no common default); every one is part of a run's identity."""
+    d_model: int | None = setting(None, AT_LEAST_1)
+    n_heads: int | None = setting(None, AT_LEAST_1)
+    n_layers: int | None = setting(None, AT_LEAST_1)
+    d_ff: int | None = setting(None, AT_LEAST_1)
+    dropout: float | None = setting(None, FRACTION)
+    attn_dropout: float | None = setting(None, FRACTION)
+    max_len: int | None = setting(None, AT_LEAST_1)  # a position table's length
+    max_layers: int | None = setting(None, AT_LEAST_1)  # depth recurrence: the bound on iterations
+    chunk_size: int | None = setting(None, AT_LEAST_1)
+    memory_slots: int | None = setting(None, AT_LEAST_1)
+    update_layers: int | None = setting(None, AT_LEAST_1)
+    n_chunks: int | None = setting(None, AT_LEAST_0)
+    segment_len: int | None = setting(None, AT_LEAST_1)
+    mem_len: int | None = setting(None, AT_LEAST_0)
+    block_size: int | None = setting(None, AT_LEAST_1)
+    n_state: int | None = setting(None, AT_LEAST_1)
+    window: int | None = setting(None, AT_LEAST_1)
+    rnn_per_layer: int | None = setting(None, AT_LEAST_1)
+
+
+#: the values each shared model setting may take (derived from ModelSettings)
+MODEL_DOMAIN = domains_of(ModelSettings)
+#: the dotted settings that change how a run executes, not what it learns (their fields say
+#: ``identity=False``): left out of a run's identity, so `bench compare` finds a run whatever
+#: threads or evaluation batch it was made with
+NOT_IDENTITY = frozenset(f"{section}.{name}" for section, cls in (("train", TrainConfig), ("model", ModelSettings))
+                         for name in not_identity_of(cls))
 
 
 PROBABILITY = Domain(lambda v: 0 <= v <= 1, "in [0, 1]")

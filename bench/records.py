@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .config import TRAIN_DEFAULTS, canonical_overrides
+from .config import NOT_IDENTITY, TRAIN_DEFAULTS, canonical_overrides  # NOT_IDENTITY: the fields' identity flags
 from .registry import BACKBONE_SETTINGS
 from .errors import UserError
 from .parsing import REFERENCE, default_out, version
@@ -23,15 +23,10 @@ from .parsing import REFERENCE, default_out, version
 SCHEMA = 1
 
 
-#: --set keys that change how a run executes, not what it learns: not part of its identity,
-#: so `bench compare` finds a run whatever threads or evaluation batch it was made with
-NOT_IDENTITY = ("train.num_threads", "train.eval_batch_size", "train.compile", "train.checkpoint_every_min", "train.progress_every_min",
-                "train.watch_splits")
-
-
 def identity_overrides(overrides: list[str] | dict | None) -> list[str]:
-    """The learning-relevant --set items, parsed and written one way (bench/config.py:
-    canonical_overrides): train.lr=3e-4 and train.lr=0.0003 are one run. The canonical spelling
+    """The learning-relevant --set items (those whose field is part of a run's identity: the
+    ``identity`` flags of bench/config.py's settings), parsed and written one way
+    (canonical_overrides): train.lr=3e-4 and train.lr=0.0003 are one run. The canonical spelling
     is the one every committed record was typed with, so their folder names do not change."""
     return [i for i in canonical_overrides(overrides) if i.partition("=")[0] not in NOT_IDENTITY]
 

@@ -120,9 +120,10 @@ POSITIVE = Domain.finite(0, True, "a finite number > 0")
 FRACTION = Domain(lambda v: 0 <= v < 1, "in [0, 1)")
 
 
-def setting(default, domain: Domain | None = None, **kw):
-    """A dataclass field with a default (lists copied per instance) and an optional domain."""
-    meta = {"domain": domain} if domain else {}
+def setting(default, domain: Domain | None = None, identity: bool = True, **kw):
+    """A dataclass field with a default (lists copied per instance), an optional domain, and
+    whether the setting is part of a run's identity (bench/records.py: overrides_tag)."""
+    meta = {**({"domain": domain} if domain else {}), **({} if identity else {"identity": False})}
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=meta, **kw)
     return dataclasses.field(default=default, metadata=meta, **kw)
@@ -140,6 +141,11 @@ def choices_of(cls) -> dict[str, tuple]:
 
 def domains_of(cls) -> dict[str, Domain]:
     return {f.name: f.metadata["domain"] for f in dataclasses.fields(cls) if "domain" in f.metadata}
+
+
+def not_identity_of(cls) -> list[str]:
+    """The fields of dataclass ``cls`` that are not part of a run's identity (``setting(..., identity=False)``)."""
+    return [f.name for f in dataclasses.fields(cls) if not f.metadata.get("identity", True)]
 
 
 def defaults_of(cls) -> dict:

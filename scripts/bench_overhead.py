@@ -19,15 +19,15 @@ import warnings
 import lightning as L
 import torch
 
-from bench.config import resolve_run
+from bench.config import TrainConfig, resolve_run
 from bench.data import TaskData
 from bench.runner.module import TaskModule, forward_batch, lr_lambda, task_loss
 from bench.registry import Registry
 from bench.runner import instantiate_model, instantiate_task
 
 
-def bare_epoch(module: TaskModule, loader, train: dict) -> float:
-    opt = torch.optim.AdamW(module.parameters(), lr=train["lr"], weight_decay=train["weight_decay"])
+def bare_epoch(module: TaskModule, loader, train: TrainConfig) -> float:
+    opt = torch.optim.AdamW(module.parameters(), lr=train.lr, weight_decay=train.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(train, len(loader), len(loader)))
     module.train()
     t0 = time.perf_counter()
@@ -36,7 +36,7 @@ def bare_epoch(module: TaskModule, loader, train: dict) -> float:
         loss = task_loss(module.kind, logits, batch) + aux
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(module.parameters(), train["grad_clip"])
+        torch.nn.utils.clip_grad_norm_(module.parameters(), train.grad_clip)
         opt.step()
         sched.step()
     return time.perf_counter() - t0
@@ -57,7 +57,7 @@ def lightning_epoch(module: TaskModule, loader, train: dict) -> tuple[float, flo
     trainer = L.Trainer(
         callbacks=[timer],
         max_epochs=1, limit_val_batches=0, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, gradient_clip_val=train["grad_clip"], num_sanity_val_steps=0, accelerator="cpu",
+        enable_model_summary=False, gradient_clip_val=train.grad_clip, num_sanity_val_steps=0, accelerator="cpu",
         devices=1,
     )
     t0 = time.perf_counter()
@@ -80,9 +80,9 @@ def main() -> None:
     cfg = resolve_run(
         Registry(), args.model, args.task, args.preset, ["train.optimizer=adamw", "train.schedule=constant", "train.warmup_steps=0"]
     )
-    train = cfg.train
+    train = TrainConfig(**cfg.train)
     task = instantiate_task(cfg.task)
-    data = TaskData(task, train["batch_size"], train["eval_batch_size"], seed=0)
+    data = TaskData(task, train.batch_size, train.eval_batch_size, seed=0)
     torch.manual_seed(0)
     template = TaskModule(instantiate_model(cfg.model, task.vocab_size), task, train, steps_per_epoch=1)
     times = {"bare": [], "lightning": [], "lightning_fit": []}

@@ -25,7 +25,7 @@ ROWS = ["transformer=transformer", "ut=ut", "gut=gut", "tlb=tlb:chunk_size=3", "
 def main(seconds: float, rows: list[str]) -> None:
     import torch
 
-    from bench.cost import Setup, TrainingStep
+    from bench.cost import Row, Setup, training_step
     from bench.data import SplitData, collate, load_split
     from bench.registry import Registry
 
@@ -35,8 +35,7 @@ def main(seconds: float, rows: list[str]) -> None:
     steps = {}
     for spec in rows:
         label, model = spec.split("=", 1)
-        name, *sets = model.split(":")
-        steps[label] = TrainingStep(registry, name, setup, [f"model.{s}" for s in sets])
+        steps[label] = training_step(registry, Row.parse(model), setup)
     first = next(iter(steps.values()))
     data = SplitData(load_split(first.task, "train"))
     bs = first.batch_size

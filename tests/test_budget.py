@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from bench import budget
-from bench.config import resolve_run
-from bench.cost import Setup, TrainingStep, random_batch
+from bench.config import TrainConfig, resolve_run
+from bench.cost import Row, Setup, random_batch, training_step
 from bench.cost import state as state_mod
 from bench.cost.flops import step_flops
 from bench.runner.build import instantiate_model, instantiate_task
@@ -61,7 +61,7 @@ def test_lstm_training_flops_by_hand(registry):
     """The fused CPU LSTM kernel counted by its formula: per token 2 * 4d * (d + d) forward and twice
     that backward, plus the head's Linear(d, V): 2 d V forward, 4 d V backward."""
     setup = Setup("flipflop", "smoke", [1], batch=1)
-    step = TrainingStep(registry, "lstm", setup)
+    step = training_step(registry, Row("lstm"), setup)
     d, layers, vocab, length = step.backbone.d_model, step.backbone.rnn.num_layers, step.task.vocab_size, 16
     batch = random_batch(step.task, 1, length, torch.device("cpu"), torch.Generator().manual_seed(0))
     assert step_flops(step, batch) == length * (3 * layers * 2 * 4 * d * (d + d) + 6 * d * vocab)
@@ -70,7 +70,7 @@ def test_lstm_training_flops_by_hand(registry):
 def test_transformer_attention_flops_grow_with_length_by_hand(registry):
     """Per token and layer, attention costs QK^T and AV forward (2 x 2 T d) and five such products
     backward (5 x 2 T d): 14 T d; everything else is the same per token at any length."""
-    step = TrainingStep(registry, "transformer", Setup("flipflop", "smoke", [1], batch=1))
+    step = training_step(registry, Row("transformer"), Setup("flipflop", "smoke", [1], batch=1))
     layers, d = len(step.backbone.blocks), step.backbone.d_model
     per_token = {}
     for length in (16, 48):
@@ -81,7 +81,7 @@ def test_transformer_attention_flops_grow_with_length_by_hand(registry):
 
 def count(registry, model, task, preset, overrides):
     config, task_obj, backbone = built(registry, model, task, preset, overrides)
-    return sum(p.numel() for p in TaskModule(backbone, task_obj, config.train, steps_per_epoch=1).parameters())
+    return sum(p.numel() for p in TaskModule(backbone, task_obj, TrainConfig(**config.train), steps_per_epoch=1).parameters())
 
 
 def test_width_search_matches_the_built_models_parameters(registry):

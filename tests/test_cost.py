@@ -242,13 +242,18 @@ def test_bad_input_is_one_line_and_exit_2(args, says, tmp_path, capsys, toy_regi
 
 def test_position_tables_shorter_than_the_longest_length_are_raised():
     """--lengths beyond a model's max_len (4096 by default) raise that model's table, nobody else's,
-    and the header says so; the built model has the longer table."""
+    and the header says so; the built model has the longer table. Each row is resolved once: the
+    same row at two bounds is two rows, and the setup is left as it was given."""
     setup = cost.Setup(task="flipflop", preset="smoke", lengths=[16, 8192], batch=1, repeats=1, warmup=0)
-    cost.check_models(Registry(), ["transformer", "lstm"], setup)
-    assert setup.raised == {"transformer": ["model.max_len=8192"]}
-    assert setup.overrides_for("transformer@10@halt") == ["model.max_len=8192"] and setup.overrides_for("lstm") == []
-    assert "raised to 8192 (the longest length) for transformer" in cost.header("training", ["transformer"], setup, [])["max_len"]
-    step = cost.TrainingStep(Registry(), "transformer", setup)
+    rows = [cost.Row("transformer"), cost.Row("lstm"), *cost.halting_rows(Registry(), [cost.Row("ut")], [2])]
+    configs, raised = cost.resolve_rows(Registry(), rows, setup)
+    assert raised == ["transformer", "ut"] and list(configs) == rows and len(rows) == 5
+    assert configs[cost.Row("transformer")].model.params["max_len"] == 8192 and "max_len" not in configs[cost.Row("lstm")].model.params
+    assert [(c.model.params["max_layers"], c.model.params["mode"]) for c in list(configs.values())[2:]] == [
+        (2, "halt"), (2, "upperbound"), (2, "no-halt")]
+    assert "raised to 8192 (the longest length) for transformer, ut" in cost.header("training", ["transformer"], setup, [],
+                                                                                  raised=raised)["max_len"]
+    step = cost.training_step(Registry(), cost.Row("transformer"), setup)
     assert step.config.model.params["max_len"] == 8192
 
 
@@ -270,7 +275,8 @@ def test_files_carry_the_header(tmp_path):
 
 def test_halting_ratios_to_no_halt():
     setup = cost.Setup(task="flipflop", preset="smoke", lengths=[8], batch=2, repeats=1, warmup=0)
-    rows = cost.measure_halting(Registry(), ["ut"], setup, bounds=[2])
+    configs, _ = cost.resolve_rows(Registry(), cost.halting_rows(Registry(), [cost.Row("ut")], [2]), setup)
+    rows = cost.measure_halting(configs, setup)
     assert [(r["model"], r["bound"], r["mode"]) for r in rows] == [("ut", 2, "halt"), ("ut", 2, "upperbound"), ("ut", 2, "no-halt")]
     no_halt = rows[2]
     assert no_halt["step_s_ratio"] == 1.0 and no_halt["halt_depth"] == 2.0  # no halting: every position runs the bound
@@ -309,7 +315,7 @@ def test_a_model_with_its_own_settings_is_its_own_row(tmp_path):
     rows = {r["model"]: r for r in json.loads((tmp_path / "flipflop_smoke_train_cpu_T16.json").read_text())["rows"]}
     assert set(rows) == {"transformer", "tlb", "tlb:chunk_size=4"}
     assert rows["tlb:chunk_size=4"]["ops"] > rows["tlb"]["ops"] > rows["transformer"]["ops"]
-    step = cost.TrainingStep(Registry(), "tlb:chunk_size=4", cost.Setup(task="flipflop", preset="smoke", lengths=[16]))
+    step = cost.training_step(Registry(), cost.Row.parse("tlb:chunk_size=4"), cost.Setup(task="flipflop", preset="smoke", lengths=[16]))
     assert step.backbone.chunk_size == 4 and step.name == "tlb:chunk_size=4"
 
 
@@ -322,3 +328,24 @@ def test_device_auto_is_the_gpu_when_torch_sees_one_as_bench_run(monkeypatch):
     assert cost.Setup(task="flipflop", preset="smoke", lengths=[8], device="cpu").device == "cpu"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert cost.Setup(task="flipflop", preset="smoke", lengths=[8], device="auto").device == "cpu"
+
+
+def test_each_row_is_resolved_once_and_named_by_value(tmp_path, monkeypatch):
+    """`bench cost --halting` resolves each (model, bound, mode) row once, as `bench run` would,
+    and names its rows by their fields (model, bound, mode), never by a string to parse."""
+    import bench.cost.common as common
+
+    resolved = []
+    resolve_run = common.resolve_run
+
+    def counting(registry, model, task, preset, overrides=None):
+        resolved.append((model, tuple(overrides or ())))
+        return resolve_run(registry, model, task, preset, overrides)
+
+    monkeypatch.setattr(common, "resolve_run", counting)
+    args = ["cost", "--halting", "--models", "ut", "--bounds", "2", "--lengths", "8", *TINY, "--repeats", "1", "--out", str(tmp_path)]
+    assert main(args) == 0
+    assert resolved == [("ut", ("model.max_layers=2", f"model.mode={mode}")) for mode in cost.HALTING_MODES]
+    rows = json.loads((tmp_path / "flipflop_smoke_halting_cpu_T8.json").read_text())["rows"]
+    assert [(r["model"], r["bound"], r["mode"]) for r in rows] == [("ut", 2, mode) for mode in cost.HALTING_MODES]
+    assert cost.Row.parse("tlb:chunk_size=4") == cost.Row("tlb", ("model.chunk_size=4",), "tlb:chunk_size=4")

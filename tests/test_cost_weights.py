@@ -58,8 +58,8 @@ def test_the_timed_models_start_from_the_runs_checkpoint(tmp_path, registry, mon
     assert len(seen) == 3  # the three halting modes at bound 10
     for name, state in seen.items():
         assert state and all(torch.equal(v, trained[k]) for k, v in state.items()), name
-    fresh = bench.cost.TrainingStep(registry, "gut", bench.cost.Setup(task="listops", preset=preset, lengths=[6]),
-                                    [*table.cell_set(table.rows[-1], table.columns[0])]).module.state_dict()
+    fresh = bench.cost.training_step(registry, bench.cost.Row("gut", tuple(table.cell_set(table.rows[-1], table.columns[0]))),
+                                     bench.cost.Setup(task="listops", preset=preset, lengths=[6])).module.state_dict()
     assert not all(torch.equal(v, trained[k]) for k, v in fresh.items())  # loading changed something
     measured = json.loads(path.read_text())
     for row in measured["rows"]:

@@ -12,12 +12,12 @@ import math
 
 import pytest
 
-from bench.config import TRAIN_DEFAULTS
+from bench.config import TrainConfig
 from bench.runner.module import lr_lambda
 
 
 def schedule(name, warmup=0, steps_per_epoch=10, total=10, **extra):
-    return lr_lambda({**TRAIN_DEFAULTS, "schedule": name, "warmup_steps": warmup, **extra}, steps_per_epoch, total)
+    return lr_lambda(TrainConfig(schedule=name, warmup_steps=warmup, **extra), steps_per_epoch, total)
 
 
 def test_constant():

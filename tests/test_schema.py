@@ -5,7 +5,7 @@ from typing import Literal, Optional
 
 import pytest
 
-from bench.config import CHOICES, TRAIN_DEFAULTS, TRAIN_DOMAIN, TrainConfig
+from bench.config import CHOICES, MODEL_DOMAIN, NOT_IDENTITY, TRAIN_DEFAULTS, TRAIN_DOMAIN, ModelSettings, TrainConfig
 from bench.errors import UserError
 from bench.records import Record, RecordError
 from bench.schema import Schema, load_yaml
@@ -55,6 +55,18 @@ def test_train_views_come_from_the_dataclass():
         "optimizer", "schedule", "select", "precision"}
     assert TRAIN_DOMAIN["batch_size"].text == ">= 1" and not TRAIN_DOMAIN["lr"].ok(0.0)
     assert TrainConfig().betas is not TrainConfig().betas  # a list per instance
+
+
+def test_identity_and_domains_live_on_the_fields():
+    """A setting's identity flag and domain are its field's: the views are derived from them, and
+    the settings outside a run's identity are still the six every committed record was tagged
+    without (a change here would move records: tests/test_trust.py checks each one's folder)."""
+    assert NOT_IDENTITY == {"train.num_threads", "train.eval_batch_size", "train.compile", "train.checkpoint_every_min",
+                            "train.progress_every_min", "train.watch_splits"}
+    flagged = {f.name for f in dataclasses.fields(TrainConfig) if f.metadata.get("identity") is False}
+    assert {f"train.{name}" for name in flagged} == NOT_IDENTITY
+    assert set(MODEL_DOMAIN) == {f.name for f in dataclasses.fields(ModelSettings)}
+    assert not MODEL_DOMAIN["d_model"].ok(0) and MODEL_DOMAIN["mem_len"].ok(0) and not MODEL_DOMAIN["dropout"].ok(1.0)
 
 
 @pytest.mark.parametrize("text, problem", [

@@ -18,8 +18,9 @@ from ..errors import RunInterrupted, UserError, one_line_exit
 from ..parsing import check_launcher_env
 from ..registry import Registry
 from .common import notes_to_stderr
+from .cost import cmd_cost
 from .evaluate import cmd_eval, cmd_generate
-from .info import cmd_cost, cmd_curves, cmd_explain, cmd_list, cmd_validate
+from .info import cmd_curves, cmd_explain, cmd_list, cmd_validate
 from .parser import build_parser
 from .train import cmd_compare, cmd_reproduce, cmd_run
 from .tune import cmd_tune

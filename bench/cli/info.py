@@ -1,5 +1,5 @@
-"""The commands that read the registry or records, or measure: ``bench list``, ``validate``,
-``explain``, ``curves`` and ``cost``."""
+"""The commands that read the registry or records: ``bench list``, ``validate``, ``explain`` and
+``curves``."""
 from __future__ import annotations
 
 import sys
@@ -82,47 +82,3 @@ def cmd_explain(args, registry) -> int:
     print(tabulate(rows, headers=["section", "key", "value", "source"], tablefmt="simple", disable_numparse=True))
     return 0
 
-
-def cmd_cost(args, registry) -> int:
-    """`bench cost`: training step cost (LRA Table 2's shape), --halting (HALT Table 5), --stream."""
-    from tabulate import tabulate
-
-    from ..cost import HALTING_MODELS, Setup, model_of, parse_positive_ints, run_cost
-
-    if args.halting and args.stream:
-        raise UserError("--halting and --stream are separate measurements; give one of them")
-    mode = "halting" if args.halting else "streaming" if args.stream else "training"
-    models = _names(args.models, "models") if args.models else (list(HALTING_MODELS) if args.halting else None)
-    if models is None:
-        raise UserError("--models is required (e.g. --models transformer,ut,gut); --halting defaults to ut,gut,gutlb")
-    _check_names(registry, [model_of(m) for m in models], [args.task])
-    setup = Setup(
-        task=args.task,
-        preset=args.preset,
-        lengths=parse_positive_ints(args.lengths, "lengths", "512,1024"),
-        batch=args.batch,
-        device=args.device,
-        dtype=args.dtype,
-        compile=args.compile,
-        kernels=args.kernels,
-        repeats=args.repeats,
-        warmup=args.warmup,
-        overrides=args.set or [],
-    )
-    bounds = parse_positive_ints(args.bounds, "bounds", "10,20,40") if args.halting else None
-    result = run_cost(
-        registry,
-        models,
-        setup,
-        Path(args.out),
-        mode=mode,
-        bounds=bounds,
-        decode_tokens=args.decode_tokens,
-        progress=None if args.quiet else lambda msg: print(f"  {msg}", file=sys.stderr, flush=True),
-    )
-    for key, value in result["header"].items():
-        print(f"# {key}: {', '.join(value) if isinstance(value, list) else value}")
-    print(tabulate(result["table"], headers=result["headers"], tablefmt="simple", disable_numparse=True))
-    for path in result["files"]:
-        print(f"wrote {path}")
-    return 0

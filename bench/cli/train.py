@@ -11,25 +11,23 @@ from .common import _check_names, _fit, _names, _print_summary, _trainer_kwargs,
 
 def cmd_run(args, registry) -> int:
     from ..grid_cell import Cell
-    from ..runner import run_cell
-    from ..runner.lifecycle import plan_run
+    from ..runner import plan_cell, run_plan
     from ..runner.trainer import check_logger
 
     seeds = parse_seeds(args)
     _check_names(registry, [args.model], [args.task])
     check_logger(args.logger)
     preset = args.preset or "small"
-    for seed in seeds:  # every check on the input, for every seed, before the first line and any training
-        plan_run(args.model, args.task, preset, seed, args.out, args.set or None, registry, _trainer_kwargs(args))
+    # every seed planned (every check on the input) before the first line and any training; each plan is run as made
+    plans = [plan_cell(Cell(args.model, args.task, preset, seed, tuple(args.set or ())), args.out, registry=registry,
+                       trainer_kwargs=_trainer_kwargs(args)) for seed in seeds]
     chosen = "" if args.preset else " (the default; --preset smoke|small|paper to choose)"
 
     def announce(plan):  # the first line of each run, once its input is checked: the preset it trains with
         note(f"bench: {plan.model} on {plan.task}, preset {plan.preset}{chosen}, seed {plan.seed}: training into {plan.folder}")
     records = []
-    for seed in seeds:
-        rec = run_cell(Cell(args.model, args.task, preset, seed, tuple(args.set or ())), args.out, registry=registry,
-                       trainer_kwargs=_trainer_kwargs(args), rerun=args.rerun, progress="none" if args.quiet else "auto",
-                       logger=args.logger, on_start=announce)
+    for plan in plans:
+        rec = run_plan(plan, rerun=args.rerun, progress="none" if args.quiet else "auto", logger=args.logger, on_start=announce)
         if rec.get("rank", 0) != 0:
             continue  # other ranks of a multi-device run: rank 0 reports
         records.append(rec)

@@ -1,4 +1,4 @@
-"""What a model costs: `bench cost` [issue 25] measures training steps, halting and streaming.
+"""What a model costs: `bench cost` measures training steps, halting and streaming.
 
 Three measurements, each a table whose rows are registry models at the sizes the task preset
 gives them (resolved exactly as `bench run` resolves them: bench/config.py's resolve_run, the
@@ -15,7 +15,7 @@ harness's Head, loss and optimizer):
 * halting (`--halting`; HALT Table 5): the depth-recurrent models in each ``mode`` (halt /
   upperbound / no-halt) at each bound (``max_layers``); ratios to no-halt at the same bound.
   Weights are freshly initialised: how early a model halts shows in its mean halting depth.
-* streaming (`--stream`; issue 26): models with the streaming contract of bench/models/base.py:
+* streaming (`--stream`): models with the streaming contract of bench/models/base.py:
   prefill of a context of T tokens in one ``step`` call, then per-token decoding latency over
   single-token steps, and the bytes of the state after the context.
 
@@ -33,7 +33,7 @@ step so that the optimizer's state exists; it warms up too, ``warmup`` more step
   and no output_size, and ``index`` / ``index_put_`` with a boolean index (x[mask]).
   Reads of the optimizer's step counters are not syncs: torch.optim keeps them on the host.
 * fwd_bwd_ops / fwd_bwd_syncs (files only): the same counts over forward, loss and backward
-  alone (no clipping, no optimizer), the measure of issue 25's cross-check.
+  alone (no clipping, no optimizer): a cross-check of the step's counts.
 * peak memory: on CUDA, torch.cuda.max_memory_allocated over a step (weights, gradients,
   optimizer state and activations). On the CPU, the bytes of the distinct storages that
   autograd saves for backward during the step's forward (torch.autograd.graph.saved_tensors_hooks;
@@ -50,16 +50,18 @@ included) is reported separately from the timed steps.
 
 The package, data flowing one way (each module imports only those above it):
 
-* common.py: ``Setup`` (what every measurement shares), row labels, random batches, OOM cells,
-  ratios to a reference row, the models' checks;
+* common.py: ``Setup`` (what every measurement shares), ``Row`` (one measured row: a model, its
+  own settings, its bound and mode or its cost-table cell), ``resolve_rows`` (each row resolved
+  once, its sizes checked), random batches, OOM cells, ratios to a reference row;
 * counters.py: the op / sync counter and the saved-bytes measure; kernels.py: kernels/step;
-* step.py: one model's training step (``TrainingStep``), timed or counted;
+* step.py: one resolved model's training step (``TrainingStep``), timed or counted;
 * tables.py: the cells' formats, the header, the Markdown / CSV / JSON files;
 * state.py: the bytes of a model's streaming state after a given length (``stream_state_bytes``,
   ``model_state``; what run records keep as ``stream_state``);
 * training.py, halting.py, streaming.py: the three measurements, each with its table;
 * weights.py: a run's tested checkpoint loaded into a TrainingStep (cost tables' ``cost.weights``);
-* here: ``run_cost``, one measurement from rows to files, and every name above re-exported.
+* here: ``run_cost``, one measurement from rows to files (the rows resolved once, here), and
+  every name above re-exported.
 
 Nothing here prints: the CLI prints what these functions return.
 """
@@ -67,12 +69,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import (DTYPES, OOM, RATIO_KEYS, REFERENCE, Setup, add_ratios, check_models, is_oom, label_sets, model_of,
-                     parse_positive_ints, random_batch, resolve_device, with_reference)
+from .common import (DTYPES, OOM, RATIO_KEYS, REFERENCE, Row, Setup, add_ratios, is_oom, parse_positive_ints, random_batch,
+                     resolve_device, resolve_rows, with_reference)
 from .counters import BOOL_INDEX_OPS, NO_KERNEL, SYNC_OPS, OpCounter, SavedBytes, aten, is_sync, launches_kernel, state_bytes
-from .halting import HALTING_MODELS, HALTING_MODES, halting_table, measure_halting
+from .halting import HALTING_MODELS, HALTING_MODES, halting_rows, halting_table, measure_halting
 from .kernels import count_kernels, kernel_calls
-from .step import TrainingStep, build_steps, count_forward_backward, halt_depth, instrumented_step, timed
+from .step import TrainingStep, build_steps, count_forward_backward, halt_depth, instrumented_step, timed, training_step
 from .state import longest_test_length, model_state, state_of, stream_state_bytes, streaming_refusal
 from .streaming import measure_streaming, plot_streaming, streaming_table
 from .tables import device_name, header, stem, write_outputs
@@ -80,39 +82,46 @@ from .training import measure_steps, measure_training, training_table
 
 __all__ = [
     "BOOL_INDEX_OPS", "DTYPES", "HALTING_MODELS", "HALTING_MODES", "NO_KERNEL", "OOM", "RATIO_KEYS", "REFERENCE", "SYNC_OPS",
-    "OpCounter", "SavedBytes", "Setup", "TrainingStep", "add_ratios", "aten", "build_steps", "check_models", "count_forward_backward",
-    "count_kernels", "device_name", "halt_depth", "halting_table", "header", "instrumented_step", "is_oom", "is_sync",
-    "kernel_calls", "label_sets", "launches_kernel", "longest_test_length", "model_state", "state_of", "stream_state_bytes",
+    "OpCounter", "Row", "SavedBytes", "Setup", "TrainingStep", "add_ratios", "aten", "build_steps", "count_forward_backward",
+    "count_kernels", "device_name", "halt_depth", "halting_rows", "halting_table", "header", "instrumented_step", "is_oom", "is_sync",
+    "kernel_calls", "launches_kernel", "longest_test_length", "model_state", "state_of", "stream_state_bytes",
     "streaming_refusal", "measure_halting", "measure_steps", "measure_streaming", "measure_training",
-    "model_of", "parse_positive_ints", "plot_streaming", "random_batch", "resolve_device", "run_cost", "state_bytes", "stem",
-    "streaming_table", "timed", "training_table", "with_reference", "write_outputs",
+    "parse_positive_ints", "plot_streaming", "random_batch", "resolve_device", "resolve_rows", "run_cost", "state_bytes", "stem",
+    "streaming_table", "timed", "training_step", "training_table", "with_reference", "write_outputs",
 ]
 
 
-def run_cost(registry, models: list[str], setup: Setup, out: Path | None, mode: str = "training", bounds: list[int] | None = None,
+def run_cost(registry, rows: list[Row], setup: Setup, out: Path | None, mode: str = "training", bounds: list[int] | None = None,
              decode_tokens: int = 32, progress=None) -> dict:
-    """One `bench cost` measurement: rows, the table, the header, the files written (if ``out``)."""
+    """One `bench cost` measurement: its rows resolved once (``resolve_rows``; with the reference
+    row, or each row at each bound and mode for ``halting``), measured; the table, the header, the
+    files written (if ``out``)."""
+    setup.check()
+    bounds = bounds or [10, 20, 40]
+    measured = halting_rows(registry, rows, bounds) if mode == "halting" else with_reference(rows)
+    configs, raised = resolve_rows(registry, measured, setup)
+    names = [r.name for r in (rows if mode == "halting" else measured)]
     if mode == "halting":
-        rows = measure_halting(registry, models, setup, bounds or [10, 20, 40], progress)
-        headers, table = halting_table(rows, setup)
-        head = header("halting", models, setup, rows, {"bounds": ", ".join(map(str, bounds or [])),
-                                                       "weights": "fresh initialisation (halting not trained)"})
+        cells = measure_halting(configs, setup, progress)
+        headers, table = halting_table(cells, setup)
+        head = header("halting", names, setup, cells, {"bounds": ", ".join(map(str, bounds)),
+                                                       "weights": "fresh initialisation (halting not trained)"}, raised)
     elif mode == "streaming":
-        rows = measure_streaming(registry, models, setup, decode_tokens, progress)
-        headers, table = streaming_table(rows, setup)
-        head = header("streaming", with_reference(models), setup, rows,
+        cells = measure_streaming(configs, setup, decode_tokens, progress)
+        headers, table = streaming_table(cells, setup)
+        head = header("streaming", names, setup, cells,
                       {"decode": f"{decode_tokens} single-token steps after the context, per repeat; eval mode, no grad",
-                       "state": "sum of tensor nbytes over the state after the context"})
+                       "state": "sum of tensor nbytes over the state after the context"}, raised)
     else:
-        rows = measure_training(registry, models, setup, progress)
-        headers, table = training_table(rows, setup)
-        head = header("training", with_reference(models), setup, rows,
+        cells = measure_training(configs, setup, progress)
+        headers, table = training_table(cells, setup)
+        head = header("training", names, setup, cells,
                       {"step": "forward, task head + loss, backward, grad clip, optimizer step (the preset's)",
-                       "ratios": f"(x) = value / {REFERENCE}'s at the same length"})
+                       "ratios": f"(x) = value / {REFERENCE}'s at the same length"}, raised)
     files = []
     if out is not None:
         name = stem(mode, setup)
-        files = write_outputs(out, name, head, headers, table, rows)
-        if mode == "streaming" and (p := plot_streaming(rows, out / f"{name}.png")):
+        files = write_outputs(out, name, head, headers, table, cells)
+        if mode == "streaming" and (p := plot_streaming(cells, out / f"{name}.png")):
             files.append(p)
-    return {"rows": rows, "headers": headers, "table": table, "header": head, "files": files}
+    return {"rows": cells, "headers": headers, "table": table, "header": head, "files": files}

@@ -1,15 +1,16 @@
 """What every `bench cost` measurement shares: the command's inputs (``Setup``, the lengths, the
-device, the row labels), random batches, OOM cells, the ratio to a reference row and the models'
-checks before any is built."""
+device), its rows (``Row``) each resolved once (``resolve_rows``), random batches, OOM cells and the
+ratio to a reference row."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
-from ..config import resolve_run
+from ..config import TrainConfig, resolve_run
 from ..errors import UserError
+from ..spec import RunConfig
 from ..tasks.kinds import kind_of
 
 log = logging.getLogger("bench.cost")
@@ -39,15 +40,33 @@ def resolve_device(name: str) -> torch.device:
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
-def model_of(label: str) -> str:
-    """The registry model of a row label: ``tlb``, ``tlb:chunk_size=100`` (a model with its own
-    settings, from --models) or ``gut@20@halt`` (a --halting cell) -> ``tlb`` / ``gut``."""
-    return label.split("@")[0].split(":")[0]
+@dataclass(frozen=True)
+class Row:
+    """One measured row: a registry model with its own --set items, and where its table puts it
+    (``bound`` and ``mode`` for --halting, ``cell`` for a cost table). Rows are told apart by value:
+    one model at two bounds is two rows."""
 
+    model: str  # the registry model
+    sets: tuple[str, ...] = ()  # the row's own --set items, after the command's (model.chunk_size=100, model.mode=halt ...)
+    label: str = ""  # how the table names the row (default: the model)
+    bound: int | None = None
+    mode: str | None = None
+    cell: str | None = None
 
-def label_sets(label: str) -> list[str]:
-    """The label's own model settings: ``tlb:chunk_size=100:memory_slots=10`` -> model.chunk_size=100, ..."""
-    return [f"model.{item}" for item in label.split("@")[0].split(":")[1:]]
+    @classmethod
+    def parse(cls, text: str) -> "Row":
+        """A --models item: ``tlb`` or ``tlb:chunk_size=100:memory_slots=10`` (a model with its own settings)."""
+        model, *items = text.split(":")
+        return cls(model, tuple(f"model.{item}" for item in items), text)
+
+    @property
+    def name(self) -> str:
+        return self.label or self.model
+
+    def __str__(self) -> str:
+        where = ", ".join(filter(None, [f"bound {self.bound}" if self.bound is not None else "", self.mode or "",
+                                        f"cell {self.cell}" if self.cell else ""]))
+        return f"{self.name} ({where})" if where else self.name
 
 
 @dataclass
@@ -65,17 +84,10 @@ class Setup:
     repeats: int = 3
     warmup: int = 1
     overrides: list[str] = field(default_factory=list)
-    # per model: model.max_len raised to the longest length where a position table was shorter
-    # (set by check_models; the header says so)
-    raised: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.device == "auto":  # as `bench run`: the GPU when torch sees one (--kernels counts CPU kernels)
             self.device = "cuda" if torch.cuda.is_available() and not self.kernels else "cpu"
-
-    def overrides_for(self, label: str) -> list[str]:
-        """--set items, the raised position table, then the label's own settings."""
-        return [*self.overrides, *self.raised.get(label.split("@")[0], []), *label_sets(label)]
 
     def check(self) -> None:
         if self.dtype not in DTYPES:
@@ -134,35 +146,42 @@ def add_ratios(rows: list[dict], reference: str = REFERENCE, group=("length",), 
     return rows
 
 
-def with_reference(models: list[str]) -> list[str]:
-    return models if REFERENCE in models else [REFERENCE, *models]
+def with_reference(rows: list[Row]) -> list[Row]:
+    return rows if any(r.name == REFERENCE for r in rows) else [Row(REFERENCE), *rows]
 
 
-def check_models(registry, models: list[str], setup: Setup) -> None:
-    """Unknown names, causality mismatches: UserError. A model whose position table (max_len) is
-    shorter than the longest length gets it raised to that length (``setup.raised``): --lengths
-    is what the command measures, and the table's size changes no per-position cost."""
+def resolve_rows(registry, rows: list[Row], setup: Setup) -> tuple[dict[Row, RunConfig], list[str]]:
+    """Each row resolved once, as `bench run` resolves it (the command's --set items, then the
+    row's own), and its training step's sizes checked: (configs by row, the names of the rows whose
+    position table was raised). A position table (max_len) shorter than the longest length is raised
+    to that length: --lengths is what the command measures, and the table's size changes no
+    per-position cost. Unknown names, causality mismatches: UserError, before anything is built."""
     longest = max(setup.lengths)
-    for name in models:
-        config = resolve_run(registry, model_of(name), setup.task, setup.preset, [*setup.overrides, *label_sets(name)])
+    configs, raised = {}, []
+    for row in rows:
+        config = resolve_run(registry, row.model, setup.task, setup.preset, [*setup.overrides, *row.sets])
         max_len = config.model.params.get("max_len")
         if isinstance(max_len, int) and max_len < longest:
-            setup.raised[name] = [f"model.max_len={longest}"]
-            resolve_run(registry, model_of(name), setup.task, setup.preset, setup.overrides_for(name))
-        check_step_sizes(name, config, setup)
+            model = replace(config.model, params={**config.model.params, "max_len": longest},
+                            sources={**config.model.sources, "max_len": "--lengths (the longest)"})
+            config = replace(config, model=model)
+            raised.append(row.name)
+        check_step_sizes(row, config, setup)
+        configs[row] = config
+    return configs, list(dict.fromkeys(raised))
 
 
-def check_step_sizes(name: str, config, setup: Setup) -> None:
-    """A training step of ``name`` at each length, estimated before any is built (bench/sizes.py):
+def check_step_sizes(row: Row, config: RunConfig, setup: Setup) -> None:
+    """A training step of ``row`` at each length, estimated before any is built (bench/sizes.py):
     on the CPU, one that would not fit in memory is refused; a long one is noted with its time."""
     from ..sizes import CPU_MACS_PER_S, check_fits, duration, forward_cost
 
-    batch = setup.batch or config.train["batch_size"]
+    batch = setup.batch or TrainConfig(**config.train).batch_size
     for length in setup.lengths:
         need, macs = forward_cost(config.model.params, batch, length, training=True)
         if setup.device == "cpu":
-            check_fits(f"{name}: a training step of a batch of {batch:,} at length {length:,}", need,
+            check_fits(f"{row}: a training step of a batch of {batch:,} at length {length:,}", need,
                        "lower --lengths or --batch")
         steps = 1 + setup.warmup + setup.repeats
         if setup.device == "cpu" and macs * steps / CPU_MACS_PER_S > 120:
-            log.info(f"bench: note: {name} at length {length:,}: {steps} steps of about {duration(macs)} each on one CPU core (rough)")
+            log.info(f"bench: note: {row} at length {length:,}: {steps} steps of about {duration(macs)} each on one CPU core (rough)")

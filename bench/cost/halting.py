@@ -4,10 +4,12 @@ upperbound / no-halt) at each bound (``max_layers``), training steps measured as
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
-from ..config import resolve_run
 from ..errors import UserError
-from .common import Setup, check_models, label_sets, model_of
+from ..registry import constructor_params, import_model_class
+from ..spec import RunConfig
+from .common import Row, Setup
 from .step import build_steps
 from .tables import _spread
 from .training import measure_steps
@@ -17,35 +19,35 @@ HALTING_MODELS = ("ut", "gut", "gutlb")
 HALTING_MODES = ("halt", "upperbound", "no-halt")
 
 
-def measure_halting(registry, models: list[str], setup: Setup, bounds: list[int], progress=None) -> list[dict]:
-    """HALT Table 5: each model at each bound (max_layers) in each mode; ratios to no-halt."""
-    setup.check()
-    for name in models:
-        config = resolve_run(registry, model_of(name), setup.task, setup.preset, [*setup.overrides, *label_sets(name)])
-        if not {"mode", "max_layers"} <= set(config.model.params):
-            raise UserError(f"--halting: model {name!r} has no halting modes (no mode / max_layers parameter); "
-                            f"use depth-recurrent models such as {', '.join(HALTING_MODELS)}")
-    overrides = {}
-    for name in models:
-        for bound in bounds:
-            for mode in HALTING_MODES:
-                overrides[f"{name}@{bound}@{mode}"] = [f"model.max_layers={bound}", f"model.mode={mode}"]
-    check_models(registry, models, setup)
-    steps = build_steps(registry, list(overrides), setup, overrides)
-    rows = measure_steps(steps, setup, setup.lengths, progress)
-    n_train = steps[next(iter(steps))].task.params.get("n_train")
+def halting_rows(registry, rows: list[Row], bounds: list[int]) -> list[Row]:
+    """Each row at each bound (max_layers) in each mode; UserError for a model without halting modes."""
     for row in rows:
-        row["model"], bound, row["mode"] = row["model"].split("@")
-        row["bound"] = int(bound)
+        entry = registry.model_entry(row.model)
+        if not {"mode", "max_layers"} <= set(constructor_params(import_model_class(entry["target"], f"models.{row.model}"))):
+            raise UserError(f"--halting: model {row.name!r} has no halting modes (no mode / max_layers parameter); "
+                            f"use depth-recurrent models such as {', '.join(HALTING_MODELS)}")
+    return [replace(row, sets=(*row.sets, f"model.max_layers={bound}", f"model.mode={mode}"), label=row.name, bound=bound, mode=mode)
+            for row in rows for bound in bounds for mode in HALTING_MODES]
+
+
+def measure_halting(configs: dict[Row, RunConfig], setup: Setup, progress=None) -> list[dict]:
+    """HALT Table 5: the rows of ``halting_rows``, resolved (``resolve_rows``); ratios to no-halt."""
+    steps = build_steps(configs, setup)
+    measured = measure_steps(steps, setup, setup.lengths, progress)
+    n_train = next(iter(steps.values())).task.params.get("n_train")
+    out = []
+    for cell, row in measured:
+        row["mode"], row["bound"] = cell.mode, cell.bound
         if row["status"] == "ok" and isinstance(n_train, int):
             row["epoch_min"] = math.ceil(n_train / row["batch"]) * row["step_s"] / 60
-    no_halt = {(r["model"], r["bound"], r["length"]): r for r in rows if r["mode"] == "no-halt"}
-    for row in rows:  # ratio to no-halt of the same model, bound and length
+        out.append(row)
+    no_halt = {(r["model"], r["bound"], r["length"]): r for r in out if r["mode"] == "no-halt"}
+    for row in out:  # ratio to no-halt of the same model, bound and length
         ref = no_halt.get((row["model"], row["bound"], row["length"]))
         for key in ("step_s", "ops", "syncs"):
             ok = row["status"] == "ok" and ref is not None and ref["status"] == "ok" and ref.get(key)
             row[f"{key}_ratio"] = row[key] / ref[key] if ok else None
-    return rows
+    return out
 
 
 def halting_table(rows: list[dict], setup: Setup) -> tuple[list[str], list[list[str]]]:

@@ -1,4 +1,4 @@
-"""One model's training step as `bench run` builds it (``TrainingStep``: the registry model, the
+"""One model's training step as `bench run` builds it (``TrainingStep``: a resolved model, the
 harness's head, loss, gradient clipping and optimizer), timed (``timed``) or counted
 (``instrumented_step``, ``count_forward_backward``)."""
 from __future__ import annotations
@@ -7,29 +7,30 @@ import time
 
 import torch
 
-from ..config import resolve_run
+from ..config import TrainConfig
 from ..runner.build import instantiate_model, instantiate_task
 from ..runner.module import Head, TaskModule, forward_batch, task_loss
-from .common import Setup, model_of
+from ..spec import RunConfig
+from .common import Row, Setup, resolve_rows
 from .counters import OpCounter, SavedBytes
 
 
 class TrainingStep:
-    """A registry model with the harness's head, loss, gradient clipping and optimizer; calling it
+    """A resolved model with the harness's head, loss, gradient clipping and optimizer; calling it
     runs one training step on ``batch`` and returns the step's stats (halting depth ...)."""
 
-    def __init__(self, registry, model: str, setup: Setup, overrides: list[str] | None = None):
-        config = resolve_run(registry, model_of(model), setup.task, setup.preset, [*setup.overrides_for(model), *(overrides or [])])
-        self.name, self.config = model, config
+    def __init__(self, config: RunConfig, setup: Setup, name: str | None = None):
+        self.name, self.config = name or config.model.name, config
+        train = TrainConfig(**config.train)
         self.device = torch.device(setup.device)
         self.task = instantiate_task(config.task)
         torch.manual_seed(0)
         self.backbone = instantiate_model(config.model, self.task.vocab_size).to(self.device)
-        self.module = TaskModule(self.backbone, self.task, config.train, steps_per_epoch=1).to(self.device)
+        self.module = TaskModule(self.backbone, self.task, train, steps_per_epoch=1).to(self.device)
         self.head: Head = self.module.head
         self.optimizer = self.module.configure_optimizers()["optimizer"]
-        self.grad_clip = config.train["grad_clip"]
-        self.batch_size = setup.batch or config.train["batch_size"]
+        self.grad_clip = train.grad_clip
+        self.batch_size = setup.batch or train.batch_size
         self.autocast = setup.dtype == "bf16"
         self.compiled = False
         self.module.train()
@@ -98,7 +99,7 @@ def instrumented_step(step: TrainingStep, batch: dict) -> dict:
 
 
 def count_forward_backward(step: TrainingStep, batch: dict) -> dict:
-    """Ops and syncs of forward + loss + backward only (no optimizer): the issue's cross-check."""
+    """Ops and syncs of forward + loss + backward only (no optimizer): a cross-check of the step's counts."""
     step.release()  # no gradients to accumulate into
     with OpCounter(step.host_counters()) as counter:
         with torch.autocast(step.device.type, dtype=torch.bfloat16, enabled=step.autocast):
@@ -109,9 +110,12 @@ def count_forward_backward(step: TrainingStep, batch: dict) -> dict:
     return {"ops": counter.ops, "all_ops": counter.all_ops, "syncs": counter.syncs}
 
 
-def build_steps(registry, models: list[str], setup: Setup, overrides: dict[str, list[str]] | None = None) -> dict[str, TrainingStep]:
-    """Every model's TrainingStep (names checked first, so bad input fails before any build)."""
-    overrides = overrides or {}
-    for name in models:
-        resolve_run(registry, model_of(name), setup.task, setup.preset, [*setup.overrides_for(name), *overrides.get(name, [])])
-    return {name: TrainingStep(registry, name.split("@")[0], setup, overrides.get(name)) for name in models}
+def training_step(registry, row: Row, setup: Setup) -> TrainingStep:
+    """The TrainingStep of one row, resolved as `bench cost` resolves its rows (``resolve_rows``)."""
+    configs, _ = resolve_rows(registry, [row], setup)
+    return TrainingStep(configs[row], setup, row.name)
+
+
+def build_steps(configs: dict[Row, RunConfig], setup: Setup) -> dict[Row, TrainingStep]:
+    """Every row's TrainingStep from its resolved config (``resolve_rows``: bad input has failed before any build)."""
+    return {row: TrainingStep(config, setup, row.name) for row, config in configs.items()}

@@ -61,8 +61,9 @@ def device_name(device: str) -> str:
     return f"CPU ({cpu}), {torch.get_num_threads()} thread(s)"
 
 
-def header(kind: str, models: list[str], setup: Setup, rows: list[dict], extra: dict | None = None) -> dict:
-    """What a reader needs to trust (or redo) the table, in the style of fla's benchmark scripts."""
+def header(kind: str, models: list[str], setup: Setup, rows: list[dict], extra: dict | None = None, raised: list[str] = ()) -> dict:
+    """What a reader needs to trust (or redo) the table, in the style of fla's benchmark scripts;
+    ``raised``: the rows whose position table was raised to the longest length (``resolve_rows``)."""
     batches = sorted({r["batch"] for r in rows if "batch" in r})
     memory = ("torch.cuda.max_memory_allocated over one step (weights, grads, optimizer state, activations)" if setup.device == "cuda"
               else "bytes of distinct storages autograd saves for backward in one step's forward (parameters excluded)")
@@ -85,8 +86,8 @@ def header(kind: str, models: list[str], setup: Setup, rows: list[dict], extra: 
                             "eager, and compiled")
     if setup.overrides:
         h["overrides"] = " ".join(setup.overrides)
-    if setup.raised:
-        h["max_len"] = f"position tables raised to {max(setup.lengths)} (the longest length) for {', '.join(sorted(setup.raised))}"
+    if raised:
+        h["max_len"] = f"position tables raised to {max(setup.lengths)} (the longest length) for {', '.join(sorted(raised))}"
     h.update(extra or {})
     return h
 

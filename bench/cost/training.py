@@ -7,7 +7,8 @@ import statistics
 
 import torch
 
-from .common import Setup, _cell_guard, add_ratios, check_models, random_batch, with_reference
+from ..spec import RunConfig
+from .common import Row, Setup, _cell_guard, add_ratios, random_batch
 from .kernels import count_kernels
 from .step import TrainingStep, _sync, build_steps, count_forward_backward, instrumented_step, timed
 from .tables import _cell, _mb, _spread
@@ -18,25 +19,13 @@ def _summary(times: list[float]) -> dict:
             "step_times_s": list(times)}
 
 
-def measure_steps(steps: dict[str, TrainingStep], setup: Setup, lengths: list[int], progress=None) -> list[dict]:
-    """Rows {model, length, status, step_s, tokens_per_s, peak_bytes, ops, syncs, halt_depth, ...}
-    for every (model, length), repeats interleaved across models."""
-    device = torch.device(setup.device)
+def measure_steps(steps: dict[Row, TrainingStep], setup: Setup, lengths: list[int], progress=None) -> list[tuple[Row, dict]]:
+    """(row, cell) for every (row, length), lengths outer: the cell is {model (the row's name),
+    length, status, step_s, tokens_per_s, peak_bytes, ops, syncs, halt_depth, ...}; the counts
+    first on the eager models, then (compiled, if asked) warm-up, then the timed repeats,
+    interleaved across rows."""
     say = progress or (lambda _msg: None)
-    cells: dict[tuple[str, int], dict] = {}
-    data: dict[tuple[str, int], dict] = {}
-    for length in lengths:  # first every count, on the eager models
-        gen = torch.Generator().manual_seed(length)
-        for name, step in steps.items():
-            row = cells[name, length] = {"model": name, "length": length, "batch": step.batch_size, "status": "ok"}
-            batch = data[name, length] = random_batch(step.task, step.batch_size, length, device, gen)
-            say(f"T={length} {name}: counting ops")
-            _cell_guard(row, lambda row=row, step=step, batch=batch: row.update(
-                instrumented_step(step, batch), **{f"fwd_bwd_{k}": v for k, v in count_forward_backward(step, batch).items()}))
-            if setup.kernels and row["status"] == "ok":
-                say(f"T={length} {name}: counting kernel calls (profiler)")
-                row.update({f"eager_{k}": v for k, v in count_kernels(lambda step=step, batch=batch: step(batch)).items()})
-            step.release()
+    cells, data = _count(steps, setup, lengths, say)
     if setup.compile:
         if setup.kernels:  # inductor's C++ kernels record each call in the profiler (read when the code is generated)
             from torch._inductor import config as inductor_config
@@ -45,59 +34,85 @@ def measure_steps(steps: dict[str, TrainingStep], setup: Setup, lengths: list[in
         for step in steps.values():
             step.compile()
     for length in lengths:
-        for name, step in steps.items():
-            row, batch = cells[name, length], data[name, length]
-            if row["status"] != "ok":
+        for row, step in steps.items():
+            if cells[row, length]["status"] == "ok":
+                say(f"T={length} {row}: warming up")
+                _cell_guard(cells[row, length], lambda step=step, cell=cells[row, length]: _prepare(step, cell, data[row, length], setup))
+                step.release()
+        _time(steps, setup, length, cells, data, say)
+    return [(row, cells[row, length]) for length in lengths for row in steps]
+
+
+def _count(steps: dict[Row, TrainingStep], setup: Setup, lengths: list[int], say) -> tuple[dict, dict]:
+    """Every row's cell at every length with its counts (ops, syncs, saved bytes; kernels with
+    --kernels) from one instrumented step of the eager model, and the random batch it is timed on."""
+    device = torch.device(setup.device)
+    cells: dict[tuple[Row, int], dict] = {}
+    data: dict[tuple[Row, int], dict] = {}
+    for length in lengths:
+        gen = torch.Generator().manual_seed(length)
+        for row, step in steps.items():
+            cell = cells[row, length] = {"model": row.name, "length": length, "batch": step.batch_size, "status": "ok"}
+            batch = data[row, length] = random_batch(step.task, step.batch_size, length, device, gen)
+            say(f"T={length} {row}: counting ops")
+            _cell_guard(cell, lambda cell=cell, step=step, batch=batch: cell.update(
+                instrumented_step(step, batch), **{f"fwd_bwd_{k}": v for k, v in count_forward_backward(step, batch).items()}))
+            if setup.kernels and cell["status"] == "ok":
+                say(f"T={length} {row}: counting kernel calls (profiler)")
+                cell.update({f"eager_{k}": v for k, v in count_kernels(lambda step=step, batch=batch: step(batch)).items()})
+            step.release()
+    return cells, data
+
+
+def _prepare(step: TrainingStep, cell: dict, batch: dict, setup: Setup) -> None:
+    """Compilation (or a recompilation for this length) and the first step, the warm-up steps, the
+    peak memory; with --kernels and --compile, the compiled step's kernel calls."""
+    device = step.device
+    if setup.compile:
+        cell["compile_first_s"], _ = timed(device, step, batch)
+    for _ in range(setup.warmup):
+        step(batch)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        step(batch)
+        _sync(device)
+        cell["peak_bytes"] = torch.cuda.max_memory_allocated(device)
+    else:
+        cell["peak_bytes"] = cell.get("saved_bytes")
+    if setup.kernels and setup.compile:  # the compiled step, compiled and warm: its kernel calls
+        cell.update({f"compiled_{k}": v for k, v in count_kernels(lambda: step(batch)).items()})
+
+
+def _time(steps: dict[Row, TrainingStep], setup: Setup, length: int, cells: dict, data: dict, say) -> None:
+    """The timed repeats at ``length``, each round every row once in an order rotated each round;
+    each cell's summary (median, range) and tokens per second."""
+    device = torch.device(setup.device)
+    times: dict[Row, list[float]] = {row: [] for row in steps}
+    order = list(steps)
+    for r in range(setup.repeats):
+        for row in order[r % len(order):] + order[: r % len(order)]:
+            if cells[row, length]["status"] != "ok":
                 continue
 
-            def prepare(step=step, row=row, batch=batch):
-                if setup.compile:  # compilation (or a recompilation for this length) and the first step
-                    row["compile_first_s"], _ = timed(device, step, batch)
-                for _ in range(setup.warmup):
-                    step(batch)
-                if device.type == "cuda":
-                    torch.cuda.reset_peak_memory_stats(device)
-                    step(batch)
-                    _sync(device)
-                    row["peak_bytes"] = torch.cuda.max_memory_allocated(device)
-                else:
-                    row["peak_bytes"] = row.get("saved_bytes")
-                if setup.kernels and setup.compile:  # the compiled step, compiled and warm: its kernel calls
-                    row.update({f"compiled_{k}": v for k, v in count_kernels(lambda: step(batch)).items()})
+            def once(row=row):
+                seconds, _ = timed(device, steps[row], data[row, length])
+                times[row].append(seconds)
 
-            say(f"T={length} {name}: warming up")
-            _cell_guard(row, prepare)
-            step.release()
-        times: dict[str, list[float]] = {name: [] for name in steps}
-        order = list(steps)
-        for r in range(setup.repeats):
-            for name in order[r % len(order):] + order[: r % len(order)]:
-                row = cells[name, length]
-                if row["status"] != "ok":
-                    continue
-
-                def once(name=name):
-                    seconds, _ = timed(device, steps[name], data[name, length])
-                    times[name].append(seconds)
-
-                _cell_guard(row, once)
-                steps[name].release()
-            say(f"T={length}: repeat {r + 1}/{setup.repeats} done")
-        for name in steps:
-            row = cells[name, length]
-            if row["status"] == "ok":
-                row.update(_summary(times[name]))
-                row["tokens_per_s"] = row["batch"] * length / row["step_s"]
-            data.pop((name, length))
-    return [cells[name, length] for length in lengths for name in steps]
+            _cell_guard(cells[row, length], once)
+            steps[row].release()
+        say(f"T={length}: repeat {r + 1}/{setup.repeats} done")
+    for row in steps:
+        cell = cells[row, length]
+        if cell["status"] == "ok":
+            cell.update(_summary(times[row]))
+            cell["tokens_per_s"] = cell["batch"] * length / cell["step_s"]
+        data.pop((row, length))
 
 
-def measure_training(registry, models: list[str], setup: Setup, progress=None) -> list[dict]:
-    setup.check()
-    models = with_reference(models)
-    check_models(registry, models, setup)
-    steps = build_steps(registry, models, setup)
-    return add_ratios(measure_steps(steps, setup, setup.lengths, progress))
+def measure_training(configs: dict[Row, RunConfig], setup: Setup, progress=None) -> list[dict]:
+    """Every resolved row (``resolve_rows``, the reference among them) at every length; ratios to the reference."""
+    measured = measure_steps(build_steps(configs, setup), setup, setup.lengths, progress)
+    return add_ratios([cell for _, cell in measured])
 
 
 def training_table(rows: list[dict], setup: Setup) -> tuple[list[str], list[list[str]]]:

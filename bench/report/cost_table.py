@@ -91,7 +91,7 @@ def measure(table, registry, preset: str, stem: Path, progress=None) -> Path:
     """Time every cell (bench/cost/) and write ``stem--measured.json``; returns its path."""
     import torch
 
-    from ..cost import Setup, build_steps, check_models, header, measure_steps
+    from ..cost import Row, Setup, build_steps, header, measure_steps, resolve_rows
 
     c = table.cost
     torch.set_num_threads(c["threads"])
@@ -100,27 +100,28 @@ def measure(table, registry, preset: str, stem: Path, progress=None) -> Path:
     setup.check()
     made = spec(table, preset)
     cells, runs = made["cells"], made.get("weights")
-    labels = {f"{model}@{key}": (key, overrides) for key, (model, *overrides) in cells.items()}
-    check_models(registry, list(labels), setup)
-    steps = build_steps(registry, list(labels), setup, {label: overrides for label, (_, overrides) in labels.items()})
+    configs, raised = resolve_rows(registry, [Row(model, tuple(overrides), cell=key) for key, (model, *overrides) in cells.items()], setup)
+    steps = build_steps(configs, setup)
     if runs:  # stem is OUT/reproduce/NAME: the runs' records are under OUT/runs
         from ..cost.weights import load_cells
 
-        loaded = load_cells(runs, stem.parent.parent, preset, {key: steps[label] for label, (key, _) in labels.items()})
-    rows = measure_steps(steps, setup, setup.lengths, progress)
+        loaded = load_cells(runs, stem.parent.parent, preset, {cell.cell: step for cell, step in steps.items()})
+    measured = measure_steps(steps, setup, setup.lengths, progress)
     first = next(iter(steps.values()))
     n_train = first.task.params.get("n_train")
-    for row in rows:
-        label = row.pop("model")
-        key, overrides = labels[label]
+    rows = []
+    for cell, row in measured:
+        key = cell.cell
+        del row["model"]
         i, j = map(int, key.split(":"))
-        row.update(cell=key, row=table.rows[i].label, column=table.columns[j].label, model=table.rows[i].model, overrides=overrides)
+        row.update(cell=key, row=table.rows[i].label, column=table.columns[j].label, model=table.rows[i].model, overrides=list(cell.sets))
         if runs:
             row["weights"] = loaded[key]
         if row["status"] == "ok" and isinstance(n_train, int):
             row["steps_per_epoch"] = math.ceil(n_train / row["batch"])
+        rows.append(row)
     head = header(f"cost table {table.name}", sorted({r["model"] for r in rows}), setup, rows,
-                  {"n_train": n_train, "threads": c["threads"]})
+                  {"n_train": n_train, "threads": c["threads"]}, raised)
     path = measured_path(stem)
     write_atomic(path, json.dumps({"spec": spec(table, preset), "header": head, "rows": rows}, indent=1, default=str) + "\n")
     return path

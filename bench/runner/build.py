@@ -45,9 +45,9 @@ def _first_line(exc: BaseException) -> str:
     return text
 
 
-def check_attention_backend(params: dict, device: torch.device) -> None:
+def check_attention_backend(spec: ModelSpec, device: torch.device) -> None:
     """xformers is optional and CUDA only: say so before training rather than fail in step one."""
-    if params.get("attn_backend") != "xformers":
+    if spec.params.get("attn_backend") != "xformers":
         return
     from bench.models.layers import xformers_unusable
 

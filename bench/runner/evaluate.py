@@ -18,7 +18,7 @@ from pathlib import Path
 
 import lightning as L
 
-from ..config import TRAIN_DEFAULTS, check_data, check_overrides, parse_overrides, resolve_run
+from ..config import TRAIN_DEFAULTS, TrainConfig, check_data, check_overrides, parse_overrides, resolve_run
 from ..data import TaskData
 from ..errors import UserError
 from ..logs import quiet
@@ -84,11 +84,11 @@ def rebuild_run(path: Path, data_overrides: list[str], registry):
     if problem:
         raise UserError(f"the record's checkpoint {str(ckpt)!r} is damaged ({problem}); train the run again with --rerun")
     config = record_run_config(Path(path), rec, data_overrides)
+    train = TrainConfig(**config.train)
     check_data_fits(config)
-    check_forward_fits(config, "the evaluation")
-    train = config.train
+    check_forward_fits(config, train, "the evaluation")
     task = instantiate_task(config.task)
-    data = TaskData(task, train["batch_size"], train["eval_batch_size"], rec["seed"])
+    data = TaskData(task, train.batch_size, train.eval_batch_size, rec["seed"])
     module = TaskModule(instantiate_model(config.model, task.vocab_size), task, train, steps_per_epoch=1)
     check_weights_fit(ckpt, module)
     _note_registry_changes(Path(path), rec, registry)
@@ -188,7 +188,6 @@ def _note_registry_changes(path: Path, rec: dict, registry) -> None:
 
 def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator: str | None = None, out: str | Path | None = None) -> dict:
     rec, ckpt, task, data, module = rebuild_run(path, data_overrides, registry)
-    train = module.train_cfg
     splits = ["val", *task.test_splits()]
     with quiet(), warnings.catch_warnings():  # no "GPU available: ..." notes or known warnings: stderr is for problems
         for pattern in QUIET_WARNINGS:
@@ -199,7 +198,7 @@ def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator
             logger=False,
             enable_progress_bar=False,
             enable_model_summary=False,
-            precision=train["precision"],
+            precision=module.train_cfg.precision,
         )
         trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
     tag = overrides_tag(data_overrides)

@@ -6,21 +6,18 @@ import errno
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import lightning as L
 import torch
 from filelock import FileLock, Timeout
 
-from ..config import RunConfig
+from ..config import RunConfig, TrainConfig
 from ..errors import UserError
 from ..logs import quiet
 from ..records import read_record
-from ..sizes import CPU_MACS_PER_S, available_memory, check_fits, duration, forward_cost  # noqa: F401 - available_memory: kept importable from here
+from ..sizes import CPU_MACS_PER_S, available_memory, check_fits, duration, forward_cost
 from .checkpoint_io import inspect_checkpoint
-
-if TYPE_CHECKING:
-    from .lifecycle import RunPlan
+from .plan import RunPlan
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +99,6 @@ def check_resume_point(plan: RunPlan) -> int | None:
 BYTES_PER_TOKEN = 16
 
 
-
-
 def data_estimate(config: RunConfig) -> tuple[int, int, int]:
     """(bytes, examples, longest length): the least memory generating the largest split
     (n_train, n_val or n_test examples) takes at the longest length any *len* parameter allows;
@@ -128,11 +123,11 @@ def check_data_fits(config: RunConfig) -> None:
         )
 
 
-def check_forward_fits(config: RunConfig, what: str = "the run") -> None:
+def check_forward_fits(config: RunConfig, train: TrainConfig, what: str = "the run") -> None:
     """Refuse, before any data or training, a batch and length whose forward would not fit in
     memory (training at the longest training length, testing at the longest test length); note
     the work of testing when it is long."""
-    values, params, train = config.task.values, config.model.params, config.train
+    values, params = config.task.values, config.model.params
     tests = [
         v
         for key, value in values.items()
@@ -149,14 +144,14 @@ def check_forward_fits(config: RunConfig, what: str = "the run") -> None:
     ]
     hint = "lower the lengths (data.max_len, data.test_lengths) or the batch (train.batch_size, train.eval_batch_size)"
     if lengths:
-        need, _ = forward_cost(params, train["batch_size"], max(lengths), training=True)
-        check_fits(f"{what}: training a batch of {train['batch_size']} at length {max(lengths):,}", need, hint)
+        need, _ = forward_cost(params, train.batch_size, max(lengths), training=True)
+        check_fits(f"{what}: training a batch of {train.batch_size} at length {max(lengths):,}", need, hint)
     longest = max(tests + lengths, default=0)
     if longest:
-        need, macs = forward_cost(params, train["eval_batch_size"], longest, training=False)
-        check_fits(f"{what}: testing a batch of {train['eval_batch_size']} at length {longest:,}", need, hint)
-        n_test = values.get("n_test") if isinstance(values.get("n_test"), int) else train["eval_batch_size"]
-        total = macs * max(1, -(-n_test // train["eval_batch_size"])) * max(1, len(tests))
+        need, macs = forward_cost(params, train.eval_batch_size, longest, training=False)
+        check_fits(f"{what}: testing a batch of {train.eval_batch_size} at length {longest:,}", need, hint)
+        n_test = values.get("n_test") if isinstance(values.get("n_test"), int) else train.eval_batch_size
+        total = macs * max(1, -(-n_test // train.eval_batch_size)) * max(1, len(tests))
         if total / CPU_MACS_PER_S > 120:
             log.info(f"bench: note: testing at length {longest:,} is long work: about {duration(total)} on one CPU core (rough)")
 

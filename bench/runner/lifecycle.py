@@ -41,7 +41,6 @@ import os
 import shutil
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
@@ -49,21 +48,22 @@ import torch
 
 from bench.tasks.base import TaskError
 
-from ..config import RunConfig, resolve_run
+from ..config import TrainConfig, resolve_run
 from ..data import DATA_ENV, TaskData, cache_root
 from ..cpus import default_threads
 from ..errors import RunFailed, UserError
 from ..logs import quiet
 from ..metrics import write_outcomes
 from ..records import (base_record, config_changes, device_info, ensure_writable, outcomes_file, record_path, relative_checkpoint,
-                       run_folder, write_json_atomic)
+                       write_json_atomic)
 from .build import _registry, check_attention_backend, instantiate_model, instantiate_task
 from .callbacks import RunInterrupted, TrialPruning, ValidationHistory
 from .guards import check_data_fits, check_forward_fits, check_resume_point, finished_record, run_lock, storage_errors, world_size_of
 from .module import TaskModule
+from .plan import RunPlan
 from .trainer import check_logger, finish_wandb, make_trainer  # make_trainer: looked up here (tests wrap it)
 
-__all__ = ["run", "RunInterrupted"]
+__all__ = ["RunInterrupted", "RunPlan", "plan_run", "run", "run_plan"]
 log = logging.getLogger(__name__)
 
 _QUIET_WARNINGS = (".*does not have many workers.*", ".*deterministic.*", ".*number of training batches.*", ".*LeafSpec.*",
@@ -72,68 +72,37 @@ _QUIET_WARNINGS = (".*does not have many workers.*", ".*deterministic.*", ".*num
                    ".*sync_dist=True.*", ".*`srun` command is available.*")  # logged values are already gathered or reduced over ranks
 
 
-@dataclass(frozen=True)
-class RunPlan:
-    model: str
-    task: str
-    preset: str
-    seed: int
-    overrides: list | dict | None
-    config: RunConfig
-    record: Path
-    trainer_kwargs: dict
-    world_size: int
-
-    @property
-    def train(self) -> dict:
-        return self.config.train
-
-    @property
-    def folder(self) -> Path:
-        return run_folder(self.record)
-
-    @property
-    def last_ckpt(self) -> Path:
-        return self.folder / "ckpt" / "last.ckpt"
-
-    @property
-    def best_ckpt(self) -> Path:
-        return self.folder / "ckpt" / "best.ckpt"
-
-    @property
-    def lock(self) -> Path:
-        return self.record.parent / f".{self.record.stem}.lock"
-
-
 def run(model: str, task: str, preset: str = "small", seed: int = 0, out: str | os.PathLike = "out",
         overrides: list[str] | dict | None = None, registry=None, trainer_kwargs: dict | None = None,
         progress: bool | str = "auto", logger: str = "csv", rerun: bool = False, callbacks: list | None = None,
         on_start=None) -> dict:
     """Train ``model`` on ``task`` (resuming from its last checkpoint when one exists), test the
-    selected weights on every test split, write one JSON record and return it. A finished run
-    (a record with status ok) is returned as it is, unless ``rerun``. Bad input raises UserError
-    before anything is written; SIGINT / SIGTERM raise RunInterrupted after a checkpoint.
-    ``on_start(plan)`` is called once everything is checked and built, just before training
-    (the CLI names the run and its preset there)."""
+    selected weights on every test split, write one JSON record and return it: ``plan_run``, then
+    ``run_plan``. Bad input raises UserError before anything is written."""
+    check_logger(logger)
+    plan = plan_run(model, task, preset, seed, out, overrides, registry, trainer_kwargs)
+    return run_plan(plan, progress=progress, logger=logger, rerun=rerun, callbacks=callbacks, on_start=on_start)
+
+
+def run_plan(plan: RunPlan, progress: bool | str = "auto", logger: str = "csv", rerun: bool = False, callbacks: list | None = None,
+             on_start=None) -> dict:
+    """Carry out a planned run: a finished run (a record with status ok, made with the settings
+    the plan resolves) is returned as it is, unless ``rerun``; otherwise build, fit, test and
+    record. SIGINT / SIGTERM raise RunInterrupted after a checkpoint. ``on_start(plan)`` is called
+    once everything is checked and built, just before training (the CLI names the run there)."""
     with quiet(), warnings.catch_warnings():  # Lightning's INFO lines and known warnings, for this run only
         for pattern in _QUIET_WARNINGS:
             warnings.filterwarnings("ignore", message=pattern)
         try:
-            return _run(model, task, preset, seed, out, overrides, registry, trainer_kwargs, progress, logger, rerun, callbacks, on_start)
+            done = finished_record(plan.record)
+            if done is not None and not rerun and not config_changes(done.get("config"), plan.config.public()):
+                return {**done, "path": str(plan.record), "skipped": True}  # finished: nothing to build or lock
+            built = build(plan)  # before the lock: a bad model or an unwritable data cache stops here, with nothing written
+            with run_lock(plan):
+                return _run_locked(plan, built, progress, logger, rerun, callbacks, on_start)
         finally:
             if logger == "wandb":
                 finish_wandb()
-
-
-def _run(model, task, preset, seed, out, overrides, registry, trainer_kwargs, progress, logger, rerun, callbacks, on_start) -> dict:
-    check_logger(logger)
-    plan = plan_run(model, task, preset, seed, out, overrides, registry, trainer_kwargs)
-    done = finished_record(plan.record)
-    if done is not None and not rerun and not config_changes(done.get("config"), plan.config.public()):
-        return {**done, "path": str(plan.record), "skipped": True}  # finished: nothing to build or lock
-    built = build(plan)  # before the lock: a bad model or an unwritable data cache stops here, with nothing written
-    with run_lock(plan):
-        return _run_locked(plan, built, progress, logger, rerun, callbacks, on_start)
 
 
 def _run_locked(plan: RunPlan, built, progress, logger, rerun, callbacks, on_start) -> dict:
@@ -152,7 +121,7 @@ def _run_locked(plan: RunPlan, built, progress, logger, rerun, callbacks, on_sta
         shutil.rmtree(plan.folder, ignore_errors=True)
     with storage_errors(plan) as storage:
         trainer = storage.trainer = make_trainer(plan, task_obj, data, progress, logger, callbacks or [])
-        check_attention_backend(plan.config.model.params, trainer.strategy.root_device)
+        check_attention_backend(plan.config.model, trainer.strategy.root_device)
         if on_start is not None:
             on_start(plan)
         record = base_record(plan.model, plan.task, plan.preset, plan.seed, plan.overrides)
@@ -176,31 +145,35 @@ def _run_locked(plan: RunPlan, built, progress, logger, rerun, callbacks, on_sta
 
 
 # ---- plan ------------------------------------------------------------------------------------
-def plan_run(model, task, preset, seed, out, overrides, registry, trainer_kwargs) -> RunPlan:
+def plan_run(model: str, task: str, preset: str, seed: int, out: str | os.PathLike, overrides: list[str] | dict | None,
+             registry=None, trainer_kwargs: dict | None = None) -> RunPlan:
+    """The run's plan: its configuration resolved and checked (the seed, the data and a forward
+    fit in memory), its record's path, the output folder writable; nothing is written."""
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
         raise UserError(f"seed must be a whole number from 0 to 4294967295, got {seed!r}")
     config = resolve_run(_registry(registry), model, task, preset, overrides)
+    train = TrainConfig(**config.train)  # the record keeps config.train (JSON); every step below reads this
     kwargs = dict(trainer_kwargs or {})
     world = world_size_of(kwargs)
     check_data_fits(config)
-    check_forward_fits(config)
+    check_forward_fits(config, train)
     path = record_path(Path(out), model, task, preset, seed, overrides, world)
     ensure_writable(Path(out))
-    return RunPlan(model, task, preset, seed, overrides, config, path, kwargs, world)
+    return RunPlan(model, task, preset, seed, overrides, config, train, path, kwargs, world)
 
 
 # ---- build -----------------------------------------------------------------------------------
 def build(plan: RunPlan):
     train = plan.train
-    torch.set_num_threads(train["num_threads"] or default_threads())
+    torch.set_num_threads(train.num_threads or default_threads())
     L.seed_everything(plan.seed, workers=True, verbose=False)
     task_obj = instantiate_task(plan.config.task)
-    unknown = [s for s in train["watch_splits"] if s not in task_obj.test_splits()]
+    unknown = [s for s in train.watch_splits if s not in task_obj.test_splits()]
     if unknown:
         raise UserError(f"train.watch_splits: {plan.task!r} has no test split {unknown[0]!r}; "
                         f"its test splits are {', '.join(task_obj.test_splits())}")
     try:
-        data = TaskData(task_obj, train["batch_size"], train["eval_batch_size"], plan.seed)
+        data = TaskData(task_obj, train.batch_size, train.eval_batch_size, plan.seed)
     except TaskError as exc:
         raise UserError(f"task {plan.task!r}: {exc}") from None
     except (ValueError, ZeroDivisionError, IndexError) as exc:  # a generator that cannot use its parameters
@@ -211,17 +184,17 @@ def build(plan: RunPlan):
         raise UserError(f"the data cache {cache_root()} cannot be written ({exc.strerror or exc}); "
                         f"set ${DATA_ENV} to a writable folder") from None
     backbone = instantiate_model(plan.config.model, task_obj.vocab_size)
-    if train["compile"]:
+    if train.compile:
         from torch import _dynamo
 
         _dynamo.config.allow_rnn = True  # LSTM/GRU layers trace into the graph (docs/perf.md)
         backbone.compile()  # in place: parameter names (and so checkpoints) stay those of the eager module
-    batches = math.ceil(math.ceil(len(data.splits["train"]) / plan.world_size) / train["batch_size"])  # per rank
-    steps_per_epoch = math.ceil(batches / train["accumulate_grad_batches"])
-    first_val = train["val_every_steps"] or steps_per_epoch
-    if train["max_steps"] not in (-1, None) and train["max_steps"] < first_val:
-        raise UserError(f"train.max_steps={train['max_steps']} ends before the first validation (step {first_val}); "
-                        f"raise train.max_steps or set train.val_every_steps <= {train['max_steps']}")
+    batches = math.ceil(math.ceil(len(data.splits["train"]) / plan.world_size) / train.batch_size)  # per rank
+    steps_per_epoch = math.ceil(batches / train.accumulate_grad_batches)
+    first_val = train.val_every_steps or steps_per_epoch
+    if train.max_steps not in (-1, None) and train.max_steps < first_val:
+        raise UserError(f"train.max_steps={train.max_steps} ends before the first validation (step {first_val}); "
+                        f"raise train.max_steps or set train.val_every_steps <= {train.max_steps}")
     return task_obj, data, TaskModule(backbone, task_obj, train, steps_per_epoch=steps_per_epoch)
 
 
@@ -232,10 +205,10 @@ def fit(plan: RunPlan, trainer: L.Trainer, module: TaskModule, data: TaskData) -
     train_loader.position = lambda: (trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_progress.current.processed)
     resume = str(plan.last_ckpt) if plan.last_ckpt.is_file() else None
     try:
-        val_loaders = [data.eval_loader(s) for s in ["val", *plan.train["watch_splits"]]]  # index 0 selects
+        val_loaders = [data.eval_loader(s) for s in ["val", *plan.train.watch_splits]]  # index 0 selects
         trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=val_loaders, ckpt_path=resume)
     except torch.OutOfMemoryError as exc:
-        raise UserError(f"out of memory at step {trainer.global_step} with train.batch_size={plan.train['batch_size']} "
+        raise UserError(f"out of memory at step {trainer.global_step} with train.batch_size={plan.train.batch_size} "
                         f"({str(exc).splitlines()[0]}); lower train.batch_size or the model size") from None
     if not next(c for c in trainer.callbacks if isinstance(c, ValidationHistory)).entries:
         raise UserError("training ran no validation; raise train.max_epochs / train.max_steps")
@@ -244,7 +217,7 @@ def fit(plan: RunPlan, trainer: L.Trainer, module: TaskModule, data: TaskData) -
 
 def test(plan: RunPlan, trainer: L.Trainer, module: TaskModule, data: TaskData, task_obj) -> tuple[dict, dict]:
     """The selected checkpoint on validation and on every test split: (metrics, per-example outcomes) by split."""
-    ckpt = plan.best_ckpt if plan.train["select"] == "best_val" else plan.last_ckpt
+    ckpt = plan.best_ckpt if plan.train.select == "best_val" else plan.last_ckpt
     splits = ["val", *task_obj.test_splits()]
     trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
     return ({split: module.last_eval[i] for i, split in enumerate(splits)},
@@ -260,7 +233,7 @@ def summarize(plan: RunPlan, trainer: L.Trainer, module: TaskModule, tested: dic
         "status": "ok",
         "metrics": tested,
         "test_splits": [s for s in tested if s != "val"],
-        "select": plan.train["select"],
+        "select": plan.train.select,
         "best_epoch": best["epoch"], "best_step": best["step"], "best_val": best[history.metric],
         "last_val": history.entries[-1][history.metric],
         "val_history": history.entries,
@@ -273,7 +246,7 @@ def summarize(plan: RunPlan, trainer: L.Trainer, module: TaskModule, tested: dic
         "train_tokens_per_s": tokens / module.train_time_s if module.train_time_s else None,
         "device": device_info(trainer),
         "world_size": trainer.world_size,
-        "checkpoint": relative_checkpoint(plan.record, plan.best_ckpt if plan.train["select"] == "best_val" else plan.last_ckpt),
+        "checkpoint": relative_checkpoint(plan.record, plan.best_ckpt if plan.train.select == "best_val" else plan.last_ckpt),
         "outcomes": relative_checkpoint(plan.record, outcomes_file(plan.record)),
     }
 
@@ -325,5 +298,5 @@ def write_pruned(plan: RunPlan, trainer: L.Trainer, module: TaskModule, record: 
 def keep_only_tested_checkpoint(plan: RunPlan, trainer: L.Trainer) -> None:
     trainer.strategy.barrier()
     if trainer.is_global_zero:
-        other = plan.last_ckpt if plan.train["select"] == "best_val" else plan.best_ckpt
+        other = plan.last_ckpt if plan.train.select == "best_val" else plan.best_ckpt
         other.unlink(missing_ok=True)

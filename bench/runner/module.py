@@ -9,8 +9,9 @@ import lightning as L
 import torch
 from torch import Tensor, nn
 
-from bench.tasks.kinds import kind_of, masked_mean, pool  # noqa: F401 - masked_mean: importable from here
+from bench.tasks.kinds import kind_of
 
+from ..config import TrainConfig
 from ..errors import RunFailed
 from ..metrics import OutcomeBuffer, example_outcomes
 
@@ -49,11 +50,8 @@ class Head(nn.Module):
 
     def __init__(self, kind: str, d_model: int, vocab_size: int, num_classes: int, num_labels: int):
         super().__init__()
-        self.kind = kind
         self.task_kind = kind_of(kind)
         self.out = self.task_kind.output_layer(d_model, vocab_size, num_classes, num_labels)
-
-    pool = staticmethod(pool)
 
     def forward(self, out, mask: Tensor, out2=None, mask2: Tensor | None = None) -> Tensor:
         return self.task_kind.logits(self.out, out, mask, out2, mask2)
@@ -63,9 +61,11 @@ def task_loss(kind: str, logits: Tensor, batch: dict) -> Tensor:
     return kind_of(kind).loss(logits, batch)
 
 
-def lr_lambda(train: dict, steps_per_epoch: int, total_steps: int):
-    warm = int(train["warmup_steps"])
-    sched = train["schedule"]
+def lr_lambda(train: TrainConfig, steps_per_epoch: int, total_steps: int):
+    """The learning rate's multiplier at each optimizer step: linear warm-up over
+    ``train.warmup_steps``, then ``train.schedule``."""
+    warm = int(train.warmup_steps)
+    sched = train.schedule
 
     def f(step: int) -> float:
         if warm and step < warm:
@@ -75,7 +75,7 @@ def lr_lambda(train: dict, steps_per_epoch: int, total_steps: int):
         if sched == "inverse_sqrt":
             return math.sqrt(max(warm, 1)) / math.sqrt(max(step, 1)) if step >= max(warm, 1) else 1.0
         if sched == "step":  # "halved every N epochs" style
-            return train["step_gamma"] ** (step // max(1, steps_per_epoch * train["step_every_epochs"]))
+            return train.step_gamma ** (step // max(1, steps_per_epoch * train.step_every_epochs))
         progress = min(1.0, (step - warm) / max(1, total_steps - warm))
         if sched == "linear":
             return max(0.0, 1.0 - progress)
@@ -113,7 +113,7 @@ class TaskModule(L.LightningModule):
     """Any backbone on any task. Training keeps its counters on the device (no host sync per
     step); evaluation scores per-example outcomes, gathered by example index across ranks."""
 
-    def __init__(self, backbone: nn.Module, task, train: dict, steps_per_epoch: int):
+    def __init__(self, backbone: nn.Module, task, train: TrainConfig, steps_per_epoch: int):
         super().__init__()
         self.backbone = backbone
         self.kind = task.kind
@@ -135,8 +135,9 @@ class TaskModule(L.LightningModule):
     def total_steps(self) -> int:
         """Optimizer steps of the whole run, as Lightning's estimated_stepping_batches would say;
         computed, not asked: asking sets up the training data before a checkpoint is restored."""
-        by_epochs = self.steps_per_epoch * self.train_cfg["max_epochs"] if self.train_cfg["max_epochs"] not in (-1, None) else None
-        by_steps = self.train_cfg["max_steps"] if self.train_cfg["max_steps"] not in (-1, None) else None
+        t = self.train_cfg
+        by_epochs = self.steps_per_epoch * t.max_epochs if t.max_epochs not in (-1, None) else None
+        by_steps = t.max_steps if t.max_steps not in (-1, None) else None
         return min(x for x in (by_epochs, by_steps, 2**62) if x is not None)
 
     def _reset_running(self) -> None:
@@ -211,7 +212,7 @@ class TaskModule(L.LightningModule):
         """The last validation's scores of train.watch_splits (eval loaders 1.., after val), as
         ``<split>_<metric>``: logged and kept in the history, never selected on."""
         return {f"{split}_{self.metric}": self.last_eval[i][self.metric]
-                for i, split in enumerate(self.train_cfg.get("watch_splits", []), start=1)}
+                for i, split in enumerate(self.train_cfg.watch_splits, start=1)}
 
     def on_train_end(self):
         self.check_finite()
@@ -247,10 +248,10 @@ class TaskModule(L.LightningModule):
     def configure_optimizers(self):
         t = self.train_cfg
         decay, no_decay = decay_groups(self)
-        groups = [{"params": decay, "weight_decay": t["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}]
-        opt_cls = torch.optim.AdamW if t["optimizer"] == "adamw" else torch.optim.Adam
-        if t["optimizer"] == "adam":
-            groups = [{"params": decay + no_decay, "weight_decay": t["weight_decay"]}]
-        opt = opt_cls(groups, lr=t["lr"], betas=tuple(t["betas"]))
+        groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        opt_cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
+        if t.optimizer == "adam":
+            groups = [{"params": decay + no_decay, "weight_decay": t.weight_decay}]
+        opt = opt_cls(groups, lr=t.lr, betas=tuple(t.betas))
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(t, self.steps_per_epoch, self.total_steps))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

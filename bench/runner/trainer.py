@@ -8,7 +8,6 @@ import importlib.util
 import os
 import sys
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 import lightning as L
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
@@ -19,9 +18,7 @@ from ..errors import UserError
 from .callbacks import GracefulStop, LineProgress, RNGState, ValidationHistory
 from .checkpoint_io import AtomicCheckpointIO, inspect_checkpoint
 from .guards import trainer_refused
-
-if TYPE_CHECKING:
-    from .lifecycle import RunPlan
+from .plan import RunPlan
 
 
 def finish_wandb() -> None:
@@ -43,23 +40,23 @@ def make_trainer(plan: RunPlan, task_obj, data: TaskData, progress, logger: str,
                                  save_weights_only=True, **at_validation),
                  ModelCheckpoint(dirpath=ckpt_dir, filename="last", **at_validation),
                  ModelCheckpoint(dirpath=ckpt_dir, filename="last", enable_version_counter=False,
-                                 train_time_interval=timedelta(minutes=train["checkpoint_every_min"])),
+                                 train_time_interval=timedelta(minutes=train.checkpoint_every_min)),
                  GracefulStop(str(plan.last_ckpt))]  # after the ModelCheckpoints (see its docstring)
-    if train["patience"]:
-        callbacks.append(EarlyStopping(monitor="val_metric", mode="max", patience=train["patience"], check_on_train_epoch_end=False))
+    if train.patience:
+        callbacks.append(EarlyStopping(monitor="val_metric", mode="max", patience=train.patience, check_on_train_epoch_end=False))
     on_terminal = sys.stdout.isatty() and sys.stderr.isatty()
     mode = ("bar" if on_terminal else "lines") if progress in ("auto", True) else (progress or "none")
     if mode == "lines":  # logged to bench.progress (the CLI writes it to stderr, as every note: stdout has the results only)
-        callbacks.append(LineProgress(task_obj.metric, every_s=60 * train["progress_every_min"]))
+        callbacks.append(LineProgress(task_obj.metric, every_s=60 * train.progress_every_min))
     kwargs = dict(
-        max_epochs=train["max_epochs"], max_steps=train["max_steps"], gradient_clip_val=train["grad_clip"] or None,
-        accumulate_grad_batches=train["accumulate_grad_batches"], precision=train["precision"],
-        deterministic="warn" if train["deterministic"] else False, callbacks=callbacks, logger=make_loggers(plan, logger),
+        max_epochs=train.max_epochs, max_steps=train.max_steps, gradient_clip_val=train.grad_clip or None,
+        accumulate_grad_batches=train.accumulate_grad_batches, precision=train.precision,
+        deterministic="warn" if train.deterministic else False, callbacks=callbacks, logger=make_loggers(plan, logger),
         plugins=[AtomicCheckpointIO()], enable_progress_bar=mode == "bar", enable_model_summary=False, num_sanity_val_steps=0,
         accelerator="auto", devices=1, use_distributed_sampler=False, default_root_dir=str(plan.folder), log_every_n_steps=1,
     )
-    if train["val_every_steps"]:
-        kwargs.update(val_check_interval=train["val_every_steps"], check_val_every_n_epoch=None)
+    if train.val_every_steps:
+        kwargs.update(val_check_interval=train.val_every_steps, check_val_every_n_epoch=None)
     kwargs.update(plan.trainer_kwargs)
     try:
         return L.Trainer(**kwargs)
