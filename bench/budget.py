@@ -9,7 +9,7 @@ What is matched, each measured on the model built as `bench run` builds it (fres
 * flops: the FLOPs of one training step (bench/cost/flops.py) on a batch of one sequence at the
   task's longest training length, divided by that length;
 * state: the bytes of the streaming state for one stream after the task's longest test length
-  (bench/cost/state.py).
+  (bench/runner/stream_state.py).
 
 ``width`` is Zoology's sweep instead of a match: every family at the given d_model values (d_ff in
 proportion), its state bytes measured there, so that accuracy can be drawn against state size.
@@ -112,7 +112,7 @@ class Meter:
         self.setup = Setup(task, preset, [1], batch=1, device="cpu", overrides=self.overrides)
         self.length = None
         if self.budget != "params":
-            from .cost.state import longest_test_length
+            from .runner.stream_state import longest_test_length
 
             task_obj = instantiate_task(resolve_run(registry, REFERENCE, task, preset, self.overrides).task)
             self.length = longest_test_length(task_obj, None if self.budget == "state" else ["train"])
@@ -150,7 +150,7 @@ class Meter:
     def _measure(self, model: str, sets: list[str]) -> float:
         from .cost import Row, random_batch, training_step
         from .cost.flops import step_flops
-        from .cost.state import stream_state_bytes
+        from .runner.stream_state import stream_state_bytes
         from .models.base import StreamingUnsupported
 
         with torch.random.fork_rng(devices=[]):

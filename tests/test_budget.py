@@ -8,7 +8,8 @@ import torch
 from bench import budget
 from bench.config import TrainConfig, resolve_run
 from bench.cost import Row, Setup, random_batch, training_step
-from bench.cost import state as state_mod
+from bench.cost import state as cost_state
+from bench.runner import stream_state as state_mod
 from bench.cost.flops import step_flops
 from bench.runner.build import instantiate_model, instantiate_task
 from bench.runner.module import TaskModule
@@ -50,10 +51,10 @@ def test_model_state_at_the_longest_test_length_and_refusals(registry):
     config, task_obj, _ = built(registry, "transformer", "flipflop", "smoke")
     longest = state_mod.longest_test_length(task_obj)
     assert longest == max(config.task.params["test_lens"])  # flip-flop's sequences are exactly their length
-    state = state_mod.model_state(registry, "transformer", "flipflop", "smoke")
+    state = cost_state.model_state(registry, "transformer", "flipflop", "smoke")
     p = config.model.params
     assert state == {"bytes": 2 * p["n_layers"] * longest * p["d_model"] * 4, "length": longest, "batch": 1}
-    refused = state_mod.model_state(registry, "transformer", "listops", "smoke", length=8)  # a bidirectional encoder here
+    refused = cost_state.model_state(registry, "transformer", "listops", "smoke", length=8)  # a bidirectional encoder here
     assert refused["bytes"] is None and "bidirectional" in refused["refusal"]
 
 

@@ -36,10 +36,8 @@ LAYERS = [
     ("plain parts", ["bench.errors", "bench.parsing", "bench.schema", "bench.spec", "bench.signature", "bench.stats",
                      "bench.sampling", "bench.sizes", "bench.cpus", "bench.logs", "bench.grid_cell"]),
 ]
-#: known arrows back up, each to go: (importer, imported). The run records its model's streaming
-#: state with bench/cost/state.py (a function-level import), while bench/cost builds models with
-#: bench/runner/build.py; the state measurement belongs below both.
-EXPECTED_BACK_ARROWS = {("bench.runner.lifecycle", "bench.cost.state")}
+#: known arrows back up, each to go: (importer, imported). None left.
+EXPECTED_BACK_ARROWS: set[tuple[str, str]] = set()
 
 
 class Import(NamedTuple):

@@ -71,11 +71,12 @@ from pathlib import Path
 
 from .common import (DTYPES, OOM, RATIO_KEYS, REFERENCE, Row, Setup, add_ratios, is_oom, parse_positive_ints, random_batch,
                      resolve_device, resolve_rows, with_reference)
-from .counters import BOOL_INDEX_OPS, NO_KERNEL, SYNC_OPS, OpCounter, SavedBytes, aten, is_sync, launches_kernel, state_bytes
+from .counters import BOOL_INDEX_OPS, NO_KERNEL, SYNC_OPS, OpCounter, SavedBytes, aten, is_sync, launches_kernel
 from .halting import HALTING_MODELS, HALTING_MODES, halting_rows, halting_table, measure_halting
 from .kernels import count_kernels, kernel_calls
 from .step import TrainingStep, build_steps, count_forward_backward, halt_depth, instrumented_step, timed, training_step
-from .state import longest_test_length, model_state, state_of, stream_state_bytes, streaming_refusal
+from ..runner.stream_state import longest_test_length, state_bytes, state_of, stream_state_bytes, streaming_refusal
+from .state import model_state
 from .streaming import measure_streaming, plot_streaming, streaming_table
 from .tables import device_name, header, stem, write_outputs
 from .training import measure_steps, measure_training, training_table

@@ -1,6 +1,6 @@
 """Counting one step without timing it: aten operators that launch a kernel and host syncs
 (``OpCounter``, a TorchDispatchMode), the bytes autograd saves for backward (``SavedBytes``) and
-the bytes of a streaming state (``state_bytes``); the rules are in bench/cost/__init__.py's docstring."""
+the rules are in bench/cost/__init__.py's docstring."""
 from __future__ import annotations
 
 from collections import Counter
@@ -102,16 +102,3 @@ class SavedBytes:
 
     def __exit__(self, *exc):
         return self._hooks.__exit__(*exc)
-
-
-def state_bytes(obj) -> int:
-    """Sum of tensor nbytes over a streaming state (tensors in lists, tuples, dicts, dataclasses, objects)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.nbytes
-    if isinstance(obj, dict):
-        return sum(state_bytes(v) for v in obj.values())
-    if isinstance(obj, (list, tuple, set)):
-        return sum(state_bytes(v) for v in obj)
-    if hasattr(obj, "__dict__") and not isinstance(obj, type):
-        return state_bytes(vars(obj))
-    return 0

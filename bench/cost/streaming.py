@@ -14,8 +14,7 @@ from ..errors import UserError
 from ..runner.build import instantiate_model, instantiate_task
 from ..spec import RunConfig
 from .common import Row, Setup, _cell_guard, add_ratios
-from .counters import state_bytes
-from .state import streaming_refusal
+from ..runner.stream_state import state_bytes, streaming_refusal
 from .step import timed
 from .tables import _cell
 

@@ -62,6 +62,7 @@ from .guards import check_data_fits, check_forward_fits, check_resume_point, fin
 from .module import TaskModule
 from .plan import RunPlan
 from .trainer import check_logger, finish_wandb, make_trainer  # make_trainer: looked up here (tests wrap it)
+from .stream_state import longest_test_length, state_of
 
 __all__ = ["RunInterrupted", "RunPlan", "plan_run", "run", "run_plan"]
 log = logging.getLogger(__name__)
@@ -253,10 +254,8 @@ def summarize(plan: RunPlan, trainer: L.Trainer, module: TaskModule, tested: dic
 
 def stream_state(plan: RunPlan, task_obj) -> dict:
     """The bytes of the model's streaming state for one stream after the task's longest test length,
-    at the run's width (bench/cost/state.py: a fresh build of the run's model, stepped on the CPU);
+    at the run's width (stream_state.py: a fresh build of the run's model, stepped on the CPU);
     a model that cannot stream says why. A failure here is noted, never the run's."""
-    from ..cost.state import longest_test_length, state_of
-
     length = longest_test_length(task_obj)
     try:
         with torch.random.fork_rng(devices=[]):
