@@ -15,6 +15,7 @@ registry entry); else true only for a model class without a bidirectional mode.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import json
@@ -27,7 +28,7 @@ from .errors import Incompatible, UserError
 from .registry import BACKBONE_SETTINGS, MODEL_INITS, Registry, constructor_params, import_model_class, import_task_class
 from .schema import (AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, Domain, check_domain, choices_of, defaults_of, domains_of,
                      not_identity_of, parse_yaml, setting, suggest, type_problem)
-from .spec import DEFAULT, ModelSpec, RunConfig, TaskSpec, layer
+from .spec import DEFAULT, ModelSpec, TaskSpec, flat, layer
 
 Optimizer = Literal["adamw", "adam"]
 Schedule = Literal["constant", "linear", "cosine", "inverse_sqrt", "step"]
@@ -39,7 +40,7 @@ Precision = Literal["32-true", "16-mixed", "bf16-mixed", "32", "16", "bf16"]
 class TrainConfig:
     """The training settings (``train.*``): their types, defaults, choices (``Literal``), the
     values each may take (``Domain``) and whether each is part of a run's identity (``identity``:
-    false for those that change how a run executes, not what it learns). A run's ``config.train``
+    false for those that change how a run executes, not what it learns). A record's ``config.train``
     is ``asdict`` of one, as JSON."""
     optimizer: Optimizer = "adamw"
     lr: float = setting(1e-3, Domain.finite(0, True, "a finite number > 0, e.g. 0.001"))
@@ -75,11 +76,10 @@ class TrainConfig:
         check_overrides("train", given, TRAIN_DEFAULTS, "training", source)
 
     @classmethod
-    def resolve(cls, values: dict, sources: dict) -> dict:
-        """The layered values, each in its domain (naming where an offending value came from);
-        the dict a record stores as ``config.train``."""
+    def resolve(cls, values: dict, sources: dict) -> TrainConfig:
+        """The layered values, each in its domain (naming where an offending value came from)."""
         check_domains("train", values, sources, TRAIN_DOMAIN)
-        return dataclasses.asdict(cls(**values))
+        return cls(**values)
 
 
 #: derived views of TrainConfig (the source of truth)
@@ -87,6 +87,33 @@ TRAIN_DEFAULTS = defaults_of(TrainConfig)
 CHOICES = choices_of(TrainConfig)
 TRAIN_DOMAIN = domains_of(TrainConfig)
 SECTIONS = ("model", "train", "data")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A resolved run: the model, the task, the training settings (typed) and where each
+    training value came from."""
+    model: ModelSpec
+    task: TaskSpec
+    train: TrainConfig
+    preset: str
+    train_sources: dict
+
+    def public(self) -> dict:
+        """The config as run records hold it (JSON; the classes and sources left out)."""
+        m, t = self.model, self.task
+        return copy.deepcopy({"model": {"name": m.name, "target": m.target, "params": m.params, "causal": m.causal},
+                              "task": {"name": t.name, "target": t.target, "params": t.params, "preset": t.preset,
+                                       "version": t.cls.version},  # the generator's version: a bump means other data
+                              "train": dataclasses.asdict(self.train), "preset": self.preset})
+
+    def explain(self) -> list[tuple[str, str, object, str]]:
+        """(section, key, value, source) for every resolved value; section.key is its --set name."""
+        m, t = self.model, self.task
+        return [*(("model", k, v, m.sources[k]) for k, v in flat(m.params).items()),
+                ("model", "causal", m.causal, m.sources["causal"]),
+                *(("data", k, v, t.sources[k]) for k, v in flat(t.values).items()),
+                *(("train", k, v, self.train_sources[k]) for k, v in dataclasses.asdict(self.train).items())]
 
 
 @dataclass
@@ -330,7 +357,7 @@ def resolve_task(registry: Registry, task: str, preset: str, overrides: dict) ->
     return TaskSpec(task, entry["target"], cls, values, preset, sources)
 
 
-def resolve_train(registry: Registry, model: str, task: TaskSpec, overrides: dict) -> tuple[dict, dict]:
+def resolve_train(registry: Registry, model: str, task: TaskSpec, overrides: dict) -> tuple[TrainConfig, dict]:
     parts = _preset_parts(registry, task.name, task.preset)
     _check_families(registry, parts, "family_train")
     given = [

@@ -63,28 +63,3 @@ class TaskSpec:
         """What the registry, the preset and --set give (the class fills in its own defaults)."""
         given = {path.split(".")[0] for path, source in self.sources.items() if source != DEFAULT}
         return {k: v for k, v in self.values.items() if k in given}
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    model: ModelSpec
-    task: TaskSpec
-    train: dict
-    preset: str
-    train_sources: dict
-
-    def public(self) -> dict:
-        """The config as run records hold it (JSON; the classes and sources left out)."""
-        m, t = self.model, self.task
-        return copy.deepcopy({"model": {"name": m.name, "target": m.target, "params": m.params, "causal": m.causal},
-                              "task": {"name": t.name, "target": t.target, "params": t.params, "preset": t.preset,
-                                       "version": t.cls.version},  # the generator's version: a bump means other data
-                              "train": self.train, "preset": self.preset})
-
-    def explain(self) -> list[tuple[str, str, object, str]]:
-        """(section, key, value, source) for every resolved value; section.key is its --set name."""
-        m, t = self.model, self.task
-        return [*(("model", k, v, m.sources[k]) for k, v in flat(m.params).items()),
-                ("model", "causal", m.causal, m.sources["causal"]),
-                *(("data", k, v, t.sources[k]) for k, v in flat(t.values).items()),
-                *(("train", k, v, self.train_sources[k]) for k, v in self.train.items())]

@@ -80,7 +80,7 @@ def main() -> None:
     cfg = resolve_run(
         Registry(), args.model, args.task, args.preset, ["train.optimizer=adamw", "train.schedule=constant", "train.warmup_steps=0"]
     )
-    train = TrainConfig(**cfg.train)
+    train = cfg.train
     task = instantiate_task(cfg.task)
     data = TaskData(task, train.batch_size, train.eval_batch_size, seed=0)
     torch.manual_seed(0)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bench import budget
-from bench.config import TrainConfig, resolve_run
+from bench.config import resolve_run
 from bench.cost import Row, Setup, random_batch, training_step
 from bench.cost import state as cost_state
 from bench.runner import stream_state as state_mod
@@ -82,7 +82,7 @@ def test_transformer_attention_flops_grow_with_length_by_hand(registry):
 
 def count(registry, model, task, preset, overrides):
     config, task_obj, backbone = built(registry, model, task, preset, overrides)
-    return sum(p.numel() for p in TaskModule(backbone, task_obj, TrainConfig(**config.train), steps_per_epoch=1).parameters())
+    return sum(p.numel() for p in TaskModule(backbone, task_obj, config.train, steps_per_epoch=1).parameters())
 
 
 def test_width_search_matches_the_built_models_parameters(registry):

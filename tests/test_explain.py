@@ -102,13 +102,13 @@ def test_family_train_layers_after_train_bases_first(tmp_path):
                                                             "family_train": {"transformer": {"lr": 0.01, "batch_size": 8}}}}}}}))
     reg = Registry(path)
     run = resolve_run(reg, "rsa-transformer-I", "task", "smoke")
-    assert {k: (run.train[k], run.train_sources[k]) for k in ("lr", "batch_size", "max_epochs")} == {
+    assert {k: (getattr(run.train, k), run.train_sources[k]) for k in ("lr", "batch_size", "max_epochs")} == {
         "lr": (0.02, "preset base-task.smoke.family_train.rsa-transformer"),
         "batch_size": (8, "preset task.smoke.family_train.transformer"),
         "max_epochs": (4, "preset base-task.smoke.family_train.rsa-transformer")}
-    assert resolve_run(reg, "rsa-transformer-I", "task", "smoke", ["train.lr=0.3"]).train["lr"] == 0.3
+    assert resolve_run(reg, "rsa-transformer-I", "task", "smoke", ["train.lr=0.3"]).train.lr == 0.3
     lstm = resolve_run(reg, "lstm", "task", "smoke")
-    assert (lstm.train["lr"], lstm.train_sources["lr"], lstm.train["batch_size"]) == (0.5, "preset task.smoke.train", 32)
+    assert (lstm.train.lr, lstm.train_sources["lr"], lstm.train.batch_size) == (0.5, "preset task.smoke.train", 32)
 
 
 @pytest.mark.parametrize("argv, message", [

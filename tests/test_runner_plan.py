@@ -27,4 +27,4 @@ def test_bench_run_plans_each_seed_once_and_runs_that_plan(tmp_path, monkeypatch
     assert resolved == [("lstm", "parity", "smoke")] * 2  # seeds 0 and 1, planned once each; the run of seed 0 resolved nothing
     (plan,) = built
     assert plan.seed == 0 and isinstance(plan.train, TrainConfig) and plan.train.lr == 0.003
-    assert plan.train == TrainConfig(**plan.config.train) and plan.record.parent == tmp_path / "runs" / "parity" / "smoke" / "lstm"
+    assert plan.train is plan.config.train and plan.record.parent == tmp_path / "runs" / "parity" / "smoke" / "lstm"

@@ -52,7 +52,7 @@ def test_numbers_in_any_yaml_or_python_spelling_are_numbers(text, value):
 
 def test_the_readme_example_lr_3e_4_is_accepted(capsys):
     config = resolve_run(Registry(), "transformer", "tomita3", "small", ["model.d_model=64", "train.lr=3e-4", "data.n_train=500"])
-    assert config.train["lr"] == 0.0003 and config.model.params["d_model"] == 64
+    assert config.train.lr == 0.0003 and config.model.params["d_model"] == 64
     code, out, err = cli(capsys, "explain", "--model", "transformer", "--task", "parity", "--set", "train.lr=1E-3")
     assert code == 0 and any(ln.split()[:3] == ["train", "lr", "0.001"] for ln in out.splitlines()), out
 

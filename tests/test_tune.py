@@ -167,7 +167,7 @@ def test_smoke_study_prints_best_writes_overlay_that_compare_uses(tmp_path, caps
     assert tuned["status"] == "ok" and tuned["config"]["train"]["lr"] == best_lr
     assert tuned["config"]["train"]["max_epochs"] == 1
     untuned = read_record(record_path(out, "lstm", "flipflop", "smoke", 0, ["train.max_epochs=1"]))
-    preset_lr = resolve_run(Registry(), "lstm", "flipflop", "smoke").train["lr"]
+    preset_lr = resolve_run(Registry(), "lstm", "flipflop", "smoke").train.lr
     assert untuned["config"]["train"]["lr"] == preset_lr  # the overlay changes the tuned entry only
     # rerunning the command continues the finished study: nothing trained, the same best
     before = {p: p.read_bytes() for p in (out / "runs").rglob("seed0-*.json")}
@@ -349,9 +349,9 @@ def test_overlays_of_several_studies_combine_and_carry_the_studies_settings(tmp_
     c = study("c", "tlb", ["model.chunk_size=3"], 0.003)
     both, shipped = Registry(f"{a},{b}"), Registry()
     lstm = resolve_run(both, "lstm-tuned", "flipflop", "smoke", [])
-    assert (lstm.train["lr"], lstm.train["max_epochs"]) == (0.003, 1)
+    assert (lstm.train.lr, lstm.train.max_epochs) == (0.003, 1)
     tlb = resolve_run(both, "tlb-tuned", "flipflop", "smoke", [])
-    assert (tlb.train["lr"], tlb.train["max_epochs"]) == (0.001, 1)
+    assert (tlb.train.lr, tlb.train.max_epochs) == (0.001, 1)
     assert (tlb.model.params["chunk_size"], tlb.model.params["init"]) == (25, "reference")
     assert tlb.task.params == resolve_run(shipped, "tlb", "flipflop", "smoke", []).task.params  # data.n_test: the task's, not a model's
     for model in ("lstm", "tlb"):  # the shipped models resolve as without the overlays

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from ..config import TrainConfig, resolve_run
+from ..config import resolve_run
 from ..errors import UserError
-from ..spec import RunConfig
+from ..config import RunConfig
 from ..tasks.kinds import kind_of
 
 log = logging.getLogger("bench.cost")
@@ -176,7 +176,7 @@ def check_step_sizes(row: Row, config: RunConfig, setup: Setup) -> None:
     on the CPU, one that would not fit in memory is refused; a long one is noted with its time."""
     from ..sizes import CPU_MACS_PER_S, check_fits, duration, forward_cost
 
-    batch = setup.batch or TrainConfig(**config.train).batch_size
+    batch = setup.batch or config.train.batch_size
     for length in setup.lengths:
         need, macs = forward_cost(config.model.params, batch, length, training=True)
         if setup.device == "cpu":

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from ..errors import UserError
 from ..registry import constructor_params, import_model_class
-from ..spec import RunConfig
+from ..config import RunConfig
 from .common import Row, Setup
 from .step import build_steps
 from .tables import _spread

@@ -7,10 +7,9 @@ import time
 
 import torch
 
-from ..config import TrainConfig
 from ..runner.build import instantiate_model, instantiate_task
 from ..runner.module import Head, TaskModule, forward_batch, task_loss
-from ..spec import RunConfig
+from ..config import RunConfig
 from .common import Row, Setup, resolve_rows
 from .counters import OpCounter, SavedBytes
 
@@ -21,7 +20,7 @@ class TrainingStep:
 
     def __init__(self, config: RunConfig, setup: Setup, name: str | None = None):
         self.name, self.config = name or config.model.name, config
-        train = TrainConfig(**config.train)
+        train = config.train
         self.device = torch.device(setup.device)
         self.task = instantiate_task(config.task)
         torch.manual_seed(0)

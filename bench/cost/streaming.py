@@ -9,10 +9,9 @@ from pathlib import Path
 
 import torch
 
-from ..config import TrainConfig
 from ..errors import UserError
 from ..runner.build import instantiate_model, instantiate_task
-from ..spec import RunConfig
+from ..config import RunConfig
 from .common import Row, Setup, _cell_guard, add_ratios
 from ..runner.stream_state import state_bytes, streaming_refusal
 from .step import timed
@@ -32,7 +31,7 @@ def measure_streaming(configs: dict[Row, RunConfig], setup: Setup, decode_tokens
         task = instantiate_task(config.task)
         torch.manual_seed(0)
         backbone = instantiate_model(config.model, task.vocab_size).to(device).eval()
-        batch = setup.batch or TrainConfig(**config.train).batch_size
+        batch = setup.batch or config.train.batch_size
         refusal = streaming_refusal(backbone, batch, device)  # a family may refuse by its definition at run time
         if refusal is None:
             backbones[row.name] = (backbone, task, batch)

@@ -7,7 +7,7 @@ import statistics
 
 import torch
 
-from ..spec import RunConfig
+from ..config import RunConfig
 from .common import Row, Setup, _cell_guard, add_ratios, random_batch
 from .kernels import count_kernels
 from .step import TrainingStep, _sync, build_steps, count_forward_backward, instrumented_step, timed

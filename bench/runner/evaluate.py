@@ -18,7 +18,7 @@ from pathlib import Path
 
 import lightning as L
 
-from ..config import TRAIN_DEFAULTS, TrainConfig, check_data, check_overrides, parse_overrides, resolve_run
+from ..config import TRAIN_DEFAULTS, RunConfig, TrainConfig, check_data, check_overrides, parse_overrides, resolve_run
 from ..data import TaskData
 from ..errors import UserError
 from ..logs import quiet
@@ -36,7 +36,7 @@ from ..records import (
     write_json_atomic,
 )
 from ..registry import BACKBONE_SETTINGS, constructor_params, import_model_class, import_task_class
-from ..spec import ModelSpec, RunConfig, TaskSpec, layer
+from ..spec import ModelSpec, TaskSpec, layer
 from .build import instantiate_model, instantiate_task
 from .checkpoint_io import inspect_checkpoint
 from .guards import check_data_fits, check_forward_fits
@@ -84,7 +84,7 @@ def rebuild_run(path: Path, data_overrides: list[str], registry):
     if problem:
         raise UserError(f"the record's checkpoint {str(ckpt)!r} is damaged ({problem}); train the run again with --rerun")
     config = record_run_config(Path(path), rec, data_overrides)
-    train = TrainConfig(**config.train)
+    train = config.train
     check_data_fits(config)
     check_forward_fits(config, train, "the evaluation")
     task = instantiate_task(config.task)
@@ -154,7 +154,7 @@ def record_run_config(path: Path, rec: dict, data_overrides: list[str]) -> RunCo
     )
     task_spec = TaskSpec(rec["task"], task.get("target"), task_cls, values, rec["preset"], sources)
     known = {k: v for k, v in train.items() if k in TRAIN_DEFAULTS}  # a setting removed since changes no evaluation
-    return RunConfig(model_spec, task_spec, {**TRAIN_DEFAULTS, **known}, rec["preset"], {})
+    return RunConfig(model_spec, task_spec, TrainConfig(**{**TRAIN_DEFAULTS, **known}), rec["preset"], {})
 
 
 def _record_class(importer, target, where: str, section: str, rebuild: str):

@@ -48,7 +48,7 @@ import torch
 
 from bench.tasks.base import TaskError
 
-from ..config import TrainConfig, resolve_run
+from ..config import resolve_run
 from ..data import DATA_ENV, TaskData, cache_root
 from ..cpus import default_threads
 from ..errors import RunFailed, UserError
@@ -153,7 +153,7 @@ def plan_run(model: str, task: str, preset: str, seed: int, out: str | os.PathLi
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
         raise UserError(f"seed must be a whole number from 0 to 4294967295, got {seed!r}")
     config = resolve_run(_registry(registry), model, task, preset, overrides)
-    train = TrainConfig(**config.train)  # the record keeps config.train (JSON); every step below reads this
+    train = config.train
     kwargs = dict(trainer_kwargs or {})
     world = world_size_of(kwargs)
     check_data_fits(config)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..config import TrainConfig
 from ..records import run_folder
-from ..spec import RunConfig
+from ..config import RunConfig
 
 
 @dataclass(frozen=True)
