@@ -22,8 +22,8 @@ from ..errors import UserError
 from ..records import other_code, overrides_tag
 from ..stats import mean_std
 from . import stats
-from .cells import (CHANCE, CHANCE_RULE, LENGTH_AVERAGED, MISSING, NOT_REPORTED, STALE, at_chance, cell_records, current_config, majority_share,
-                    record_value, stale)
+from .cells import (CHANCE, CHANCE_RULE, LENGTH_AVERAGED, MISSING, NOT_REPORTED, STALE, at_chance, cell_records, current_config,
+                    majority_share, record_value, stale)
 from .claims import run_claims
 from .leaderboard import OTHER_CODE, OTHER_CODE_RULE, cell_percent
 from .table_kind import TableKind
@@ -193,7 +193,8 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     headers, rows = _layout(table, texts)
     only_stale = [run for run, by_seed in stale_runs.items() if all(by_seed.values())]
     reasons = sorted({why for run in only_stale for why in stale_runs[run].values() if why})
-    return {"headers": headers, "rows": rows, "cells": cells, "values": values_by_cell, "records": records, "at_chance": chance_by_cell, "outcomes": outcomes,
+    return {"headers": headers, "rows": rows, "cells": cells, "values": values_by_cell, "records": records, "at_chance": chance_by_cell,
+            "outcomes": outcomes,
             "chance": CHANCE_RULE if chance_by_cell else "", "present": len(present), "expected": len(expected) * len(table.seeds),
             "other_code": OTHER_CODE_RULE if any(f" {OTHER_CODE}" in t[0] for t in texts.values()) else "",
             "stale": (f"{STALE} = only records made with settings the registry no longer gives for that cell "
