@@ -119,3 +119,39 @@ def test_plot_state_is_the_width_sweep(tmp_path, capsys):
     assert main(["compare", "--models", "transformer,lstm", "--tasks", "flipflop", "--preset", "smoke", "--plot", "state",
                  "--budget", "params", "--out", str(out)]) == 2
     assert "--plot state draws the width sweep" in capsys.readouterr().err
+
+
+TINY_RUNS_TABLE = """
+title: "probes, tiny runs"
+source: "test"
+preset: smoke
+seeds: [0, 1]
+metric: token_acc
+columns:
+  - {task: z60, split: len16, label: "z60 2x"}
+state: [z60]
+rows:
+  - model: transformer
+  - model: lstm
+questions:
+  - {text: "does the LSTM track Z60 at 2x better than the Transformer?", source: "open", split: "z60 2x", better: lstm, than: transformer}
+"""
+
+
+@pytest.mark.slow
+def test_reproduce_run_trains_tiny_runs_and_prints_the_state_and_a_measured_question(tmp_path, monkeypatch, capsys):
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "probes-tiny.yaml").write_text(TINY_RUNS_TABLE)
+    monkeypatch.setattr(reproduce, "load_table", functools.partial(load_table, folder=tmp_path / "tables"))
+    sets = ["train.max_steps=2", "train.val_every_steps=2", "model.d_model=8", "data.n_train=64"]
+    assert main(["reproduce", "probes-tiny", "--run", "--jobs", "1", "--out", str(tmp_path),
+                 *(w for s in sets for w in ("--set", s))]) == 0
+    rows = printed_rows(capsys.readouterr().out)
+    assert rows[0] == ["row", "z60 2x", "z60 state @32"]
+    cells = {r[0]: r for r in rows[1:3]}
+    assert cells["transformer"][1].endswith("(2)") and cells["lstm"][1].endswith("(2)")
+    # the state each run measured: the LSTM's h and c in each of its 2 layers at d 8 in float32 (128 B);
+    # the Transformer's keys and values in each of its 2 layers after 32 tokens at d 8 (4,096 B)
+    assert cells["lstm"][2] == "128 B" and cells["transformer"][2] == "4.0 KiB"
+    question = next(r for r in rows if r[0].startswith("does the LSTM"))
+    assert question[2] == "measured" and "Δ " in question[3] and "p " in question[3].replace("p =", "p ").replace("p <", "p ")
