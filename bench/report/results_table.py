@@ -12,6 +12,11 @@ and whose mean is within 2 standard errors of it is marked ~ (at chance;
 bench/report/cells.py:at_chance). Its claims are judged over the per-seed values
 (bench/report/claims.py), paired on per-example outcomes where every record has them. Besides
 NAME.md and NAME.csv it writes NAME.png: ours against the paper per cell.
+
+A table of our own runs without any paper number (probes-cpu) prints ours only, one column per
+(task, split). A column may read its own ``metric`` (``length_avg_token_acc``: bench/report/cells.py:
+record_value); ``state: [task, ...]`` adds a column per task with each row's streaming state bytes
+from its records (bench/budget.py: state_column, as ``bench compare --state``).
 """
 from __future__ import annotations
 
