@@ -105,9 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--plot",
         nargs="?",
         const="length",
-        choices=["length", "budget"],
+        choices=["length", "budget", "state"],
         help="also plot: accuracy (and halting depth) against input length (--plot, --plot length), or with "
-        "--budget accuracy against the budget per family (--plot budget)",
+        "--budget accuracy against the budget per family (--plot budget), or accuracy against streaming state bytes "
+        "per family at the --at widths (--plot state: --budget width, --at 32,64,128 by default; Zoology's figure)",
     )
     c.add_argument("--stat", default="mean", choices=["mean", "median", "both"], help="cell summary over seeds (default mean ± std)")
     c.add_argument("--quiet", action="store_true", help="(kept for compatibility: cells always log to files)")

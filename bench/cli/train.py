@@ -51,7 +51,7 @@ def cmd_compare(args, registry) -> int:
     models = _names(args.models, "models")
     tasks = _names(args.tasks, "tasks") if args.tasks else None
     _check_names(registry, models, tasks or [])
-    if args.budget or args.at or args.plot == "budget":
+    if args.budget or args.at or args.plot in ("budget", "state"):
         return _compare_budget(args, registry, models, tasks)
     failed = []
     if args.run:
@@ -123,6 +123,10 @@ def _compare_budget(args, registry, models, tasks) -> int:
     from ..grid import plan_grid
     from ..report.leaderboard import STAT_TEXT, write_tables
 
+    if args.plot == "state":  # accuracy against state bytes at several widths: the width sweep
+        if args.budget not in (None, "width"):
+            raise UserError(f"--plot state draws the width sweep (--budget width); with --budget {args.budget} use --plot budget")
+        args.budget, args.at = "width", args.at or STATE_WIDTHS
     if not args.budget:
         raise UserError("--at and --plot budget go with --budget params|flops|state|width")
     if not tasks:
@@ -175,6 +179,9 @@ def _compare_budget(args, registry, models, tasks) -> int:
     if failed:
         print(f"{len(failed)} cell(s) failed: " + "; ".join(c.name for c, _ in failed), file=sys.stderr)
     return 1 if failed else 0
+
+
+STATE_WIDTHS = "32,64,128"  # --plot state's d_model values when --at is not given
 
 
 def _grid_profile(args) -> dict | None:

@@ -26,11 +26,22 @@ def not_its_commit(rec: dict) -> bool:
     return bool(git.get("dirty") or git.get("note"))
 
 
+LENGTH_AVERAGED = "length_avg_"  # length_avg_<metric>: <metric> averaged over the split's per-length bins
+
+
 def record_value(rec: dict, split: str, metric: str):
+    """A record's value of ``metric`` on ``split``: a metric of the split, minutes_per_epoch, or
+    ``length_avg_<metric>``, the metric averaged over the split's per-length bins without weights
+    (the Chomsky tasks' score: bench.tasks.chomsky.length_averaged; None without bins)."""
     if metric == "minutes_per_epoch":
         epochs, seconds = rec.get("epochs_run"), rec.get("train_time_s")
         return seconds / epochs / 60 if epochs and seconds is not None else None
-    return rec.get("metrics", {}).get(split, {}).get(metric)
+    split_metrics = rec.get("metrics", {}).get(split, {})
+    if metric.startswith(LENGTH_AVERAGED):
+        from ..tasks.chomsky import length_averaged
+
+        return length_averaged(split_metrics, metric[len(LENGTH_AVERAGED):]) if split_metrics.get("by_length") else None
+    return split_metrics.get(metric)
 
 
 def majority_share(records: list[dict], split: str) -> tuple[float, int] | None:

@@ -19,6 +19,10 @@ ratio of geometric means with its 95% CI; inconclusive besides when (``halt_dept
 better cell's mean halting depth is >= d: the claim's premise ("when the model halts early") is
 absent.
 
+An open question (``questions:`` in the file, a claim with ``question``) is tested the same way,
+pair by pair, and printed as ``measured`` with every pair's effect, CI and p: no verdict, since
+no paper claims a direction (``QUESTION_RULE``).
+
 Any table kind with cells judges its claims here (``run_claims``); the texts of a test
 (``test_text``, ``cell_text``, ``both_at_chance``) are shared with the record checks of
 bench/report/checks.py.
@@ -35,6 +39,9 @@ RULE = ("per pair, a one-sided Welch t-test of A beating B over {over} (H1: mean
         "(intersection-union), does not hold when some pair is significant the other way after Holm's correction over "
         "the claim's pairs, and is inconclusive otherwise; a pair with < 2 values a side, or whose cells are both at chance "
         "(~), has no test; cells: mean ± 95% t-interval half-width (n); paper = the same test on its printed mean ± std {paper}")
+MEASURED = "measured"
+QUESTION_RULE = (f"open questions: each pair tested as a claim would be (H1: the first named above the second), its effect, CI and "
+                 f"one-sided p printed as {MEASURED}, without a verdict")
 RATIO_RULE = ("A costs <= r x B: Welch t on the logarithms of the timed repeats, H1: mean log A - mean log B < log r; "
               "ratio = geometric mean of A / of B with its 95% CI; inconclusive when the claim's premise (halting depth "
               "below a bound) is absent; paper: its means only, no spread printed")
@@ -92,6 +99,16 @@ def _aggregate(tests: list, texts: list[str], digits: int, over: str, ratio_to: 
                "ci_high": None if t is None else t.ci[1], "p": None if t is None else (p_rev[i] if verdict == FAILS else t.p),
                "n": "" if t is None else f"{t.n[0]} vs {t.n[1]}", "test": "" if t is None else t.test}
     return verdict, decided, numbers
+
+
+def _measured(tests: list, texts: list[str], digits: int, over: str) -> tuple[str, dict]:
+    """(every pair's numbers, the first tested pair's numbers) of an open question: no verdict."""
+    lines = [texts[j] if t is None else f"{texts[j]}: {test_text(t, digits, over)}" for j, t in enumerate(tests)]
+    t = next((t for t in tests if t is not None), None)
+    numbers = {"effect": None if t is None else t.effect, "ci_low": None if t is None else t.ci[0],
+               "ci_high": None if t is None else t.ci[1], "p": None if t is None else t.p,
+               "n": "" if t is None else f"{t.n[0]} vs {t.n[1]}", "test": "" if t is None else t.test}
+    return "; ".join(lines), numbers
 
 
 def _paper_test(a, b, claim, seeds: int | None):
@@ -170,8 +187,12 @@ def run_claims(table, values: dict, depths: dict | None = None, over: str = "see
             (ra, ca), (rb, cb) = p.better, p.than
             ptest, pwhy = _paper_test(paper.get(p.better), paper.get(p.than), claim, seeds)
             theirs.append((ptest, f"{ra} vs {rb} on {ca if ca == cb else f'{ca} vs {cb}'}" + (f": {pwhy}" if pwhy else "")))
-        verdict, why, numbers = _aggregate([t for t, _ in ours], [x for _, x in ours], digits, over, claim.ratio_at_most)
-        pverdict, pwhy = _paper_verdict([t for t, _ in theirs], [x for _, x in theirs], digits, seeds)
+        if claim.question:
+            (why, numbers), verdict = _measured([t for t, _ in ours], [x for _, x in ours], digits, over), MEASURED
+            pverdict = pwhy = "open question"
+        else:
+            verdict, why, numbers = _aggregate([t for t, _ in ours], [x for _, x in ours], digits, over, claim.ratio_at_most)
+            pverdict, pwhy = _paper_verdict([t for t, _ in theirs], [x for _, x in theirs], digits, seeds)
         rows.append([claim.text, claim.source, verdict, why, pverdict])
         csv_rows.append({"claim": claim.text, "source": claim.source, "ours": verdict, "why": why, **numbers,
                          "paper": pverdict, "paper_why": pwhy})
@@ -180,4 +201,6 @@ def run_claims(table, values: dict, depths: dict | None = None, over: str = "see
     rule = RULE.format(over=over, paper=paper_rule)
     if any(c.ratio_at_most is not None for c in table.claims):
         rule += "; ratio claims: " + RATIO_RULE
+    if any(c.question for c in table.claims):
+        rule += "; " + QUESTION_RULE
     return {"headers": headers, "rows": rows, "csv": csv_rows, "rule": rule}

@@ -12,6 +12,11 @@ and whose mean is within 2 standard errors of it is marked ~ (at chance;
 bench/report/cells.py:at_chance). Its claims are judged over the per-seed values
 (bench/report/claims.py), paired on per-example outcomes where every record has them. Besides
 NAME.md and NAME.csv it writes NAME.png: ours against the paper per cell.
+
+A table of our own runs without any paper number (probes-cpu) prints ours only, one column per
+(task, split). A column may read its own ``metric`` (``length_avg_token_acc``: bench/report/cells.py:
+record_value); ``state: [task, ...]`` adds a column per task with each row's streaming state bytes
+from its records (bench/budget.py: state_column, as ``bench compare --state``).
 """
 from __future__ import annotations
 
@@ -23,8 +28,8 @@ from ..errors import UserError
 from ..records import other_code, overrides_tag
 from ..stats import mean_std
 from . import stats
-from .cells import (CHANCE, CHANCE_RULE, MISSING, NOT_REPORTED, STALE, at_chance, cell_records, current_config, majority_share,
-                    record_value, stale)
+from .cells import (CHANCE, CHANCE_RULE, LENGTH_AVERAGED, MISSING, NOT_REPORTED, STALE, at_chance, cell_records, current_config,
+                    majority_share, record_value, stale)
 from .claims import run_claims
 from .leaderboard import OTHER_CODE, OTHER_CODE_RULE, cell_percent
 from .table_kind import TableKind
@@ -48,7 +53,7 @@ def _summary(values: list[float], stat: str) -> float | None:
     return sum(vals) / len(vals)
 
 
-def _ours_text(values: list[float], center: float | None, table: Table, examples: int | None = None) -> str:
+def _ours_text(values: list[float], center: float | None, table: Table, examples: int | None = None, metric: str | None = None) -> str:
     """values as recorded (fractions, or minutes): the mean ± the half-width of its 95% t interval
     over seeds (stats.mean_ci), or the median, with n; beside an accuracy, the test set's binomial
     standard error of one run (``examples``: the split's size)."""
@@ -60,7 +65,7 @@ def _ours_text(values: list[float], center: float | None, table: Table, examples
         return f"{text} ({len(values)})"
     mean, half = stats.mean_ci(values)
     text = f"{scale * mean:.{digits}f}" + ("" if half is None else f" ± {scale * half:.{digits}f}") + f" ({len(values)}"
-    if examples and table.metric in BINOMIAL_METRICS:
+    if examples and (metric or table.metric) in BINOMIAL_METRICS:
         text += f", se {scale * stats.binomial_se(min(max(mean, 0.0), 1.0), examples):.{digits}f}"
     return text + ")"
 
@@ -76,7 +81,7 @@ def _outcomes(out: Path, table: Table, row, col, preset: str, records: list[dict
     every record has them (a paired test on the same examples); None otherwise."""
     from ..metrics import load_outcomes
 
-    if table.metric != "acc" or len(records) < 2 or not all("outcomes" in r for r in records):
+    if table.metric_of(col) != "acc" or len(records) < 2 or not all("outcomes" in r for r in records):
         return None
     tag = overrides_tag(table.cell_set(row, col))
     folder = Path(out) / "runs" / col.task / preset / row.model
@@ -129,7 +134,7 @@ def _fresh_records(table: Table, row: Row, col: Column, out: Path, preset: str, 
 
 def _raw(table: Table, col: Column, ok: list[dict]) -> list[float]:
     """The records' values of the cell's metric, as recorded (fractions, or minutes); none missing or NaN."""
-    return [v for v in (record_value(r, col.split, table.metric) for r in ok) if v is not None and not math.isnan(v)]
+    return [v for v in (record_value(r, col.split, table.metric_of(col)) for r in ok) if v is not None and not math.isnan(v)]
 
 
 def _cell(table: Table, row: Row, col: Column, paper, ok: list[dict], counts: tuple[int, int], mark: str,
@@ -144,7 +149,7 @@ def _cell(table: Table, row: Row, col: Column, paper, ok: list[dict], counts: tu
     center = _summary(values, table.stat)
     d = _delta(center, paper, table.delta)
     examples = _examples(ok, col.split) if raw else None
-    text = "FAIL" if failed and not ok else _ours_text(raw, center, table, examples) + mark
+    text = "FAIL" if failed and not ok else _ours_text(raw, center, table, examples, table.metric_of(col)) + mark
     text += f" {CHANCE}" if chance else ""
     text += f" {OTHER_CODE}" if any(other_code(r) for r in ok) else ""
     if failed and ok:
@@ -153,7 +158,7 @@ def _cell(table: Table, row: Row, col: Column, paper, ok: list[dict], counts: tu
             "n": len(values), "failed": failed, "ours": center, "ours_std": mean_std(values)[1] if values else None,
             "ours_ci95": stats.mean_ci(values)[1] if values else None, "examples": examples,
             "binomial_se": (scale * stats.binomial_se(min(max(sum(raw) / len(raw), 0.0), 1.0), examples)
-                            if examples and raw and table.metric in BINOMIAL_METRICS else None),
+                            if examples and raw and table.metric_of(col) in BINOMIAL_METRICS else None),
             "paper": None if paper is None else paper[0], "paper_std": None if paper is None else paper[1], "delta": d,
             "stale": bool(mark), "majority": None if majority is None else majority[0] * scale, "at_chance": chance}
     return [text, _paper_text(paper), _delta_text(d, table.delta)], line
@@ -171,16 +176,18 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     with several splits each (RSA Table 2) is printed long instead, one row per (task, row)
     and (ours, paper, Δ) per split, as the papers print it."""
     texts, cells, present, expected, stale_runs, values_by_cell, chance_by_cell, outcomes = {}, [], set(), set(), {}, {}, {}, {}
+    records = {}  # (model, task) -> the ok records of its cells (the state column reads them)
     scale = 100.0 if table.unit == "%" else 1.0
     for row in table.rows:
         for col, paper in zip(table.columns, row.paper):
             run = (row.model, col.task, tuple(sorted(table.cell_set(row, col))))
             ok, failed, n_recs, mark = _fresh_records(table, row, col, out, preset, registry, stale_runs)
+            records.setdefault((row.model, col.task), ok)
             expected.add(run)
             present.update((*run, r["seed"]) for r in ok if not mark)
             raw = _raw(table, col, ok)
             values_by_cell[row.label, col.label] = ([v * scale for v in raw], bool(mark))
-            majority = majority_share(ok, col.split) if table.metric == "acc" and raw else None
+            majority = majority_share(ok, col.split) if table.metric_of(col) == "acc" and raw else None
             chance = bool(majority) and at_chance(sum(raw) / len(raw), majority)
             if chance:
                 chance_by_cell[row.label, col.label] = majority[0] * scale
@@ -192,7 +199,8 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     headers, rows = _layout(table, texts)
     only_stale = [run for run, by_seed in stale_runs.items() if all(by_seed.values())]
     reasons = sorted({why for run in only_stale for why in stale_runs[run].values() if why})
-    return {"headers": headers, "rows": rows, "cells": cells, "values": values_by_cell, "at_chance": chance_by_cell, "outcomes": outcomes,
+    return {"headers": headers, "rows": rows, "cells": cells, "values": values_by_cell, "records": records, "at_chance": chance_by_cell,
+            "outcomes": outcomes,
             "chance": CHANCE_RULE if chance_by_cell else "", "present": len(present), "expected": len(expected) * len(table.seeds),
             "other_code": OTHER_CODE_RULE if any(f" {OTHER_CODE}" in t[0] for t in texts.values()) else "",
             "stale": (f"{STALE} = only records made with settings the registry no longer gives for that cell "
@@ -202,6 +210,9 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
 
 def _layout(table: Table, texts: dict) -> tuple[list[str], list[list[str]]]:
     tasks = list(dict.fromkeys(c.task for c in table.columns))
+    if not any(p is not None for r in table.rows for p in r.paper):  # no paper numbers (our own table): ours per column
+        return ["row", *(c.label for c in table.columns)], [[r.label, *(texts[r.label, c.label][0] for c in table.columns)]
+                                                            for r in table.rows]
     if len(tasks) == 1 or len(table.columns) == len(tasks):  # wide: a column per (task, split)
         headers = ["row"] + [f"{c.label} {what}" for c in table.columns for what in ("ours", "paper", "Δ")]
         return headers, [[r.label] + [t for c in table.columns for t in texts[r.label, c.label]] for r in table.rows]
@@ -223,9 +234,10 @@ def note(table: Table, preset: str, present: int, expected: int, out: Path) -> s
         where = f"{preset} preset (the table's is {table.preset}): {proxy}"
     delta = "Δ = ours / paper" if table.delta == "ratio" else "Δ = ours - paper in points"
     overrides = f"; overrides: {' '.join(table.set)}" if table.set else ""
+    paper = any(p is not None for r in table.rows for p in r.paper)
     return (f"{where}; {present}/{expected} runs present (seeds {','.join(map(str, table.seeds))} per cell){overrides}; "
-            f"ours = {stat} {unit}, from records under {out}/runs; paper: {table.source}; "
-            f"{delta}; {MISSING} = no record, {NOT_REPORTED} = not reported by the paper")
+            f"ours = {stat} {unit}, from records under {out}/runs; " + (f"paper: {table.source}; {delta}; " if paper else "")
+            + f"{MISSING} = no record" + (f", {NOT_REPORTED} = not reported by the paper" if paper else ""))
 
 
 def plot(stem: Path, table: Table, cells: list[dict], preset: str) -> Path | None:
@@ -257,6 +269,39 @@ def plot(stem: Path, table: Table, cells: list[dict], preset: str) -> Path | Non
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def metrics_note(table: Table) -> str:
+    """Which metric the columns with their own read (none: "")"""
+    own = {}
+    for c in table.columns:
+        if c.metric and c.metric != table.metric:
+            own.setdefault(c.metric, []).append(c.label)
+    if not own:
+        return ""
+    avg = (f"; {LENGTH_AVERAGED}M = metric M averaged over the split's per-length bins (bench.tasks.chomsky.length_averaged)"
+           if any(m.startswith(LENGTH_AVERAGED) for m in own) else "")
+    return (f"metric {table.metric}, except " + "; ".join(f"{m} on {', '.join(labels)}" for m, labels in own.items()) + avg)
+
+
+STATE_NOTE = ("state = the bytes of the row's streaming state for one stream after the task's longest test length, at its "
+              "width (the records' stream_state, bench/cost/state.py; * = measured now for records made before it was recorded)")
+
+
+def with_state_columns(table: Table, registry, preset: str, records: dict, headers: list[str], rows: list[list]) -> tuple[list, list]:
+    """The printed table with a column per task of ``state:``: each row's streaming state bytes
+    (bench/budget.py: state_column, as ``bench compare --state`` prints it)."""
+    from ..budget import state_column
+
+    models = [r.model for r in table.rows]
+    for task in table.state:
+        col = next(c for c in table.columns if c.task == task)
+        header, cells = state_column(registry, records, list(dict.fromkeys(models)), task, preset, [*table.set, *col.set])
+        by_model = dict(zip(dict.fromkeys(models), cells))
+        at = headers.index("row") if "row" in headers else 0
+        by_label = {r.label: by_model[r.model] for r in table.rows}
+        headers, rows = [*headers, header], [[*line, by_label.get(line[at], "")] for line in rows]
+    return headers, rows
 
 
 # ---- the kind -------------------------------------------------------------------------------
@@ -294,10 +339,13 @@ class ResultsTable(TableKind):
     def build(self, table, registry, preset, out, stem):
         apply_tuned(table, out, preset)
         built = build(table, out, preset, registry)
+        if table.state:
+            built["headers"], built["rows"] = with_state_columns(table, registry, preset, built["records"], built["headers"], built["rows"])
         built["headers"], built["rows"] = with_tuned_column(table, built["headers"], built["rows"])
         tuned = f"tuned: rows at the best setting of study {', '.join(table.tuned)} (bench tune)" if table.tuned else ""
-        built["note"] = "; ".join(part for part in (note(table, preset, built["present"], built["expected"], out), built["stale"],
-                                                    built["chance"], built["other_code"], tuned) if part)
+        built["note"] = "; ".join(part for part in (note(table, preset, built["present"], built["expected"], out), metrics_note(table),
+                                                    built["stale"], built["chance"], built["other_code"], tuned,
+                                                    STATE_NOTE if table.state else "") if part)
         built["csv"] = built["cells"]
         return built
 

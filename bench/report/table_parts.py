@@ -22,6 +22,7 @@ class ColumnEntry(Schema):
     split: str = ""
     label: Optional[str] = None
     set: Optional[list[str]] = None
+    metric: Optional[str] = None
 
 
 @dataclass
@@ -62,6 +63,7 @@ class Column:
     split: str
     label: str
     set: tuple[str, ...] = ()
+    metric: str | None = None  # this column's metric, when not the table's
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class Claim:
     lower_is_better: bool = False
     ratio_at_most: float | None = None  # a ratio claim: better / than <= this (stats.py: ratio_test)
     halt_depth_below: float | None = None  # its premise: the better cell's mean halting depth below this
+    question: bool = False  # an open question: the test's numbers printed as measured, no verdict
 
 
 @dataclass
@@ -115,11 +118,16 @@ class Table:
     tuned_text: dict = field(default_factory=dict)  # row label -> its tuned setting, or why it has none
     tuned_missing: tuple[str, ...] = ()  # the studies named by ``tuned:`` without a best.json (not finished)
     paper_seeds: int | None = None  # runs behind each of the paper's mean ± std
+    state: tuple[str, ...] = ()  # tasks whose streaming state bytes are printed as a column (``state:``)
 
     @property
     def unit(self) -> str:
         """The display unit of the cells: % (accuracies), or min (minutes per epoch)."""
         return "min" if self.metric == "minutes_per_epoch" else "%"
+
+    def metric_of(self, col: Column) -> str:
+        """The metric a column's cells read: its own, else the table's."""
+        return col.metric or self.metric
 
     def cell_set(self, row: Row, col: Column) -> list[str]:
         """The overrides of one cell: the table's, the row's, the column's, then the row's tuned values."""
@@ -144,14 +152,23 @@ def load_cells(table: Table, spec, raw: dict, preset: str, where: str) -> None:
     if (units == "minutes") != (table.metric == "minutes_per_epoch"):
         raise UserError(f"{where}: paper_units minutes goes with metric minutes_per_epoch, and only with it")
     table.columns = parse_columns(raw, preset, where)
+    if any(c.metric == "minutes_per_epoch" for c in table.columns) and table.metric != "minutes_per_epoch":
+        raise UserError(f"{where}: a column's metric minutes_per_epoch needs the table's metric minutes_per_epoch (one unit per table)")
+    state = raw.get("state") or []
+    tasks = list(dict.fromkeys(c.task for c in table.columns))
+    if not isinstance(state, list) or any(t not in tasks for t in state):
+        raise UserError(f"{where}: state lists column tasks whose streaming state bytes are printed ({', '.join(tasks)}), got {state!r}")
+    table.state = tuple(state)
     if not raw.get("rows"):
         raise UserError(f"{where}: 'rows' must list at least one row")
     table.rows = [parse_row(r, table.columns, PAPER_UNITS[units], where) for r in raw["rows"]]
 
 
 def load_claims(table: Table, raw: dict, preset: str, where: str) -> None:
-    """The table's claims (after its rows and columns, which they name)."""
+    """The table's claims and open questions (after its rows and columns, which they name)."""
     table.claims = [parse_claim(c, i + 1, table, raw.get("splits"), preset, where) for i, c in enumerate(raw.get("claims") or [])]
+    table.claims += [parse_claim(q, i + 1, table, raw.get("splits"), preset, where, question=True)
+                     for i, q in enumerate(raw.get("questions") or [])]
 
 
 def parse_columns(raw: dict, preset: str, where: str) -> list[Column]:
@@ -159,7 +176,7 @@ def parse_columns(raw: dict, preset: str, where: str) -> list[Column]:
         cols = []
         for entry in raw["columns"]:
             c = ColumnEntry.from_mapping(entry, where, "a column is {task, split, label, set}")
-            cols.append(Column(c.task, c.split, c.label or f"{c.task}:{c.split}", tuple(c.set or ())))
+            cols.append(Column(c.task, c.split, c.label or f"{c.task}:{c.split}", tuple(c.set or ()), c.metric))
         return cols
     tasks, splits = raw.get("tasks"), raw.get("splits")
     if not tasks or not splits:
@@ -242,8 +259,9 @@ def column_label(name: str, table: Table, raw_splits, preset: str, what: str) ->
     raise UserError(f"{what}: {name!r} is not a column of the table; {why}")
 
 
-def parse_claim(c, i: int, table: Table, raw_splits, preset: str, where: str) -> Claim:
-    what = f"{where}, claim {i}"
+def parse_claim(c, i: int, table: Table, raw_splits, preset: str, where: str, question: bool = False) -> Claim:
+    """One claim (or, ``question``, one open question: its test printed as measured, not judged)."""
+    what = f"{where}, {'question' if question else 'claim'} {i}"
     c = dataclasses.asdict(ClaimEntry.from_mapping(c, what, "a claim is {text, source, better, than} (optional split(s), lower_is_better)"))
     default = c["splits"] if c["splits"] is not None else c["split"]
     (better, b_splits), (than, t_splits) = _side(c["better"], default, f"{what}, better"), _side(c["than"], default, f"{what}, than")
@@ -261,4 +279,6 @@ def parse_claim(c, i: int, table: Table, raw_splits, preset: str, where: str) ->
     ratio, depth = c["ratio_at_most"], c["halt_depth_below"]
     if (ratio is not None and ratio <= 0) or (depth is not None and ratio is None):
         raise UserError(f"{what}: ratio_at_most is a number > 0, and halt_depth_below goes with it")
-    return Claim(str(c["text"]), str(c["source"]), pairs, lower, ratio, depth)
+    if question and ratio is not None:
+        raise UserError(f"{what}: an open question compares cells; ratio_at_most belongs to a claim")
+    return Claim(str(c["text"]), str(c["source"]), pairs, lower, ratio, depth, question)

@@ -34,6 +34,9 @@ Schema of a results table (lm-evaluation-harness style: short entries, a shared 
     splits: [bin0, bin1]     #   ... or {paper: [...], small: [...]} when split names follow the preset
     columns:                 # ... or an explicit list instead of tasks x splits
       - {task: listops, split: test, label: "upper bound 10", set: [model.max_layers=10]}
+      - {task: modular-arithmetic, split: ood, metric: length_avg_token_acc}  # a column's own metric
+    state: [mqar]            # optional: a column per task named, each row's streaming state bytes after
+                             # the task's longest test length (its records' stream_state)
     rows:
       - model: transformer   # a registry entry (prefer entries to `set`)
         label: "GUT Upperbound"      # optional, default the model name
@@ -59,6 +62,12 @@ Schema of a results table (lm-evaluation-harness style: short entries, a shared 
         ratio_at_most: 0.6
         halt_depth_below: 20         # optional (cost tables): the better row's mean halting depth must
                                      # be below this, else the claim's premise is absent: inconclusive
+    questions:               # optional: open questions, written as claims; their tests are printed
+      - text: "does UT track S5 at 4x the training length better than the Transformer?"
+        source: "open"               # with the word "measured" and no verdict (bench/report/claims.py)
+        split: len64
+        better: ut
+        than: transformer
 
 A cost table (``kind: cost``; e.g. halt-table5-cpu) is measured, not trained: each cell is one
 training step of the row's model with the cell's overrides, timed by bench/cost/ (the
@@ -122,6 +131,8 @@ class TableFile(Schema):
     rows: Optional[list] = None
     checks: Optional[list] = None
     claims: Optional[list] = None
+    questions: Optional[list] = None
+    state: Optional[list[str]] = None
     cost: Optional[dict] = None
     tuned: Any = None
 
