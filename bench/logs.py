@@ -1,6 +1,7 @@
 """Logging conventions. Library code logs to ``bench.*`` loggers (notes at INFO, problems at
 WARNING) and never prints; the CLI (bench/cli/) writes them to stderr. Other libraries' log
-levels are changed only for a while (``quiet``), never for the rest of the process."""
+levels are changed only for a while (``quiet``), never for the rest of the process. A progress
+line's estimated time left: ``eta_text``."""
 from __future__ import annotations
 
 import contextlib
@@ -22,3 +23,10 @@ def quiet(names=LIGHTNING, level: int = logging.WARNING):
     finally:
         for lg, lvl in zip(loggers, before):
             lg.setLevel(lvl)
+
+
+def eta_text(elapsed: float, done: float, remaining: float) -> str:
+    """'eta 42s' from the time ``done`` units took and the units ``remaining``; 'eta -' before any is done."""
+    if done <= 0 or remaining < 0:
+        return "eta -"
+    return f"eta {elapsed / done * remaining:.0f}s"

@@ -33,7 +33,7 @@ LAYERS = [
     ("resolving a run", ["bench.config", "bench.validation"]),
     ("names -> classes", ["bench.registry"]),
     ("the model and task families", ["bench.models", "bench.tasks"]),
-    ("plain parts", ["bench.errors", "bench.parsing", "bench.schema", "bench.spec", "bench.signature", "bench.stats",
+    ("plain parts", ["bench.errors", "bench.parsing", "bench.schema", "bench.spec", "bench.signature",
                      "bench.sampling", "bench.sizes", "bench.cpus", "bench.logs", "bench.grid_cell"]),
 ]
 #: known arrows back up, each to go: (importer, imported). None left.

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from ..grid_cell import Cell
-from ..stats import eta_text
+from ..logs import eta_text
 
 log = logging.getLogger("bench.grid")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from ..stats import mean_std
+from .stats import mean_std
 from ..config import resolve_run
 from ..errors import UserError
 from ..metrics import _bin_start

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..records import other_code, overrides_tag
-from ..stats import mean_std
 from . import stats
+from .stats import mean_std
 from .cells import (CHANCE, CHANCE_RULE, LENGTH_AVERAGED, MISSING, NOT_REPORTED, STALE, at_chance, cell_records, current_config,
                     majority_share, record_value, stale)
 from .claims import run_claims

@@ -208,6 +208,14 @@ def verdicts(tests: list[PairTest | None], alpha: float = ALPHA) -> list[str]:
     return [UNSURE if t is None else HOLDS if t.p < alpha else FAILS if r < alpha else UNSURE for t, r in zip(tests, p_rev)]
 
 
+def mean_std(values: list[float]) -> tuple[float, float | None]:
+    """(mean, sample std) of a non-empty list; the std is None for a single value."""
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, None
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
 def mean_ci(values, level: float = LEVEL) -> tuple[float, float | None]:
     """(mean, half-width of its t interval at ``level``) over seeds; the half-width is None below 2 values."""
     v = np.asarray(values, float)

@@ -23,7 +23,7 @@ import torch
 from lightning.pytorch.callbacks import Checkpoint
 
 from ..errors import RunInterrupted  # noqa: F401 - defined there, so the CLI catches it without Lightning
-from ..stats import eta_text
+from ..logs import eta_text
 
 
 class RNGState(L.Callback):
