@@ -95,5 +95,5 @@ def verdicts_block(out: Path, spec: str, where: str) -> str:
     commands = " and ".join(f"`{command}`" for _, _, command in sides)
     head = (f"Verdicts of {commands} (bench/report/claims.py), claims matched by their text; a side is {NOT_JUDGED} "
             "while a cell its claim compares has no records.")
-    table = tabulate(rows, headers=["claim", names[0], names[1], "verdict"], tablefmt="github", disable_numparse=True)
+    table = tabulate(rows, headers=["claim", names[0], names[1], "change"], tablefmt="github", disable_numparse=True)
     return f"\n\n{head}\n\n{table}\n\n"
