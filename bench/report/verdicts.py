@@ -43,10 +43,11 @@ def _read_csv(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def _side(table: Table, out: Path, name: str, where: str) -> tuple[dict, dict, str]:
+def _side(out: Path, name: str, where: str) -> tuple[dict, dict, str]:
     """({claim text: its claims-CSV line}, {(row, column): records}, the command that made it) of one table."""
     md = generated_table_file(out, name, where)
-    cells = {(c["row"], c["column"]): int(c["n"] or 0) for c in _read_csv(md.with_suffix(".csv"))}
+    cells = {(c.get("row"), c.get("column")): int(c.get("n") or c.get("repeats") or 0)  # records (a cost table: timed repeats)
+             for c in _read_csv(md.with_suffix(".csv"))}
     claims_csv = md.with_name(f"{name}--claims.csv")
     claims = {c["claim"]: c for c in _read_csv(claims_csv)} if claims_csv.is_file() else {}
     return claims, cells, command_of(md.read_text())
@@ -84,7 +85,7 @@ def verdicts_block(out: Path, spec: str, where: str) -> str:
         which = names[0] if only in texts[0] else names[1]
         raise UserError(f"{where}: bench:verdicts compares {names[0]!r} and {names[1]!r}, whose claims differ: "
                         f"{only!r} is only in {which!r}; name two tables with the same claims (a table and its tuned copy)")
-    sides = [_side(t, out, name, where) for t, name in zip(tables, names)]
+    sides = [_side(out, name, where) for name in names]
     rows = []
     for claim in tables[0].claims:
         said = [_verdict_text(t, next(c for c in t.claims if c.text == claim.text), claims.get(claim.text), cells)
