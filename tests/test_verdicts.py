@@ -99,7 +99,8 @@ def test_a_bad_verdicts_block_is_one_line_naming_its_file_and_line(two_tables, c
     bad = two_tables / "b.md"
     bad.write_text(f"# B\n\n<!-- bench:verdicts {block} -->\n<!-- /bench -->\n")
     capsys.readouterr()
-    assert main(["reproduce", "t", "--out", str(two_tables)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and f"{bad}:3: " in err and message in err
-    assert good.read_text().count("?") == 1  # nothing half-written
+    for command in (["reproduce", "t"], ["reproduce", "--writeups"]):  # filling after a table, or every write-up
+        assert main([*command, "--out", str(two_tables)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and f"{bad}:3: " in err and message in err
+        assert good.read_text().count("?") == 1  # nothing half-written

@@ -69,9 +69,9 @@ def _verdict_text(table: Table, claim, line: dict | None, cells: dict) -> tuple[
     return f"{verdict}: {numbers}", verdict
 
 
-def verdicts_block(out: Path, spec: str, where: str) -> str:
-    """The Markdown a ``bench:verdicts FIXED TUNED`` block shows: one line per claim, each table's
-    verdict with its effect [95% CI] and p, and whether it changed."""
+def compared_tables(spec: str, where: str) -> tuple[list[str], list[Table]]:
+    """The two generated tables' names a ``bench:verdicts`` block's ``spec`` names, and the tables;
+    UserError (``where``: the block's file and line) unless they are two tables with the same claims."""
     names = spec.split()
     if len(names) != 2:
         raise UserError(f"{where}: bench:verdicts takes two generated tables with the same claims, e.g. "
@@ -85,6 +85,13 @@ def verdicts_block(out: Path, spec: str, where: str) -> str:
         which = names[0] if only in texts[0] else names[1]
         raise UserError(f"{where}: bench:verdicts compares {names[0]!r} and {names[1]!r}, whose claims differ: "
                         f"{only!r} is only in {which!r}; name two tables with the same claims (a table and its tuned copy)")
+    return names, tables
+
+
+def verdicts_block(out: Path, spec: str, where: str) -> str:
+    """The Markdown a ``bench:verdicts FIXED TUNED`` block shows: one line per claim, each table's
+    verdict with its effect [95% CI] and p, and whether it changed."""
+    names, tables = compared_tables(spec, where)
     sides = [_side(out, name, where) for name in names]
     rows = []
     for claim in tables[0].claims:

@@ -36,7 +36,7 @@ from ..errors import UserError
 from ..records import other_code, read_record, write_atomic
 from .leaderboard import OTHER_CODE
 from .outputs import generated_table
-from .verdicts import verdicts_block
+from .verdicts import compared_tables, verdicts_block
 
 #: a block: its opening marker (kind and argument), its generated content, its closing marker
 BLOCK = re.compile(r"<!-- bench:(?P<kind>table|value|verdicts) (?P<arg>[^>]*?) -->(?P<body>.*?)<!-- /bench -->", re.DOTALL)
@@ -48,10 +48,23 @@ def writeups(out: Path) -> list[Path]:
     return sorted(Path(out).glob("*.md"))
 
 
-def table_names(text: str) -> list[str]:
-    """The tables a write-up's table and verdicts blocks name, in order, once each."""
-    named = (m["arg"].split() if m["kind"] == "verdicts" else [m["arg"].strip()] for m in BLOCK.finditer(text) if m["kind"] != "value")
-    return list(dict.fromkeys(name for names in named for name in names))
+def place(text: str, block: re.Match, where: str) -> str:
+    """``where`` (a write-up's path) and the line of ``text`` that ``block`` starts on, for its errors."""
+    return f"{where}:{text.count(chr(10), 0, block.start()) + 1}"
+
+
+def table_names(text: str, where: str = "") -> dict[str, str]:
+    """The tables a write-up's table and verdicts blocks name, in order, once each -> the file and
+    line of the first block naming it (a verdicts block's arguments checked: verdicts.compared_tables)."""
+    found = {}
+    for m in BLOCK.finditer(text):
+        here = place(text, m, where)
+        if m["kind"] == "table":
+            found.setdefault(m["arg"].strip(), here)
+        elif m["kind"] == "verdicts":
+            for name in compared_tables(m["arg"], here)[0]:
+                found.setdefault(name, here)
+    return found
 
 
 def table_block(markdown: str) -> str:
@@ -94,7 +107,7 @@ def fill(text: str, tables: dict[str, str] | None, out: Path, where: str) -> str
     under OUT/reproduce/; everything outside the blocks as it was."""
     def one(m: re.Match) -> str:
         kind, arg = m["kind"], m["arg"].strip()
-        here = f"{where}:{text.count(chr(10), 0, m.start()) + 1}"  # the block's file and line
+        here = place(text, m, where)
         if kind == "value":
             body = record_value(out, arg, here)
         elif kind == "verdicts":
@@ -126,6 +139,6 @@ def blocks_tables(out: Path) -> dict[str, Path]:
     """Every table the write-ups in ``out`` name -> the generated file it is filled from."""
     found = {}
     for path in writeups(out):
-        for name in table_names(path.read_text()):
-            found.setdefault(name, generated_table(out, name, str(path)))
+        for name, here in table_names(path.read_text(), str(path)).items():
+            found.setdefault(name, generated_table(out, name, here))
     return found
