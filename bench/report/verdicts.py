@@ -20,7 +20,7 @@ from tabulate import tabulate
 from ..errors import UserError
 from ..schema import suggest
 from .claims import digits_of, effect_text
-from .outputs import command_of, generated_table as generated_table_file
+from .outputs import command_of, generated_table
 from .stats import FAILS
 from .table_parts import Table
 from .tables import load_table, table_names
@@ -28,7 +28,7 @@ from .tables import load_table, table_names
 NOT_JUDGED = "not judged"
 
 
-def generated_table(name: str, where: str) -> Table:
+def table_of(name: str, where: str) -> Table:
     """The table a generated file's name (``table[--preset][--set-TAG]``) was made from, at its preset."""
     base, *rest = name.split("--")
     preset = rest[0] if rest and not rest[0].startswith("set-") else None
@@ -45,7 +45,7 @@ def _read_csv(path: Path) -> list[dict]:
 
 def _side(out: Path, name: str, where: str) -> tuple[dict, dict, str]:
     """({claim text: its claims-CSV line}, {(row, column): records}, the command that made it) of one table."""
-    md = generated_table_file(out, name, where)
+    md = generated_table(out, name, where)
     cells = {(c.get("row"), c.get("column")): int(c.get("n") or c.get("repeats") or 0)  # records (a cost table: timed repeats)
              for c in _read_csv(md.with_suffix(".csv"))}
     claims_csv = md.with_name(f"{name}--claims.csv")
@@ -76,7 +76,7 @@ def compared_tables(spec: str, where: str) -> tuple[list[str], list[Table]]:
     if len(names) != 2:
         raise UserError(f"{where}: bench:verdicts takes two generated tables with the same claims, e.g. "
                         f"'halt-table3-cpu halt-table3-cpu-tuned'; got {spec!r}")
-    tables = [generated_table(name, where) for name in names]
+    tables = [table_of(name, where) for name in names]
     texts = [[c.text for c in t.claims] for t in tables]
     if not texts[0]:
         raise UserError(f"{where}: bench:verdicts names {names[0]!r}, which has no claims to judge")
