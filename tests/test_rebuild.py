@@ -1,7 +1,7 @@
 """Every committed table under results/reproduce/ rebuilds byte-identically from the committed
 records: each table's Markdown names the command that made it; that command runs again (never
-with --run) in a temporary folder whose results/runs is the checkout's (read only through a
-link) and whose results/reproduce starts with only the committed cost measurements, and every
+with --run) in a temporary folder whose results/runs (and results/studies, for tuned rows) is the
+checkout's (read only through a link) and whose results/reproduce starts with only the committed cost measurements, and every
 file it writes must equal the committed one. Nothing is written into the checkout."""
 import shlex
 import shutil
@@ -47,6 +47,8 @@ def test_a_committed_table_rebuilds_byte_identically(stem, tmp_path, monkeypatch
         pytest.skip(SKIP[stem])
     (tmp_path / "results" / "reproduce").mkdir(parents=True)
     (tmp_path / "results" / "runs").symlink_to(ROOT / "results" / "runs", target_is_directory=True)
+    if (ROOT / "results" / "studies").is_dir():  # a table with tuned rows reads its studies' best values
+        (tmp_path / "results" / "studies").symlink_to(ROOT / "results" / "studies", target_is_directory=True)
     for measured in COMMITTED.glob(f"{stem}--measured.json"):  # a cost table is rebuilt from its measurements
         shutil.copy(measured, tmp_path / "results" / "reproduce" / measured.name)
     monkeypatch.chdir(tmp_path)

@@ -221,12 +221,13 @@ def _fill_writeups(out: Path, registry) -> int:
 
     from ..records import ensure_writable
     from ..report import reproduce, writeup
+    from ..report.outputs import command_of
     from .parser import build_parser
 
     ensure_writable(out)
     filled = []
     for name, md in writeup.blocks_tables(out).items():
-        command = writeup.command_of(md.read_text())
+        command = command_of(md.read_text())
         if not command:
             raise UserError(f"{md} names no 'bench reproduce ...' command under its title: rebuild it with bench reproduce")
         args = build_parser().parse_args(shlex.split(command)[1:])

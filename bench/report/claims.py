@@ -51,15 +51,27 @@ def _p_text(p: float, label: str = "p") -> str:
     return f"{label} < 0.001" if p < 0.001 else f"{label} = {p:.3f}"
 
 
+def effect_text(effect: float, ci: tuple[float, float], p: float, digits: int, ratio_to: float | None = None,
+                reverse: bool = False) -> str:
+    """The effect, its 95% CI and the p-value (``reverse``: ``p`` is the Holm-adjusted p against
+    the claim), as a claim's test prints them."""
+    p_text = _p_text(p, "reverse p (Holm)" if reverse else "p")
+    if ratio_to is not None:
+        return f"ratio {effect:.2f} [95% CI {ci[0]:.2f}, {ci[1]:.2f}] vs ≤ {ratio_to:g}, {p_text}"
+    f = f"{{:+.{digits}f}}"
+    return f"Δ {f.format(effect)} [95% CI {f.format(ci[0])}, {f.format(ci[1])}], {p_text}"
+
+
 def test_text(t: stats.PairTest, digits: int, over: str = "seeds", ratio_to: float | None = None, reverse: float | None = None) -> str:
     """The effect, its 95% CI, the p-value (``reverse``: the Holm-adjusted p against the claim
     instead), n per side and the test."""
-    p = _p_text(t.p) if reverse is None else _p_text(reverse, "reverse p (Holm)")
-    n = f"n {t.n[0]} vs {t.n[1]} {over}"
-    if ratio_to is not None:
-        return f"ratio {t.effect:.2f} [95% CI {t.ci[0]:.2f}, {t.ci[1]:.2f}] vs ≤ {ratio_to:g}, {p}, {n}, {t.test}"
-    f = f"{{:+.{digits}f}}"
-    return f"Δ {f.format(t.effect)} [95% CI {f.format(t.ci[0])}, {f.format(t.ci[1])}], {p}, {n}, {t.test}"
+    numbers = effect_text(t.effect, t.ci, t.p if reverse is None else reverse, digits, ratio_to, reverse is not None)
+    return f"{numbers}, n {t.n[0]} vs {t.n[1]} {over}, {t.test}"
+
+
+def digits_of(table) -> int:
+    """The decimals a table's claims print their effects with: 2 for minutes, 1 for percentages."""
+    return 2 if table.unit == "min" else 1
 
 
 def cell_text(row: str, values: list[float], digits: int) -> str:
@@ -173,7 +185,7 @@ def run_claims(table, values: dict, depths: dict | None = None, over: str = "see
     timed repeats); ``at_chance``: {(row, column): majority-class share} of the cells at chance;
     ``outcomes``: {(row, column): [per-seed {"index", "correct"}, ...]} where every seed has
     per-example outcomes (then a pair of such cells on the same examples is tested paired)."""
-    digits, scale = (2, 1.0) if table.unit == "min" else (1, 100.0)
+    digits, scale = digits_of(table), 1.0 if table.unit == "min" else 100.0
     paper = {(r.label, c.label): p for r in table.rows for c, p in zip(table.columns, r.paper)}
     seeds = getattr(table, "paper_seeds", None)
     rows, csv_rows = [], []

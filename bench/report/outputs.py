@@ -1,14 +1,17 @@
 """The files ``bench reproduce`` writes for a table, whatever its kind: under
 ``OUT/reproduce/NAME[--PRESET][--set-TAG]``, NAME.md (the command that made it, the note, the
-table and the claims), NAME.csv (one line per cell or check) and NAME--claims.csv."""
+table and the claims), NAME.csv (one line per cell or check) and NAME--claims.csv; and how a
+write-up finds them again (``generated_table``, ``command_of``)."""
 from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 
 from tabulate import tabulate
 
+from ..errors import UserError
 from ..records import overrides_tag, write_atomic
 from .table_parts import Table
 
@@ -45,3 +48,18 @@ def write_outputs(stem: Path, title: str, command: str, note_text: str, headers:
         paths.append(stem.with_name(stem.name + "--claims.csv"))
         write_atomic(paths[-1], csv_text(claims["csv"]))
     return paths
+
+
+def generated_table(out: Path, name: str, where: str) -> Path:
+    """OUT/reproduce/NAME.md, the file a table block is filled from (UserError when there is none)."""
+    path = Path(out) / "reproduce" / f"{name}.md"
+    if not path.is_file():
+        raise UserError(f"{where} names table {name!r}, but there is no {path}: make it with "
+                        f"'bench reproduce {name.split('--')[0]} --out {out}' (with the --preset / --set it was made with)")
+    return path
+
+
+def command_of(markdown: str) -> str:
+    """The ``bench reproduce ...`` command a generated table's Markdown names under its title."""
+    m = re.search(r"^`(bench reproduce [^`]*)`$", markdown, re.MULTILINE)
+    return m[1] if m else ""

@@ -13,9 +13,17 @@ A single number, inline, from one record (a path under OUT, a dotted key, a form
     training took <!-- bench:value runs/flipflop/paper/transformer/seed1.json train_time_s .0f -->264<!-- /bench --> s
 
 The format is a Python format spec (``.1f``, ``,.0f``), or ``pct`` (a fraction printed in %
-with one decimal) or ``min`` (seconds printed in minutes with one decimal). Text outside the
-blocks is never changed. ``bench reproduce NAME`` fills the blocks of the table it just wrote,
-and every value block; ``bench reproduce --writeups --out results`` rebuilds every table a
+with one decimal) or ``min`` (seconds printed in minutes with one decimal).
+
+Two tables' verdicts on the same claims, one line per claim, and whether each changed (a table
+and its tuned copy; bench/report/verdicts.py), from what ``bench reproduce`` wrote for each::
+
+    <!-- bench:verdicts halt-table3-cpu halt-table3-cpu-tuned -->
+    (claim | verdict, effect [95% CI], p in each | changed / same / not judged)
+    <!-- /bench -->
+
+Text outside the blocks is never changed. ``bench reproduce NAME`` fills the blocks of the table
+it just wrote, every value block and every verdicts block; ``bench reproduce --writeups --out results`` rebuilds every table a
 write-up names and fills them all. A value from a record made from code its commit does not
 give (``bench.records.other_code``) is marked ‡, as the tables mark it.
 """
@@ -27,9 +35,11 @@ from pathlib import Path
 from ..errors import UserError
 from ..records import other_code, read_record, write_atomic
 from .leaderboard import OTHER_CODE
+from .outputs import generated_table
+from .verdicts import compared_tables, verdicts_block
 
 #: a block: its opening marker (kind and argument), its generated content, its closing marker
-BLOCK = re.compile(r"<!-- bench:(?P<kind>table|value) (?P<arg>[^>]*?) -->(?P<body>.*?)<!-- /bench -->", re.DOTALL)
+BLOCK = re.compile(r"<!-- bench:(?P<kind>table|value|verdicts) (?P<arg>[^>]*?) -->(?P<body>.*?)<!-- /bench -->", re.DOTALL)
 FORMATS = {"pct": (100.0, ".1f"), "min": (1 / 60, ".1f")}
 
 
@@ -38,9 +48,23 @@ def writeups(out: Path) -> list[Path]:
     return sorted(Path(out).glob("*.md"))
 
 
-def table_names(text: str) -> list[str]:
-    """The tables a write-up's blocks name, in order, once each."""
-    return list(dict.fromkeys(m["arg"].strip() for m in BLOCK.finditer(text) if m["kind"] == "table"))
+def place(text: str, block: re.Match, where: str) -> str:
+    """``where`` (a write-up's path) and the line of ``text`` that ``block`` starts on, for its errors."""
+    return f"{where}:{text.count(chr(10), 0, block.start()) + 1}"
+
+
+def table_names(text: str, where: str = "") -> dict[str, str]:
+    """The tables a write-up's table and verdicts blocks name, in order, once each -> the file and
+    line of the first block naming it (a verdicts block's arguments checked: verdicts.compared_tables)."""
+    found = {}
+    for m in BLOCK.finditer(text):
+        here = place(text, m, where)
+        if m["kind"] == "table":
+            found.setdefault(m["arg"].strip(), here)
+        elif m["kind"] == "verdicts":
+            for name in compared_tables(m["arg"], here)[0]:
+                found.setdefault(name, here)
+    return found
 
 
 def table_block(markdown: str) -> str:
@@ -79,11 +103,15 @@ def record_value(out: Path, spec: str, where: str) -> str:
 
 def fill(text: str, tables: dict[str, str] | None, out: Path, where: str) -> str:
     """``text`` with its table blocks named in ``tables`` (name -> generated Markdown) refilled, and
-    every value block refilled from its record; everything outside the blocks as it was."""
+    every value block refilled from its record and verdicts block from its tables' generated files
+    under OUT/reproduce/; everything outside the blocks as it was."""
     def one(m: re.Match) -> str:
         kind, arg = m["kind"], m["arg"].strip()
+        here = place(text, m, where)
         if kind == "value":
-            body = record_value(out, arg, where)
+            body = record_value(out, arg, here)
+        elif kind == "verdicts":
+            body = verdicts_block(out, arg, here)
         elif tables is not None and arg in tables:
             body = table_block(tables[arg])
         else:
@@ -107,25 +135,10 @@ def fill_writeups(out: Path, tables: dict[str, str] | None = None) -> list[Path]
     return list(changed)
 
 
-def generated_table(out: Path, name: str, where: str) -> Path:
-    """OUT/reproduce/NAME.md, the file a table block is filled from (UserError when there is none)."""
-    path = Path(out) / "reproduce" / f"{name}.md"
-    if not path.is_file():
-        raise UserError(f"{where} names table {name!r}, but there is no {path}: make it with "
-                        f"'bench reproduce {name.split('--')[0]} --out {out}' (with the --preset / --set it was made with)")
-    return path
-
-
-def command_of(markdown: str) -> str:
-    """The ``bench reproduce ...`` command a generated table's Markdown names under its title."""
-    m = re.search(r"^`(bench reproduce [^`]*)`$", markdown, re.MULTILINE)
-    return m[1] if m else ""
-
-
 def blocks_tables(out: Path) -> dict[str, Path]:
     """Every table the write-ups in ``out`` name -> the generated file it is filled from."""
     found = {}
     for path in writeups(out):
-        for name in table_names(path.read_text()):
-            found.setdefault(name, generated_table(out, name, str(path)))
+        for name, here in table_names(path.read_text(), str(path)).items():
+            found.setdefault(name, generated_table(out, name, here))
     return found
