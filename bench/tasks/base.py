@@ -188,3 +188,12 @@ class Task(abc.ABC):
 
 Task.__init__ = _recording_constructor(Task, Task.__init__)
 
+
+class LMTask(Task):
+    """A causal task of kind ``lm``: targets at some positions of the sequence (IGNORE elsewhere),
+    selected on token accuracy, reported per token and per whole sequence."""
+
+    kind = "lm"
+    requires_causal = True
+    metric = "token_acc"
+    report_metrics = ("token_acc", "acc")

@@ -34,7 +34,7 @@ import abc
 
 import numpy as np
 
-from .base import IGNORE, Task, TaskError
+from .base import IGNORE, LMTask, TaskError
 from .formal_languages import BIN0_BUCKETS, HASH_BUCKETS, VAL_BUCKETS, window_split
 
 SEP, EMPTY = 1, 2  # token ids of "=" and "_"; task symbols start at FIRST_SYMBOL
@@ -47,14 +47,10 @@ def length_averaged(split_metrics: dict, metric: str = "token_acc") -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
-class ChomskyTask(Task):
+class ChomskyTask(LMTask):
     """A string-to-string task laid out as input, separator, empty output positions (see the
     module docstring). Subclasses name their ``symbols`` and implement ``sample``."""
 
-    kind = "lm"
-    requires_causal = True
-    metric = "token_acc"
-    report_metrics = ("token_acc", "acc")
 
     def __init__(
         self,

@@ -17,14 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import IGNORE, Task
+from .base import IGNORE, LMTask
 
 
-class Copy(Task):
-    kind = "lm"
-    requires_causal = True
-    metric = "token_acc"
-    report_metrics = ("token_acc", "acc")
+class Copy(LMTask):
 
     def __init__(
         self,

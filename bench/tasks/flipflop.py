@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import IGNORE, Task, TaskError
+from .base import IGNORE, LMTask, TaskError
 
 VOCAB = ["<pad>", "w", "r", "i", "0", "1"]
 W, R, I, BIT0 = 1, 2, 3, 4
@@ -55,11 +55,9 @@ def _fmt(p):
     return f"{p:g}".replace("0.", "")
 
 
-class FlipFlop(Task):
+class FlipFlop(LMTask):
     """Flip-flop language modelling: remember the last written bit across distractors."""
 
-    kind = "lm"
-    requires_causal = True
     metric = "token_acc"  # selection, as the reference code's save_by = "accuracy"
     report_metrics = ("last_acc", "token_acc")  # [HALT Table 3] reports last-read accuracy
     version = "1"

@@ -46,7 +46,7 @@ import itertools
 
 import numpy as np
 
-from .base import Task, TaskError
+from .base import LMTask, TaskError
 from .draws import draw_owned, positive
 
 GROUPS = ("s5", "a5", "z60")
@@ -71,10 +71,7 @@ def group_elements(group: str) -> tuple[list[str], np.ndarray]:
     return ["".join(map(str, p)) for p in perms], table
 
 
-class GroupWordProblem(Task):
-    kind = "lm"
-    requires_causal = True
-    metric = "token_acc"
+class GroupWordProblem(LMTask):
     report_metrics = ("token_acc", "acc", "last_acc")
 
     def __init__(self, group: str, train_len: int = 16, test_lengths: list | None = None,

@@ -38,17 +38,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import IGNORE, Task, TaskError
+from .base import IGNORE, LMTask, TaskError
 from .draws import distinct_draws, draw_owned, positive
 
 FILL = 1  # "_"
 
 
-class MQAR(Task):
-    kind = "lm"
-    requires_causal = True
-    metric = "token_acc"
-    report_metrics = ("token_acc", "acc")
+class MQAR(LMTask):
 
     def __init__(self, n_symbols: int = 8192, train_mix: list | None = None, test_settings: list | None = None,
                  n_queries: int | None = None, power_a: float = 0.01, n_val: int = 1000, n_test: int = 1000,

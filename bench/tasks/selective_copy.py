@@ -20,17 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import IGNORE, Task, TaskError
+from .base import IGNORE, LMTask, TaskError
 from .draws import distinct_draws, draw_owned, positive
 
 NOISE, CUE = 1, 2  # "_", "?"
 
 
-class SelectiveCopy(Task):
-    kind = "lm"
-    requires_causal = True
-    metric = "token_acc"
-    report_metrics = ("token_acc", "acc")
+class SelectiveCopy(LMTask):
 
     def __init__(self, n_symbols: int = 14, n_data: int = 16, train_len: int = 4096, test_lengths: list | None = None,
                  n_train: int = 10000, n_val: int = 500, n_test: int = 500, data_seed: int = 1234):
