@@ -20,10 +20,11 @@ ARGS = ["--model", "transformer", "--task", "parity", "--preset", "smoke", "--se
         "--set", "train.val_every_steps=3", "--set", "model.dropout=0.1", "--set", "train.num_threads=1", "--quiet"]
 
 
-def cli_with_signal(out: Path, step: int, signame: str, extra=()) -> subprocess.CompletedProcess:
-    """`bench run ARGS` in a fresh process that sends itself ``signame`` at training step ``step``."""
-    code = ("import sys; from tests.fixtures.signal_at import install; install(%d, %r); "
-            "from bench.cli import main; sys.exit(main(sys.argv[1:]))" % (step, signame))
+def cli_with_signal(out: Path, step: int, signame: str, extra=(), during: str = "train") -> subprocess.CompletedProcess:
+    """`bench run ARGS` in a fresh process that sends itself ``signame`` at training step ``step``
+    (``during="validation"``: in the validation after that step; ``"test"``: while testing)."""
+    code = ("import sys; from tests.fixtures.signal_at import install; install(%d, %r, %r); "
+            "from bench.cli import main; sys.exit(main(sys.argv[1:]))" % (step, signame, during))
     return subprocess.run([sys.executable, "-c", code, "run", *ARGS, *extra, "--out", str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
@@ -80,6 +81,35 @@ def test_sigint_sigterm_checkpoint_and_say_how_to_resume(tmp_path, uninterrupted
     resumed = record(tmp_path)
     assert resumed["resumed_from"] == [6]  # the checkpoint written on the signal, after step 6's batch
     assert same_result(resumed, uninterrupted)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame,status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_mid_validation_stops_after_it_with_a_checkpoint(tmp_path, uninterrupted, signame, status):
+    """Lightning answers SIGTERM mid-validation with its own exit (status 0, no word, no
+    checkpoint): bench's stop has to win there too. The validation after step 6 finishes, its
+    checkpoint is the resume point, and the resumed run ends as if never stopped."""
+    several = ("--set", "train.eval_batch_size=4")  # validation in several batches: the signal comes before the last
+    stopped = cli_with_signal(tmp_path, 6, signame, several, during="validation")
+    assert stopped.returncode == status, stopped.stderr
+    assert "stopped by %s at step 6" % signame in stopped.stderr and "Traceback" not in stopped.stderr, stopped.stderr
+    assert main(["run", *ARGS, *several, "--out", str(tmp_path)]) == 0
+    resumed = record(tmp_path)
+    assert resumed["resumed_from"] == [6]
+    twin = tmp_path / "twin"
+    assert main(["run", *ARGS, *several, "--out", str(twin)]) == 0
+    assert same_result(resumed, record(twin))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame,status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_while_testing_stops_and_the_same_command_finishes_the_run(tmp_path, uninterrupted, signame, status):
+    stopped = cli_with_signal(tmp_path, 0, signame, during="test")
+    assert stopped.returncode == status, stopped.stderr
+    assert "stopped by %s" % signame in stopped.stderr and "Traceback" not in stopped.stderr, stopped.stderr
+    assert not list(tmp_path.rglob("seed0*.json")), "a stopped run writes no record"
+    assert main(["run", *ARGS, "--out", str(tmp_path)]) == 0
+    assert same_result(record(tmp_path), uninterrupted)
 
 
 def test_finished_run_is_not_retrained_and_rerun_starts_over(tmp_path, capsys):

@@ -4,7 +4,8 @@
   the first resumed batch (Lightning saves none of them; dropout draws from torch's).
 - ``ValidationHistory``: one entry per validation (epoch, step, metric), kept in checkpoints.
 - ``GracefulStop``: SIGINT / SIGTERM set a flag; after the current batch every rank writes the
-  last checkpoint and the run raises ``RunInterrupted`` (Lightning alone turns Ctrl-C into exit 1).
+  last checkpoint and the run raises ``RunInterrupted`` (Lightning alone turns Ctrl-C into exit 1
+  and SIGTERM mid-validation into exit 0); ``signals_stop`` covers the rest of fit and test.
 - ``LineProgress``: one line per validation when stdout is not a terminal (no carriage returns),
   logged to ``bench.progress`` (the CLI writes it to stderr).
 - ``TrialPruning``: a tuning trial's validations reported to it, and the run stopped when its
@@ -16,13 +17,15 @@ import logging
 import random
 import signal
 import time
+from contextlib import contextmanager
 
 import lightning as L
 import numpy as np
 import torch
 from lightning.pytorch.callbacks import Checkpoint
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from ..errors import RunInterrupted  # noqa: F401 - defined there, so the CLI catches it without Lightning
+from ..errors import RunInterrupted  # defined there, so the CLI catches it without Lightning
 from ..logs import eta_text
 
 
@@ -89,11 +92,22 @@ class GracefulStop(Checkpoint):
         self.signum = self.signum or signum
 
     def setup(self, trainer, module, stage):
-        # after Lightning registered its own handlers (it turns SIGINT into exit 1 and raises
-        # SIGTERM mid-validation); ours only set a flag, acted on between training batches
+        # ours only set a flag, acted on between training batches
         if stage == "fit" and not self._previous:
             for sig in self.SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handler)
+
+    def _own_the_signals(self) -> None:
+        # Lightning registers its SIGTERM handler after setup, calling ours from its own: left
+        # there, it would also end a validation at once (SIGTERMException: exit 0, no checkpoint)
+        for sig in self.SIGNALS:
+            signal.signal(sig, self._handler)
+
+    def on_sanity_check_start(self, trainer, module):
+        self._own_the_signals()
+
+    def on_train_start(self, trainer, module):
+        self._own_the_signals()
 
     def teardown(self, trainer, module, stage):
         for sig, handler in self._previous.items():
@@ -124,6 +138,29 @@ class GracefulStop(Checkpoint):
         signum = self._agreed_signal(trainer, module)
         if signum:  # the ModelCheckpoints before us have just written this validation's last.ckpt
             raise RunInterrupted(signum, trainer.global_step, self.last_checkpoint)
+
+
+@contextmanager
+def signals_stop(trainer: L.Trainer, checkpoint: str):
+    """SIGINT / SIGTERM during the ``trainer.fit`` / ``trainer.test`` inside end the run with
+    RunInterrupted, whichever sees them: GracefulStop while training (after a checkpoint), else a
+    handler that raises at once (setting up or testing: nothing new to save), or Lightning's own
+    SIGTERM check (SIGTERMException, a SystemExit that would end the process with status 0 and
+    not a word). On the way out the handlers found on entry are back, whatever Lightning restored."""
+    previous = {sig: signal.getsignal(sig) for sig in GracefulStop.SIGNALS}
+
+    def at_once(signum, frame):
+        raise RunInterrupted(signum, trainer.global_step, checkpoint)
+
+    for sig in GracefulStop.SIGNALS:
+        signal.signal(sig, at_once)
+    try:
+        yield
+    except SIGTERMException:
+        raise RunInterrupted(signal.SIGTERM, trainer.global_step, checkpoint) from None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class LineProgress(L.Callback):

@@ -38,6 +38,7 @@ from ..records import (
 from ..registry import BACKBONE_SETTINGS, constructor_params, import_model_class, import_task_class
 from ..spec import ModelSpec, TaskSpec, layer
 from .build import instantiate_model, instantiate_task
+from .callbacks import signals_stop
 from .checkpoint_io import inspect_checkpoint
 from .guards import check_data_fits, check_forward_fits
 from .lifecycle import _QUIET_WARNINGS as QUIET_WARNINGS
@@ -200,7 +201,8 @@ def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator
             enable_model_summary=False,
             precision=module.train_cfg.precision,
         )
-        trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
+        with signals_stop(trainer, str(ckpt)):  # stopped: nothing written, the same command evaluates again
+            trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
     tag = overrides_tag(data_overrides)
     written = eval_folder(Path(path), out) / (f"eval-{tag}.json" if tag else "eval.json")
     result = {

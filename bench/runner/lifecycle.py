@@ -57,7 +57,7 @@ from ..metrics import write_outcomes
 from ..records import (base_record, config_changes, device_info, ensure_writable, outcomes_file, record_path, relative_checkpoint,
                        write_json_atomic)
 from .build import _registry, check_attention_backend, instantiate_model, instantiate_task
-from .callbacks import RunInterrupted, TrialPruning, ValidationHistory
+from .callbacks import RunInterrupted, TrialPruning, ValidationHistory, signals_stop
 from .guards import check_data_fits, check_forward_fits, check_resume_point, finished_record, run_lock, storage_errors, world_size_of
 from .module import TaskModule
 from .plan import RunPlan
@@ -207,7 +207,8 @@ def fit(plan: RunPlan, trainer: L.Trainer, module: TaskModule, data: TaskData) -
     resume = str(plan.last_ckpt) if plan.last_ckpt.is_file() else None
     try:
         val_loaders = [data.eval_loader(s) for s in ["val", *plan.train.watch_splits]]  # index 0 selects
-        trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=val_loaders, ckpt_path=resume)
+        with signals_stop(trainer, str(plan.last_ckpt)):
+            trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=val_loaders, ckpt_path=resume)
     except torch.OutOfMemoryError as exc:
         raise UserError(f"out of memory at step {trainer.global_step} with train.batch_size={plan.train.batch_size} "
                         f"({str(exc).splitlines()[0]}); lower train.batch_size or the model size") from None
@@ -220,7 +221,8 @@ def test(plan: RunPlan, trainer: L.Trainer, module: TaskModule, data: TaskData, 
     """The selected checkpoint on validation and on every test split: (metrics, per-example outcomes) by split."""
     ckpt = plan.best_ckpt if plan.train.select == "best_val" else plan.last_ckpt
     splits = ["val", *task_obj.test_splits()]
-    trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
+    with signals_stop(trainer, str(plan.last_ckpt)):  # training is over: the same command only tests again
+        trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
     return ({split: module.last_eval[i] for i, split in enumerate(splits)},
             {split: module.last_outcomes[i] for i, split in enumerate(splits)})
 
