@@ -22,8 +22,15 @@ and its tuned copy; bench/report/verdicts.py), from what ``bench reproduce`` wro
     (claim | verdict, effect [95% CI], p in each | changed / same / not judged)
     <!-- /bench -->
 
+Every row of a table against one of its rows, column by column (above / below / inconclusive by
+Welch's test with Holm's correction; bench/report/against.py)::
+
+    <!-- bench:against probes-cpu transformer -->
+    (the Δ table and one generated sentence per row)
+    <!-- /bench -->
+
 Text outside the blocks is never changed. ``bench reproduce NAME`` fills the blocks of the table
-it just wrote, every value block and every verdicts block; ``bench reproduce --writeups --out results`` rebuilds every table a
+it just wrote, every value, verdicts and against block; ``bench reproduce --writeups --out results`` rebuilds every table a
 write-up names and fills them all. A value from a record made from code its commit does not
 give (``bench.records.other_code``) is marked ‡, as the tables mark it.
 """
@@ -35,11 +42,12 @@ from pathlib import Path
 from ..errors import UserError
 from ..records import other_code, read_record, write_atomic
 from .leaderboard import OTHER_CODE
+from .against import against_block
 from .outputs import generated_table
 from .verdicts import compared_tables, verdicts_block
 
 #: a block: its opening marker (kind and argument), its generated content, its closing marker
-BLOCK = re.compile(r"<!-- bench:(?P<kind>table|value|verdicts) (?P<arg>[^>]*?) -->(?P<body>.*?)<!-- /bench -->", re.DOTALL)
+BLOCK = re.compile(r"<!-- bench:(?P<kind>table|value|verdicts|against) (?P<arg>[^>]*?) -->(?P<body>.*?)<!-- /bench -->", re.DOTALL)
 FORMATS = {"pct": (100.0, ".1f"), "min": (1 / 60, ".1f")}
 
 
@@ -64,6 +72,8 @@ def table_names(text: str, where: str = "") -> dict[str, str]:
         elif m["kind"] == "verdicts":
             for name in compared_tables(m["arg"], here)[0]:
                 found.setdefault(name, here)
+        elif m["kind"] == "against" and m["arg"].split():
+            found.setdefault(m["arg"].split()[0], here)
     return found
 
 
@@ -112,6 +122,8 @@ def fill(text: str, tables: dict[str, str] | None, out: Path, where: str) -> str
             body = record_value(out, arg, here)
         elif kind == "verdicts":
             body = verdicts_block(out, arg, here)
+        elif kind == "against":
+            body = against_block(out, arg, here)
         elif tables is not None and arg in tables:
             body = table_block(tables[arg])
         else:

@@ -1,0 +1,131 @@
+"""Every row of a table against one baseline row, column by column: where a family is above the
+baseline, where below, where the seeds cannot tell. The block
+``<!-- bench:against TABLE BASELINE -->`` of a write-up (bench/report/writeup.py), e.g.
+``<!-- bench:against probes-cpu transformer -->``: where each kind of recurrence helped, said by
+the table's test rather than by prose.
+
+Read from what ``bench reproduce`` wrote for the table under OUT/reproduce/ (NAME.csv: each
+cell's mean, sample std and number of seeds). Per cell, Welch's t-test of the row against the
+baseline over seeds (two-sided: p = 2 x the smaller one-sided p of bench/report/stats.py), the
+effect Δ = mean_row - mean_baseline with its 95% CI; per row, Holm's correction over its tested
+columns; a cell is **above** / **below** when its adjusted p < 0.05, else inconclusive. A pair
+with < 2 seeds a side, or with both cells at chance, has no test. The block prints the Δ table
+(▲ above, ▼ below) and, per row, one generated sentence naming the columns of each kind with
+their effect, CI and adjusted p.
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tabulate import tabulate
+
+from ..errors import UserError
+from . import stats
+from .claims import digits_of
+from .outputs import command_of, generated_table
+from .verdicts import table_of
+
+ABOVE, BELOW, UNSURE, NO_TEST = "above", "below", "inconclusive", "no test"
+MARKS = {ABOVE: " ▲", BELOW: " ▼", UNSURE: "", NO_TEST: ""}
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One cell against the baseline's: its verdict, and (when tested) Δ, 95% CI, adjusted p."""
+    verdict: str
+    effect: float | None = None
+    ci: tuple[float, float] | None = None
+    p: float | None = None  # Holm-adjusted two-sided p
+    why: str = ""  # why there is no test
+
+
+def _number(text: str) -> float | None:
+    return float(text) if text not in ("", "None", "nan") else None
+
+
+def _cells(md: Path) -> dict[tuple[str, str], dict]:
+    with open(md.with_suffix(".csv"), newline="") as f:
+        return {(c["row"], c["column"]): c for c in csv.DictReader(f)}
+
+
+def _pair(a: dict | None, b: dict | None) -> tuple[np.ndarray, ...] | str:
+    """(mean, variance, n) of each side for Welch, or why the pair has no test."""
+    sides = []
+    for c in (a, b):
+        n = int(c["n"]) if c and c["n"] else 0
+        mean, std = (_number(c["ours"]), _number(c["ours_std"])) if c else (None, None)
+        if n < 2 or mean is None or std is None:
+            return "< 2 seeds a side"
+        sides.append((mean, std ** 2, n))
+    if a.get("at_chance") == "True" and b.get("at_chance") == "True":
+        return "both at chance"
+    return sides[0] + sides[1]
+
+
+def compare_rows(cells: dict, rows: list[str], columns: list[str], baseline: str) -> dict[str, list[Compared]]:
+    """Each row but the baseline -> its cells against the baseline's, in column order (the test
+    of the module's note; Holm over each row's tested columns)."""
+    found = {}
+    for row in (r for r in rows if r != baseline):
+        pairs = [_pair(cells.get((row, col)), cells.get((baseline, col))) for col in columns]
+        tested = [i for i, p in enumerate(pairs) if not isinstance(p, str)]
+        results = [Compared(NO_TEST, why=p) if isinstance(p, str) else None for p in pairs]
+        if tested:
+            effect, lo, hi, p_up, p_down = stats.welch_arrays(*np.array([pairs[i] for i in tested]).T)
+            adjusted = stats.holm(np.minimum(1.0, 2 * np.minimum(p_up, p_down)))
+            for k, i in enumerate(tested):
+                verdict = UNSURE if adjusted[k] >= stats.ALPHA else ABOVE if effect[k] > 0 else BELOW
+                results[i] = Compared(verdict, float(effect[k]), (float(lo[k]), float(hi[k])), float(adjusted[k]))
+        found[row] = results
+    return found
+
+
+def _effect(r: Compared, digits: int) -> str:
+    f = f"{{:+.{digits}f}}"
+    p = "Holm p < 0.001" if r.p < 0.001 else f"Holm p = {r.p:.3f}"
+    return f"Δ {f.format(r.effect)} [95% CI {f.format(r.ci[0])}, {f.format(r.ci[1])}], {p}"
+
+
+def _sentence(row: str, baseline: str, columns: list[str], results: list[Compared], digits: int) -> str:
+    parts = []
+    for verdict in (ABOVE, BELOW):
+        named = [f"{col} ({_effect(r, digits)})" for col, r in zip(columns, results) if r.verdict == verdict]
+        if named:
+            parts.append(f"{verdict} {baseline} on {'; '.join(named)}")
+    unsure = [col for col, r in zip(columns, results) if r.verdict == UNSURE]
+    if unsure:
+        parts.append(f"inconclusive on {', '.join(unsure)}")
+    reasons = dict.fromkeys(r.why for r in results if r.verdict == NO_TEST)
+    for why in reasons:
+        parts.append(f"no test on {', '.join(col for col, r in zip(columns, results) if r.why == why)} ({why})")
+    return f"- **{row}**: " + "; ".join(parts) + "."
+
+
+def against_block(out: Path, spec: str, where: str) -> str:
+    """The Markdown a ``bench:against TABLE BASELINE`` block shows."""
+    parts = spec.split()
+    if len(parts) != 2:
+        raise UserError(f"{where}: bench:against takes a generated table and the row to compare every other row with, "
+                        f"e.g. 'probes-cpu transformer'; got {spec!r}")
+    name, baseline = parts
+    table = table_of(name, where)
+    rows, columns = [r.label for r in table.rows], [c.label for c in table.columns]
+    if baseline not in rows:
+        raise UserError(f"{where}: bench:against: table {name!r} has no row {baseline!r}; its rows are {', '.join(rows)}")
+    if table.stat != "mean":
+        raise UserError(f"{where}: bench:against tests means over seeds, and table {name!r} prints its cells' {table.stat}")
+    md = generated_table(out, name, where)
+    found = compare_rows(_cells(md), rows, columns, baseline)
+    digits = digits_of(table)
+    grid = [[row, *(("—" if r.effect is None else f"{r.effect:+.{digits}f}") + MARKS[r.verdict] for r in results)]
+            for row, results in found.items()]
+    head = (f"Each row against {baseline}, from `{command_of(md.read_text())}` (bench/report/against.py): Δ = row mean - "
+            f"{baseline} mean in {table.unit or 'the metric'}, Welch t over seeds, two-sided, Holm over each row's columns; "
+            f"▲ above / ▼ below at adjusted p < {stats.ALPHA}, unmarked: inconclusive; — no test (< 2 seeds a side, or both "
+            "cells at chance).")
+    sentences = "\n".join(_sentence(row, baseline, columns, results, digits) for row, results in found.items())
+    table_md = tabulate(grid, headers=["row", *columns], tablefmt="github", disable_numparse=True)
+    return f"\n\n{head}\n\n{table_md}\n\n{sentences}\n\n"

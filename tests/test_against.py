@@ -1,0 +1,70 @@
+"""bench:against: every row of a table against a baseline row, column by column (Welch over
+seeds, two-sided, Holm over a row's columns), checked against scipy and Holm computed by hand."""
+import shutil
+from pathlib import Path
+
+import pytest
+from scipy import stats as sps
+
+from bench.errors import UserError
+from bench.report.against import ABOVE, BELOW, NO_TEST, UNSURE, against_block, compare_rows
+from bench.report.writeup import fill_writeups
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cell(mean, std, n, chance=False):
+    return {"ours": str(mean), "ours_std": str(std), "n": str(n), "at_chance": str(chance)}
+
+
+def test_each_cell_is_welch_two_sided_with_holm_over_the_row():
+    cells = {("base", "a"): cell(50.0, 2.0, 5), ("fam", "a"): cell(60.0, 3.0, 5),   # clearly above
+             ("base", "b"): cell(80.0, 1.0, 5), ("fam", "b"): cell(70.0, 4.0, 4),   # clearly below
+             ("base", "c"): cell(50.0, 5.0, 3), ("fam", "c"): cell(52.0, 5.0, 3)}   # no difference to speak of
+    (found,) = compare_rows(cells, ["base", "fam"], ["a", "b", "c"], "base").values()
+    raw = [sps.ttest_ind_from_stats(m1, s1, n1, m2, s2, n2, equal_var=False).pvalue
+           for (m1, s1, n1), (m2, s2, n2) in [((60, 3, 5), (50, 2, 5)), ((70, 4, 4), (80, 1, 5)), ((52, 5, 3), (50, 5, 3))]]
+    order = sorted(range(3), key=lambda i: raw[i])  # Holm by hand: k-th smallest times (3 - k), kept non-decreasing
+    holm, running = [0.0] * 3, 0.0
+    for k, i in enumerate(order):
+        running = max(running, min(1.0, (3 - k) * raw[i]))
+        holm[i] = running
+    assert [r.p for r in found] == pytest.approx(holm)
+    assert [r.verdict for r in found] == [ABOVE, BELOW, UNSURE]
+    assert found[0].effect == pytest.approx(10.0) and found[1].effect == pytest.approx(-10.0)
+    lo, hi = found[0].ci
+    assert lo > 0 and hi > 10 and (lo + hi) / 2 == pytest.approx(10.0)
+
+
+def test_cells_without_a_test():
+    cells = {("base", "a"): cell(50.0, 2.0, 5), ("fam", "a"): cell(60.0, "", 1),
+             ("base", "b"): cell(33.0, 1.0, 5, chance=True), ("fam", "b"): cell(34.0, 1.0, 5, chance=True),
+             ("base", "c"): cell(50.0, 2.0, 5), ("fam", "c"): cell(56.0, 2.0, 5)}
+    (found,) = compare_rows(cells, ["base", "fam"], ["a", "b", "c", "d"], "base").values()
+    assert [r.verdict for r in found] == [NO_TEST, NO_TEST, ABOVE, NO_TEST]
+    assert [r.why for r in found[:2]] == ["< 2 seeds a side", "both at chance"]
+    # only the tested column counts for Holm: its p is its own two-sided p
+    assert found[2].p == pytest.approx(sps.ttest_ind_from_stats(56, 2, 5, 50, 2, 5, equal_var=False).pvalue)
+
+
+def test_a_write_up_block_is_filled_from_the_generated_table_and_refills_identically(tmp_path):
+    (tmp_path / "reproduce").mkdir()
+    for suffix in (".md", ".csv"):
+        shutil.copy(ROOT / "results" / "reproduce" / f"halt-table3-cpu{suffix}", tmp_path / "reproduce")
+    doc = tmp_path / "doc.md"
+    doc.write_text("before\n<!-- bench:against halt-table3-cpu transformer -->old<!-- /bench -->\nafter\n")
+    assert fill_writeups(tmp_path) == [doc]
+    text = doc.read_text()
+    assert text.startswith("before\n") and text.endswith("after\n") and "old" not in text
+    assert "| ut " in text and "- **gut**: " in text and "| transformer " not in text
+    assert fill_writeups(tmp_path) == []  # nothing changes the second time
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("halt-table3-cpu", "takes a generated table and the row"),
+    ("halt-table3-cpu lstm", "has no row 'lstm'"),
+    ("no-such-table transformer", "is not a table"),
+])
+def test_bad_blocks_are_one_line(tmp_path, spec, message):
+    with pytest.raises(UserError, match=message):
+        against_block(tmp_path, spec, "doc.md:1")
