@@ -112,6 +112,33 @@ def test_a_signal_while_testing_stops_and_the_same_command_finishes_the_run(tmp_
     assert same_result(record(tmp_path), uninterrupted)
 
 
+EVAL_WITH_SIGNAL = """
+import os, signal, sys
+import lightning as L
+import bench.runner.evaluate as evaluate
+from bench.cli import main
+from tests.fixtures.signal_at import SignalAt
+
+class Trainer(L.Trainer):  # bench eval's trainer, with a signal at its first test batch
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs, callbacks=[SignalAt(0, getattr(signal, sys.argv[1]), during="test")])
+
+evaluate.L.Trainer = Trainer
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame,status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_during_bench_eval_stops_it_and_writes_nothing(tmp_path, signame, status):
+    rec = bench.run(model="lstm", task="parity", preset="smoke", out=tmp_path, progress="none", overrides=["train.max_epochs=1"])
+    stopped = subprocess.run([sys.executable, "-c", EVAL_WITH_SIGNAL, signame, "eval", rec["path"]], cwd=ROOT, capture_output=True,
+                             text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert stopped.returncode == status, stopped.stderr  # Lightning alone: SIGTERM exits 0, SIGINT exits 1
+    assert "stopped by %s" % signame in stopped.stderr and "Traceback" not in stopped.stderr, stopped.stderr
+    assert not list(tmp_path.rglob("eval*.json"))
+
+
 def test_finished_run_is_not_retrained_and_rerun_starts_over(tmp_path, capsys):
     args = ["run", "--model", "lstm", "--task", "parity", "--preset", "smoke", "--quiet", "--out", str(tmp_path)]
     assert main(args) == 0
