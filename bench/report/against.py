@@ -24,7 +24,7 @@ from tabulate import tabulate
 
 from ..errors import UserError
 from . import stats
-from .claims import digits_of
+from .claims import digits_of, effect_text
 from .outputs import command_of, generated_table
 from .verdicts import table_of
 
@@ -83,16 +83,11 @@ def compare_rows(cells: dict, rows: list[str], columns: list[str], baseline: str
     return found
 
 
-def _effect(r: Compared, digits: int) -> str:
-    f = f"{{:+.{digits}f}}"
-    p = "Holm p < 0.001" if r.p < 0.001 else f"Holm p = {r.p:.3f}"
-    return f"Δ {f.format(r.effect)} [95% CI {f.format(r.ci[0])}, {f.format(r.ci[1])}], {p}"
-
-
 def _sentence(row: str, baseline: str, columns: list[str], results: list[Compared], digits: int) -> str:
     parts = []
     for verdict in (ABOVE, BELOW):
-        named = [f"{col} ({_effect(r, digits)})" for col, r in zip(columns, results) if r.verdict == verdict]
+        named = [f"{col} ({effect_text(r.effect, r.ci, r.p, digits, p_label='Holm p')})"
+                 for col, r in zip(columns, results) if r.verdict == verdict]
         if named:
             parts.append(f"{verdict} {baseline} on {'; '.join(named)}")
     unsure = [col for col, r in zip(columns, results) if r.verdict == UNSURE]

@@ -52,10 +52,10 @@ def _p_text(p: float, label: str = "p") -> str:
 
 
 def effect_text(effect: float, ci: tuple[float, float], p: float, digits: int, ratio_to: float | None = None,
-                reverse: bool = False) -> str:
+                reverse: bool = False, p_label: str | None = None) -> str:
     """The effect, its 95% CI and the p-value (``reverse``: ``p`` is the Holm-adjusted p against
-    the claim), as a claim's test prints them."""
-    p_text = _p_text(p, "reverse p (Holm)" if reverse else "p")
+    the claim; ``p_label``: another name for ``p``), as a claim's test prints them."""
+    p_text = _p_text(p, p_label or ("reverse p (Holm)" if reverse else "p"))
     if ratio_to is not None:
         return f"ratio {effect:.2f} [95% CI {ci[0]:.2f}, {ci[1]:.2f}] vs ≤ {ratio_to:g}, {p_text}"
     f = f"{{:+.{digits}f}}"
