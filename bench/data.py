@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, Dataset
 from bench.tasks.base import PAD, Task
 from bench.tasks.kinds import KINDS, kind_of, pad
 
+from .metrics import with_token_chance
 from .records import current_umask
 from .sampling import ResumableLoader, eval_loader
 
@@ -198,3 +199,8 @@ class TaskData:
 
     def test_splits(self) -> list[str]:
         return self.task.test_splits()
+
+    def with_chance(self, split: str, metrics: dict) -> dict:
+        """``metrics`` of ``split`` (every example evaluated) with its token-level chance level
+        (bench/metrics.py:with_token_chance)."""
+        return with_token_chance(metrics, self.task.kind, self.splits[split].columns, self.task.length_bin)

@@ -89,7 +89,7 @@ def stream_evaluate(
             batch = {k: v.to(module.device) if torch.is_tensor(v) else v for k, v in batch.items()}
             logits, _, _ = forward_batch(streamed, module.head, batch)
             buf.add(example_outcomes(task.kind, logits, batch), batch["length"], {}, batch["tokens"].shape[0], index=batch["index"])
-        metrics[split], outcomes[split] = buf.summarize(task.length_bin), buf.arrays()
+        metrics[split], outcomes[split] = data.with_chance(split, buf.summarize(task.length_bin)), buf.arrays()
     tag = overrides_tag(data_overrides)
     written = eval_folder(Path(record), out) / (f"eval-stream-{tag}.json" if tag else "eval-stream.json")
     result = {

@@ -3,7 +3,10 @@
 A split's metrics: ``n`` (examples), ``acc``, ``token_acc``, ``last_acc``; for kinds with one
 class label per example (classify, pair_classify) also ``majority``: the share of the split's
 examples whose label is its most frequent label (the accuracy of always guessing that label),
-counted over every example evaluated, on all ranks (outcomes are gathered before summarizing).
+counted over every example evaluated, on all ranks (outcomes are gathered before summarizing);
+for kinds with token targets (lm) ``token_majority`` (``with_token_chance``): the share of the
+split's scored positions whose target is its most frequent target token (the ``token_acc`` of
+always guessing that token), in the split's metrics and, for that same token, in each length bin.
 
 Rates are exact ratios of whole counts (acc = right examples / scored examples, token_acc =
 right positions / scored positions, in float64), so the per-example outcomes kept beside a record
@@ -113,6 +116,36 @@ class OutcomeBuffer:
                 by_length[label] = entry
             out["by_length"] = dict(sorted(by_length.items(), key=lambda kv: _bin_start(kv[0])))
         return out
+
+
+def with_token_chance(split_metrics: dict, kind: str, columns: dict, length_bin) -> dict:
+    """``split_metrics`` of a split whose every example was evaluated, with ``token_majority``:
+    the ``token_acc`` of always guessing the split's most frequent target token, in the split's
+    metrics and in each of its per-length bins (the same token: the bins' values are that one
+    guess's scores, so their mean is its length-averaged accuracy). Counted from the split's data
+    (``columns``, as bench/data.py:SplitData holds them; an example's length is its ``length``
+    column, else its number of tokens, as batches count it). Unchanged for kinds without token
+    targets."""
+    targets = kind_of(kind).scored_targets(columns)
+    if targets is None:
+        return split_metrics
+    flat = np.concatenate([np.asarray(t).ravel() for t in targets]) if len(targets) else np.zeros(0)
+    if flat.size == 0:
+        return dict(split_metrics, token_majority=float("nan"))
+    values, counts = np.unique(flat, return_counts=True)
+    guess = values[counts.argmax()]
+    out = dict(split_metrics, token_majority=float(counts.max() / flat.size))
+    if out.get("by_length"):
+        lengths = columns["length"] if "length" in columns else [len(t) for t in columns["tokens"]]
+        right: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # bin -> [guesses right, scored tokens]
+        for example_targets, length in zip(targets, lengths):
+            label = length_bin(int(length))
+            if label is not None:
+                right[label][0] += int((np.asarray(example_targets) == guess).sum())
+                right[label][1] += int(np.asarray(example_targets).size)
+        out["by_length"] = {label: dict(entry, token_majority=right[label][0] / right[label][1] if right[label][1] else float("nan"))
+                            for label, entry in out["by_length"].items()}
+    return out
 
 
 def write_outcomes(path: Path, splits: dict[str, dict[str, np.ndarray]]) -> None:

@@ -171,3 +171,43 @@ def test_transformer_learns_bucket_sort_at_short_lengths(tmp_path):
                                "model.d_model=64", "train.max_epochs=3", "train.lr=0.005", "train.num_threads=1"])
     assert rec["status"] == "ok"
     assert rec["metrics"]["iid"]["token_acc"] > 0.95  # chance: ~0.2 per token (5 symbols)
+
+
+def test_a_record_carries_the_token_chance_of_each_split_and_length(tmp_path):
+    """``token_majority``: the token accuracy of always guessing the split's most frequent answer,
+    in the split and in each length bin, recounted here from the task's own data."""
+    from collections import Counter
+
+    from bench.registry import import_task_class
+
+    overrides = ["data.max_len=8", "data.n_train=64", "data.n_val=32", "data.test_max_len=16", "data.test_len_step=4",
+                 "train.max_epochs=1", "train.num_threads=1"]
+    rec = bench.run(model="gru", task="modular-arithmetic", preset="smoke", seed=0, out=tmp_path, progress=False, overrides=overrides)
+    assert rec["status"] == "ok"
+    cfg = rec["config"]["task"]  # the task the run resolved (its parameters and data seed)
+    task = import_task_class(cfg["target"], "modular-arithmetic").build("modular-arithmetic", dict(cfg["params"]))
+    for split in ("iid", "ood"):
+        data = task.generate(split, np.random.default_rng(task.split_seed(split)))
+        answers = [int(t[t != IGNORE][0]) for t in data["targets"]]  # one answer token per expression
+        guess, count = Counter(answers).most_common(1)[0]
+        metrics = rec["metrics"][split]
+        assert metrics["token_majority"] == pytest.approx(count / len(answers))
+        for label, entry in metrics["by_length"].items():
+            mine = [a for a, n in zip(answers, data["length"]) if task.length_bin(int(n)) == label]
+            assert entry["token_majority"] == pytest.approx(sum(a == guess for a in mine) / len(mine))
+    # scripts/backfill_majority.py writes the same values into a record made before they existed
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("backfill_majority", ROOT / "scripts" / "backfill_majority.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    older = json.loads(json.dumps(rec))
+    for split in older["metrics"].values():
+        split.pop("token_majority")
+        for entry in split.get("by_length", {}).values():
+            entry.pop("token_majority")
+    path = tmp_path / "older.json"
+    path.write_text(json.dumps(older))
+    filled, what = script.backfill(path, {})
+    assert what.startswith("token_majority val ") and json.dumps(filled) == json.dumps(rec)

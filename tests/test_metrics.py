@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from bench.metrics import OutcomeBuffer, _bin_start, example_outcomes
+from bench.metrics import OutcomeBuffer, _bin_start, example_outcomes, with_token_chance
 from bench.tasks.base import IGNORE
 
 
@@ -110,6 +110,22 @@ def test_majority_share_counts_every_rank_s_examples(monkeypatch):
     assert shards[0].summarize(lambda n: None)["majority"] == pytest.approx(2 / 3)
     out = gather_buffers({0: shards[0]}, world_size=2)[0].summarize(lambda n: None)
     assert out["n"] == 5 and out["majority"] == pytest.approx(3 / 5) and out["acc"] == pytest.approx(2 / 5)  # always 0
+
+
+def test_token_chance_is_the_accuracy_of_always_guessing_the_split_s_most_frequent_target():
+    """Scored targets 7 7 | 5 7 | 5 5 5 (IGNORE skipped): 5 four times, 7 three times ->
+    guess 5, 4 of 7 right. Per length bin the same guess: bin "short" (lengths 2, 3: targets 7 7 5 7)
+    1 of 4; bin "long" (length 4: 5 5 5) 3 of 3; an unbinned example counts only in the split."""
+    columns = {"tokens": [[1, 2], [1, 2, 3], [1, 2, 3, 4], [1] * 9],
+               "targets": [[7, 7], [IGNORE, 5, 7], [5, 5, IGNORE, 5], [IGNORE] * 9]}
+    bins = {2: "short", 3: "short", 4: "long"}
+    metrics = {"n": 4, "acc": 0.5, "by_length": {"short": {"n": 2, "token_acc": 0.5}, "long": {"n": 1, "token_acc": 1.0}}}
+    out = with_token_chance(metrics, "lm", columns, bins.get)
+    assert out["token_majority"] == pytest.approx(4 / 7)
+    assert out["by_length"]["short"] == {"n": 2, "token_acc": 0.5, "token_majority": pytest.approx(1 / 4)}
+    assert out["by_length"]["long"]["token_majority"] == 1.0
+    assert out["acc"] == 0.5 and "token_majority" not in metrics  # the rest kept, the input untouched
+    assert with_token_chance({"n": 1}, "classify", {"tokens": [[1]], "label": [0]}, bins.get) == {"n": 1}  # labels: ``majority``
 
 
 def test_bin_labels_sort_by_their_first_number():

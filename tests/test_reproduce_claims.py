@@ -165,6 +165,25 @@ def test_at_chance_is_within_two_standard_errors_of_the_majority_share():
     assert majority_share([*recs, {"metrics": {"test": {"n": 1000, "acc": 0.5}}}], "test") is None  # one older record
 
 
+def test_token_accuracies_are_at_chance_near_the_majority_token_share():
+    """token_acc reads ``token_majority``; the length-averaged token accuracy averages its bins'
+    values (the one guess's length-averaged accuracy) over all the bins' examples."""
+    from bench.report.cells import at_chance, majority_share
+
+    split = {"n": 96, "token_acc": 0.3, "token_majority": 0.25,
+             "by_length": {"L1": {"n": 32, "token_majority": 0.2}, "L2": {"n": 64, "token_majority": 0.3}}}
+    recs = [{"metrics": {"ood": split}}]
+    assert majority_share(recs, "ood", "token_acc") == (0.25, 96)
+    assert majority_share(recs, "ood", "length_avg_token_acc") == (pytest.approx(0.25), 96)  # (0.2 + 0.3) / 2, 32 + 64
+    assert majority_share(recs, "ood", "acc") is None  # no class labels: no majority-class share
+    assert majority_share(recs, "ood", "last_acc") is None  # no chance level defined
+    older = {"metrics": {"ood": {"n": 96, "token_acc": 0.3, "by_length": {"L1": {"n": 96}}}}}
+    assert majority_share([*recs, older], "ood", "token_acc") is None
+    assert majority_share([*recs, older], "ood", "length_avg_token_acc") is None
+    # 2 SE at p 0.25, n 96 = 0.0884
+    assert at_chance(0.338, (0.25, 96)) and not at_chance(0.339, (0.25, 96))
+
+
 def test_cells_at_chance_are_marked_and_their_claims_inconclusive(tmp_path):
     folder = chance_runs(tmp_path, majority=0.493)
     result = build(load_table("t", folder=folder / "tables"), folder, "paper")

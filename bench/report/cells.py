@@ -14,6 +14,8 @@ MISSING, NOT_REPORTED, STALE, CHANCE, NOT_ITS_COMMIT = "—", "n/r", "†", "~",
 CHANCE_SES = 2  # a mean accuracy this many standard errors or less from the majority share is at chance
 CHANCE_RULE = (f"{CHANCE} = at chance: the mean accuracy over seeds is within {CHANCE_SES} standard errors of the split's "
                "majority-class share p (SE = sqrt(p(1-p)/n), n = the split's examples)")
+TOKEN_CHANCE_RULE = ("; for a token accuracy p is the accuracy of always guessing the split's most frequent target "
+                     "token (length-averaged as the metric is; n = the examples of all its length bins)")
 
 
 NOT_ITS_COMMIT_RULE = (f"{NOT_ITS_COMMIT} = records made from code their named commit does not give (a dirty tree: the record's "
@@ -44,13 +46,31 @@ def record_value(rec: dict, split: str, metric: str):
     return split_metrics.get(metric)
 
 
-def majority_share(records: list[dict], split: str) -> tuple[float, int] | None:
-    """(p, n) of a cell on ``split``: the records' majority-class share (their mean) and the split's
-    size (the smallest); None unless every record has one (token-level tasks, older records)."""
-    metrics = [rec.get("metrics", {}).get(split, {}) for rec in records]
-    if not metrics or any("majority" not in m or not m.get("n") for m in metrics):
+def majority_share(records: list[dict], split: str, metric: str = "acc") -> tuple[float, int] | None:
+    """(p, n) of a cell on ``split``: the chance level of ``metric`` (the records' mean) and the
+    split's size (the smallest); None unless every record has one (older records) or for a
+    metric without one. The chance level of ``acc`` is the majority-class share (classification
+    kinds), of ``token_acc`` the majority-token share (``token_majority``: kinds with token
+    targets), of ``length_avg_token_acc`` that one guess's length-averaged accuracy, the bins'
+    ``token_majority`` averaged as the metric averages the bins (n: the examples of all bins)."""
+    shares = [_chance_level(rec.get("metrics", {}).get(split, {}), metric) for rec in records]
+    if not shares or any(s is None for s in shares):
         return None
-    return sum(m["majority"] for m in metrics) / len(metrics), min(m["n"] for m in metrics)
+    return sum(p for p, _ in shares) / len(shares), min(n for _, n in shares)
+
+
+def _chance_level(split_metrics: dict, metric: str) -> tuple[float, int] | None:
+    """One record's (chance level of ``metric``, examples) on a split (None: none recorded)."""
+    key = {"acc": "majority", "token_acc": "token_majority"}.get(metric)
+    if key is not None:
+        p, n = split_metrics.get(key), split_metrics.get("n")
+        return (p, n) if p is not None and n else None
+    if metric == LENGTH_AVERAGED + "token_acc":
+        bins = list((split_metrics.get("by_length") or {}).values())
+        if not bins or any(b.get("token_majority") is None or not b.get("n") for b in bins):
+            return None
+        return sum(b["token_majority"] for b in bins) / len(bins), sum(b["n"] for b in bins)
+    return None
 
 
 def at_chance(mean_acc: float, majority: tuple[float, int]) -> bool:

@@ -200,7 +200,7 @@ def _record_check(spec: dict, table, out: Path, preset: str, registry=None):
         per_side.append(values)
         now = current_config(registry, model, r["task"], preset, []) if registry is not None and ok else None
         whys = sorted({why for why in (stale(x, now) for x in ok) if why}) if now else []
-        majority = majority_share(ok, r["split"]) if r["metric"] == "acc" and values else None
+        majority = majority_share(ok, r["split"], r["metric"]) if values else None
         majorities.append(majority if majority and at_chance(sum(values) / len(values) / 100, majority) else None)
         mark = f" {STALE} ({'; '.join(whys)})" if whys else ""
         texts.append(cell_text(model, values, 1) + mark + (f" {CHANCE}" if majorities[-1] else ""))

@@ -28,8 +28,8 @@ from ..errors import UserError
 from ..records import other_code, overrides_tag
 from . import stats
 from .stats import mean_std
-from .cells import (CHANCE, CHANCE_RULE, LENGTH_AVERAGED, MISSING, NOT_REPORTED, STALE, at_chance, cell_records, current_config,
-                    majority_share, record_value, stale)
+from .cells import (CHANCE, CHANCE_RULE, LENGTH_AVERAGED, MISSING, NOT_REPORTED, STALE, TOKEN_CHANCE_RULE, at_chance, cell_records,
+                    current_config, majority_share, record_value, stale)
 from .claims import run_claims
 from .leaderboard import OTHER_CODE, OTHER_CODE_RULE, cell_percent
 from .table_kind import TableKind
@@ -177,6 +177,7 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     and (ours, paper, Δ) per split, as the papers print it."""
     texts, cells, present, expected, stale_runs, values_by_cell, chance_by_cell, outcomes = {}, [], set(), set(), {}, {}, {}, {}
     records = {}  # (model, task) -> the ok records of its cells (the state column reads them)
+    token_chance = False  # a cell of a token accuracy is at chance (the rule then says what p is for it)
     scale = 100.0 if table.unit == "%" else 1.0
     for row in table.rows:
         for col, paper in zip(table.columns, row.paper):
@@ -187,10 +188,11 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
             present.update((*run, r["seed"]) for r in ok if not mark)
             raw = _raw(table, col, ok)
             values_by_cell[row.label, col.label] = ([v * scale for v in raw], bool(mark))
-            majority = majority_share(ok, col.split) if table.metric_of(col) == "acc" and raw else None
+            majority = majority_share(ok, col.split, table.metric_of(col)) if raw else None
             chance = bool(majority) and at_chance(sum(raw) / len(raw), majority)
             if chance:
                 chance_by_cell[row.label, col.label] = majority[0] * scale
+                token_chance = token_chance or table.metric_of(col) != "acc"
             per_seed = _outcomes(out, table, row, col, preset, ok) if raw else None
             if per_seed:
                 outcomes[row.label, col.label] = per_seed
@@ -201,7 +203,8 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     reasons = sorted({why for run in only_stale for why in stale_runs[run].values() if why})
     return {"headers": headers, "rows": rows, "cells": cells, "values": values_by_cell, "records": records, "at_chance": chance_by_cell,
             "outcomes": outcomes,
-            "chance": CHANCE_RULE if chance_by_cell else "", "present": len(present), "expected": len(expected) * len(table.seeds),
+            "chance": CHANCE_RULE + (TOKEN_CHANCE_RULE if token_chance else "") if chance_by_cell else "",
+            "present": len(present), "expected": len(expected) * len(table.seeds),
             "other_code": OTHER_CODE_RULE if any(f" {OTHER_CODE}" in t[0] for t in texts.values()) else "",
             "stale": (f"{STALE} = only records made with settings the registry no longer gives for that cell "
                       f"({len(only_stale)} of {len(expected)} (model, task) cells; {'; '.join(reasons[:3])}): "

@@ -207,7 +207,7 @@ def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator
     written = eval_folder(Path(path), out) / (f"eval-{tag}.json" if tag else "eval.json")
     result = {
         **rec,
-        "metrics": {s: module.last_eval[i] for i, s in enumerate(splits)},
+        "metrics": {s: data.with_chance(s, module.last_eval[i]) for i, s in enumerate(splits)},
         "test_splits": splits[1:],
         "evaluated_with": data_overrides,
         "checkpoint": relative_checkpoint(Path(path), ckpt),

@@ -223,7 +223,7 @@ def test(plan: RunPlan, trainer: L.Trainer, module: TaskModule, data: TaskData, 
     splits = ["val", *task_obj.test_splits()]
     with signals_stop(trainer, str(plan.last_ckpt)):  # training is over: the same command only tests again
         trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
-    return ({split: module.last_eval[i] for i, split in enumerate(splits)},
+    return ({split: data.with_chance(split, module.last_eval[i]) for i, split in enumerate(splits)},
             {split: module.last_outcomes[i] for i, split in enumerate(splits)})
 
 

@@ -93,6 +93,12 @@ class TaskKind:
         """Per-example correctness for one batch: 1-D tensors of length B."""
         raise NotImplementedError
 
+    def scored_targets(self, columns: dict) -> list | None:
+        """Per example of a split (its columns, as bench/data.py holds them), the target tokens
+        its ``token_acc`` scores: what a token-level chance level is counted over (None: the
+        kind has no token targets)."""
+        return None
+
     # ---- cost ----------------------------------------------------------------------------
     def random_batch(self, task, batch: dict, tokens, gen: torch.Generator, device) -> None:
         """Adds random targets of the kind to ``batch`` (uniform ``tokens()`` and a full mask)."""
@@ -214,6 +220,9 @@ class LM(TaskKind):
         last = ok.gather(1, last_idx.clamp_min(0).unsqueeze(1)).squeeze(1).float()
         last = torch.where(last_idx >= 0, last, torch.full_like(last, float("nan")))
         return {"correct": tok == n, "tok_correct": tok, "n_scored": n, "last_correct": last}
+
+    def scored_targets(self, columns):
+        return [np.asarray(t)[np.asarray(t) != IGNORE] for t in columns["targets"]]
 
     def random_batch(self, task, batch, tokens, gen, device):
         batch["targets"] = tokens()
