@@ -42,9 +42,11 @@ def test_eval_stream_gives_the_batched_metrics(copy_run):
     assert streamed["streamed"] and set(streamed["metrics"]) == {"val", "len24"}
     for split, metrics in batched["metrics"].items():
         got = streamed["metrics"][split]
-        assert set(got) == set(metrics) - {"stats"}  # n, acc, token_acc, last_acc (by_length where binned)
+        assert set(got) == set(metrics) - {"stats"}  # n, acc, token_acc, last_acc, token_majority (by_length where binned)
         for key in got:
             assert got[key] == metrics[key], (split, key)
+    run = json.loads(copy_run.read_text())  # the same data: the same chance level in the run, eval and eval --stream
+    assert {s: m["token_majority"] for s, m in streamed["metrics"].items()} == {s: m["token_majority"] for s, m in run["metrics"].items()}
 
 
 def test_generate_is_greedy_decoding_of_the_forward(copy_run, capsys):
