@@ -60,9 +60,24 @@ def test_a_write_up_block_is_filled_from_the_generated_table_and_refills_identic
     assert fill_writeups(tmp_path) == []  # nothing changes the second time
 
 
+def test_a_block_may_name_the_rows_it_compares(tmp_path):
+    """ROWS: only those rows, in that order, each tested exactly as in the block of every row."""
+    (tmp_path / "reproduce").mkdir()
+    for suffix in (".md", ".csv"):
+        shutil.copy(ROOT / "results" / "reproduce" / f"halt-table3-cpu{suffix}", tmp_path / "reproduce")
+    every = against_block(tmp_path, "halt-table3-cpu transformer", "doc.md:1")
+    some = against_block(tmp_path, "halt-table3-cpu transformer gut,ut", "doc.md:1")
+    lines = {line.split("**")[1]: line for line in every.splitlines() if line.startswith("- **")}
+    assert [line for line in some.splitlines() if line.startswith("- **")] == [lines["gut"], lines["ut"]]
+    assert [line.split("|")[1].strip() for line in some.splitlines() if line.startswith("| ")][1:] == ["gut", "ut"]
+
+
 @pytest.mark.parametrize("spec,message", [
-    ("halt-table3-cpu", "takes a generated table and the row"),
+    ("halt-table3-cpu", "takes a generated table, the row"),
+    ("halt-table3-cpu transformer gut ut", "takes a generated table, the row"),
     ("halt-table3-cpu lstm", "has no row 'lstm'"),
+    ("halt-table3-cpu transformer gut,lstm", "has no row 'lstm'"),
+    ("halt-table3-cpu transformer transformer", "other than it"),
     ("no-such-table transformer", "is not a table"),
 ])
 def test_bad_blocks_are_one_line(tmp_path, spec, message):

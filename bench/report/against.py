@@ -1,8 +1,10 @@
 """Every row of a table against one baseline row, column by column: where a family is above the
 baseline, where below, where the seeds cannot tell. The block
-``<!-- bench:against TABLE BASELINE -->`` of a write-up (bench/report/writeup.py), e.g.
-``<!-- bench:against probes-cpu transformer -->``: where each kind of recurrence helped, said by
-the table's test rather than by prose.
+``<!-- bench:against TABLE BASELINE [ROWS] -->`` of a write-up (bench/report/writeup.py), e.g.
+``<!-- bench:against probes-cpu transformer -->`` (every other row) or
+``<!-- bench:against probes-cpu xl rsa-xl -->`` (ROWS: a comma-separated list, e.g. a mechanism
+against its host): where each kind of recurrence helped, said by the table's test rather than by
+prose.
 
 Read from what ``bench reproduce`` wrote for the table under OUT/reproduce/ (NAME.csv: each
 cell's mean, sample std and number of seeds). Per cell, Welch's t-test of the row against the
@@ -100,20 +102,25 @@ def _sentence(row: str, baseline: str, columns: list[str], results: list[Compare
 
 
 def against_block(out: Path, spec: str, where: str) -> str:
-    """The Markdown a ``bench:against TABLE BASELINE`` block shows."""
+    """The Markdown a ``bench:against TABLE BASELINE [ROWS]`` block shows."""
     parts = spec.split()
-    if len(parts) != 2:
-        raise UserError(f"{where}: bench:against takes a generated table and the row to compare every other row with, "
-                        f"e.g. 'probes-cpu transformer'; got {spec!r}")
-    name, baseline = parts
+    if len(parts) not in (2, 3):
+        raise UserError(f"{where}: bench:against takes a generated table, the row to compare the others with and "
+                        f"optionally which rows (comma-separated), e.g. 'probes-cpu transformer' or 'probes-cpu xl rsa-xl'; "
+                        f"got {spec!r}")
+    name, baseline = parts[:2]
     table = table_of(name, where)
     rows, columns = [r.label for r in table.rows], [c.label for c in table.columns]
-    if baseline not in rows:
-        raise UserError(f"{where}: bench:against: table {name!r} has no row {baseline!r}; its rows are {', '.join(rows)}")
+    chosen = [r for r in parts[2].split(",") if r] if len(parts) == 3 else [r for r in rows if r != baseline]
+    unknown = [r for r in [baseline, *chosen] if r not in rows]
+    if unknown:
+        raise UserError(f"{where}: bench:against: table {name!r} has no row {unknown[0]!r}; its rows are {', '.join(rows)}")
+    if baseline in chosen or not chosen:
+        raise UserError(f"{where}: bench:against: name the rows to compare with {baseline!r}, other than it; got {parts[2]!r}")
     if table.stat != "mean":
         raise UserError(f"{where}: bench:against tests means over seeds, and table {name!r} prints its cells' {table.stat}")
     md = generated_table(out, name, where)
-    found = compare_rows(_cells(md), rows, columns, baseline)
+    found = compare_rows(_cells(md), [baseline, *chosen], columns, baseline)
     digits = digits_of(table)
     grid = [[row, *(("—" if r.effect is None else f"{r.effect:+.{digits}f}") + MARKS[r.verdict] for r in results)]
             for row, results in found.items()]

@@ -25,7 +25,7 @@ and its tuned copy; bench/report/verdicts.py), from what ``bench reproduce`` wro
 Every row of a table against one of its rows, column by column (above / below / inconclusive by
 Welch's test with Holm's correction; bench/report/against.py)::
 
-    <!-- bench:against probes-cpu transformer -->
+    <!-- bench:against probes-cpu transformer -->      (or: probes-cpu xl rsa-xl, the rows named)
     (the Δ table and one generated sentence per row)
     <!-- /bench -->
 
