@@ -301,7 +301,7 @@ def plot(out: Path, preset: str, widths: list[Width], records: dict, budget: str
     splits, metric = first.get("test_splits") or [], first.get("primary_metric", "acc")
     fig, axes = plt.subplots(1, len(splits), figsize=(4.6 * len(splits), 3.8), squeeze=False)
     for ax, split in zip(axes[0], splits):
-        for model in dict.fromkeys(w.model for w in widths):
+        for i, model in enumerate(dict.fromkeys(w.model for w in widths)):
             points = []
             for w in (w for w in widths if w.model == model):
                 values = [r["metrics"].get(split, {}).get(metric) for r in ok.get((w.label, task), [])]
@@ -311,7 +311,9 @@ def plot(out: Path, preset: str, widths: list[Width], records: dict, budget: str
                     points.append((w.value, mean, half or 0.0))
             if points:
                 xs, ys, errs = zip(*sorted(points))
-                ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=model)
+                # ten colours, then the same colours dashed with another marker: each family its own line
+                ax.errorbar(xs, ys, yerr=errs, capsize=3, label=model, color=f"C{i % 10}", marker="os^Dv"[i // 10 % 5],
+                            linestyle=("-", "--")[i // 10 % 2])
         ax.set_xscale("log")
         ax.set_xlabel(BUDGET_TEXT[budget] + (f" (after {length} tokens)" if FIGURE[budget] == "state" and length else ""))
         ax.set_ylabel(f"{split} {metric}")
