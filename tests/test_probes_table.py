@@ -149,9 +149,11 @@ def test_reproduce_run_trains_tiny_runs_and_prints_the_state_and_a_measured_ques
     rows = printed_rows(capsys.readouterr().out)
     assert rows[0] == ["row", "z60 2x", "z60 state @32"]
     cells = {r[0]: r for r in rows[1:3]}
-    assert cells["transformer"][1].endswith("(2)") and cells["lstm"][1].endswith("(2)")
+    # two seeds each; after two steps both sit at the accuracy of guessing the commonest state (the runs'
+    # own token_majority), so the chance rule marks them
+    assert "(2) ~" in cells["transformer"][1] and "(2) ~" in cells["lstm"][1]
     # the state each run measured: the LSTM's h and c in each of its 2 layers at d 8 in float32 (128 B);
     # the Transformer's keys and values in each of its 2 layers after 32 tokens at d 8 (4,096 B)
     assert cells["lstm"][2] == "128 B" and cells["transformer"][2] == "4.0 KiB"
     question = next(r for r in rows if r[0].startswith("does the LSTM"))
-    assert question[2] == "measured" and "Δ " in question[3] and "p " in question[3].replace("p =", "p ").replace("p <", "p ")
+    assert question[2] == "measured" and question[3].endswith(": no test") and "both at chance" in question[3]  # nothing to compare
