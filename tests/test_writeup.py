@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
+from bench.errors import UserError
 from bench.records import base_record, git_commit as real_git_commit, record_path, write_json_atomic
 from bench.report import writeup
 from bench.report.reproduce import build, load_table
@@ -66,6 +67,20 @@ def test_a_value_block_shows_one_field_of_a_record(tmp_path):
         f"bin 0 <!-- bench:value {rec} metrics.bin0.acc pct -->87.7<!-- /bench --> %.\n"
     )
     assert writeup.fill_writeups(tmp_path) == []  # filled: nothing changes
+
+
+def test_a_value_block_steps_into_a_list_by_index(tmp_path):
+    curve = [{"step": 235, "acc": 0.711}, {"step": 470, "acc": 0.912}]
+    write_record(tmp_path, "transformer", "parity", 0, {"bin0": 0.9, "bin1": 0.0}, val_history=curve)
+    rec = "runs/parity/paper/transformer/seed0.json"
+    page = tmp_path / "page.md"
+    page.write_text(f"at step <!-- bench:value {rec} val_history.1.step -->?<!-- /bench -->: "
+                    f"<!-- bench:value {rec} val_history.1.acc pct -->?<!-- /bench --> %\n")
+    writeup.fill_writeups(tmp_path)
+    assert writeup.BLOCK.sub(lambda m: m["body"], page.read_text()) == "at step 470: 91.2 %\n"
+    page.write_text(f"<!-- bench:value {rec} val_history.2.acc pct -->?<!-- /bench -->\n")  # past the end: one line
+    with pytest.raises(UserError, match=r"has no 'val_history.2.acc' \(stopped at '2'\)"):
+        writeup.fill_writeups(tmp_path)
 
 
 def test_a_value_or_leaderboard_cell_from_other_code_is_marked(tmp_path):

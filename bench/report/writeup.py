@@ -88,7 +88,8 @@ def table_block(markdown: str) -> str:
 
 
 def record_value(out: Path, spec: str, where: str) -> str:
-    """The value a ``bench:value PATH KEY [FORMAT]`` block shows, from the record at OUT/PATH."""
+    """The value a ``bench:value PATH KEY [FORMAT]`` block shows, from the record at OUT/PATH (KEY
+    dotted, a number in it an index into a list)."""
     parts = spec.split()
     if len(parts) not in (2, 3):
         raise UserError(f"{where}: bench:value takes a record path under the results folder, a dotted key and an optional "
@@ -98,10 +99,13 @@ def record_value(out: Path, spec: str, where: str) -> str:
     if not rec:
         raise UserError(f"{where}: bench:value names {path}, which is not a run record under {out}")
     value = rec
-    for step in key.split("."):
-        if not isinstance(value, dict) or step not in value:
+    for step in key.split("."):  # a number steps into a list: val_history.0.acc is the first validation's acc
+        if isinstance(value, list) and step.isdigit() and int(step) < len(value):
+            value = value[int(step)]
+        elif isinstance(value, dict) and step in value:
+            value = value[step]
+        else:
             raise UserError(f"{where}: record {path} has no {key!r} (stopped at {step!r})")
-        value = value[step]
     scale, spec_ = FORMATS.get(fmt, (1.0, fmt))
     mark = f" {OTHER_CODE}" if other_code(rec) else ""  # made from code its commit does not give: marked as in the tables
     try:
