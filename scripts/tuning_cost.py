@@ -133,9 +133,10 @@ def main() -> None:
     cheap_steps = sum(r["steps"] <= COST_TARGET * r["one_steps"] for r in done)
     agree = sum(r["agree"] for r in done)
     summary = (f"{len(done)} of {len(rows)} rows with the exhaustive grid finished: search <= {COST_TARGET:g}x one full run in "
-               f"train time for {cheap_time}/{len(done)}, in optimizer steps for {cheap_steps}/{len(done)}"
-               + (f" (all rows: {sum(r['time_s'] for r in done) / sum(r['one_time'] for r in done):.2f}x in time, "
-                  f"{sum(r['steps'] for r in done) / sum(r['one_steps'] for r in done):.2f}x in steps)" if done else "")
+               f"optimizer steps for {cheap_steps}/{len(done)} (about the time at equal load: a row's trials differ only in their values), "
+               f"in train time as measured for {cheap_time}/{len(done)} (load-dependent)"
+               + (f" (all rows: {sum(r['steps'] for r in done) / sum(r['one_steps'] for r in done):.2f}x in steps, "
+                  f"{sum(r['time_s'] for r in done) / sum(r['one_time'] for r in done):.2f}x in time)" if done else "")
                + f"; the search picks the grid's lr for {agree}/{len(done)}"
                + (f" = {100 * agree / len(done):.0f}% of rows (target >= {100 * AGREE_TARGET:.0f}%)" if done else ""))
     note = (f"Search: {args.search}/studies, exhaustive grid: {args.grid}/studies; time = train_time_s (shared cores: load-dependent), "
