@@ -39,7 +39,7 @@ from bench.config import canonical_text  # noqa: E402
 from tuning_cost import trials  # noqa: E402
 
 
-def pruners(full_steps: int, first_val: int) -> dict[str, object]:
+def pruners(full_steps: int) -> dict[str, object]:
     """The pruners compared, by name: bench's asha (rungs from step 1: compared at every validation
     from the first), successive halving whose first rung is half the run, Optuna's median and 25th-
     percentile pruners (against the trials before, from the first validation), Hyperband, none."""
@@ -122,11 +122,10 @@ def main() -> None:
             primary = done[0]["record"]["primary_metric"]
             curves = {key_of(t["values"]): ([(e["step"], e[primary]) for e in t["record"]["val_history"]], t["val"]) for t in done}
             full = max(c[-1][0] for c, _ in curves.values())
-            first = min(c[0][0] for c, _ in curves.values())
             best_key = max(done, key=lambda t: (t["val"], -t["number"]))
             best = {"key": key_of(best_key["values"]), "val": best_key["val"]}
             finals = {k: v for k, (_, v) in curves.items()}
-            for pname, pruner in pruners(full, first).items():
+            for pname, pruner in pruners(full).items():
                 ran = replay(meta, curves, pruner, model)
                 pick = picked(ran)
                 rows.append({"row": f"{model} ({name})", "pruner": pname, "steps": sum(r["stopped"] for r in ran) / full,
@@ -135,7 +134,7 @@ def main() -> None:
                                                 for r in ran)})
             if args.search:
                 real = trials(args.search, name).get(model, [])
-                asha = replay(meta, curves, pruners(full, first)["asha (bench)"], model)
+                asha = replay(meta, curves, pruners(full)["asha (bench)"], model)
                 want = sorted((key_of(t["values"]), t["record"].get("steps_run")) for t in real)
                 got = sorted((r["key"], r["stopped"]) for r in asha)
                 checks.append([f"{model} ({name})", "yes" if want == got else f"no: search {want}, replay {got}"])
