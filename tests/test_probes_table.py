@@ -80,7 +80,7 @@ def test_the_table_prints_ours_the_state_column_claims_and_measured_questions(pr
     assert question[2] == "measured" and question[4] == "open question"
     gut = sum((a + b) / 2 for a, b in RUNS["gut"][1]) / 3
     tf = sum((a + b) / 2 for a, b in RUNS["transformer"][1]) / 3
-    assert f"Δ {100 * (gut - tf):+.1f} [95% CI" in question[3] and "p = " in question[3]
+    assert f"Δ {100 * (gut - tf):+.1f} [90% CI" in question[3] and "p = " in question[3]
     assert not any(word in question[3] for word in ("holds", "does not hold", "inconclusive", "of 1 pairs"))
     assert "open questions: each pair tested" in text and "state = the bytes of the row's streaming state" in text
     assert "Δ = ours - paper" not in text  # no paper numbers: no difference to them

@@ -346,7 +346,7 @@ def test_a_cost_table_is_measured_and_its_ratios_come_from_the_measurements(tmp_
     assert ratio_of(result, "GUT", "upper bound 40")[0].startswith("0.10 [")
     claim = next(r for r in result["claims"]["rows"] if "0.6x" in r[0])
     assert claim[2] == "holds" and claim[4] == "no spread printed" and "halting depth 3.00" in claim[3]
-    assert "ratio 0.10 [95% CI" in claim[3] and "Welch t on log times" in claim[3]
+    assert "ratio 0.10 [90% CI" in claim[3] and "Welch t on log times" in claim[3]
     for r in measured["rows"]:  # no early halt: the claim's premise is absent
         if r["row"] == "GUT" and r["column"] == "upper bound 40":
             r["halt_depth"] = 39.0

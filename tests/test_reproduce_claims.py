@@ -59,10 +59,11 @@ def judged(folder):
 
 def test_claims_hold_fail_or_stay_inconclusive_by_the_tests(claim_runs):
     rows = judged(claim_runs)
-    # Welch: Δ = 32 - 11 = +21, se^2 = 4/3 + 1/3, df = 50/17, t = 16.3: p = 0.0003; CI 21 ± 3.219 x 1.291 = ± 4.16;
+    # Welch: Δ = 32 - 11 = +21, se^2 = 4/3 + 1/3, df = 50/17, t = 16.3: p = 0.0003;
+    # 90% CI (each end the one-sided 95% bound): 21 ± t_0.95(50/17) se = ± 2.373 x 1.291 = ± 3.06;
     # cells: mean ± t_0.975(2) sd / sqrt(3) = ± 4.303 x 2 / 1.732 = ± 5.0 and ± 2.5
     assert rows["TLB beats the Transformer on 500-600"][2:] == [
-        "holds", ("tlb 32.0 ± 5.0 (3) vs transformer 11.0 ± 2.5 (3) on len500_600: Δ +21.0 [95% CI +16.8, +25.2], p < 0.001, "
+        "holds", ("tlb 32.0 ± 5.0 (3) vs transformer 11.0 ± 2.5 (3) on len500_600: Δ +21.0 [90% CI +17.9, +24.1], p < 0.001, "
                   "n 3 vs 3 seeds, Welch t"), "holds"]  # the paper (30.5 ± 1.1 vs 10.4 ± 0.71, 3 runs) agrees
     # the reverse: significant the other way
     assert rows["the Transformer beats TLB on 500-600"][2] == "does not hold"
@@ -71,14 +72,14 @@ def test_claims_hold_fail_or_stay_inconclusive_by_the_tests(claim_runs):
     # Δ = 33 - 32 = +1, se^2 = 16/3 + 4/3: t = 0.39, p = 0.36: inconclusive; the paper: 10.3 vs 30.5 does not hold
     ut = rows["UT beats TLB on 500-600"]
     assert ut[2] == "inconclusive" and ut[4] == "does not hold"
-    assert ut[3].startswith("ut 33.0 ± 9.9 (3) vs tlb 32.0 ± 5.0 (3) on len500_600: Δ +1.0 [95% CI") and "p = 0.36" in ut[3]
+    assert ut[3].startswith("ut 33.0 ± 9.9 (3) vs tlb 32.0 ± 5.0 (3) on len500_600: Δ +1.0 [90% CI") and "p = 0.36" in ut[3]
     # each of two: one pair holds, one is inconclusive (32 vs 33) -> inconclusive, the weak pair named
     each = rows["TLB beats each of Transformer and UT on 500-600"]
     assert each[2] == "inconclusive"
     assert each[3].startswith("of 2 pairs 1 hold, 0 do not, 1 inconclusive; weakest: tlb 32.0 ± 5.0 (3) vs ut 33.0 ± 9.9 (3)")
     # one split holds (+21), on the other 50 < 70 on every seed (no spread): a counterexample decides
     two = rows["TLB beats the Transformer on 500-600 and near-IID"]
-    assert two[2] == "does not hold" and ("tlb 50.0 ± 0.0 (3) vs transformer 70.0 ± 0.0 (3) on test: Δ -20.0 [95% CI -20.0, -20.0], "
+    assert two[2] == "does not hold" and ("tlb 50.0 ± 0.0 (3) vs transformer 70.0 ± 0.0 (3) on test: Δ -20.0 [90% CI -20.0, -20.0], "
                                           "reverse p (Holm) < 0.001, n 3 vs 3 seeds, Welch t") in two[3]
     assert two[4] == "does not hold"  # the paper: 58.3 vs 73 near-IID
 
@@ -204,7 +205,7 @@ def test_cells_at_chance_are_marked_and_their_claims_inconclusive(tmp_path):
     ]
     # one cell above chance: tested, 62.0 - 51.7 = +10.3, t = 10.33 / sqrt(4/3 + 2.33/3) = 7.1 at 3.7 df
     held = rows["the Transformer beats UT"]
-    assert held[2] == "holds" and held[3].startswith("transformer 62.0 ± 5.0 (3) vs ut 51.7 ± 3.8 (3) on test: Δ +10.3 [95% CI")
+    assert held[2] == "holds" and held[3].startswith("transformer 62.0 ± 5.0 (3) vs ut 51.7 ± 3.8 (3) on test: Δ +10.3 [90% CI")
 
 
 def test_records_without_a_majority_share_are_never_at_chance(tmp_path, capsys, monkeypatch):
@@ -215,7 +216,7 @@ def test_records_without_a_majority_share_are_never_at_chance(tmp_path, capsys, 
     assert cell(result, "gut", "test")[0] == "49.3 ± 3.8 (3, se 1.6)" and result["at_chance"] == {} and result["chance"] == ""
     # tested: Δ +2.3, t = 2.33 / sqrt(2 x 2.33 / 3) = 1.87 at 4 df, p = 0.067 (the old spread rule said "holds")
     ut = judged(folder)["UT beats GUT"]
-    assert ut[2] == "inconclusive" and "Δ +2.3 [95% CI" in ut[3] and "p = 0.067" in ut[3]
+    assert ut[2] == "inconclusive" and "Δ +2.3 [90% CI" in ut[3] and "p = 0.067" in ut[3]
     # the printed table and note: the mark explained once, only where a cell has it
     monkeypatch.setattr(reproduce, "load_table", lambda name, preset=None: load_table(name, preset, folder=folder / "tables"))
     assert main(["reproduce", "t", "--out", str(folder)]) == 0
@@ -282,7 +283,7 @@ def test_a_record_check_is_a_welch_test_not_a_comparison_of_means(tmp_path, regi
 
     # Δ = 50.3 - 12 = +38.3 points, sds 0.25 and 7: t = 9.5 at ~2 df, p = 0.005
     measured, status = judged_with([0.500, 0.503, 0.505], [0.05, 0.12, 0.19])
-    assert status == "holds" and "Δ +38.3 [95% CI" in measured and "n 3 vs 3 seeds, Welch t" in measured
+    assert status == "holds" and "Δ +38.3 [90% CI" in measured and "n 3 vs 3 seeds, Welch t" in measured
     # a mean 3 points higher with a spread of 20: no evidence either way
     measured, status = judged_with([0.10, 0.30, 0.50], [0.20, 0.27, 0.34])
     assert status == "inconclusive" and "Δ +3.0" in measured

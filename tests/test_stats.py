@@ -18,14 +18,29 @@ def test_welch_matches_a_worked_example():
     se, df = math.sqrt(5 / 3), 50 / 17
     assert t.effect == pytest.approx(21.0)
     assert t.p == pytest.approx(sps.t.sf(21 / se, df), rel=1e-9)
-    half = sps.t.ppf(0.975, df) * se
-    assert 3.182 < sps.t.ppf(0.975, df) < 4.303  # between the tables' t_0.975 at 3 and at 2 df
+    # the interval is the 90% one (stats.PAIR_LEVEL): each end is the one-sided 95% bound of the test
+    half = sps.t.ppf(0.95, df) * se
+    assert 2.353 < sps.t.ppf(0.95, df) < 2.920  # between the tables' t_0.95 at 3 and at 2 df
     assert t.ci == pytest.approx((21 - half, 21 + half))
+    assert t.ci == pytest.approx((17.937, 24.063), abs=1e-3)
     assert t.p_reverse == pytest.approx(1 - t.p)
     assert t.n == (3, 3) and t.test == stats.WELCH
     # scipy's own Welch interval agrees
     ref = sps.ttest_ind([30, 32, 34], [10, 11, 12], equal_var=False)
-    assert t.ci == pytest.approx(tuple(ref.confidence_interval(0.95)))
+    assert t.ci == pytest.approx(tuple(ref.confidence_interval(0.90)))
+
+
+def test_a_pair_holds_exactly_when_its_interval_is_above_zero():
+    # the printed interval and the verdict never disagree: p < ALPHA <=> lower end > 0, and the
+    # reverse p < ALPHA <=> upper end < 0 (Welch on seeds, and the ratio test against its bound)
+    rng = np.random.default_rng(11)
+    for _ in range(400):
+        n_a, n_b = rng.integers(2, 7, size=2)
+        a, b = rng.normal(rng.normal(0, 1.5), 1, n_a), rng.normal(0, rng.uniform(0.3, 2), n_b)
+        t = stats.welch(a, b)
+        assert (t.p < stats.ALPHA) == (t.ci[0] > 0) and (t.p_reverse < stats.ALPHA) == (t.ci[1] < 0)
+        r = stats.ratio_test(np.exp(a), np.exp(b), 0.8)
+        assert (r.p < stats.ALPHA) == (r.ci[1] < 0.8) and (r.p_reverse < stats.ALPHA) == (r.ci[0] > 0.8)
 
 
 def test_welch_orientation_lower_is_better_and_small_samples():
@@ -123,7 +138,7 @@ def test_a_two_sd_difference_at_five_seeds_holds_in_most_simulations():
 def test_the_single_pair_matches_the_vectorised_judging():
     rng = np.random.default_rng(3)
     a, b = rng.normal(1, 1, (20, 3)), rng.normal(0, 1, (20, 3))
-    _, lo, hi, p, p_rev = stats.welch_arrays(a.mean(1), a.var(1, ddof=1), 3, b.mean(1), b.var(1, ddof=1), 3)
+    _, lo, hi, p, p_rev = stats.welch_arrays(a.mean(1), a.var(1, ddof=1), 3, b.mean(1), b.var(1, ddof=1), 3, level=stats.PAIR_LEVEL)
     for i in range(20):
         t = stats.welch(a[i], b[i])
         assert (t.p, t.p_reverse, *t.ci) == pytest.approx((p[i], p_rev[i], lo[i], hi[i]))

@@ -70,9 +70,9 @@ def test_the_block_shows_each_tables_verdict_as_reproduce_prints_it_and_whether_
     rows = {text_: printed_row(text, text_) for text_ in (BEATS, REVERSED, WITHIN, TWO_SPLITS)}
 
     # 32 vs 11: Welch Δ +21.0, CI ± 3.219 x 1.291 (test_reproduce_claims); at the tuned lr 32 vs 33: Δ -1.0, p > 0.5
-    assert rows[BEATS] == [BEATS, "holds: Δ +21.0 [95% CI +16.8, +25.2], p < 0.001", rows[BEATS][2], "changed"]
-    assert rows[BEATS][2].startswith("inconclusive: Δ -1.0 [95% CI")
-    assert rows[REVERSED][1].startswith("does not hold: Δ -21.0 [95% CI") and "reverse p (Holm) < 0.001" in rows[REVERSED][1]
+    assert rows[BEATS] == [BEATS, "holds: Δ +21.0 [90% CI +17.9, +24.1], p < 0.001", rows[BEATS][2], "changed"]
+    assert rows[BEATS][2].startswith("inconclusive: Δ -1.0 [90% CI")
+    assert rows[REVERSED][1].startswith("does not hold: Δ -21.0 [90% CI") and "reverse p (Holm) < 0.001" in rows[REVERSED][1]
     assert rows[REVERSED][2].startswith("inconclusive: Δ +1.0") and rows[REVERSED][3] == "changed"
     assert rows[WITHIN][1].split(":")[0] == rows[WITHIN][2].split(":")[0] == "inconclusive" and rows[WITHIN][3] == "same"
     for claim in (BEATS, REVERSED, WITHIN):  # each side: the verdict, and the effect, CI and p the claims printer printed

@@ -88,7 +88,7 @@ def compare_rows(cells: dict, rows: list[str], columns: list[str], baseline: str
 def _sentence(row: str, baseline: str, columns: list[str], results: list[Compared], digits: int) -> str:
     parts = []
     for verdict in (ABOVE, BELOW):
-        named = [f"{col} ({effect_text(r.effect, r.ci, r.p, digits, p_label='Holm p')})"
+        named = [f"{col} ({effect_text(r.effect, r.ci, r.p, digits, p_label='Holm p', level=stats.LEVEL)})"
                  for col, r in zip(columns, results) if r.verdict == verdict]
         if named:
             parts.append(f"{verdict} {baseline} on {'; '.join(named)}")

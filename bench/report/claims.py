@@ -2,7 +2,8 @@
 the paper's qualitative findings over its cells, e.g. "TLB beats the Transformer on ListOps
 500-600", judged on our per-seed values by the tests of bench/report/stats.py (``RULE``): per
 pair a one-sided Welch t-test over seeds (a paired bootstrap over seeds and examples where both
-cells have per-example outcomes on the same examples), the effect with its 95% CI; a claim over
+cells have per-example outcomes on the same examples), the effect with its 90% CI (each end the
+test's one-sided 95% bound: a pair holds exactly when the CI is above 0); a claim over
 several pairs holds when every pair holds at alpha 0.05, does not hold when some pair is
 significant the other way after Holm's correction over the pairs, and is inconclusive otherwise.
 
@@ -15,7 +16,7 @@ of runs (the table's ``paper_seeds``); a table that prints no spread is marked s
 
 A ratio claim (``ratio_at_most: r``, e.g. "GUT with halting at bound 40 costs <= 0.6x no-halt"),
 judged by ``RATIO_RULE`` on the per-repeat times of a cost table: Welch on the logarithms, the
-ratio of geometric means with its 95% CI; inconclusive besides when (``halt_depth_below: d``) the
+ratio of geometric means with its 90% CI; inconclusive besides when (``halt_depth_below: d``) the
 better cell's mean halting depth is >= d: the claim's premise ("when the model halts early") is
 absent.
 
@@ -35,7 +36,8 @@ from .stats import FAILS, HOLDS, UNSURE
 
 RULE = ("per pair, a one-sided Welch t-test of A beating B over {over} (H1: mean_A > mean_B, < where lower is better; "
         "a paired bootstrap over seeds, then examples, where both cells have per-example outcomes on the same examples), "
-        "the effect Δ = mean_A - mean_B with its 95% CI (Welch-Satterthwaite); a claim holds when every pair has p < 0.05 "
+        "the effect Δ = mean_A - mean_B with its 90% CI (Welch-Satterthwaite; each end the one-sided 95% bound, so a pair has "
+        "p < 0.05 exactly when its CI is above 0); a claim holds when every pair has p < 0.05 "
         "(intersection-union), does not hold when some pair is significant the other way after Holm's correction over "
         "the claim's pairs, and is inconclusive otherwise; a pair with < 2 values a side, or whose cells are both at chance "
         "(~), has no test; cells: mean ± 95% t-interval half-width (n); paper = the same test on its printed mean ± std {paper}")
@@ -43,7 +45,7 @@ MEASURED = "measured"
 QUESTION_RULE = (f"open questions: each pair tested as a claim would be (H1: the first named above the second), its effect, CI and "
                  f"one-sided p printed as {MEASURED}, without a verdict")
 RATIO_RULE = ("A costs <= r x B: Welch t on the logarithms of the timed repeats, H1: mean log A - mean log B < log r; "
-              "ratio = geometric mean of A / of B with its 95% CI; inconclusive when the claim's premise (halting depth "
+              "ratio = geometric mean of A / of B with its 90% CI; inconclusive when the claim's premise (halting depth "
               "below a bound) is absent; paper: its means only, no spread printed")
 
 
@@ -52,18 +54,20 @@ def _p_text(p: float, label: str = "p") -> str:
 
 
 def effect_text(effect: float, ci: tuple[float, float], p: float, digits: int, ratio_to: float | None = None,
-                reverse: bool = False, p_label: str | None = None) -> str:
-    """The effect, its 95% CI and the p-value (``reverse``: ``p`` is the Holm-adjusted p against
-    the claim; ``p_label``: another name for ``p``), as a claim's test prints them."""
+                reverse: bool = False, p_label: str | None = None, level: float = stats.PAIR_LEVEL) -> str:
+    """The effect, its CI at ``level`` (a one-sided test's: stats.PAIR_LEVEL) and the p-value
+    (``reverse``: ``p`` is the Holm-adjusted p against the claim; ``p_label``: another name for
+    ``p``), as a claim's test prints them."""
     p_text = _p_text(p, p_label or ("reverse p (Holm)" if reverse else "p"))
+    ci_name = f"{100 * level:.0f}% CI"
     if ratio_to is not None:
-        return f"ratio {effect:.2f} [95% CI {ci[0]:.2f}, {ci[1]:.2f}] vs ≤ {ratio_to:g}, {p_text}"
+        return f"ratio {effect:.2f} [{ci_name} {ci[0]:.2f}, {ci[1]:.2f}] vs ≤ {ratio_to:g}, {p_text}"
     f = f"{{:+.{digits}f}}"
-    return f"Δ {f.format(effect)} [95% CI {f.format(ci[0])}, {f.format(ci[1])}], {p_text}"
+    return f"Δ {f.format(effect)} [{ci_name} {f.format(ci[0])}, {f.format(ci[1])}], {p_text}"
 
 
 def test_text(t: stats.PairTest, digits: int, over: str = "seeds", ratio_to: float | None = None, reverse: float | None = None) -> str:
-    """The effect, its 95% CI, the p-value (``reverse``: the Holm-adjusted p against the claim
+    """The effect, its 90% CI, the p-value (``reverse``: the Holm-adjusted p against the claim
     instead), n per side and the test."""
     numbers = effect_text(t.effect, t.ci, t.p if reverse is None else reverse, digits, ratio_to, reverse is not None)
     return f"{numbers}, n {t.n[0]} vs {t.n[1]} {over}, {t.test}"

@@ -5,12 +5,18 @@ A pair "A beats B" (A's cell above B's; below where lower is better):
 
 - over seeds, a one-sided Welch t-test (``welch``: scipy.stats.ttest_ind_from_stats with
   equal_var=False) of H1: mean_A - mean_B > 0, and its mirror (H1: < 0) for "does not hold";
-  the effect is the difference of means with its 95% Welch-Satterthwaite interval;
+  the effect is the difference of means with its Welch-Satterthwaite interval at ``PAIR_LEVEL``
+  (90%: two-sided, so that each end is the one-sided 95% bound of the test at ``ALPHA``: a pair
+  holds exactly when its interval's lower end is above 0, and its reverse p is below ALPHA
+  exactly when the upper end is below 0; a 95% interval beside a one-sided p of 0.03 would reach
+  below 0 and read as a contradiction);
 - where both cells have per-example outcomes on the same test examples, a hierarchical paired
   bootstrap (``paired_bootstrap``: resample each side's seeds, then the examples, the same
-  examples for both sides) gives the effect's interval and the one-sided p-values;
+  examples for both sides) gives the effect's percentile interval at ``PAIR_LEVEL`` and the
+  one-sided p-values;
 - a ratio "A costs <= r x B" (``ratio_test``): Welch on the logarithms of the timed repeats,
-  H1: mean log A - mean log B < log r; the ratio shown is that of the geometric means.
+  H1: mean log A - mean log B < log r; the ratio shown is that of the geometric means, with its
+  interval at ``PAIR_LEVEL`` (it holds exactly when the upper end is below r).
 
 A claim over several pairs (``combine``, ``decide``), at level ``ALPHA``: it holds when every pair holds at
 ALPHA (intersection-union: the false "holds" rate stays <= ALPHA without correction); it does
@@ -32,7 +38,8 @@ import numpy as np
 from scipy import stats as sps
 
 ALPHA = 0.05
-LEVEL = 0.95
+LEVEL = 0.95  # a cell's t interval, a cost ratio's, and a two-sided test's (bench/report/against.py)
+PAIR_LEVEL = 1 - 2 * ALPHA  # a one-sided test's interval: each end is its one-sided bound at ALPHA
 WELCH, PAIRED, LOG_WELCH = "Welch t", "paired bootstrap", "Welch t on log times"
 HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
 
@@ -40,7 +47,7 @@ HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
 @dataclass(frozen=True)
 class PairTest:
     """One pair's test: ``effect`` = mean_A - mean_B oriented so that > 0 is the claim's direction
-    (a ratio test: the ratio of geometric means), its 95% interval, the one-sided p-values for the
+    (a ratio test: the ratio of geometric means), its interval at PAIR_LEVEL, the one-sided p-values for the
     claim (``p``) and against it (``p_reverse``), the values per side and the test's name."""
     effect: float
     ci: tuple[float, float]
@@ -71,7 +78,8 @@ def welch_arrays(ma, va, na, mb, vb, nb, shift=0.0, level: float = LEVEL):
 
 
 def _welch_stats(ma, va, na, mb, vb, nb, shift: float = 0.0) -> tuple[float, tuple[float, float], float, float]:
-    effect, lo, hi, p, p_rev = (float(x) for x in welch_arrays(ma, va, na, mb, vb, nb, shift))
+    """One pair's Welch test as a PairTest holds it: the interval at PAIR_LEVEL."""
+    effect, lo, hi, p, p_rev = (float(x) for x in welch_arrays(ma, va, na, mb, vb, nb, shift, PAIR_LEVEL))
     return effect, (lo, hi), p, p_rev
 
 
@@ -115,7 +123,7 @@ def ratio_ci(a, b, level: float = LEVEL) -> tuple[float, float, float] | None:
 
 
 def paired_bootstrap(a, b, lower_is_better: bool = False, n_boot: int = 4000, seed: int = 0,
-                     level: float = LEVEL) -> PairTest | None:
+                     level: float = PAIR_LEVEL) -> PairTest | None:
     """"A beats B" from per-example scores on the same examples: ``a`` (seeds_A, examples),
     ``b`` (seeds_B, examples), column i of both the same test example. Each bootstrap draw
     resamples A's seeds and B's seeds (with replacement), then the examples (one draw of

@@ -3,7 +3,7 @@ each row's tuned learning rate (``halt-table3-cpu`` and ``halt-table3-cpu-tuned`
 ``<!-- bench:verdicts FIXED TUNED -->`` of a write-up (bench/report/writeup.py).
 
 Each side is read from what ``bench reproduce`` wrote for that table under OUT/reproduce/: its
-claims (NAME--claims.csv: the verdict and the deciding pair's effect, 95% CI and p of
+claims (NAME--claims.csv: the verdict and the deciding pair's effect, 90% CI and p of
 bench/report/claims.py, printed here as the claims printer prints them) and its cells (NAME.csv:
 the records behind each cell). A side whose claim compares a cell without records is "not
 judged" (its verdict would be that of missing data); the last column says whether the verdict
@@ -90,7 +90,7 @@ def compared_tables(spec: str, where: str) -> tuple[list[str], list[Table]]:
 
 def verdicts_block(out: Path, spec: str, where: str) -> str:
     """The Markdown a ``bench:verdicts FIXED TUNED`` block shows: one line per claim, each table's
-    verdict with its effect [95% CI] and p, and whether it changed."""
+    verdict with its effect [90% CI] and p, and whether it changed."""
     names, tables = compared_tables(spec, where)
     sides = [_side(out, name, where) for name in names]
     rows = []

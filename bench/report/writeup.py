@@ -19,7 +19,7 @@ Two tables' verdicts on the same claims, one line per claim, and whether each ch
 and its tuned copy; bench/report/verdicts.py), from what ``bench reproduce`` wrote for each::
 
     <!-- bench:verdicts halt-table3-cpu halt-table3-cpu-tuned -->
-    (claim | verdict, effect [95% CI], p in each | changed / same / not judged)
+    (claim | verdict, effect [90% CI], p in each | changed / same / not judged)
     <!-- /bench -->
 
 Every row of a table against one of its rows, column by column (above / below / inconclusive by
