@@ -26,7 +26,7 @@ def trained_table(registry):
     """halt-table5-cpu-trained at the smoke preset, bound 10 only, tiny shapes, one-epoch weights."""
     from bench.report import reproduce as rep
 
-    table, preset = rep.select_table("halt-table5-cpu-trained", registry, preset="smoke")
+    table, preset, _ = rep.select_table("halt-table5-cpu-trained", registry, preset="smoke")
     table.columns = table.columns[:1]
     table.set = ["model.d_model=16", "model.d_ff=32"]
     table.cost.update(TINY, weights=dict(WEIGHTS))

@@ -10,6 +10,8 @@ from bench.errors import UserError
 from bench.records import base_record, record_path, write_json_atomic
 from bench.report.reproduce import MISSING, build, check_names, load_table, table_names
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def write_record(out, model, task, seed, metrics, preset="paper", overrides=None, status="ok", n=10, majority=None, **extra):
     """A record as `bench run` writes it, with only the fields reports read filled in (``majority``:
@@ -199,14 +201,17 @@ def test_malformed_tables_are_one_line_errors(tmp_path, bad, message):
 
 
 def test_every_table_loads_and_names_registry_models_and_tasks(registry):
+    from bench.report.tuned import overlay_registry
+
     names = table_names()
     assert {"rsa-table2", "rsa-fig5-copy", "halt-table1", "halt-table2", "halt-table3", "halt-table4", "halt-table5",
             "nope-properties"} <= set(names)
     for name in names:
         table = load_table(name)
-        check_names(table, registry)  # raises on an unknown model or task
+        own = overlay_registry(table, registry, ROOT / "results")  # a table's overlays: the committed studies'
+        check_names(table, own)  # raises on an unknown model or task
         for col in table.columns:
-            registry.preset(col.task, table.preset)
+            own.preset(col.task, table.preset)
         assert all(len(row.paper) == len(table.columns) for row in table.rows)
 
 
@@ -312,7 +317,7 @@ def test_a_cost_table_is_measured_and_its_ratios_come_from_the_measurements(tmp_
 
     from bench.report import reproduce as rep
 
-    table, preset = rep.select_table("halt-table5-cpu", registry, overrides=["model.d_model=16", "model.d_ff=32"])
+    table, preset, _ = rep.select_table("halt-table5-cpu", registry, overrides=["model.d_model=16", "model.d_ff=32"])
     assert table.kind == "cost" and preset == "small" and table.cost["reference"] == "GUT No Halt Upperbound"
     table.cost.update(length=6, batch=2, repeats=2, warmup=0)
     table.columns = table.columns[:1] + table.columns[-1:]  # bounds 10 and 40
@@ -375,7 +380,7 @@ def test_the_flipflop_cpu_proxy_has_every_family_and_both_chunk_sizes(tmp_path, 
     chunk (10 at T 512 -> 3 at T 128) and the reference code's (100 -> 25), the small splits."""
     from bench.report import reproduce as rep
 
-    table, preset = rep.select_table("halt-table3-cpu", registry)
+    table, preset, _ = rep.select_table("halt-table3-cpu", registry)
     assert preset == "small" and table.seeds == [0, 1, 2]
     assert [c.split for c in table.columns] == ["T128_p1", "T128_p8", "T128_p98", "T256_p1", "T256_p8", "T256_p98"]
     todo, incompatible = rep.plan(table, registry, preset, tmp_path)

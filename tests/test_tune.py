@@ -392,3 +392,58 @@ def test_a_tuned_rows_seed_0_is_its_studys_best_trial_read_not_trained(tmp_path)
     assert sorted((c.seed, tuple(sorted(c.overrides))) for c in todo) == [
         (1, ("model.chunk_size=4", "train.lr=0.003", "train.max_epochs=1")),
         (1, ("model.chunk_size=8", "train.lr=0.003", "train.max_epochs=1"))]
+
+
+def test_a_table_naming_overlays_reads_their_models_at_other_widths(tmp_path):
+    """``overlays:``: a table's rows name a study's M-tuned model, which keeps the study's lr at the
+    widths the rows add (the budget sweep); the table is read with the overlay loaded, the tuned
+    column names the study and what the row adds, --run plans the tuned model at the row's
+    settings, and a missing overlay is one line naming the study."""
+    from bench.records import base_record, write_json_atomic
+    from bench.report.reproduce import plan, reproduce
+    from bench.report.tables import check_names, load_table
+    from bench.report.tuned import overlay_registry
+    from bench.tune.overlay import overlay, write_overlay
+
+    out = tmp_path / "out"
+    sets = ["data.n_test=16", "train.max_epochs=1"]
+    meta = {"task": "flipflop", "preset": "smoke", "models": ["lstm"], "space": ["train.lr=[0.001,0.003]"], "set": sets,
+            "seed": 0, "pruner": "asha", "trials": 2}
+    (out / "studies" / "s").mkdir(parents=True)
+    write_overlay(out / "studies" / "s" / "tuned.yaml", overlay(Registry(), meta, {"lstm": {"train.lr": 0.003}}, "s"), meta, "bench ...")
+    write_json_atomic(out / "studies" / "s" / "best.json", {
+        "study": "s", "task": "flipflop", "preset": "smoke", "set": sets, "space": meta["space"], "seed": 0,
+        "models": {"lstm": {"values": {"train.lr": 0.003}, "val": 0.855, "finished": 2, "trials": 2}}})
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "toy.yaml").write_text(
+        "title: toy\nsource: none\npreset: smoke\nseeds: [0]\nmetric: last_acc\nset: [train.max_epochs=1, data.n_test=16]\n"
+        "overlays: s\ntasks: [flipflop]\nsplits: [T32_p1]\nrows:\n"
+        "  - {model: lstm-tuned, label: lstm@1x}\n"
+        "  - {model: lstm-tuned, label: lstm@2x, set: [model.d_model=64]}\n"
+        "  - {model: lstm}\n")
+    table = load_table("toy", folder=tmp_path / "tables")
+    with pytest.raises(UserError, match="lstm-tuned"):  # without the overlay the model is unknown
+        check_names(table, Registry())
+    registry = overlay_registry(table, Registry(), out)
+    check_names(table, registry)
+    assert registry.user_spec == str(out / "studies" / "s" / "tuned.yaml")  # what a grid worker rebuilds
+    assert resolve_run(registry, "lstm-tuned", "flipflop", "smoke", ["model.d_model=64"]).train.lr == 0.003
+    for model, overrides, value in (("lstm-tuned", [], 0.9), ("lstm-tuned", ["model.d_model=64"], 0.95), ("lstm", [], 0.6)):
+        rec = base_record(model, "flipflop", "smoke", 0, [*sets, *overrides])
+        rec.update(status="ok", primary_metric="token_acc", report_metrics=["last_acc"], test_splits=["T32_p1"],
+                   metrics={"val": {"n": 8, "last_acc": 0.5}, "T32_p1": {"n": 16, "last_acc": value}})
+        write_json_atomic(record_path(out, model, "flipflop", "smoke", 0, [*sets, *overrides]), rec)
+    result = reproduce(table, registry, "smoke", out, "bench reproduce toy")
+    rows = {r[0]: r for r in result["rows"]}
+    assert rows["lstm@1x"][1].startswith("90.0") and rows["lstm@1x"][-1] == "train.lr=0.003 (lstm-tuned: study s, 2 trials, val 85.5)"
+    assert rows["lstm@2x"][1].startswith("95.0")
+    assert rows["lstm@2x"][-1] == "train.lr=0.003 (lstm-tuned: study s, 2 trials, val 85.5; the row adds model.d_model=64)"
+    assert rows["lstm"][1].startswith("60.0") and rows["lstm"][-1] == "not tuned"
+    assert "rows' models from the overlays of study s" in result["note"]
+    table.seeds = [0, 1]
+    todo, _ = plan(table, registry, "smoke", out)
+    assert sorted((c.model, c.seed, tuple(sorted(c.overrides))) for c in todo) == [
+        ("lstm", 1, tuple(sets)), ("lstm-tuned", 1, tuple(sorted([*sets, "model.d_model=64"]))), ("lstm-tuned", 1, tuple(sets))]
+    (out / "studies" / "s" / "tuned.yaml").unlink()
+    with pytest.raises(UserError, match=r"^table toy takes its rows' models from bench tune study s's overlay, and .* does not exist"):
+        overlay_registry(table, Registry(), out)

@@ -231,16 +231,17 @@ def _fill_writeups(out: Path, registry) -> int:
         if not command:
             raise UserError(f"{md} names no 'bench reproduce ...' command under its title: rebuild it with bench reproduce")
         args = build_parser().parse_args(shlex.split(command)[1:])
-        table, preset = reproduce.select_table(
+        table, preset, own = reproduce.select_table(
             args.table,
             registry,
             args.preset,
             _names(args.models, "models") if args.models else None,
             parse_seeds(args) if args.seeds is not None else None,
             args.set,
+            out,
         )
         command = reproduce.command_text(table, out, args.preset, args.models, args.seeds, args.set)
-        result = reproduce.reproduce(table, registry, preset, out, command, args.set)
+        result = reproduce.reproduce(table, own, preset, out, command, args.set)
         filled += [p for p in result["paths"] if p.parent == out]
         print(f"rebuilt {name}: " + ", ".join(str(p) for p in result["paths"] if p.parent.name == "reproduce" and p.suffix == ".md"))
     filled += writeup.fill_writeups(out)
@@ -274,7 +275,7 @@ def cmd_reproduce(args, registry) -> int:
         ensure_writable(folder)
     models = _names(args.models, "models") if args.models else None
     seeds = parse_seeds(args) if args.seeds is not None else None
-    table, preset = reproduce.select_table(args.table, registry, args.preset, models, seeds, args.set)
+    table, preset, registry = reproduce.select_table(args.table, registry, args.preset, models, seeds, args.set, out)
     failed = []
     if args.run and reproduce.measures(table):  # measured now, not trained (a cost table: bench/report/cost_table.py)
         path = reproduce.measure_cost(

@@ -41,6 +41,7 @@ from .outputs import output_stem
 from .results_table import build
 from .table_parts import Table
 from .tables import TABLES_DIR, check_names, kind_of, load_table, table_names
+from .tuned import overlay_registry
 
 __all__ = ["MISSING", "NOT_REPORTED", "STALE", "build", "cell_records", "check_names", "current_config", "list_tables", "load_table",
            "measure_cost", "measures", "plan", "record_value", "reproduce", "select_table", "stale", "table_names"]
@@ -67,20 +68,26 @@ def list_tables(out: Path, folder: Path = TABLES_DIR, registry=None) -> list[lis
     rows = []
     for name in table_names(folder):
         table = load_table(name, folder=folder)
-        rows.append([name, table.preset, kind_of(table).summary(table, out, registry), table.title])
+        try:
+            own = overlay_registry(table, registry, out) if registry is not None else None
+        except UserError:  # its overlays are not under OUT: no records of its rows either
+            own = None
+        rows.append([name, table.preset, kind_of(table).summary(table, out, own), table.title])
     return rows
 
 
 def select_table(name: str, registry, preset: str | None = None, models: list[str] | None = None, seeds: list[int] | None = None,
-                 overrides: list[str] | None = None) -> tuple[Table, str]:
-    """The table ``name`` as ``bench reproduce`` uses it, and the preset it is read at: only the rows
-    of ``models``, ``seeds`` instead of the table's, ``overrides`` after the table's own (the user's
-    win). Every name, preset and override is checked here: one UserError line, before anything is
-    read or trained."""
+                 overrides: list[str] | None = None, out: Path | None = None) -> tuple[Table, str, object]:
+    """The table ``name`` as ``bench reproduce`` uses it, the preset it is read at and the registry
+    it is read with (``registry``, plus the overlays of the studies under ``out`` that the table's
+    ``overlays`` name: bench/report/tuned.py): only the rows of ``models``, ``seeds`` instead of the
+    table's, ``overrides`` after the table's own (the user's win). Every name, preset and override
+    is checked here: one UserError line, before anything is read or trained."""
     if preset and preset not in PRESETS:
         raise UserError(f"unknown preset {preset!r}; {suggest(preset, list(PRESETS))}")
     table = load_table(name, preset)
     preset = preset or table.preset
+    registry = overlay_registry(table, registry, Path(out or "results"))
     check_names(table, registry)
     if models:
         rows = [r.model for r in table.rows]
@@ -95,7 +102,7 @@ def select_table(name: str, registry, preset: str | None = None, models: list[st
         kind_of(table).check_overrides(table, registry, preset, overrides)
     for task in dict.fromkeys(c.task for c in table.columns):
         registry.preset(task, preset)  # one line naming the task when it lacks the preset
-    return table, preset
+    return table, preset, registry
 
 
 def reproduce(table: Table, registry, preset: str, out: Path, command: str, overrides: list[str] | None = None,

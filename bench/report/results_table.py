@@ -345,7 +345,9 @@ class ResultsTable(TableKind):
         if table.state:
             built["headers"], built["rows"] = with_state_columns(table, registry, preset, built["records"], built["headers"], built["rows"])
         built["headers"], built["rows"] = with_tuned_column(table, built["headers"], built["rows"])
-        tuned = f"tuned: rows at the best setting of study {', '.join(table.tuned)} (bench tune)" if table.tuned else ""
+        tuned = "; ".join([*([f"tuned: rows at the best setting of study {', '.join(table.tuned)} (bench tune)"] if table.tuned else []),
+                           *([f"tuned: rows' models from the overlays of study {', '.join(table.overlays)} (bench tune)"]
+                             if table.overlays else [])])
         built["note"] = "; ".join(part for part in (note(table, preset, built["present"], built["expected"], out), metrics_note(table),
                                                     built["stale"], built["chance"], built["other_code"], tuned,
                                                     STATE_NOTE if table.state else "") if part)

@@ -117,6 +117,7 @@ class Table:
     tuned_sets: dict = field(default_factory=dict)  # (row label, column label) -> the study's best values as overrides (apply_tuned)
     tuned_text: dict = field(default_factory=dict)  # row label -> its tuned setting, or why it has none
     tuned_missing: tuple[str, ...] = ()  # the studies named by ``tuned:`` without a best.json (not finished)
+    overlays: tuple[str, ...] = ()  # the studies whose registry overlays (tuned.yaml) give rows their models (``overlays:``)
     paper_seeds: int | None = None  # runs behind each of the paper's mean ± std
     state: tuple[str, ...] = ()  # tasks whose streaming state bytes are printed as a column (``state:``)
 
@@ -145,6 +146,11 @@ def load_cells(table: Table, spec, raw: dict, preset: str, where: str) -> None:
     if not isinstance(tuned, list) or not all(isinstance(t, str) and t and "/" not in t for t in tuned):
         raise UserError(f"{where}: tuned names bench tune studies (OUT/studies/NAME): a name or a list of names, got {spec.tuned!r}")
     table.tuned = tuple(tuned)
+    overlays = [spec.overlays] if isinstance(spec.overlays, str) else spec.overlays or []
+    if not isinstance(overlays, list) or not all(isinstance(t, str) and t and "/" not in t for t in overlays):
+        raise UserError(f"{where}: overlays names bench tune studies whose tuned.yaml gives rows their models (OUT/studies/NAME): "
+                        f"a name or a list of names, got {spec.overlays!r}")
+    table.overlays = tuple(overlays)
     if spec.paper_seeds is not None and spec.paper_seeds < 2:
         raise UserError(f"{where}: paper_seeds is the number of runs behind the paper's mean ± std, >= 2")
     table.paper_seeds = spec.paper_seeds

@@ -30,6 +30,10 @@ Schema of a results table (lm-evaluation-harness style: short entries, a shared 
                              # each row whose model a study tuned, on that study's task and preset, with
                              # the study's --set equal to the table's + row's + column's set (tuned keys
                              # aside), is read and trained at the study's best values (after every other set)
+    overlays: [flipflop-small]   # optional: bench tune studies whose registry overlays (OUT/studies/NAME/tuned.yaml)
+                             # the rows may name models of (transformer-tuned: the Transformer at the study's
+                             # best values), loaded with the table: a row keeps them at any other setting
+                             # (a wider model at the lr tuned at the study's width); the tuned column says which
     tasks: [d2, d4]          # columns = every task x every split ...
     splits: [bin0, bin1]     #   ... or {paper: [...], small: [...]} when split names follow the preset
     columns:                 # ... or an explicit list instead of tasks x splits
@@ -135,6 +139,7 @@ class TableFile(Schema):
     state: Optional[list[str]] = None
     cost: Optional[dict] = None
     tuned: Any = None
+    overlays: Any = None
 
 
 def kind_of(table: Table) -> TableKind:

@@ -9,7 +9,13 @@ spelling, order-free, settings that do not change the run left out) and apart fr
 study tuned. Two rows of one model at two settings (Table 3's TLB at chunk 3 and at chunk 25) are
 so tuned by a study each, and a row whose settings no study had says which study was near and how
 its settings differ. A tuned cell's overrides are then the trial's, so its seed-``study seed``
-record is the study's best trial itself, read, not trained again."""
+record is the study's best trial itself, read, not trained again.
+
+A table's ``overlays`` instead name studies whose registry overlays (``OUT/studies/NAME/tuned.yaml``,
+the ``M-tuned`` models bench tune writes) are loaded with the table (``overlay_registry``): a row
+names such a model, which keeps the study's best values at whatever settings the row adds (the
+budget sweep: each family at the learning rate tuned at its preset width, trained wider); its
+tuned column names the study, its best values and the settings the row adds to the study's."""
 from __future__ import annotations
 
 import json
@@ -18,6 +24,7 @@ from pathlib import Path
 from ..config import canonical_text
 from ..errors import UserError
 from ..records import identity_overrides, record_path
+from ..schema import load_yaml
 from .table_parts import Table
 
 TUNED_HEADER = "tuned"
@@ -36,12 +43,54 @@ def _difference(study: dict, theirs: set[str], ours: set[str]) -> str:
     return f"study {study['study']} " + ", ".join(p for p in parts if p)
 
 
+def _overlay_path(out: Path, study: str) -> Path:
+    return Path(out) / "studies" / study / "tuned.yaml"
+
+
+def overlay_registry(table: Table, registry, out: Path):
+    """``registry`` with the overlays of the table's ``overlays`` studies added after the user's
+    own files (a new Registry, so that grid workers load the same layers); UserError naming the
+    study when its overlay is not under OUT/studies."""
+    if not table.overlays:
+        return registry
+    paths = [_overlay_path(out, name) for name in table.overlays]
+    missing = next((name for name, path in zip(table.overlays, paths) if not path.is_file()), None)
+    if missing is not None:
+        raise UserError(f"table {table.name} takes its rows' models from bench tune study {missing}'s overlay, and "
+                        f"{_overlay_path(out, missing)} does not exist: run that study first, or give --out the folder that holds it")
+    return type(registry)(",".join(map(str, [*registry.user_paths, *paths])))
+
+
+def _overlay_texts(table: Table, out: Path) -> None:
+    """Each row whose model an overlay study wrote: the study, its best values and the settings
+    the row adds to the study's (``tuned_text``)."""
+    for name in table.overlays:
+        if not _overlay_path(out, name).is_file():  # said by overlay_registry where the table is read
+            continue
+        models = (load_yaml(_overlay_path(out, name), f"studies/{name}/tuned.yaml") or {}).get("models") or {}
+        try:
+            best = json.loads((Path(out) / "studies" / name / "best.json").read_text())
+        except (OSError, ValueError):
+            best = {}
+        for row in table.rows:
+            base = (models.get(row.model) or {}).get("base")
+            found = best.get("models", {}).get(base) if base else None
+            if found is None:
+                continue
+            keys = set(found["values"])
+            items = " ".join(f"{k}={canonical_text(v)}" for k, v in sorted(found["values"].items()))
+            added = sorted(_fixed([*table.set, *row.set], keys) - _fixed(best.get("set", []), keys))
+            table.tuned_text[row.label] = (f"{items} ({row.model}: study {name}, {found['trials']} trials, val {100 * found['val']:.1f}"
+                                           + (f"; the row adds {' '.join(added)}" if added else "") + ")")
+
+
 def apply_tuned(table: Table, out: Path, preset: str) -> None:
     """Read the best values of the studies the table names (``OUT/studies/NAME/best.json``, written
     by bench tune): each cell a study tuned (the module docstring) gets the study's best values as
     overrides (``cell_set``), its row the values in the tuned column; every other row is marked
     not tuned, saying why. Two studies tuning one cell is a UserError."""
     table.tuned_sets, table.tuned_text, table.tuned_missing = {}, {}, ()
+    _overlay_texts(table, out)
     if not table.tuned:
         return
     found, missing = [], []
@@ -52,6 +101,8 @@ def apply_tuned(table: Table, out: Path, preset: str) -> None:
             missing.append(name)
     table.tuned_missing = tuple(missing)
     for row in table.rows:
+        if row.label in table.tuned_text:  # its model is an overlay's
+            continue
         texts, why_not = [], []
         for col in table.columns:
             tuned_by = None
@@ -97,7 +148,7 @@ def waiting_rows(table: Table) -> list[str]:
 
 def with_tuned_column(table: Table, headers: list[str], rows: list[list]) -> tuple[list[str], list[list]]:
     """The printed table with one more column: each row's tuned setting, or "not tuned"."""
-    if not table.tuned:
+    if not table.tuned and not table.overlays:
         return headers, rows
     at = headers.index("row")
     return [*headers, TUNED_HEADER], [[*r, table.tuned_text.get(r[at], "not tuned")] for r in rows]
