@@ -283,9 +283,15 @@ def budget_table(widths: list[Width], records: dict, budget: str, stat: str = "m
     return headers, rows
 
 
+def drawn_metric(record: dict) -> str:
+    """The metric a budget plot draws from a record: the first its task reports, else the primary."""
+    return (record.get("report_metrics") or [record.get("primary_metric", "acc")])[0]
+
+
 def plot(out: Path, preset: str, widths: list[Width], records: dict, budget: str) -> list[Path]:
-    """Accuracy (each test split's primary metric) against the budget figure, one line per family,
-    the mean over seeds with its 95% t interval (bench/report/stats.py: mean_ci), log x."""
+    """Accuracy (each test split's reported metric: the records' first ``report_metrics``, e.g.
+    flip-flop's last-read accuracy, else the primary metric) against the budget figure, one line
+    per family, the mean over seeds with its 95% t interval (bench/report/stats.py: mean_ci), log x."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -298,7 +304,7 @@ def plot(out: Path, preset: str, widths: list[Width], records: dict, budget: str
     first = next((r for recs in ok.values() for r in recs), None)
     if first is None:
         return []
-    splits, metric = first.get("test_splits") or [], first.get("primary_metric", "acc")
+    splits, metric = first.get("test_splits") or [], drawn_metric(first)
     fig, axes = plt.subplots(1, len(splits), figsize=(4.6 * len(splits), 3.8), squeeze=False)
     for ax, split in zip(axes[0], splits):
         for i, model in enumerate(dict.fromkeys(w.model for w in widths)):

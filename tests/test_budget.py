@@ -145,6 +145,9 @@ def test_budget_table_and_plot(tmp_path):
     assert rows[2][:5] == ["lstm @1x", 30, "", "1,010", "1.01"] and rows[1][4] == "2" and rows[2][5] == "60.0 ± 10.0"
     [path] = budget.plot(tmp_path, "smoke", widths, records, "params")
     assert path.name == "smoke--flipflop--budget-params.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # it draws what the task reports (flip-flop: last-read accuracy, as HALT Table 3), not the primary metric
+    assert budget.drawn_metric({"primary_metric": "token_acc", "report_metrics": ["last_acc", "token_acc"]}) == "last_acc"
+    assert budget.drawn_metric({"primary_metric": "token_acc"}) == "token_acc"
 
 
 def test_a_run_records_its_state(tmp_path, registry):

@@ -36,8 +36,8 @@ from .stats import FAILS, HOLDS, UNSURE
 
 RULE = ("per pair, a one-sided Welch t-test of A beating B over {over} (H1: mean_A > mean_B, < where lower is better; "
         "a paired bootstrap over seeds, then examples, where both cells have per-example outcomes on the same examples), "
-        "the effect Δ = mean_A - mean_B with its 90% CI (Welch-Satterthwaite; each end the one-sided 95% bound, so a pair has "
-        "p < 0.05 exactly when its CI is above 0); a claim holds when every pair has p < 0.05 "
+        "the effect Δ = mean_A - mean_B with its 90% CI (Welch-Satterthwaite, or the bootstrap's percentiles; each end the one-sided "
+        "95% bound, so a Welch pair has p < 0.05 exactly when its CI is above 0); a claim holds when every pair has p < 0.05 "
         "(intersection-union), does not hold when some pair is significant the other way after Holm's correction over "
         "the claim's pairs, and is inconclusive otherwise; a pair with < 2 values a side, or whose cells are both at chance "
         "(~), has no test; cells: mean ± 95% t-interval half-width (n); paper = the same test on its printed mean ± std {paper}")
