@@ -88,7 +88,7 @@ def test_a_missing_or_unfinished_run_is_one_line(state, tmp_path, registry, monk
             rec.update(status="ok", primary_metric="acc", report_metrics=["acc"], test_splits=["test"],
                        metrics={"val": {"n": 16, "acc": 0.5}, "test": {"n": 16, "acc": 0.5}}, checkpoint="seed0/ckpt/best.ckpt")
         write_json_atomic(record, rec)
-    monkeypatch.setattr(rep, "select_table", lambda *a, **k: (table, preset))
+    monkeypatch.setattr(rep, "select_table", lambda name, registry, *a, **k: (table, preset, registry))
     monkeypatch.setattr(bench.cost, "measure_steps", lambda *a, **k: pytest.fail("timed without its weights"))
     assert main(["reproduce", "halt-table5-cpu-trained", "--preset", "smoke", "--run", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
