@@ -137,20 +137,21 @@ class Table:
 
 # ---- parsing ----------------------------------------------------------------------------------
 
+def _study_names(value, what: str, where: str) -> tuple[str, ...]:
+    """A key naming bench tune studies (``tuned:``, ``overlays:``): a name or a list of names."""
+    names = [value] if isinstance(value, str) else value or []
+    if not isinstance(names, list) or not all(isinstance(t, str) and t and "/" not in t for t in names):
+        raise UserError(f"{where}: {what} (OUT/studies/NAME): a name or a list of names, got {value!r}")
+    return tuple(names)
+
+
 def load_cells(table: Table, spec, raw: dict, preset: str, where: str) -> None:
     """The parts of a table of cells (rows x columns) from its file: metric, statistic, overrides,
     tuned studies, columns for ``preset``, rows with the paper's numbers (``spec``: the file's
     checked keys, ``raw``: the same as a mapping)."""
     table.metric, table.stat, table.delta, table.set = spec.metric, spec.stat, spec.delta, tuple(spec.set or ())
-    tuned = [spec.tuned] if isinstance(spec.tuned, str) else spec.tuned or []
-    if not isinstance(tuned, list) or not all(isinstance(t, str) and t and "/" not in t for t in tuned):
-        raise UserError(f"{where}: tuned names bench tune studies (OUT/studies/NAME): a name or a list of names, got {spec.tuned!r}")
-    table.tuned = tuple(tuned)
-    overlays = [spec.overlays] if isinstance(spec.overlays, str) else spec.overlays or []
-    if not isinstance(overlays, list) or not all(isinstance(t, str) and t and "/" not in t for t in overlays):
-        raise UserError(f"{where}: overlays names bench tune studies whose tuned.yaml gives rows their models (OUT/studies/NAME): "
-                        f"a name or a list of names, got {spec.overlays!r}")
-    table.overlays = tuple(overlays)
+    table.tuned = _study_names(spec.tuned, "tuned names bench tune studies", where)
+    table.overlays = _study_names(spec.overlays, "overlays names bench tune studies whose tuned.yaml gives rows their models", where)
     if spec.paper_seeds is not None and spec.paper_seeds < 2:
         raise UserError(f"{where}: paper_seeds is the number of runs behind the paper's mean ± std, >= 2")
     table.paper_seeds = spec.paper_seeds
