@@ -100,7 +100,7 @@ def main() -> None:
     from tabulate import tabulate
 
     from _bench_util import emit
-    from bench.tune.study import read_meta, study_folder, target
+    from bench.tune.study import read_meta, study_folder, study_names, target
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("grid", type=Path, help="the OUT of the studies run exhaustively (--pruner none)")
@@ -109,8 +109,7 @@ def main() -> None:
     p.add_argument("--md", help="also write the tables to this Markdown file")
     args = p.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    names = args.studies.split(",") if args.studies else sorted(
-        f.name for f in (args.grid / "studies").glob("*") if (f / "study.json").exists())
+    names = args.studies.split(",") if args.studies else study_names(args.grid)
     rows, checks = [], []
     for name in names:
         meta = read_meta(study_folder(args.grid, name))

@@ -99,7 +99,7 @@ def main() -> None:
     from tabulate import tabulate
 
     from _bench_util import emit
-    from bench.tune.study import read_meta, study_folder, target
+    from bench.tune.study import read_meta, study_folder, study_names, target
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("search", type=Path, help="the OUT of the pruned search studies")
@@ -107,9 +107,7 @@ def main() -> None:
     p.add_argument("--studies", help="comma list (default: every study in SEARCH/studies that GRID/studies also has)")
     p.add_argument("--md", help="also write the table to this Markdown file (its first line: the command)")
     args = p.parse_args()
-    names = args.studies.split(",") if args.studies else sorted(
-        f.name for f in (args.search / "studies").glob("*")
-        if (f / "study.json").exists() and (args.grid / "studies" / f.name / "study.json").exists())
+    names = args.studies.split(",") if args.studies else sorted(set(study_names(args.search)) & set(study_names(args.grid)))
     if not names:
         sys.exit(f"tuning_cost.py: no study in both {args.search}/studies and {args.grid}/studies")
     rows = []

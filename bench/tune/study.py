@@ -53,6 +53,11 @@ def study_folder(out: Path, name: str) -> Path:
     return Path(out) / "studies" / name
 
 
+def study_names(out: Path) -> list[str]:
+    """The studies under ``OUT/studies`` (folders holding a study.json), sorted by name."""
+    return sorted(f.parent.name for f in (Path(out) / "studies").glob("*/study.json"))
+
+
 def storage(folder: Path):
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
