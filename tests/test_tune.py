@@ -79,6 +79,17 @@ def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, extra, w
     assert not out.exists()
 
 
+def test_study_names_lists_the_folders_holding_a_study(tmp_path):
+    from bench.tune.study import study_names
+
+    for name in ("b", "a", "half"):
+        (tmp_path / "studies" / name).mkdir(parents=True)
+    for name in ("b", "a"):
+        (tmp_path / "studies" / name / "study.json").write_text("{}")
+    assert study_names(tmp_path) == ["a", "b"]  # "half" has no study.json
+    assert study_names(tmp_path / "nowhere") == []
+
+
 def test_a_study_of_another_task_is_refused(tmp_path, capsys):
     folder = tmp_path / "studies" / "mine"
     folder.mkdir(parents=True)
