@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# GPU backlog item 1 in one short lease: `bench cost` of the HALT families at the flip-flop paper widths
+# (d 512, 8 heads, d_ff 2048, the preset's batch 16) at T = 512 / 1024 / 2048 on the GPU, eager fp32 and
+# bf16, compiled fp32 at T = 512, HALT Table 5's halting modes, then every other family, eager fp32.
+# Each `bench cost` is one process with its own time limit, in priority order, so a lease that ends early
+# still returns what finished: after each, everything written so far is packed into $OUT/cost.tgz.
+#   bash scripts/gpu_cost_lease.sh             # on the device machine (the device tool's run)
+#   DEVICE=cpu PRESET=smoke SCALE=0.2 bash scripts/gpu_cost_lease.sh   # a dry run of the commands here
+# Unpack here with `tar -xzf cost.tgz -C results/cost/` (folder gpu/).
+set -u
+DEVICE=${DEVICE:-cuda}; PRESET=${PRESET:-paper}; SCALE=${SCALE:-1}
+PY=${PYTHON:-python3}
+DEST=${OUT:-/tmp/gpu-cost-out}; WORK=/tmp/gpu-cost; mkdir -p "$DEST" "$WORK/gpu"
+export PYTHONUNBUFFERED=1
+CORE=transformer,ut,gut,tlb,gutlb
+OTHERS=nope,lstm,gru,rsa-transformer,transformer-star,xl,brt,tlb-fr,rsa-xl,rsa-brt,rsa-tlb,r-transformer
+C="-m bench cost --task flipflop --preset $PRESET --device $DEVICE"
+step() {  # step NAME SECONDS ARGS...: one bench cost, then pack what exists
+  local name=$1 limit; limit=$(awk "BEGIN{print int($2 * $SCALE) + 1}"); shift 2
+  echo "== $name ($limit s) $(date -u +%H:%M:%S)"
+  timeout -k 5 "$limit" $PY $C --out "$WORK/gpu/$name" "$@" --quiet > "$WORK/gpu/$name.log" 2>&1
+  echo "   rc $? $(date -u +%H:%M:%S)"; tail -n 3 "$WORK/gpu/$name.log"
+  tar -czf "$DEST/cost.tgz" -C "$WORK" gpu
+}
+command -v nvidia-smi > /dev/null && nvidia-smi -L
+$PY -c "import torch; print('torch', torch.__version__)"
+step fp32 150 --models $CORE --lengths 512,1024,2048
+step bf16 120 --models $CORE --lengths 512,1024,2048 --dtype bf16
+step compiled 110 --models $CORE --lengths 512 --compile
+step halting 60 --models gut --lengths 512 --halting --bounds 10,20,40
+step others 100 --models $OTHERS --lengths 512,1024,2048
+ls -la "$DEST"
