@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # GPU backlog item 1 in one short lease: `bench cost` of the HALT families at the flip-flop paper widths
 # (d 512, 8 heads, d_ff 2048, the preset's batch 16) at T = 512 / 1024 / 2048 on the GPU, eager fp32 and
-# bf16, compiled fp32 at T = 512, HALT Table 5's halting modes, then every other family, eager fp32.
+# bf16, HALT Table 5's halting modes, every other family (eager fp32, T = 512), compiled fp32 at T = 512.
 # Each `bench cost` is one process with its own time limit, in priority order, so a lease that ends early
 # still returns what finished: after each, everything written so far is packed into $OUT/cost.tgz.
 #   bash scripts/gpu_cost_lease.sh [STEP ...]   # on the device machine (the device tool's run); STEPs below
 #   DEVICE=cpu PRESET=smoke SCALE=0.2 bash scripts/gpu_cost_lease.sh   # a dry run of the commands here
-# Unpack here with `tar -xzf cost.tgz -C results/cost/` (folder gpu/).
+# Unpack here with `tar -xzf cost.tgz -C /tmp` (folder gpu/, one folder per step); what ran and what is
+# left: results/cost/gpu/README.md. A 15-minute lease holds about two steps after the machine's start.
 set -u
 DEVICE=${DEVICE:-cuda}; PRESET=${PRESET:-paper}; SCALE=${SCALE:-1}
 PY=${PYTHON:-python3}
@@ -28,15 +29,15 @@ $PY -c "import torch; print('torch', torch.__version__)"
 run() {
   case $1 in
     fp32-512) step $1 100 --models $CORE --lengths 512 ;;
-    bf16-512) step $1 60 --models $CORE --lengths 512 --dtype bf16 ;;
-    fp32-1024) step $1 70 --models $CORE --lengths 1024 ;;
-    bf16-1024) step $1 60 --models $CORE --lengths 1024 --dtype bf16 ;;
-    fp32-2048) step $1 150 --models $CORE --lengths 2048 ;;
-    compiled) step $1 110 --models $CORE --lengths 512 --compile ;;
+    bf16-512) step $1 150 --models $CORE --lengths 512 --dtype bf16 ;;
+    fp32-1024) step $1 150 --models $CORE --lengths 1024 ;;
+    bf16-1024) step $1 150 --models $CORE --lengths 1024 --dtype bf16 ;;
+    fp32-2048) step $1 300 --models $CORE --lengths 2048 ;;
+    compiled) step $1 150 --models $CORE --lengths 512 --compile ;;
     halting) step $1 60 --models gut --lengths 512 --halting --bounds 10,20,40 ;;
-    others) step $1 100 --models $OTHERS --lengths 512 ;;
+    others) step $1 150 --models $OTHERS --lengths 512 ;;
     *) echo "gpu_cost_lease: unknown step $1" >&2 ;;
   esac
 }
-for s in ${@:-fp32-512 bf16-512 fp32-1024 bf16-1024 halting compiled fp32-2048 others}; do run "$s"; done
+for s in ${@:-fp32-512 halting bf16-512 fp32-1024 others bf16-1024 fp32-2048 compiled}; do run "$s"; done
 ls -la "$DEST"

@@ -223,6 +223,43 @@ def test_out_of_memory_is_a_cell(tmp_path, monkeypatch):
     assert "| OOM" in (tmp_path / "flipflop_smoke_train_cpu_T8-16.md").read_text()
 
 
+def test_a_compile_failure_is_a_cell(tmp_path, monkeypatch):
+    """On an H200 (torch 2.11) inductor's codegen raised on a UT-family row under --compile, and the whole
+    measurement died with it (results/cost/gpu/README.md); now that row's cell says so and the others
+    are measured. The compile is simulated (no real compile: the step stays eager) and fails for ut."""
+    from torch._inductor.exc import InductorError
+
+    real = cost.TrainingStep.__call__
+
+    def step(self, batch):
+        if self.compiled and self.name == "ut":
+            raise InductorError(TypeError("list indices must be integers or slices, not NoneType"), None)
+        return real(self, batch)
+
+    monkeypatch.setattr(cost.TrainingStep, "compile", lambda self: setattr(self, "compiled", True))
+    monkeypatch.setattr(cost.TrainingStep, "__call__", step)
+    assert main(["cost", "--models", "ut,lstm", "--lengths", "8", "--compile", *TINY, "--out", str(tmp_path)]) == 0
+    rows = {r["model"]: r for r in json.loads((tmp_path / "flipflop_smoke_train_cpu_T8_compile.json").read_text())["rows"]}
+    assert rows["ut"]["status"] == cost.COMPILE_FAILED and "step_s" not in rows["ut"]
+    assert "list indices must be integers" in rows["ut"]["error"]
+    assert rows["ut"]["ops"] > 0  # the eager count came first and stays
+    assert rows["lstm"]["status"] == rows["transformer"]["status"] == "ok" and rows["lstm"]["step_s"] > 0
+    assert "| compile failed" in (tmp_path / "flipflop_smoke_train_cpu_T8_compile.md").read_text()
+
+
+def test_an_error_of_the_model_is_not_a_cell(tmp_path, monkeypatch):
+    real = cost.TrainingStep.__call__
+
+    def step(self, batch):
+        if self.name == "lstm":
+            raise ValueError("a bug in the model")
+        return real(self, batch)
+
+    monkeypatch.setattr(cost.TrainingStep, "__call__", step)
+    with pytest.raises(ValueError, match="a bug in the model"):
+        main(["cost", "--models", "lstm", "--lengths", "8", *TINY, "--out", str(tmp_path)])
+
+
 @pytest.mark.parametrize("args, says", [
     (["--models", "transformr", "--task", "flipflop"], "unknown model 'transformr'"),
     (["--models", "lstm", "--task", "flipflop", "--lengths", "512,0"], "--lengths takes positive whole numbers"),

@@ -52,7 +52,7 @@ The package, data flowing one way (each module imports only those above it):
 
 * common.py: ``Setup`` (what every measurement shares), ``Row`` (one measured row: a model, its
   own settings, its bound and mode or its cost-table cell), ``resolve_rows`` (each row resolved
-  once, its sizes checked), random batches, OOM cells, ratios to a reference row;
+  once, its sizes checked), random batches, OOM and compile-failure cells, ratios to a reference row;
 * counters.py: the op / sync counter and the saved-bytes measure; kernels.py: kernels/step;
 * step.py: one resolved model's training step (``TrainingStep``), timed or counted;
 * tables.py: the cells' formats, the header, the Markdown / CSV / JSON files;
@@ -69,7 +69,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import (DTYPES, OOM, RATIO_KEYS, REFERENCE, Row, Setup, add_ratios, is_oom, parse_positive_ints, random_batch,
+from .common import (COMPILE_FAILED, DTYPES, OOM, RATIO_KEYS, REFERENCE, Row, Setup, add_ratios, is_oom, parse_positive_ints, random_batch,
                      resolve_device, resolve_rows, with_reference)
 from .counters import BOOL_INDEX_OPS, NO_KERNEL, SYNC_OPS, OpCounter, SavedBytes, aten, is_sync, launches_kernel
 from .halting import HALTING_MODELS, HALTING_MODES, halting_rows, halting_table, measure_halting
@@ -82,7 +82,8 @@ from .tables import device_name, header, stem, write_outputs
 from .training import measure_steps, measure_training, training_table
 
 __all__ = [
-    "BOOL_INDEX_OPS", "DTYPES", "HALTING_MODELS", "HALTING_MODES", "NO_KERNEL", "OOM", "RATIO_KEYS", "REFERENCE", "SYNC_OPS",
+    "BOOL_INDEX_OPS", "COMPILE_FAILED", "DTYPES", "HALTING_MODELS", "HALTING_MODES", "NO_KERNEL", "OOM", "RATIO_KEYS", "REFERENCE",
+    "SYNC_OPS",
     "OpCounter", "Row", "SavedBytes", "Setup", "TrainingStep", "add_ratios", "aten", "build_steps", "count_forward_backward",
     "count_kernels", "device_name", "halt_depth", "halting_rows", "halting_table", "header", "instrumented_step", "is_oom", "is_sync",
     "kernel_calls", "launches_kernel", "longest_test_length", "model_state", "state_of", "stream_state_bytes",

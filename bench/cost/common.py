@@ -17,6 +17,7 @@ log = logging.getLogger("bench.cost")
 
 REFERENCE = "transformer"
 OOM = "OOM"
+COMPILE_FAILED = "compile failed"  # torch.compile (dynamo / inductor) raised on this row at this length
 
 
 def parse_positive_ints(raw: str, what: str, example: str) -> list[int]:
@@ -118,14 +119,27 @@ def is_oom(exc: BaseException) -> bool:
                                                               or isinstance(exc, MemoryError))
 
 
+def is_compile_failure(exc: BaseException) -> bool:
+    """torch.compile's own errors (dynamo tracing, the backend: inductor's codegen) as opposed to the model's."""
+    from torch._dynamo.exc import TorchDynamoException
+
+    return isinstance(exc, TorchDynamoException)
+
+
 def _cell_guard(row: dict, fn):
-    """Runs fn(); an out-of-memory error makes the row an OOM cell instead of a crash."""
+    """Runs fn(); an out-of-memory error makes the row an OOM cell, a torch.compile failure a
+    ``compile failed`` cell (with the error's first line), instead of a crash of every row."""
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001 - only OOM is caught, everything else is re-raised
-        if not is_oom(exc):
+    except Exception as exc:  # noqa: BLE001 - only OOM and compile failures are caught, everything else is re-raised
+        if is_oom(exc):
+            status = OOM
+        elif is_compile_failure(exc):
+            status = COMPILE_FAILED
+        else:
             raise
-        row.update(status=OOM, error=str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__)
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        row.update(status=status, error=first[:200])
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 

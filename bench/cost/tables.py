@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from .common import OOM, Setup
+from .common import COMPILE_FAILED, OOM, Setup
 
 
 def _mb(n) -> str:
@@ -19,7 +19,7 @@ def _mb(n) -> str:
 
 def _cell(row: dict, key: str, fmt) -> str:
     if row.get("status", "ok") != "ok":
-        return OOM if row["status"] == OOM else "—"
+        return row["status"] if row["status"] in (OOM, COMPILE_FAILED) else "—"
     value = row.get(key)
     if value is None:
         return "—"
