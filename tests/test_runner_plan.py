@@ -28,3 +28,29 @@ def test_bench_run_plans_each_seed_once_and_runs_that_plan(tmp_path, monkeypatch
     (plan,) = built
     assert plan.seed == 0 and isinstance(plan.train, TrainConfig) and plan.train.lr == 0.003
     assert plan.train is plan.config.train and plan.record.parent == tmp_path / "runs" / "parity" / "smoke" / "lstm"
+
+
+def test_the_note_on_long_testing_is_given_for_the_cpu_only(monkeypatch, caplog):
+    """Flip-flop's paper preset tests 6 x 10,000 sequences of up to 1,024 tokens with a d-512
+    Transformer: hours on one CPU core, which the plan notes; on a GPU that note would be wrong."""
+    import logging
+
+    import torch
+
+    from bench.config import resolve_run
+    from bench.runner.build import _registry
+    from bench.runner.guards import check_forward_fits, runs_on_cpu
+
+    config = resolve_run(_registry(None), "transformer", "flipflop", "paper", [])
+    with caplog.at_level(logging.INFO, logger="bench.runner.guards"):
+        check_forward_fits(config, config.train, on_cpu=True)
+        check_forward_fits(config, config.train, on_cpu=False)
+    notes = [r.getMessage() for r in caplog.records if "long work" in r.getMessage()]
+    assert len(notes) == 1 and "testing at length 1,024" in notes[0] and "on one CPU core" in notes[0]
+
+    assert runs_on_cpu({"accelerator": "cpu"}) and not runs_on_cpu({"accelerator": "gpu"})
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert not runs_on_cpu({}) and runs_on_cpu({"accelerator": "cpu"})
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert runs_on_cpu({}) and runs_on_cpu({"accelerator": "auto"})

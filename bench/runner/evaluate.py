@@ -40,7 +40,7 @@ from ..spec import ModelSpec, TaskSpec, layer
 from .build import instantiate_model, instantiate_task
 from .callbacks import signals_stop
 from .checkpoint_io import inspect_checkpoint
-from .guards import check_data_fits, check_forward_fits
+from .guards import check_data_fits, check_forward_fits, runs_on_cpu
 from .lifecycle import _QUIET_WARNINGS as QUIET_WARNINGS
 from .module import TaskModule
 
@@ -63,7 +63,7 @@ def read_record(path: Path) -> dict:
         ) from None
 
 
-def rebuild_run(path: Path, data_overrides: list[str], registry):
+def rebuild_run(path: Path, data_overrides: list[str], registry, accelerator: str | None = None):
     """A finished run, rebuilt from its record: (record, checkpoint path, task, data, module with
     untrained weights; Lightning's ``ckpt_path`` or ``load_state_dict`` puts the tested ones in).
     The model, the task and the training settings are the record's resolved config (the registry
@@ -87,7 +87,7 @@ def rebuild_run(path: Path, data_overrides: list[str], registry):
     config = record_run_config(Path(path), rec, data_overrides)
     train = config.train
     check_data_fits(config)
-    check_forward_fits(config, train, "the evaluation")
+    check_forward_fits(config, train, "the evaluation", on_cpu=runs_on_cpu({"accelerator": accelerator or "auto"}))
     task = instantiate_task(config.task)
     data = TaskData(task, train.batch_size, train.eval_batch_size, rec["seed"])
     module = TaskModule(instantiate_model(config.model, task.vocab_size), task, train, steps_per_epoch=1)
@@ -188,7 +188,7 @@ def _note_registry_changes(path: Path, rec: dict, registry) -> None:
 
 
 def evaluate_record(path: Path, data_overrides: list[str], registry, accelerator: str | None = None, out: str | Path | None = None) -> dict:
-    rec, ckpt, task, data, module = rebuild_run(path, data_overrides, registry)
+    rec, ckpt, task, data, module = rebuild_run(path, data_overrides, registry, accelerator)
     splits = ["val", *task.test_splits()]
     with quiet(), warnings.catch_warnings():  # no "GPU available: ..." notes or known warnings: stderr is for problems
         for pattern in QUIET_WARNINGS:

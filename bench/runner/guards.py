@@ -99,11 +99,33 @@ def check_resume_point(plan: RunPlan) -> int | None:
 BYTES_PER_TOKEN = 16
 
 
+def _built_task(config: RunConfig):
+    """The task the run will build (constructors only store their settings), or None where its
+    settings are refused: the run's own build then says why, in one line."""
+    from bench.tasks.base import TaskError
+
+    try:
+        return config.task.cls.build(config.task.name, config.task.params)
+    except (TaskError, ValueError, TypeError):
+        return None
+
+
+def task_values(config: RunConfig, task=None) -> dict:
+    """The task's settings as the run will use them: a setting left None for the constructor to
+    fill in (flip-flop's test_lens: [512, 1024]) is read from the built task."""
+    values = dict(config.task.values)
+    unset = [k for k, v in values.items() if v is None]
+    if unset:
+        task = task if task is not None else _built_task(config)
+        values.update({k: getattr(task, k) for k in unset if task is not None and getattr(task, k, None) is not None})
+    return values
+
+
 def data_estimate(config: RunConfig) -> tuple[int, int, int]:
     """(bytes, examples, longest length): the least memory generating the largest split
     (n_train, n_val or n_test examples) takes at the longest length any *len* parameter allows;
     splits are generated one at a time."""
-    values = config.task.values
+    values = task_values(config)
     lengths = [v for key, value in values.items() if "len" in key
                for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, int) and not isinstance(v, bool)]
     if not lengths:
@@ -123,11 +145,20 @@ def check_data_fits(config: RunConfig) -> None:
         )
 
 
-def check_forward_fits(config: RunConfig, train: TrainConfig, what: str = "the run") -> None:
+def runs_on_cpu(trainer_kwargs: dict) -> bool:
+    """Whether Lightning will run on the CPU: asked for, or 'auto' with no GPU (CUDA or MPS) here."""
+    accelerator = str(trainer_kwargs.get("accelerator", "auto")).lower()
+    if accelerator != "auto":
+        return accelerator == "cpu"
+    return not (torch.cuda.is_available() or torch.backends.mps.is_available())
+
+
+def check_forward_fits(config: RunConfig, train: TrainConfig, what: str = "the run", on_cpu: bool = True) -> None:
     """Refuse, before any data or training, a batch and length whose forward would not fit in
-    memory (training at the longest training length, testing at the longest test length); note
-    the work of testing when it is long."""
-    values, params = config.task.values, config.model.params
+    memory (training at the longest training length, testing at the longest test length); on
+    the CPU, note the work of testing when it is long."""
+    task = _built_task(config)
+    values, params = task_values(config, task), config.model.params
     tests = [
         v
         for key, value in values.items()
@@ -151,8 +182,9 @@ def check_forward_fits(config: RunConfig, train: TrainConfig, what: str = "the r
         need, macs = forward_cost(params, train.eval_batch_size, longest, training=False)
         check_fits(f"{what}: testing a batch of {train.eval_batch_size} at length {longest:,}", need, hint)
         n_test = values.get("n_test") if isinstance(values.get("n_test"), int) else train.eval_batch_size
-        total = macs * max(1, -(-n_test // train.eval_batch_size)) * max(1, len(tests))
-        if total / CPU_MACS_PER_S > 120:
+        splits = len(task.test_splits()) if task is not None else len(tests)
+        total = macs * max(1, -(-n_test // train.eval_batch_size)) * max(1, splits)
+        if on_cpu and total / CPU_MACS_PER_S > 120:
             log.info(f"bench: note: testing at length {longest:,} is long work: about {duration(total)} on one CPU core (rough)")
 
 
