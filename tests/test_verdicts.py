@@ -104,3 +104,21 @@ def test_a_bad_verdicts_block_is_one_line_naming_its_file_and_line(two_tables, c
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and f"{bad}:3: " in err and message in err
         assert good.read_text().count("?") == 1  # nothing half-written
+
+
+def test_a_side_with_one_seed_in_a_compared_cell_is_not_judged(two_tables, capsys):
+    """One record leaves a pair without a test (two values a side are needed): its "inconclusive"
+    is missing data, so the block calls that side not judged rather than a changed verdict."""
+    from bench.records import record_path
+
+    for seed in (1, 2):  # the tuned Transformer keeps seed 0 only
+        record_path(two_tables, "transformer", "listops", "paper", seed, ["train.lr=0.003"]).unlink()
+    fixed, tuned = reproduced(two_tables, "t", capsys), reproduced(two_tables, "t-tuned", capsys)
+    assert fixed[BEATS][0] == "holds" and tuned[BEATS][0] == "inconclusive" and "(< 2 seeds a side): no test" in tuned[BEATS][1]
+    page = two_tables / "page.md"
+    page.write_text("<!-- bench:verdicts t t-tuned -->\n<!-- /bench -->\n")
+    assert main(["reproduce", "--writeups", "--out", str(two_tables)]) == 0
+    text = page.read_text()
+    assert printed_row(text, BEATS)[2:] == ["not judged (one record in 1 of 2 cells)", "not judged"]
+    assert printed_row(text, WITHIN)[2:][1] == "same"  # UT vs TLB: three seeds a side in both tables, judged
+    assert "has fewer than two records" in text

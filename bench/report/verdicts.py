@@ -5,8 +5,9 @@ each row's tuned learning rate (``halt-table3-cpu`` and ``halt-table3-cpu-tuned`
 Each side is read from what ``bench reproduce`` wrote for that table under OUT/reproduce/: its
 claims (NAME--claims.csv: the verdict and the deciding pair's effect, 90% CI and p of
 bench/report/claims.py, printed here as the claims printer prints them) and its cells (NAME.csv:
-the records behind each cell). A side whose claim compares a cell without records is "not
-judged" (its verdict would be that of missing data); the last column says whether the verdict
+the records behind each cell). A side whose claim compares a cell without records, or with one
+(no test has two values a side), is "not judged" (its verdict would be that of missing data); the
+last column says whether the verdict
 changed, stayed the same, or is not judged. Claims are matched by their text: the two tables
 must carry the same claims.
 """
@@ -59,6 +60,9 @@ def _verdict_text(table: Table, claim, line: dict | None, cells: dict) -> tuple[
     empty = [cell for cell in compared if not cells.get(cell)]
     if empty:
         return f"{NOT_JUDGED} (no records for {len(empty)} of {len(compared)} cells)", None
+    single = [cell for cell in compared if cells.get(cell) == 1]
+    if single:  # no test is possible on such a pair: its "inconclusive" would be that of missing data too
+        return f"{NOT_JUDGED} (one record in {len(single)} of {len(compared)} cells)", None
     if line is None:
         return f"{NOT_JUDGED} (not in the table's claims)", None
     verdict = line["ours"]
@@ -102,6 +106,6 @@ def verdicts_block(out: Path, spec: str, where: str) -> str:
         rows.append([claim.text, said[0][0], said[1][0], change])
     commands = " and ".join(f"`{command}`" for _, _, command in sides)
     head = (f"Verdicts of {commands} (bench/report/claims.py), claims matched by their text; a side is {NOT_JUDGED} "
-            "while a cell its claim compares has no records.")
+            "while a cell its claim compares has fewer than two records.")
     table = tabulate(rows, headers=["claim", names[0], names[1], "change"], tablefmt="github", disable_numparse=True)
     return f"\n\n{head}\n\n{table}\n\n"
