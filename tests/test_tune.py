@@ -223,6 +223,8 @@ def test_a_killed_worker_is_resumed_and_a_rerun_trains_nothing_finished(tmp_path
     recs = {lr: read_record(trial_record(out, "lstm", lr, sets)) for lr in lrs}
     assert all(r["status"] == "ok" for r in recs.values())
     resumed = {lr for lr, r in recs.items() if r["resumed_from"]}
+    # a worker's records name the bench tune command that started it, not the worker's own argv
+    assert all(r["command"] == " ".join(["bench", *argv[3:-1], "out"]) for lr, r in recs.items() if lr not in resumed)
     assert {trial_record(out, "lstm", lr, sets) for lr in resumed} == {killed}  # only the killed run resumed, once
     trials = studies(out)["lstm"].trials
     states = [t.state for t in trials]

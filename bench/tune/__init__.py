@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -31,8 +32,9 @@ __all__ = ["Worker", "launch", "study_folder"]
 
 
 def worker_argv(out: Path, name: str, registry_path: str | None, index: int, threads: int | None) -> list[str]:
-    """The command of one worker process: ``python -m bench.tune OUT STUDY --index I ...``."""
-    argv = [sys.executable, "-m", "bench.tune", str(out), name, "--index", str(index)]
+    """The command of one worker process: ``python -m bench.tune OUT STUDY --index I ...``, told the
+    ``bench tune`` command that started it (its trials' records name that one)."""
+    argv = [sys.executable, "-m", "bench.tune", str(out), name, "--index", str(index), "--command", shlex.join(sys.argv)]
     if threads:
         argv += ["--threads", str(threads)]
     if registry_path:
