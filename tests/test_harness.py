@@ -48,6 +48,9 @@ def test_same_seed_same_metrics_and_record_contents(tmp_path):
     assert set(rec["metrics"]) == {"val", "len40"}
     assert rec["overrides"] == ["train.max_epochs=1"] and Path(a["path"]).name.startswith("seed3-")
     assert rec["versions"]["torch"]
+    # where the wall time went: training, validation (sanity check included) and tests, in sequence within it
+    parts = [rec["train_time_s"], rec["val_time_s"], rec["test_time_s"]]
+    assert all(t > 0 for t in parts) and sum(parts) <= rec["wall_time_s"]
 
 
 def test_best_validation_weights_are_tested(tmp_path):

@@ -246,6 +246,7 @@ def summarize(plan: RunPlan, trainer: L.Trainer, module: TaskModule, tested: dic
         "resumed_from": module.resumed_from,
         "wall_time_s": wall,  # this session's; train_time_s adds up every session of the run
         "train_time_s": module.train_time_s,
+        "val_time_s": module.val_time_s, "test_time_s": module.test_time_s,  # this session's, within wall_time_s
         "train_tokens": tokens,
         "train_tokens_per_s": tokens / module.train_time_s if module.train_time_s else None,
         "device": device_info(trainer),
@@ -289,7 +290,8 @@ def write_pruned(plan: RunPlan, trainer: L.Trainer, module: TaskModule, record: 
     record.update({"status": "pruned", "pruned_step": pruned_at(trainer), "val_history": history.entries,
                    "best_val": history.best()[history.metric], "last_val": history.entries[-1][history.metric],
                    "epochs_run": trainer.current_epoch, "steps_run": trainer.global_step, "resumed_from": module.resumed_from,
-                   "wall_time_s": wall, "train_time_s": module.train_time_s, "device": device_info(trainer)})
+                   "wall_time_s": wall, "train_time_s": module.train_time_s, "val_time_s": module.val_time_s,
+                   "device": device_info(trainer)})
     record = write_record(plan, trainer, record)
     trainer.strategy.barrier()
     if trainer.is_global_zero:

@@ -128,6 +128,8 @@ class TaskModule(L.LightningModule):
         # survive a resume (on_save_checkpoint / on_load_checkpoint)
         self.train_tokens = 0  # this rank's, up to the last validation
         self.train_time_s = 0.0  # seconds in training batches, all sessions of the run
+        self.val_time_s = self.test_time_s = 0.0  # seconds in validation / testing, this session
+        self._eval_t0 = 0.0
         self.resumed_from: list[int] = []
         self._reset_running()
 
@@ -189,6 +191,10 @@ class TaskModule(L.LightningModule):
 
     def on_validation_start(self):
         self.check_finite()
+        self._eval_t0 = time.perf_counter()
+
+    def on_validation_end(self):
+        self.val_time_s += time.perf_counter() - self._eval_t0
 
     def validation_step(self, batch, batch_idx, dataloader_idx=0):
         self._eval_step(batch, dataloader_idx)
@@ -219,6 +225,12 @@ class TaskModule(L.LightningModule):
         if self._tokens is not None:  # batches after the last validation
             self.train_tokens += int(self._tokens)
             self._tokens = None
+
+    def on_test_start(self):
+        self._eval_t0 = time.perf_counter()
+
+    def on_test_end(self):
+        self.test_time_s += time.perf_counter() - self._eval_t0
 
     def test_step(self, batch, batch_idx, dataloader_idx=0):
         self._eval_step(batch, dataloader_idx)
