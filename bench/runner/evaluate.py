@@ -40,7 +40,7 @@ from ..spec import ModelSpec, TaskSpec, layer
 from .build import instantiate_model, instantiate_task
 from .callbacks import signals_stop
 from .checkpoint_io import inspect_checkpoint
-from .guards import check_data_fits, check_forward_fits, runs_on_cpu
+from .guards import check_sizes, runs_on_cpu
 from .lifecycle import _QUIET_WARNINGS as QUIET_WARNINGS
 from .module import TaskModule
 
@@ -86,8 +86,7 @@ def rebuild_run(path: Path, data_overrides: list[str], registry, accelerator: st
         raise UserError(f"the record's checkpoint {str(ckpt)!r} is damaged ({problem}); train the run again with --rerun")
     config = record_run_config(Path(path), rec, data_overrides)
     train = config.train
-    check_data_fits(config)
-    check_forward_fits(config, train, "the evaluation", on_cpu=runs_on_cpu({"accelerator": accelerator or "auto"}))
+    check_sizes(config, train, "the evaluation", on_cpu=runs_on_cpu({"accelerator": accelerator or "auto"}))
     task = instantiate_task(config.task)
     data = TaskData(task, train.batch_size, train.eval_batch_size, rec["seed"])
     module = TaskModule(instantiate_model(config.model, task.vocab_size), task, train, steps_per_epoch=1)

@@ -121,11 +121,11 @@ def task_values(config: RunConfig, task=None) -> dict:
     return values
 
 
-def data_estimate(config: RunConfig) -> tuple[int, int, int]:
+def data_estimate(config: RunConfig, task=None) -> tuple[int, int, int]:
     """(bytes, examples, longest length): the least memory generating the largest split
     (n_train, n_val or n_test examples) takes at the longest length any *len* parameter allows;
-    splits are generated one at a time."""
-    values = task_values(config)
+    splits are generated one at a time. *task*: the built task, where the caller has it."""
+    values = task_values(config, task)
     lengths = [v for key, value in values.items() if "len" in key
                for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, int) and not isinstance(v, bool)]
     if not lengths:
@@ -134,15 +134,22 @@ def data_estimate(config: RunConfig) -> tuple[int, int, int]:
     return examples * max(lengths) * BYTES_PER_TOKEN, examples, max(lengths)
 
 
-def check_data_fits(config: RunConfig) -> None:
+def check_data_fits(config: RunConfig, task=None) -> None:
     """Refuse, before any data is generated, a sequence length whose data would not fit in memory."""
-    need, examples, length = data_estimate(config)
+    need, examples, length = data_estimate(config, task)
     have = available_memory()
     if have is not None and need > have:
         raise UserError(
             f"the data would need at least {need / 2**30:.1f} GiB ({examples:,} examples of up to {length:,} tokens) and "
             f"{have / 2**30:.1f} GiB of memory is available; lower the data's lengths (e.g. data.max_len) or sizes (data.n_train)"
         )
+
+
+def check_sizes(config: RunConfig, train: TrainConfig, what: str = "the run", on_cpu: bool = True) -> None:
+    """Both checks above, before anything is generated or trained, on one build of the task."""
+    task = _built_task(config)
+    check_data_fits(config, task)
+    check_forward_fits(config, train, what, on_cpu, task)
 
 
 def runs_on_cpu(trainer_kwargs: dict) -> bool:
@@ -153,11 +160,12 @@ def runs_on_cpu(trainer_kwargs: dict) -> bool:
     return not (torch.cuda.is_available() or torch.backends.mps.is_available())
 
 
-def check_forward_fits(config: RunConfig, train: TrainConfig, what: str = "the run", on_cpu: bool = True) -> None:
+def check_forward_fits(config: RunConfig, train: TrainConfig, what: str = "the run", on_cpu: bool = True, task=None) -> None:
     """Refuse, before any data or training, a batch and length whose forward would not fit in
     memory (training at the longest training length, testing at the longest test length); on
-    the CPU, note the work of testing when it is long."""
-    task = _built_task(config)
+    the CPU, note the work of testing when it is long. *task*: the built task, where the caller
+    has it."""
+    task = task if task is not None else _built_task(config)
     values, params = task_values(config, task), config.model.params
     tests = [
         v

@@ -58,7 +58,7 @@ from ..records import (base_record, config_changes, device_info, ensure_writable
                        write_json_atomic)
 from .build import _registry, check_attention_backend, instantiate_model, instantiate_task
 from .callbacks import RunInterrupted, TrialPruning, ValidationHistory, signals_stop
-from .guards import (check_data_fits, check_forward_fits, check_resume_point, finished_record, run_lock, runs_on_cpu, storage_errors,
+from .guards import (check_resume_point, check_sizes, finished_record, run_lock, runs_on_cpu, storage_errors,
                      world_size_of)
 from .module import TaskModule
 from .plan import RunPlan
@@ -157,8 +157,7 @@ def plan_run(model: str, task: str, preset: str, seed: int, out: str | os.PathLi
     train = config.train
     kwargs = dict(trainer_kwargs or {})
     world = world_size_of(kwargs)
-    check_data_fits(config)
-    check_forward_fits(config, train, on_cpu=runs_on_cpu(kwargs))
+    check_sizes(config, train, on_cpu=runs_on_cpu(kwargs))
     path = record_path(Path(out), model, task, preset, seed, overrides, world)
     ensure_writable(Path(out))
     return RunPlan(model, task, preset, seed, overrides, config, train, path, kwargs, world)
