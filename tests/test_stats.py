@@ -165,6 +165,32 @@ def test_paired_bootstrap_on_synthetic_outcomes():
         stats.paired_bootstrap(better[:, :10], base)
 
 
+def test_paired_bootstrap_is_exact_on_integer_outcomes():
+    """Every draw of 0/100 outcomes is the correctly rounded rational mean_A - mean_B, so the
+    interval and p are the same bits on any CPU (a BLAS kernel's summation order cannot move
+    them) and a tie is exactly 0. Reference: the same resamples in Python's exact Fractions."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(3)
+    n, n_boot = 40, 300
+    a = 100.0 * (rng.random((3, n)) < 0.5)
+    b = 100.0 * (rng.random((2, n)) < 0.5)
+    t = stats.paired_bootstrap(a, b, n_boot=n_boot, seed=7)
+    draw = np.random.default_rng(7)  # the draws paired_bootstrap makes, in its order
+    counts = draw.multinomial(n, np.full(n, 1.0 / n), size=n_boot)
+    pick_a, pick_b = draw.integers(0, 3, size=(3, n_boot)), draw.integers(0, 2, size=(2, n_boot))
+    exact = []
+    for d in range(n_boot):
+        def mean(x, pick):
+            return Fraction(sum(int(x[s] @ counts[d]) for s in pick[:, d]), len(pick) * n)
+        exact.append(mean(a, pick_a) - mean(b, pick_b))
+    assert t.p == (1 + sum(e <= 0 for e in exact)) / (1 + n_boot)
+    assert t.p_reverse == (1 + sum(e >= 0 for e in exact)) / (1 + n_boot)
+    assert any(e == 0 for e in exact)  # the ties this test is about: counted on both sides
+    lo, hi = np.quantile(np.array([float(e) for e in exact]), [0.5 - stats.PAIR_LEVEL / 2, 0.5 + stats.PAIR_LEVEL / 2])
+    assert t.ci == (lo, hi)
+
+
 def test_aligned_outcomes_matches_examples_by_index():
     a = [{"index": np.array([2, 0, 1]), "correct": np.array([1.0, 0.0, 1.0])}] * 2
     b = [{"index": np.array([0, 1, 2, 3]), "correct": np.array([1.0, 1.0, 0.0, 1.0])}] * 2

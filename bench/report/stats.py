@@ -128,7 +128,12 @@ def paired_bootstrap(a, b, lower_is_better: bool = False, n_boot: int = 4000, se
     ``b`` (seeds_B, examples), column i of both the same test example. Each bootstrap draw
     resamples A's seeds and B's seeds (with replacement), then the examples (one draw of
     examples for both sides: the pairing), and takes the difference of the two means. The
-    interval is the draws' percentile interval; p = (1 + draws <= 0) / (1 + n_boot)."""
+    interval is the draws' percentile interval; p = (1 + draws <= 0) / (1 + n_boot).
+
+    For integer-valued scores (0/1 correctness, or it times 100) every draw is exact: the
+    sums are of integers (exact in float64 in any order, so whatever BLAS kernel the CPU
+    picks) and each draw is one division of an exact integer numerator, so the verdict,
+    the interval and p are the same bits on every machine, and a tie is exactly 0."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
         raise ValueError(f"paired_bootstrap wants (seeds, examples) arrays over the same examples, got {a.shape} and {b.shape}")
@@ -137,16 +142,18 @@ def paired_bootstrap(a, b, lower_is_better: bool = False, n_boot: int = 4000, se
     if lower_is_better:
         a, b = -a, -b
     rng = np.random.default_rng(seed)
-    n = a.shape[1]
-    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).T / n  # (examples, draws): each draw's example counts
-    per_seed_a, per_seed_b = a @ weights, b @ weights  # (seeds, draws): each seed's mean on each draw's examples
-    pick_a = rng.integers(0, len(a), size=(len(a), n_boot))
-    pick_b = rng.integers(0, len(b), size=(len(b), n_boot))
-    draws = (np.take_along_axis(per_seed_a, pick_a, 0).mean(0) - np.take_along_axis(per_seed_b, pick_b, 0).mean(0))
+    n, ka, kb = a.shape[1], len(a), len(b)
+    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).T.astype(float)  # (examples, draws): each draw's example counts
+    per_seed_a, per_seed_b = a @ counts, b @ counts  # (seeds, draws): each seed's sum on each draw's examples
+    pick_a = rng.integers(0, ka, size=(ka, n_boot))
+    pick_b = rng.integers(0, kb, size=(kb, n_boot))
+    sum_a = np.take_along_axis(per_seed_a, pick_a, 0).sum(0)  # (draws,): sum over the drawn seeds
+    sum_b = np.take_along_axis(per_seed_b, pick_b, 0).sum(0)
+    draws = (sum_a * kb - sum_b * ka) / (ka * kb * n)  # mean_A - mean_B of each draw
     lo, hi = np.quantile(draws, [0.5 - level / 2, 0.5 + level / 2])
     p = (1 + np.count_nonzero(draws <= 0)) / (1 + n_boot)
     p_rev = (1 + np.count_nonzero(draws >= 0)) / (1 + n_boot)
-    return PairTest(float(a.mean() - b.mean()), (float(lo), float(hi)), float(p), float(p_rev), (len(a), len(b)), PAIRED)
+    return PairTest(float(a.mean() - b.mean()), (float(lo), float(hi)), float(p), float(p_rev), (ka, kb), PAIRED)
 
 
 def aligned_outcomes(runs_a: list[dict], runs_b: list[dict], key: str = "correct") -> tuple[np.ndarray, np.ndarray] | None:
