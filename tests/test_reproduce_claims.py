@@ -91,9 +91,28 @@ def test_a_pair_with_fewer_than_two_seeds_has_no_test(claim_runs):
     values = {("tlb", "len500_600"): ([60.0], False), ("transformer", "len500_600"): ([50.0, 50.0], False)}
     first = run_claims(table, values)["rows"][0]
     assert first[2:4] == [
-        "inconclusive",
-        "tlb 60.0 (1) vs transformer 50.0 ± 0.0 (2) on len500_600: n = 1 vs 2 (< 2 seeds a side): no test",
+        "inconclusive (provisional)",  # the table plans 3 seeds a cell
+        "provisional: 1-2 of 3 seeds; tlb 60.0 (1) vs transformer 50.0 ± 0.0 (2) on len500_600: n = 1 vs 2 (< 2 seeds a side): no test",
     ]
+
+
+def test_a_verdict_on_fewer_seeds_than_the_table_plans_is_provisional(claim_runs):
+    """The table plans seeds 0, 1, 2: a verdict judged on two of them says so in the table, in the
+    rule and in the claims CSV's own column (whose ``ours`` stays the bare verdict)."""
+    from bench.report.claims import run_claims
+
+    table = load_table("t", folder=claim_runs / "tables")
+    two = {("tlb", "len500_600"): ([30.0, 34.0], False), ("transformer", "len500_600"): ([10.0, 12.0], False)}
+    judged = run_claims(table, two)
+    row, line = judged["rows"][0], judged["csv"][0]
+    # Welch: Δ = 32 - 11 = +21, se^2 = 8/2 + 2/2 = 5, t = 9.39 on df = 25/17: holds on the two seeds present
+    assert row[2] == "holds (provisional)" and row[3].startswith("provisional: 2 of 3 seeds; tlb 32.0 ± ")
+    assert line["ours"] == "holds" and line["provisional"] == "2 of 3 seeds"
+    assert "provisional = some cell the claim compares has fewer seeds than the table plans (3)" in judged["rule"]
+    three = {("tlb", "len500_600"): ([30.0, 32.0, 34.0], False), ("transformer", "len500_600"): ([10.0, 11.0, 12.0], False)}
+    complete = run_claims(table, three)
+    assert complete["rows"][0][2] == "holds" and complete["csv"][0]["provisional"] == ""
+    assert "provisional" not in complete["rule"]
 
 
 def test_the_paper_without_its_number_of_runs_or_spread_gets_no_test(claim_runs):

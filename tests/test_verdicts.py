@@ -82,7 +82,7 @@ def test_the_block_shows_each_tables_verdict_as_reproduce_prints_it_and_whether_
     # the tuned table has no near-IID records: the claim over both splits is judged on one side only
     assert rows[TWO_SPLITS][1].split(": ")[0] == fixed[TWO_SPLITS][0] == "does not hold"
     assert rows[TWO_SPLITS][2:] == ["not judged (no records for 2 of 4 cells)", "not judged"]
-    assert tuned[TWO_SPLITS][0] == "inconclusive"  # what reproduce says of the missing cells, which the block does not call a verdict
+    assert tuned[TWO_SPLITS][0] == "inconclusive (provisional)"  # what reproduce says of the missing cells, which the block does not call a verdict
     assert main(["reproduce", "--writeups", "--out", str(two_tables)]) == 0
     assert page.read_text() == text  # filled: the same again
 
@@ -114,7 +114,7 @@ def test_a_side_with_one_seed_in_a_compared_cell_is_not_judged(two_tables, capsy
     for seed in (1, 2):  # the tuned Transformer keeps seed 0 only
         record_path(two_tables, "transformer", "listops", "paper", seed, ["train.lr=0.003"]).unlink()
     fixed, tuned = reproduced(two_tables, "t", capsys), reproduced(two_tables, "t-tuned", capsys)
-    assert fixed[BEATS][0] == "holds" and tuned[BEATS][0] == "inconclusive" and "(< 2 seeds a side): no test" in tuned[BEATS][1]
+    assert fixed[BEATS][0] == "holds" and tuned[BEATS][0] == "inconclusive (provisional)" and "(< 2 seeds a side): no test" in tuned[BEATS][1]
     page = two_tables / "page.md"
     page.write_text("<!-- bench:verdicts t t-tuned -->\n<!-- /bench -->\n")
     assert main(["reproduce", "--writeups", "--out", str(two_tables)]) == 0
@@ -122,3 +122,20 @@ def test_a_side_with_one_seed_in_a_compared_cell_is_not_judged(two_tables, capsy
     assert printed_row(text, BEATS)[2:] == ["not judged (one record in 1 of 2 cells)", "not judged"]
     assert printed_row(text, WITHIN)[2:][1] == "same"  # UT vs TLB: three seeds a side in both tables, judged
     assert "has fewer than two records" in text
+
+
+def test_a_side_short_of_its_planned_seeds_is_judged_and_called_provisional(two_tables, capsys):
+    """Two of the three seeds the tables plan: each pair still has a test, so the side is judged,
+    and says that its verdict is that of the seeds present."""
+    from bench.records import record_path
+
+    record_path(two_tables, "tlb", "listops", "paper", 2, ["train.lr=0.003"]).unlink()  # tuned TLB: seeds 0 and 1
+    reproduced(two_tables, "t", capsys), reproduced(two_tables, "t-tuned", capsys)
+    page = two_tables / "page.md"
+    page.write_text("<!-- bench:verdicts t t-tuned -->\n<!-- /bench -->\n")
+    assert main(["reproduce", "--writeups", "--out", str(two_tables)]) == 0
+    text = page.read_text()
+    # UT 29 / 33 / 37 vs tuned TLB 30 / 32: Δ +2.0, inconclusive on the seeds present; the fixed table has all three
+    fixed, tuned, change = printed_row(text, WITHIN)[1:]
+    assert fixed.startswith("inconclusive: Δ +1.0") and "provisional" not in fixed
+    assert tuned.startswith("inconclusive (provisional: 2-3 of 3 seeds): Δ +2.0 [90% CI") and change == "same"

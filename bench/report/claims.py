@@ -24,6 +24,10 @@ An open question (``questions:`` in the file, a claim with ``question``) is test
 pair by pair, and printed as ``measured`` with every pair's effect, CI and p: no verdict, since
 no paper claims a direction (``QUESTION_RULE``).
 
+A verdict some of whose cells have fewer seeds than the table plans (``seeds:``) is marked
+``provisional`` ("2-3 of 5 seeds"): it is the verdict of the seeds present, and the claims CSV
+says so in its own column, so that a partly trained table cannot pass for a finished one.
+
 Any table kind with cells judges its claims here (``run_claims``); the texts of a test
 (``test_text``, ``cell_text``, ``both_at_chance``) are shared with the record checks of
 bench/report/checks.py.
@@ -47,6 +51,21 @@ QUESTION_RULE = (f"open questions: each pair tested as a claim would be (H1: the
 RATIO_RULE = ("A costs <= r x B: Welch t on the logarithms of the timed repeats, H1: mean log A - mean log B < log r; "
               "ratio = geometric mean of A / of B with its 90% CI; inconclusive when the claim's premise (halting depth "
               "below a bound) is absent; paper: its means only, no spread printed")
+
+PROVISIONAL = "provisional"
+PROVISIONAL_RULE = (f"{PROVISIONAL} = some cell the claim compares has fewer seeds than the table plans ({{planned}}): "
+                    "the verdict is that of the seeds present and may change as the others land")
+
+
+def _short_of_plan(pairs, values: dict, planned: int | None) -> str:
+    """"2-3 of 5 seeds" when a cell the pairs compare has fewer seeds than ``planned``, else ""."""
+    if not planned:
+        return ""
+    counts = [len(values[cell][0]) for cell in dict.fromkeys(c for p in pairs for c in (p.better, p.than))]
+    lo, hi = min(counts), max(counts)
+    if lo >= planned:
+        return ""
+    return f"{lo if lo == hi else f'{lo}-{hi}'} of {planned} seeds"
 
 
 def _p_text(p: float, label: str = "p") -> str:
@@ -192,6 +211,7 @@ def run_claims(table, values: dict, depths: dict | None = None, over: str = "see
     digits, scale = digits_of(table), 1.0 if table.unit == "min" else 100.0
     paper = {(r.label, c.label): p for r in table.rows for c, p in zip(table.columns, r.paper)}
     seeds = getattr(table, "paper_seeds", None)
+    planned = len(table.seeds) if over == "seeds" and getattr(table, "seeds", None) else None
     rows, csv_rows = [], []
     for claim in table.claims:
         pairs = [p for p in claim.comparisons if p.better in values and p.than in values]
@@ -209,9 +229,11 @@ def run_claims(table, values: dict, depths: dict | None = None, over: str = "see
         else:
             verdict, why, numbers = _aggregate([t for t, _ in ours], [x for _, x in ours], digits, over, claim.ratio_at_most)
             pverdict, pwhy = _paper_verdict([t for t, _ in theirs], [x for _, x in theirs], digits, seeds)
-        rows.append([claim.text, claim.source, verdict, why, pverdict])
+        short = _short_of_plan(pairs, values, planned)
+        shown, why = (f"{verdict} ({PROVISIONAL})", f"{PROVISIONAL}: {short}; {why}") if short else (verdict, why)
+        rows.append([claim.text, claim.source, shown, why, pverdict])
         csv_rows.append({"claim": claim.text, "source": claim.source, "ours": verdict, "why": why, **numbers,
-                         "paper": pverdict, "paper_why": pwhy})
+                         "provisional": short, "paper": pverdict, "paper_why": pwhy})
     headers = ["claim", "source", "ours", "why", "paper"]
     paper_rule = (f"and the paper's {seeds} runs per cell" if seeds else "(the paper's number of runs not given: no test)")
     rule = RULE.format(over=over, paper=paper_rule)
@@ -219,4 +241,6 @@ def run_claims(table, values: dict, depths: dict | None = None, over: str = "see
         rule += "; ratio claims: " + RATIO_RULE
     if any(c.question for c in table.claims):
         rule += "; " + QUESTION_RULE
+    if any(r["provisional"] for r in csv_rows):
+        rule += "; " + PROVISIONAL_RULE.format(planned=planned)
     return {"headers": headers, "rows": rows, "csv": csv_rows, "rule": rule}

@@ -7,6 +7,8 @@ claims (NAME--claims.csv: the verdict and the deciding pair's effect, 90% CI and
 bench/report/claims.py, printed here as the claims printer prints them) and its cells (NAME.csv:
 the records behind each cell). A side whose claim compares a cell without records, or with one
 (no test has two values a side), is "not judged" (its verdict would be that of missing data); the
+verdict of a side whose cells have fewer seeds than its table plans says "provisional" and how
+many it has (the claims CSV's ``provisional``). The
 last column says whether the verdict
 changed, stayed the same, or is not judged. Claims are matched by their text: the two tables
 must carry the same claims.
@@ -20,7 +22,7 @@ from tabulate import tabulate
 
 from ..errors import UserError
 from ..schema import suggest
-from .claims import digits_of, effect_text
+from .claims import PROVISIONAL, digits_of, effect_text
 from .outputs import command_of, generated_table
 from .stats import FAILS
 from .table_parts import Table
@@ -66,11 +68,12 @@ def _verdict_text(table: Table, claim, line: dict | None, cells: dict) -> tuple[
     if line is None:
         return f"{NOT_JUDGED} (not in the table's claims)", None
     verdict = line["ours"]
+    shown = f"{verdict} ({PROVISIONAL}: {line['provisional']})" if line.get("provisional") else verdict
     if line["effect"] == "":
-        return f"{verdict} (no test)", verdict
+        return f"{shown} (no test)", verdict
     numbers = effect_text(float(line["effect"]), (float(line["ci_low"]), float(line["ci_high"])), float(line["p"]),
                           digits_of(table), claim.ratio_at_most, reverse=verdict == FAILS)
-    return f"{verdict}: {numbers}", verdict
+    return f"{shown}: {numbers}", verdict
 
 
 def compared_tables(spec: str, where: str) -> tuple[list[str], list[Table]]:
