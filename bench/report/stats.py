@@ -31,6 +31,7 @@ it the test set's binomial standard error of one run's accuracy (``binomial_se``
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -122,6 +123,17 @@ def ratio_ci(a, b, level: float = LEVEL) -> tuple[float, float, float] | None:
     return math.exp(d), math.exp(lo), math.exp(hi)
 
 
+@functools.lru_cache(maxsize=4)
+def _example_draws(n: int, n_boot: int, seed: int) -> tuple[np.ndarray, dict]:
+    """The example counts of ``n_boot`` resamples of ``n`` examples (examples, draws), and the
+    generator's state after them: the same for every pair of a table on the same examples, and
+    the slowest part of a draw (a multinomial of ``n`` categories), so drawn once."""
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).T.astype(float)
+    counts.flags.writeable = False
+    return counts, rng.bit_generator.state
+
+
 def paired_bootstrap(a, b, lower_is_better: bool = False, n_boot: int = 4000, seed: int = 0,
                      level: float = PAIR_LEVEL) -> PairTest | None:
     """"A beats B" from per-example scores on the same examples: ``a`` (seeds_A, examples),
@@ -141,9 +153,10 @@ def paired_bootstrap(a, b, lower_is_better: bool = False, n_boot: int = 4000, se
         return None
     if lower_is_better:
         a, b = -a, -b
-    rng = np.random.default_rng(seed)
     n, ka, kb = a.shape[1], len(a), len(b)
-    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).T.astype(float)  # (examples, draws): each draw's example counts
+    counts, after = _example_draws(n, n_boot, seed)  # (examples, draws): each draw's example counts
+    rng = np.random.default_rng(seed)
+    rng.bit_generator.state = after  # the seeds are drawn from where the example draws left the stream
     per_seed_a, per_seed_b = a @ counts, b @ counts  # (seeds, draws): each seed's sum on each draw's examples
     pick_a = rng.integers(0, ka, size=(ka, n_boot))
     pick_b = rng.integers(0, kb, size=(kb, n_boot))
