@@ -341,7 +341,12 @@ def test_a_cost_table_is_measured_and_its_ratios_come_from_the_measurements(tmp_
     assert ours.startswith(f"{geometric:.2f} [")  # the ratio of the repeats' geometric means, with its 95% CI
     assert paper == f"{5.04 / 9.067:.2f}" and ratio_of(result, "GUT No Halt Upperbound", "upper bound 10") == ("1.00", "1.00")
     assert path in result["paths"] and Path(str(path).replace("--measured.json", ".md")).is_file()
-    # the claims follow the measurements: GUT made 10x faster than no-halt at bound 40, with an early halt
+    # the claims follow the measurements: GUT made 10x faster than no-halt at bound 40, with an early halt;
+    # the no-halt repeats set 10% apart (a loaded machine's tiny steps can differ 3x, and two such repeats
+    # leave Welch on df ~2 without power): log ratio -2.30 vs log 0.6 = -0.51, se 0.067, t = -27
+    for r in measured["rows"]:
+        if r["row"] == "GUT No Halt Upperbound" and r["column"] == "upper bound 40":
+            r["step_times_s"], r["step_s"] = [0.010, 0.011], 0.0105
     for r in measured["rows"]:
         if r["row"] == "GUT" and r["column"] == "upper bound 40":
             r["step_times_s"] = [t / 10 for t in step_times(measured, "GUT No Halt Upperbound")]
