@@ -10,6 +10,10 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+# the suite in parallel processes (pytest-xdist), one test file per process at a time: module fixtures
+# build once; `make test PYTEST_JOBS=0` runs it in this process (pdb, -s)
+PYTEST_JOBS ?= 2
+XDIST := $(if $(filter 0,$(PYTEST_JOBS)),-p no:xdist,-n $(PYTEST_JOBS) --dist loadfile)
 
 .PHONY: setup demo lint test test-fast wheel-smoke gpu-check bench-overhead clean-cache
 
@@ -31,10 +35,10 @@ lint: setup
 	$(BIN)/ruff check .
 
 test: setup
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: setup
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 wheel-smoke: setup
 	PYTHON=$(BIN)/python BASE_PY=$(PY) TORCH="$(TORCH)" bash scripts/wheel_smoke.sh

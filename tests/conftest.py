@@ -10,7 +10,8 @@ sys.path.insert(0, str(ROOT))
 
 # One generated-data cache for the whole test session (never the user's).
 os.environ.setdefault("BENCH_DATA_DIR", str(ROOT / ".cache" / "test-data"))
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# `make test` runs the suite in PYTEST_XDIST_WORKER_COUNT processes (pytest-xdist): the cores are shared among them
+torch.set_num_threads(max(1, min(2, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))))
 
 
 @pytest.fixture(autouse=True)

@@ -285,7 +285,7 @@ def test_the_transformer_learns_mqar_with_few_pairs(tmp_path, monkeypatch):
 def test_the_lstm_learns_z60(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
     rec = bench.run(model="lstm", task="z60", preset="smoke", seed=0, out=tmp_path, progress=False,
-                    overrides=["data.n_train=4000", "data.test_lengths=[8, 16]", "model.d_model=128", "train.max_epochs=20",
-                               "train.lr=0.006", "train.num_threads=1"])
+                    overrides=["data.n_train=4000", "data.test_lengths=[8, 16]", "model.d_model=64", "train.max_epochs=14",
+                               "train.lr=0.01", "train.num_threads=1"])
     assert rec["status"] == "ok"
     assert rec["metrics"]["len8"]["token_acc"] >= 0.9, rec["metrics"]["len8"]
