@@ -207,6 +207,18 @@ def test_the_stale_committed_tables_are_gone_or_rebuilt():
     assert "1/18 runs present" in median and "| transformer | 100.0 (1)" in median and "88.7" not in median
 
 
+@pytest.mark.parametrize("table", ["halt-table3-cpu-tuned", "halt-table1-cpu-tuned"])
+def test_the_tuned_tables_are_as_complete_as_halt_tuned_says(table):
+    """halt_tuned.md's State section says both tuned tables are complete and no verdict is
+    provisional; the committed tables (rebuilt from the records by test_rebuild) must agree."""
+    state = (ROOT / "results" / "halt_tuned.md").read_text().split("## State: ")[1].split("\n")[0]
+    made = (ROOT / "results" / "reproduce" / f"{table}.md").read_text()
+    assert state == "both tables complete"
+    assert "40/40 runs present (seeds 0,1,2,3,4 per cell)" in made
+    assert "(5, se" in made and not any(f"({n}, se" in made for n in range(1, 5))  # every cell 5 seeds
+    assert "provisional" not in made
+
+
 OVERCLAIMS = {  # what the write-ups said by hand before their numbers were generated
     "halt_flipflop.md": ["27.5 steps/s", "8 min", "808 s", "train 808"],
     "halt_cpu.md": ["halting pays for itself (holds)", "the sizes match the paper's", "**holds**", "**does not hold**"],
