@@ -22,6 +22,7 @@ from .cost import cmd_cost
 from .evaluate import cmd_eval, cmd_generate
 from .info import cmd_curves, cmd_explain, cmd_list, cmd_validate
 from .parser import build_parser
+from .report import cmd_report
 from .train import cmd_compare, cmd_reproduce, cmd_run
 from .tune import cmd_tune
 
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         "reproduce": cmd_reproduce,
         "cost": cmd_cost,
         "tune": cmd_tune,
+        "report": cmd_report,
     }
     args = None
     try:

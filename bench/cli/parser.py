@@ -207,6 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     co.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
+    rep = sub.add_parser("report", help="the results folder as one offline web page: tables, claims, curves, cost, records")
+    rep.add_argument("--out", help="results folder with runs/ and reproduce/ (default: the checkout's results/)")
+    rep.add_argument("--to", help="the HTML file to write (default: OUT/report.html)")
+    rep.add_argument("--tables", help="only these tables (names or file stems under OUT/reproduce, comma-separated)")
+
     ls = sub.add_parser("list", help="list registry models and tasks")
     ls.add_argument("what", nargs="?", choices=["models", "tasks"], help="only the models or only the tasks (default: both)")
     ls.add_argument("--full", action="store_true", help="whole descriptions (default: cut to the terminal's width, 100 columns when piped)")
