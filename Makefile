@@ -2,6 +2,7 @@
 # make test  : set up .venv and run the test suite (what CI runs)
 # make lint  : ruff over the tree (pyproject.toml [tool.ruff]); CI runs it
 # make test-fast : the suite without the tests marked slow (-m "not slow"), for the edit loop
+# make report : the committed results as one offline web page, .cache/report.html (bench report; open it in a browser)
 # make wheel-smoke : build the wheel, install it in a fresh venv outside the checkout, run bench from it (CI runs it too)
 # GPU machines: install your CUDA torch build into .venv first, then `make setup TORCH=`;
 # make gpu-check : CUDA tests + GPU benchmarks + the suite (scripts/gpu_check.sh), logs in results/perf/gpu-<date>
@@ -15,7 +16,7 @@ PYTEST_ARGS ?=
 PYTEST_JOBS ?= 2
 XDIST := $(if $(filter 0,$(PYTEST_JOBS)),-p no:xdist,-n $(PYTEST_JOBS) --dist loadfile)
 
-.PHONY: setup demo lint test test-fast wheel-smoke gpu-check bench-overhead clean-cache
+.PHONY: setup demo lint test test-fast report wheel-smoke gpu-check bench-overhead clean-cache
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -39,6 +40,9 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
+
+report: setup
+	$(BIN)/bench report --out results --to .cache/report.html
 
 wheel-smoke: setup
 	PYTHON=$(BIN)/python BASE_PY=$(PY) TORCH="$(TORCH)" bash scripts/wheel_smoke.sh

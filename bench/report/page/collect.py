@@ -136,22 +136,22 @@ def check_records(out: Path) -> int:
 
 
 def table_stems(out: Path, only: list[str] | None = None) -> list[Path]:
-    """The tables' Markdown under OUT/reproduce/ that name the command which made them (``only``:
-    those whose file stem or table name is listed)."""
-    found = []
+    """The tables' Markdown under OUT/reproduce/ that name the command which made them; ``only``:
+    those of the listed names, each a file stem (that file alone) or a table name (every file of it)."""
+    named = {}
     for md in sorted((Path(out) / "reproduce").glob("*.md")):
         command = command_of(md.read_text(encoding="utf-8", errors="replace"))
-        if not command:
-            continue
-        name = _command_args(command).table
-        if only is None or md.stem in only or name in only:
-            found.append(md)
-    if only:
-        known = {m.stem for m in found} | {_command_args(command_of(m.read_text())).table for m in found}
-        missing = [n for n in only if n not in known]
-        if missing:
-            raise UserError(f"--tables: {missing[0]!r} is not a table written under {out}/reproduce (bench reproduce --list "
-                            "names the tables; give a table name or a file stem there)")
+        if command:
+            named[md] = _command_args(command).table
+    if only is None:
+        return list(named)
+    found = []
+    for want in only:
+        hits = [md for md in named if md.stem == want] or [md for md, name in named.items() if name == want]
+        if not hits:
+            raise UserError(f"--tables: {want!r} is not a table written under {out}/reproduce (give a table name or a "
+                            f"file stem there, e.g. {next(iter(named), Path('rsa-table2')).stem})")
+        found += [md for md in hits if md not in found]
     return found
 
 
