@@ -269,3 +269,36 @@ def test_page_in_headless_chromium_offline(built, tmp_path):
             browser.close()
     assert errors == [] and requests == []
     assert all((tmp_path / f"{v}.png").stat().st_size > 10_000 for v in ("overview", "tables", "record", "family"))
+
+
+def test_family_pages_follow_each_pairs_own_test(tmp_path):
+    """A family's wins, losses and ties are its pairs' tests, consistent with the claims' verdicts:
+    a claim that holds has every pair holding, one that does not hold has a reversed pair, a
+    one-pair claim's pair has the claim's verdict; a win of one family is a loss of the other."""
+    from bench.report.page.collect import collect
+    from bench.report.page.html import family_outcomes
+
+    report = collect(RESULTS, Registry(None), ["halt-table1-cpu-tuned"])
+    claims = report.tables[0].claims
+    assert claims
+    for cl in claims:
+        verdicts = [q.verdict for q in cl.pairs]
+        if cl.line["ours"] == "holds":
+            assert set(verdicts) == {"holds"}
+        if cl.line["ours"] == "does not hold":
+            assert "does not hold" in verdicts
+        if len(cl.pairs) == 1 and cl.line["ours"] != "measured":
+            assert verdicts[0] in (cl.line["ours"], "no test")
+    wins = {(t.stem, i, q.better, q.than) for f in report.families for o, t, i, q, _ in family_outcomes(report, f) if o == "win"}
+    losses = {(t.stem, i, q.better, q.than) for f in report.families for o, t, i, q, _ in family_outcomes(report, f) if o == "loss"}
+    assert wins and wins == losses
+
+
+def test_rerun_command_keeps_the_registry_of_a_tuned_overlay():
+    from bench.report.page.collect import RecordView
+
+    rec = {"model": "transformer-tuned", "task": "flipflop", "preset": "small", "seed": 2, "overrides": ["train.lr=0.003"],
+           "command": "bench --registry results/studies/t3cpu/tuned.yaml run --model transformer-tuned --task flipflop"}
+    assert RecordView("r0", "x.json", rec).rerun("results") == (
+        "bench --registry results/studies/t3cpu/tuned.yaml run --model transformer-tuned --task flipflop --preset small "
+        "--seed 2 --set train.lr=0.003 --out results --rerun")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import csv
 import json
 import math
 import shlex
@@ -21,8 +22,9 @@ import numpy as np
 from ...errors import UserError
 from ...metrics import _bin_start
 from ...parsing import parse_names, parse_seeds
-from ...records import Record, RecordError, record_path
-from .. import reproduce
+from ...records import Record, RecordError, overrides_tag, read_record, record_path
+from .. import claims as claims_mod
+from .. import reproduce, stats
 from ..cells import majority_share
 from ..outputs import command_of, output_stem
 from ..results_table import _fresh_records
@@ -46,10 +48,18 @@ class RecordView:
     outcomes: dict = field(default_factory=dict)
 
     def rerun(self, out: str) -> str:
-        """The command that trains this one run again (same model, task, preset, seed and overrides)."""
+        """The command that trains this one run again (same model, task, preset, seed and overrides,
+        and the registry files the command that made it named: a tuned overlay's models live there)."""
         r = self.rec
         sets = " ".join(f"--set {shlex.quote(s)}" for s in r.get("overrides") or [])
-        return (f"bench run --model {r['model']} --task {r['task']} --preset {r['preset']} --seed {r['seed']} "
+        try:
+            words = shlex.split(str(r.get("command") or ""))
+        except ValueError:
+            words = []
+        registry = next((words[i + 1] for i, w in enumerate(words[:-1]) if w == "--registry"), None)
+        registry = next((w.split("=", 1)[1] for w in words if w.startswith("--registry=")), registry)
+        where = f"--registry {shlex.quote(registry)} " if registry else ""
+        return (f"bench {where}run --model {r['model']} --task {r['task']} --preset {r['preset']} --seed {r['seed']} "
                 f"{sets + ' ' if sets else ''}--out {out} --rerun")
 
 
@@ -68,10 +78,27 @@ class CellView:
 
 
 @dataclass
+class PairView:
+    """One pair of cells a claim compares, with its own test (the one the claim's verdict combines):
+    ``verdict`` holds (p < alpha), does not hold (its reverse p < alpha after Holm over the claim's
+    pairs), inconclusive, or no test (fewer than 2 values a side, both cells at chance)."""
+    better: str  # cell id
+    better_label: str  # "row / column"
+    than: str
+    than_label: str
+    better_family: str
+    than_family: str
+    verdict: str
+    effect: float | None = None
+    ci: tuple | None = None
+    p: float | None = None
+
+
+@dataclass
 class ClaimView:
-    """One judged claim: the claims CSV line and the cells its pairs compare ((better, than) cell ids)."""
+    """One judged claim: the claims CSV line and its pairs of cells, each with its own test."""
     line: dict
-    pairs: list[tuple[str, str, str, str]]  # (better cell id, its "row / column", than cell id, its "row / column")
+    pairs: list[PairView]
     better: list[str]  # families on the side the claim says is better
     than: list[str]
 
@@ -90,6 +117,7 @@ class TableView:
     headers: list
     rows: list
     columns: list  # [(label, task, split)] of a table with cells
+    metrics: dict  # {column label: the metric its cells read}
     row_labels: list  # [(label, model)]
     cells: list[CellView]
     claims: list[ClaimView]
@@ -117,22 +145,6 @@ def _command_args(command: str) -> argparse.Namespace:
     words = shlex.split(command)
     known, _ = p.parse_known_args(words[2:])
     return known
-
-
-def check_records(out: Path) -> int:
-    """Every record under OUT/runs readable as a run record; the first that is not: one UserError line."""
-    paths = sorted((Path(out) / "runs").glob("*/*/*/seed*.json"))
-    if not paths:
-        raise UserError(f"no run records under {out}/runs; give the results folder that holds them (e.g. --out results), "
-                        f"or train some (bench reproduce NAME --run --out {out})")
-    for path in paths:
-        try:
-            Record.read(path, required=("model", "task"))
-        except (RecordError, OSError) as exc:
-            problem = getattr(exc, "problem", None) or getattr(exc, "strerror", None) or type(exc).__name__
-            raise UserError(f"record {str(path)!r} cannot be read ({problem}); restore it (git checkout -- {path}) "
-                            "or remove it, then build the report again") from None
-    return len(paths)
 
 
 def table_stems(out: Path, only: list[str] | None = None) -> list[Path]:
@@ -221,27 +233,110 @@ def table_columns(table) -> list[tuple[str, str, str]]:
     return [(c.label, c.task, c.split) for c in table.columns]
 
 
+def _pair_tests(table, claim, pairs, built: dict, cost: bool) -> list[tuple[str, object]]:
+    """(verdict, test or None) of each pair, by the test the table's claims use (claims._judge_pair)
+    and the rule that combines them (stats.decide: a pair holds at p < ALPHA, is reversed at a
+    Holm-adjusted reverse p < ALPHA over the claim's pairs)."""
+    digits, scale = claims_mod.digits_of(table), 1.0 if table.unit == "min" else 100.0
+    tests = [claims_mod._judge_pair(p, claim, built.get("values", {}), built.get("depths") or {},
+                                    {} if cost else built.get("at_chance") or {}, {} if cost else built.get("outcomes") or {},
+                                    digits, scale, "timed repeats" if cost else "seeds")[0] for p in pairs]
+    reverse = stats.holm([1.0 if t is None else t.p_reverse for t in tests])
+    return [("no test", None) if t is None else (stats.HOLDS, t) if t.p < stats.ALPHA
+            else (stats.FAILS, t) if reverse[i] < stats.ALPHA else (stats.UNSURE, t) for i, t in enumerate(tests)]
+
+
 def _claims(table, claims: dict | None, built: dict, cell_ids: dict) -> list[ClaimView]:
-    """The judged claims (run_claims' CSV lines), each with the cells its pairs compare: run_claims
-    skips the claims with no pair of present cells, in file order, and so does this."""
+    """The judged claims (run_claims' CSV lines), each with its pairs of cells and their tests:
+    run_claims skips the claims with no pair of present cells, in file order, and so does this."""
     if not claims:
         return []
     values = built.get("values", {})
     used = [c for c in table.claims if any(p.better in values and p.than in values for p in c.comparisons)]
     row_model = {r.label: r.model for r in table.rows}
+    fam = lambda side: family_of(row_model.get(side[0], side[0]))  # noqa: E731
     views = []
     for claim, line in zip(used, claims["csv"]):
         pairs = [p for p in claim.comparisons if p.better in values and p.than in values]
+        tested = _pair_tests(table, claim, pairs, built, table.kind == "cost")
         views.append(ClaimView(
             line=line,
-            pairs=[(cell_ids.get(p.better, ""), " / ".join(p.better), cell_ids.get(p.than, ""), " / ".join(p.than)) for p in pairs],
-            better=sorted({family_of(row_model.get(p.better[0], p.better[0])) for p in pairs}),
-            than=sorted({family_of(row_model.get(p.than[0], p.than[0])) for p in pairs}),
+            pairs=[PairView(better=cell_ids.get(p.better, ""), better_label=" / ".join(p.better), than=cell_ids.get(p.than, ""),
+                            than_label=" / ".join(p.than), better_family=fam(p.better), than_family=fam(p.than), verdict=verdict,
+                            effect=None if t is None else t.effect, ci=None if t is None else tuple(t.ci),
+                            p=None if t is None else t.p) for p, (verdict, t) in zip(pairs, tested)],
+            better=sorted({fam(p.better) for p in pairs}),
+            than=sorted({fam(p.than) for p in pairs}),
         ))
     return views
 
 
-def collect_table(md: Path, out: Path, registry, records: dict[str, RecordView], index: int) -> TableView:
+class RunIndex:
+    """The run records under OUT/runs found by one walk, {(task, preset, model, tag): {seed: path}},
+    each read once, all of them checked first: none, or one that is not a readable run record, is
+    one UserError line naming it (the page is not built from part of the records)."""
+
+    def __init__(self, out: Path):
+        self.paths: dict = {}
+        self._records: dict = {}
+        self._tags: dict = {}
+        found = sorted((Path(out) / "runs").glob("*/*/*/seed*.json"))
+        if not found:
+            raise UserError(f"no run records under {out}/runs; give the results folder that holds them (e.g. --out results), "
+                            f"or train some (bench reproduce NAME --run --out {out})")
+        for path in found:
+            try:
+                self._records[path] = Record.read(path, required=("model", "task")).data
+            except (RecordError, OSError) as exc:
+                problem = getattr(exc, "problem", None) or getattr(exc, "strerror", None) or type(exc).__name__
+                raise UserError(f"record {str(path)!r} cannot be read ({problem}); restore it (git checkout -- {path}) "
+                                "or remove it, then build the report again") from None
+            seed, _, tag = path.stem.removeprefix("seed").partition("-")
+            if seed.isdigit():
+                self.paths.setdefault((path.parts[-4], path.parts[-3], path.parts[-2], tag), {})[int(seed)] = path
+
+    def tag(self, overrides: list[str]) -> str:
+        key = tuple(overrides)
+        if key not in self._tags:
+            self._tags[key] = overrides_tag(list(overrides))
+        return self._tags[key]
+
+    def cell(self, model: str, task: str, preset: str, overrides: list[str], seeds: list[int]) -> list[tuple[Path, dict]]:
+        """(path, record) of the finished runs of one cell, for the seeds asked, by seed."""
+        found = self.paths.get((task, preset, model, self.tag(overrides)), {})
+        pairs = []
+        for seed in sorted(s for s in found if s in seeds):
+            path = found[seed]
+            if path not in self._records:
+                self._records[path] = read_record(path, quiet=True)
+            if self._records[path] and self._records[path].get("status") == "ok":
+                pairs.append((path, self._records[path]))
+        return pairs
+
+
+def _cell_records(table, row, col, out: Path, preset: str, registry, line: dict, runs: RunIndex, stale_runs: dict) -> list:
+    """(path, record) of the records a results cell read: its finished runs, unless the table left
+    some out (stale ones beside current ones, or values missing), then those it kept (_fresh_records)."""
+    cset = table.cell_set(row, col)
+    found = runs.cell(row.model, col.task, preset, cset, table.seeds)
+    if len(found) == line.get("n"):
+        return found
+    kept = _fresh_records(table, row, col, out, preset, registry, stale_runs)[0]
+    return [(record_path(out, r["model"], r["task"], preset, r["seed"], cset), r) for r in kept]
+
+
+def _checks(table, stem: Path) -> dict:
+    """A table of checks as bench reproduce last wrote it (its CSV): computed checks build models, so
+    the page shows what was written; bench reproduce NAME computes them again."""
+    path = stem.with_suffix(".csv")
+    with open(path, newline="", encoding="utf-8") as f:
+        lines = list(csv.DictReader(f))
+    headers = list(lines[0]) if lines else []
+    return {"headers": headers, "rows": [[line[h] for h in headers] for line in lines], "csv": lines,
+            "note": f"the checks as bench reproduce wrote them ({path}); bench reproduce {table.name} computes them again"}
+
+
+def collect_table(md: Path, out: Path, registry, records: dict[str, RecordView], index: int, runs: RunIndex) -> TableView:
     """One table rebuilt from its records by the command its Markdown names (read under ``out``)."""
     command = command_of(md.read_text(encoding="utf-8"))
     args = _command_args(command)
@@ -250,7 +345,7 @@ def collect_table(md: Path, out: Path, registry, records: dict[str, RecordView],
     table, preset, own = reproduce.select_table(args.table, registry, args.preset, models, seeds, args.set, out)
     kind = kind_of(table)
     stem = output_stem(out, table, preset, args.set or [])
-    built = kind.build(table, own, preset, out, stem)
+    built = _checks(table, stem) if table.kind == "checks" else kind.build(table, own, preset, out, stem)
     claims = kind.judge(table, built)
     cells, cell_ids = [], {}
     row_model = {r.label: r.model for r in table.rows}
@@ -266,9 +361,7 @@ def collect_table(md: Path, out: Path, registry, records: dict[str, RecordView],
                         model=row_model.get(line["row"], line.get("model", "")), task=col.task if col else None,
                         split=col.split if col else None)
         if table.kind == "results" and col is not None and line["row"] in rows:
-            ok, *_ = _fresh_records(table, rows[line["row"]], col, out, preset, own, stale_runs)
-            for rec in ok:
-                path = record_path(out, rec["model"], rec["task"], preset, rec["seed"], table.cell_set(rows[line["row"]], col))
+            for path, rec in _cell_records(table, rows[line["row"]], col, out, preset, own, line, runs, stale_runs):
                 key = str(path)
                 if key not in records:
                     records[key] = RecordView(id=f"r{len(records)}", path=key, rec=rec, outcomes=_outcome_bits(path, rec))
@@ -280,7 +373,8 @@ def collect_table(md: Path, out: Path, registry, records: dict[str, RecordView],
     view = TableView(stem=md.stem, name=table.name, title=table.title, kind=table.kind, preset=preset,
                      unit=getattr(table, "unit", ""), command=command, note=built.get("note", ""),
                      headers=list(built.get("headers") or []), rows=[list(r) for r in built.get("rows") or []],
-                     columns=table_columns(table), row_labels=[(r.label, r.model) for r in table.rows], cells=cells,
+                     columns=table_columns(table), metrics={c.label: table.metric_of(c) for c in table.columns},
+                     row_labels=[(r.label, r.model) for r in table.rows], cells=cells,
                      claims=_claims(table, claims, built, cell_ids), rule=(claims or {}).get("rule", ""), curves={},
                      source_files=files)
     if table.kind == "results":
@@ -314,13 +408,13 @@ def collect(out: Path, registry, only: list[str] | None = None) -> Report:
     out = Path(out)
     if not out.is_dir():
         raise UserError(f"results folder {str(out)!r} does not exist; give the folder holding runs/ and reproduce/ (e.g. --out results)")
-    check_records(out)
+    runs = RunIndex(out)  # every record checked before anything is built
     mds = table_stems(out, only)
     if not mds:
         raise UserError(f"no tables under {out}/reproduce (Markdown written by bench reproduce); write one with "
                         f"bench reproduce NAME --out {out}")
     records: dict[str, RecordView] = {}
-    tables = [collect_table(md, out, registry, records, i) for i, md in enumerate(mds)]
+    tables = [collect_table(md, out, registry, records, i, runs) for i, md in enumerate(mds)]
     families = sorted({family_of(c.model) for t in tables for c in t.cells if c.model})
     return Report(out=str(out), tables=tables, records={v.id: v for v in records.values()}, cost_rows=cost_rows(out), families=families)
 
@@ -329,5 +423,5 @@ def finite(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-__all__ = ["CellView", "ClaimView", "RecordView", "Report", "TableView", "check_records", "collect", "cost_rows", "family_of",
+__all__ = ["CellView", "ClaimView", "RecordView", "Report", "RunIndex", "TableView", "collect", "cost_rows", "family_of",
            "finite", "table_stems"]

@@ -115,7 +115,9 @@ def _claims(t: TableView, index: int) -> str:
               if finite(line.get("ci_low")) and finite(line.get("ci_high")) else "—")
         p = line.get("p")
         p_text = "—" if not finite(p) else (f"{p:.3f}" if p >= 0.001 else "< 0.001")
-        cells = "<br>".join(f'<a href="#{a}">{e(la)}</a> vs <a href="#{b}">{e(lb)}</a>' for a, la, b, lb in cl.pairs if a and b)
+        cells = "<br>".join(f'<a href="#{q.better}">{e(q.better_label)}</a> vs <a href="#{q.than}">{e(q.than_label)}</a>: '
+                            f'<span class="v {VERDICT_CLASS.get(q.verdict, "unsure")}">{e(q.verdict)}</span>'
+                            for q in cl.pairs if q.better and q.than)
         prov = f' <span class="prov">provisional: {e(line["provisional"])}</span>' if line.get("provisional") else ""
         rows.append(
             f'<tr id="{t.stem}-k{i}"><td>{e(line.get("claim", ""))}<div class="why">{e(line.get("why", ""))}</div></td>'
@@ -155,8 +157,8 @@ def _curves(t: TableView, colours: dict) -> list[str]:
         chance = by["_chance"]
         xs = sorted(chance)
         ident = f"{t.stem}-curve-{task}"
-        caption = (f"{task}: {by['_metric']} per length bin over the splits {', '.join(by['_splits'])} (mean over each cell's "
-                   f"seeds; x = the bin's first length); "
+        caption = (f"{task}: {by['_metric']} per length bin, pooled over the splits {', '.join(by['_splits'])} and each cell's "
+                   f"seeds (weighted by the bin's examples; x = the bin's first length); "
                    + ("dashed: the chance level (the records' majority share per bin, else the split's)" if xs
                       else "the records carry no chance level for this metric (none drawn)"))
         chart = svg.line_chart(ident, caption, series, "sequence length (bin start)", f"{by['_metric']} (%)",
@@ -180,6 +182,7 @@ def _scatters(t: TableView, report: Report, colours: dict) -> list[str]:
     plots = []
     for task in dict.fromkeys(task for _, task, _ in t.columns):
         label = next(lbl for lbl, tk, _ in t.columns if tk == task)
+        metric = t.metrics.get(label, "acc")
         state, cost = [], []
         for c in (c for c in t.cells if c.column == label and finite(c.line.get("ours"))):
             fam = family_of(c.model)
@@ -196,14 +199,14 @@ def _scatters(t: TableView, report: Report, colours: dict) -> list[str]:
                              "href": f"#{row['_id']}", "tip": f"{tip}, step {row['step_s']:.3g} s ({row['model']}, length "
                                                               f"{row.get('length')}, {row['_file']})"})
         if state:
-            cap = (f"{task}, column {label}: accuracy against the streaming state's bytes after the task's longest test "
+            cap = (f"{task}, column {label}: {metric} against the streaming state's bytes after the task's longest test "
                    "length (the records' stream_state; log x)")
-            plots.append(f'<figure>{svg.scatter(f"{t.stem}-state-{task}", cap, state, "state bytes", "accuracy (%)")}'
+            plots.append(f'<figure>{svg.scatter(f"{t.stem}-state-{task}", cap, state, "state bytes", f"{metric} (%)")}'
                          f'<figcaption>{e(cap)}</figcaption></figure>')
         if cost:
-            cap = (f"{task}, column {label}: accuracy against the measured time of one training step (bench cost rows under "
+            cap = (f"{task}, column {label}: {metric} against the measured time of one training step (bench cost rows under "
                    f"{report.out}/cost for the row's model, else its family, newest file; log x)")
-            plots.append(f'<figure>{svg.scatter(f"{t.stem}-cost-{task}", cap, cost, "step time (s)", "accuracy (%)")}'
+            plots.append(f'<figure>{svg.scatter(f"{t.stem}-cost-{task}", cap, cost, "step time (s)", f"{metric} (%)")}'
                          f'<figcaption>{e(cap)}</figcaption></figure>')
     return plots
 
@@ -238,19 +241,24 @@ def _table(t: TableView, index: int, report: Report, colours: dict) -> str:
 
 # ---- families -------------------------------------------------------------------------------
 
-def family_outcomes(report: Report, family: str) -> list[tuple[str, TableView, int, str]]:
-    """(win | loss | tie | measured, table, claim index, side) for every claim whose pairs name ``family`` on one side only."""
+def family_outcomes(report: Report, family: str) -> list[tuple[str, TableView, int, object, str]]:
+    """(win | loss | tie | no test | measured, table, claim index, pair, side) for every pair of
+    cells a claim compares with ``family`` on one side and another family on the other, by that
+    pair's own test (a pair that holds: the better side wins; reversed: the other side wins)."""
     found = []
     for t in report.tables:
         for i, cl in enumerate(t.claims):
-            on_better, on_than = family in cl.better, family in cl.than
-            side = "better" if on_better and not on_than else "than" if on_than and not on_better else None
-            if side is None:
-                continue
-            verdict = cl.line.get("ours", "")
-            untested = verdict == "inconclusive" and not finite(cl.line.get("effect"))
-            outcome = "measured" if verdict == "measured" else "no test" if untested else OUTCOME.get((side, verdict), "tie")
-            found.append((outcome, t, i, side))
+            for q in cl.pairs:
+                if q.better_family == q.than_family or family not in (q.better_family, q.than_family):
+                    continue
+                side = "better" if q.better_family == family else "than"
+                if cl.line.get("ours") == "measured":
+                    outcome = "measured"
+                elif q.verdict in ("no test", "inconclusive"):
+                    outcome = "no test" if q.verdict == "no test" else "tie"
+                else:
+                    outcome = OUTCOME[side, q.verdict]
+                found.append((outcome, t, i, q, side))
     return found
 
 
@@ -258,19 +266,20 @@ def _family(report: Report, family: str, colours: dict) -> str:
     outcomes = family_outcomes(report, family)
     counts = {k: sum(o == k for o, *_ in outcomes) for k in ("win", "loss", "tie", "measured", "no test")}
     rows = []
-    for outcome, t, i, side in outcomes:
+    for outcome, t, i, q, side in outcomes:
         line = t.claims[i].line
         d = _digits(t)
-        ci = (f"[{num(line.get('ci_low'), d)}, {num(line.get('ci_high'), d)}]"
-              if finite(line.get("ci_low")) and finite(line.get("ci_high")) else "—")
+        ci = f"[{num(q.ci[0], d)}, {num(q.ci[1], d)}]" if q.ci else "—"
+        mine, other = ((q.better, q.better_label), (q.than, q.than_label)) if side == "better" else \
+            ((q.than, q.than_label), (q.better, q.better_label))
         rows.append(f'<tr><td class="o {outcome.replace(" ", "-")}">{outcome}</td>'
-                    f'<td><a href="#{t.stem}-k{i}">{e(line.get("claim"))}</a></td>'
-                    f'<td><a href="#tbl-{e(t.stem)}">{e(t.stem)}</a></td><td>{side}</td><td>{e(line.get("ours"))}</td>'
-                    f'<td class="num">{num(line.get("effect"), d)}</td><td class="num">{ci}</td>'
-                    f'<td class="num">{num(line.get("p"), 3)}</td></tr>')
-    claims = (f'<table><thead><tr><th>outcome</th><th>claim</th><th>table</th><th>side</th><th>verdict</th><th>effect</th>'
-              f'<th>90% CI</th><th>p</th></tr></thead><tbody>{"".join(rows)}</tbody></table>') if rows else \
-        "<p>No claim of the tables compares this family with another.</p>"
+                    f'<td><a href="#{mine[0]}">{e(mine[1])}</a></td><td><a href="#{other[0]}">{e(other[1])}</a></td>'
+                    f'<td><a href="#{t.stem}-k{i}">{e(line.get("claim"))}</a> ({"named better" if side == "better" else "named worse"})'
+                    f'</td><td><a href="#tbl-{e(t.stem)}">{e(t.stem)}</a></td>'
+                    f'<td class="num">{num(q.effect, d)}</td><td class="num">{ci}</td><td class="num">{num(q.p, 3)}</td></tr>')
+    claims = (f'<table class="outcomes"><thead><tr><th>outcome</th><th>this family\'s cell</th><th>against</th><th>claim</th>'
+              f'<th>table</th><th>effect (named better - worse)</th><th>90% CI</th><th>p</th></tr></thead><tbody>{"".join(rows)}</tbody>'
+              f'</table>') if rows else "<p>No claim of the tables compares this family with another.</p>"
     cells = []
     for t in report.tables:
         mine = [c for c in t.cells if family_of(c.model) == family]
@@ -295,8 +304,10 @@ def _family(report: Report, family: str, colours: dict) -> str:
             f'<b class="o loss">{counts["loss"]} losses</b>, <b class="o tie">{counts["tie"]} ties</b> (inconclusive)'
             + (f', {counts["measured"]} open questions measured' if counts["measured"] else "")
             + (f', {counts["no test"]} without a test (fewer than 2 seeds a side, or both cells at chance)' if counts["no test"] else "")
-            + '. A win: a claim naming this family the better side holds, or one naming it the worse side does not '
-              f'hold (reversed); a tie: inconclusive.</p><h3>Where it wins, loses or ties</h3>{claims}'
+            + '. Per pair of cells a claim compares (this family against another), by that pair\'s own test in the '
+              'claim: a win when the pair holds with this family on the better side or is reversed with it on the other '
+              '(significant against the claim after Holm over the claim\'s pairs), a loss the other way round, a tie when '
+              f'inconclusive.</p><h3>Where it wins, loses or ties</h3>{claims}'
               f'<h3>Its cells</h3><ul class="cells">{"".join(cells) or "<li>none</li>"}</ul>'
               f'<h3>What it costs (bench cost)</h3>{cost_html}</section>')
 
