@@ -89,9 +89,10 @@ class PairView:
     better_family: str
     than_family: str
     verdict: str
-    effect: float | None = None
+    effect: float | None = None  # oriented as the claim says (> 0: the better side better), a ratio in a ratio claim
     ci: tuple | None = None
-    p: float | None = None
+    p: float | None = None  # of the verdict: the one-sided p, or where reversed the Holm-adjusted reverse p
+    ratio: bool = False
 
 
 @dataclass
@@ -234,7 +235,7 @@ def table_columns(table) -> list[tuple[str, str, str]]:
 
 
 def _pair_tests(table, claim, pairs, built: dict, cost: bool) -> list[tuple[str, object]]:
-    """(verdict, test or None) of each pair, by the test the table's claims use (claims._judge_pair)
+    """(verdict, test or None, the verdict's p) of each pair, by the test the table's claims use (claims._judge_pair)
     and the rule that combines them (stats.decide: a pair holds at p < ALPHA, is reversed at a
     Holm-adjusted reverse p < ALPHA over the claim's pairs)."""
     digits, scale = claims_mod.digits_of(table), 1.0 if table.unit == "min" else 100.0
@@ -242,8 +243,9 @@ def _pair_tests(table, claim, pairs, built: dict, cost: bool) -> list[tuple[str,
                                     {} if cost else built.get("at_chance") or {}, {} if cost else built.get("outcomes") or {},
                                     digits, scale, "timed repeats" if cost else "seeds")[0] for p in pairs]
     reverse = stats.holm([1.0 if t is None else t.p_reverse for t in tests])
-    return [("no test", None) if t is None else (stats.HOLDS, t) if t.p < stats.ALPHA
-            else (stats.FAILS, t) if reverse[i] < stats.ALPHA else (stats.UNSURE, t) for i, t in enumerate(tests)]
+    return [("no test", None, None) if t is None else (stats.HOLDS, t, t.p) if t.p < stats.ALPHA
+            else (stats.FAILS, t, float(reverse[i])) if reverse[i] < stats.ALPHA else (stats.UNSURE, t, t.p)
+            for i, t in enumerate(tests)]
 
 
 def _claims(table, claims: dict | None, built: dict, cell_ids: dict) -> list[ClaimView]:
@@ -263,8 +265,8 @@ def _claims(table, claims: dict | None, built: dict, cell_ids: dict) -> list[Cla
             line=line,
             pairs=[PairView(better=cell_ids.get(p.better, ""), better_label=" / ".join(p.better), than=cell_ids.get(p.than, ""),
                             than_label=" / ".join(p.than), better_family=fam(p.better), than_family=fam(p.than), verdict=verdict,
-                            effect=None if t is None else t.effect, ci=None if t is None else tuple(t.ci),
-                            p=None if t is None else t.p) for p, (verdict, t) in zip(pairs, tested)],
+                            effect=None if t is None else t.effect, ci=None if t is None else tuple(t.ci), p=pv,
+                            ratio=claim.ratio_at_most is not None) for p, (verdict, t, pv) in zip(pairs, tested)],
             better=sorted({fam(p.better) for p in pairs}),
             than=sorted({fam(p.than) for p in pairs}),
         ))

@@ -71,8 +71,10 @@ def _matrix(t: TableView) -> str:
                 tds.append('<td></td><td></td><td></td>' if paper else "<td></td>")
                 continue
             cls = " chance" if c.line.get("at_chance") else ""
+            learned = "".join(f'<span class="learned"> · {e(k)} {e(v)}</span>' for k, v in c.line.items()
+                              if k.startswith("learned") and v not in (None, ""))  # learned counts, where the cells carry them
             tds.append(f'<td class="num{cls}" data-cell="{c.id}" data-value="{c.line.get("ours")}"><a href="#{c.id}">'
-                       f'{e(_ours(t, c.line))}</a></td>')
+                       f'{e(_ours(t, c.line))}</a>{learned}</td>')
             if paper:
                 delta = c.line.get("delta")
                 tds.append(f'<td class="num paper">{e(_paper(c.line, d))}</td><td class="num">'
@@ -266,20 +268,24 @@ def _family(report: Report, family: str, colours: dict) -> str:
     outcomes = family_outcomes(report, family)
     counts = {k: sum(o == k for o, *_ in outcomes) for k in ("win", "loss", "tie", "measured", "no test")}
     rows = []
-    for outcome, t, i, q, side in outcomes:
+    order = {"loss": 0, "win": 1, "tie": 2, "measured": 3, "no test": 4}
+    for outcome, t, i, q, side in sorted(outcomes, key=lambda o: order[o[0]]):
         line = t.claims[i].line
         d = _digits(t)
-        ci = f"[{num(q.ci[0], d)}, {num(q.ci[1], d)}]" if q.ci else "—"
+        flip = side == "than" and not q.ratio  # the difference as this family minus the other
+        effect = None if q.effect is None else -q.effect if flip else q.effect
+        ci = "—" if not q.ci else f"[{num(-q.ci[1], d)}, {num(-q.ci[0], d)}]" if flip else f"[{num(q.ci[0], d)}, {num(q.ci[1], d)}]"
         mine, other = ((q.better, q.better_label), (q.than, q.than_label)) if side == "better" else \
             ((q.than, q.than_label), (q.better, q.better_label))
         rows.append(f'<tr><td class="o {outcome.replace(" ", "-")}">{outcome}</td>'
                     f'<td><a href="#{mine[0]}">{e(mine[1])}</a></td><td><a href="#{other[0]}">{e(other[1])}</a></td>'
                     f'<td><a href="#{t.stem}-k{i}">{e(line.get("claim"))}</a> ({"named better" if side == "better" else "named worse"})'
                     f'</td><td><a href="#tbl-{e(t.stem)}">{e(t.stem)}</a></td>'
-                    f'<td class="num">{num(q.effect, d)}</td><td class="num">{ci}</td><td class="num">{num(q.p, 3)}</td></tr>')
+                    f'<td class="num">{num(effect, d)}</td><td class="num">{ci}</td><td class="num">{num(q.p, 3)}</td></tr>')
     claims = (f'<table class="outcomes"><thead><tr><th>outcome</th><th>this family\'s cell</th><th>against</th><th>claim</th>'
-              f'<th>table</th><th>effect (named better - worse)</th><th>90% CI</th><th>p</th></tr></thead><tbody>{"".join(rows)}</tbody>'
-              f'</table>') if rows else "<p>No claim of the tables compares this family with another.</p>"
+              f'<th>table</th><th>Δ this − other (a ratio claim: named better / worse)</th><th>90% CI</th>'
+              f'<th>p (one-sided; reversed: Holm)</th></tr></thead><tbody>{"".join(rows)}</tbody></table>') if rows else \
+        "<p>No claim of the tables compares this family with another.</p>"
     cells = []
     for t in report.tables:
         mine = [c for c in t.cells if family_of(c.model) == family]
@@ -391,7 +397,7 @@ td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 td.paper{color:#666}td.chance{background:#fff3d6}
 .scroll{overflow-x:auto;max-width:100%}
 .v.holds,.o.win{color:#17692e}.v.fails,.o.loss{color:#b3261e}.v.unsure,.o.tie{color:#7a6a00}
-.why{font-size:11px;color:#666;max-width:560px}.prov{font-size:11px;color:#b36b00}
+.learned{font-size:11px;color:#555}.why{font-size:11px;color:#666;max-width:560px}.prov{font-size:11px;color:#b36b00}
 .meta,.rule{font-size:12px;color:#555}section.table{border-top:2px solid #ccd;margin-top:18px}
 .plots{display:flex;flex-wrap:wrap;gap:12px}figure{margin:0;background:#fff;border:1px solid #ddd;padding:4px;max-width:650px}
 figcaption{font-size:11px;color:#555}
