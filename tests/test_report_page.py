@@ -302,3 +302,19 @@ def test_rerun_command_keeps_the_registry_of_a_tuned_overlay():
     assert RecordView("r0", "x.json", rec).rerun("results") == (
         "bench --registry results/studies/t3cpu/tuned.yaml run --model transformer-tuned --task flipflop --preset small "
         "--seed 2 --set train.lr=0.003 --out results --rerun")
+
+
+def test_matrix_shows_what_a_cell_carries_beyond_its_mean():
+    """A key the cells gain (the learned counts) shows in the matrix and in the cell's line, unformatted."""
+    from bench.report.page.collect import CellView, TableView
+    from bench.report.page.html import _cell_lines, _matrix
+
+    line = {"row": "lstm", "model": "lstm", "task": "parity", "split": "bin1", "column": "bin1", "n": 3, "ours": 66.6667,
+            "ours_ci95": 71.7, "paper": None, "delta": None, "stale": False, "at_chance": False, "learned": "2/3"}
+    table = TableView(stem="t", name="t", title="t", kind="results", preset="small", unit="%", command="", note="", headers=[],
+                      rows=[], columns=[("bin1", "parity", "bin1")], metrics={"bin1": "acc"}, row_labels=[("lstm", "lstm")],
+                      cells=[CellView("t0-c0", line, "lstm", "bin1", "lstm", "parity", "bin1", ["r0"])], claims=[], rule="",
+                      curves={}, source_files=[])
+    matrix = _matrix(table)
+    assert "66.7 ± 71.7 (3)" in matrix and "learned 2/3" in matrix
+    assert "<th>learned</th>" in _cell_lines(table) and "<td>2/3</td>" in _cell_lines(table)

@@ -31,6 +31,11 @@ def num(v, digits: int = 1) -> str:
     return f"{v:.{digits}f}"
 
 
+def p_text(p) -> str:
+    """A p-value as the claims print it (— for none)."""
+    return "—" if not finite(p) else f"{p:.3f}" if p >= 0.001 else "&lt; 0.001"
+
+
 def _digits(table: TableView) -> int:
     return 1 if table.unit == "%" else 2
 
@@ -115,8 +120,6 @@ def _claims(t: TableView, index: int) -> str:
         verdict = line.get("ours", "")
         ci = (f"[{num(line.get('ci_low'), d)}, {num(line.get('ci_high'), d)}]"
               if finite(line.get("ci_low")) and finite(line.get("ci_high")) else "—")
-        p = line.get("p")
-        p_text = "—" if not finite(p) else (f"{p:.3f}" if p >= 0.001 else "< 0.001")
         cells = "<br>".join(f'<a href="#{q.better}">{e(q.better_label)}</a> vs <a href="#{q.than}">{e(q.than_label)}</a>: '
                             f'<span class="v {VERDICT_CLASS.get(q.verdict, "unsure")}">{e(q.verdict)}</span>'
                             for q in cl.pairs if q.better and q.than)
@@ -125,7 +128,7 @@ def _claims(t: TableView, index: int) -> str:
             f'<tr id="{t.stem}-k{i}"><td>{e(line.get("claim", ""))}<div class="why">{e(line.get("why", ""))}</div></td>'
             f'<td>{e(line.get("source", ""))}</td><td class="v {VERDICT_CLASS.get(verdict, "unsure")}">{e(verdict)}{prov}</td>'
             f'<td class="num" data-effect="{line.get("effect")}">{num(line.get("effect"), d)}</td><td class="num">{ci}</td>'
-            f'<td class="num">{p_text}</td><td>{e(line.get("n", ""))}</td><td>{e(line.get("test", ""))}</td>'
+            f'<td class="num">{p_text(line.get("p"))}</td><td>{e(line.get("n", ""))}</td><td>{e(line.get("test", ""))}</td>'
             f'<td class="v {VERDICT_CLASS.get(line.get("paper", ""), "unsure")}">{e(line.get("paper", ""))}'
             f'<div class="why">{e(line.get("paper_why", ""))}</div></td><td class="links">{cells}</td></tr>')
     return (f'<h4>Claims</h4><p class="rule">{e(t.rule)}</p><div class="scroll"><table class="claims"><thead><tr><th>claim</th>'
@@ -264,6 +267,10 @@ def family_outcomes(report: Report, family: str) -> list[tuple[str, TableView, i
     return found
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "es" if word.endswith("s") else "s")
+
+
 def _family(report: Report, family: str, colours: dict) -> str:
     outcomes = family_outcomes(report, family)
     counts = {k: sum(o == k for o, *_ in outcomes) for k in ("win", "loss", "tie", "measured", "no test")}
@@ -281,7 +288,7 @@ def _family(report: Report, family: str, colours: dict) -> str:
                     f'<td><a href="#{mine[0]}">{e(mine[1])}</a></td><td><a href="#{other[0]}">{e(other[1])}</a></td>'
                     f'<td><a href="#{t.stem}-k{i}">{e(line.get("claim"))}</a> ({"named better" if side == "better" else "named worse"})'
                     f'</td><td><a href="#tbl-{e(t.stem)}">{e(t.stem)}</a></td>'
-                    f'<td class="num">{num(effect, d)}</td><td class="num">{ci}</td><td class="num">{num(q.p, 3)}</td></tr>')
+                    f'<td class="num">{num(effect, d)}</td><td class="num">{ci}</td><td class="num">{p_text(q.p)}</td></tr>')
     claims = (f'<table class="outcomes"><thead><tr><th>outcome</th><th>this family\'s cell</th><th>against</th><th>claim</th>'
               f'<th>table</th><th>Δ this − other (a ratio claim: named better / worse)</th><th>90% CI</th>'
               f'<th>p (one-sided; reversed: Holm)</th></tr></thead><tbody>{"".join(rows)}</tbody></table>') if rows else \
@@ -306,8 +313,8 @@ def _family(report: Report, family: str, colours: dict) -> str:
                  f'<th>× transformer</th><th>peak bytes</th><th>file</th></tr></thead><tbody>{cost_rows}</tbody></table>'
                  if cost else "<p>No bench cost rows for this family.</p>")
     return (f'<section class="view" id="fam-{e(family)}"><h2><span class="swatch" style="background:{colours.get(family, "#333")}">'
-            f'</span>{e(family)}</h2><p class="tally">by the tables\' own tests: <b class="o win">{counts["win"]} wins</b>, '
-            f'<b class="o loss">{counts["loss"]} losses</b>, <b class="o tie">{counts["tie"]} ties</b> (inconclusive)'
+            f'</span>{e(family)}</h2><p class="tally">by the tables\' own tests: <b class="o win">{_n(counts["win"], "win")}</b>, '
+            f'<b class="o loss">{_n(counts["loss"], "loss")}</b>, <b class="o tie">{_n(counts["tie"], "tie")}</b> (inconclusive)'
             + (f', {counts["measured"]} open questions measured' if counts["measured"] else "")
             + (f', {counts["no test"]} without a test (fewer than 2 seeds a side, or both cells at chance)' if counts["no test"] else "")
             + '. Per pair of cells a claim compares (this family against another), by that pair\'s own test in the '
