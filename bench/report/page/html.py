@@ -373,7 +373,7 @@ def _overview(report: Report) -> str:
     tables = "".join(
         f'<tr><td><a href="#tbl-{e(t.stem)}">{e(t.stem)}</a></td><td>{e(t.title)}</td><td>{e(t.kind)}</td><td>{e(t.preset)}</td>'
         f'<td class="num">{len(t.cells)}</td><td>' + ", ".join(
-            f'{sum(c.line.get("ours") == v for c in t.claims)} {v}' for v in ("holds", "does not hold", "inconclusive")
+            f'{sum(c.line.get("ours") == v for c in t.claims)} {v}' for v in ("holds", "does not hold", "inconclusive", "measured")
             if any(c.line.get("ours") == v for c in t.claims)) + "</td></tr>" for t in report.tables)
     fams = []
     for f in report.families:
