@@ -318,3 +318,24 @@ def test_matrix_shows_what_a_cell_carries_beyond_its_mean():
     matrix = _matrix(table)
     assert "66.7 ± 71.7 (3)" in matrix and "learned 2/3" in matrix
     assert "<th>learned</th>" in _cell_lines(table) and "<td>2/3</td>" in _cell_lines(table)
+
+
+def test_a_table_that_cannot_be_rebuilt_is_left_out_and_said(tmp_path, capsys):
+    """One table Markdown naming a table that no longer exists: the page is built from the others,
+    the overview and a warning say which was left out; when none can be rebuilt: one line, exit 2."""
+    (tmp_path / "reproduce").mkdir()
+    for name in ("halt-table5-cpu.md", "halt-table5-cpu.csv", "halt-table5-cpu--measured.json", "halt-table5-cpu--claims.csv"):
+        shutil.copy(RESULTS / "reproduce" / name, tmp_path / "reproduce" / name)
+    record = next((RESULTS / "runs/listops/small/gut").glob("seed0-*.json"))
+    (tmp_path / "runs/listops/small/gut").mkdir(parents=True)
+    shutil.copy(record, tmp_path / "runs/listops/small/gut" / record.name)
+    (tmp_path / "reproduce/gone.md").write_text("# a table since removed\n\n`bench reproduce no-such-table --out results`\n")
+    dest = tmp_path / "page.html"
+    code, err = _run(capsys, "--out", str(tmp_path), "--to", str(dest))
+    assert code == 0 and "gone.md left out of the report" in err
+    text = dest.read_text()
+    assert 'id="tbl-halt-table5-cpu"' in text and "Left out: <code>" in text and "no-such-table" in text
+    (tmp_path / "reproduce/halt-table5-cpu.md").unlink()
+    dest.unlink()
+    code, err = _run(capsys, "--out", str(tmp_path), "--to", str(dest))
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("bench: error: no table under") and not dest.exists()

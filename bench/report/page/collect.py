@@ -22,7 +22,7 @@ import numpy as np
 from ...errors import UserError
 from ...metrics import _bin_start
 from ...parsing import parse_names, parse_seeds
-from ...records import Record, RecordError, overrides_tag, read_record, record_path
+from ...records import Record, RecordError, overrides_tag, read_record, record_path, warn
 from .. import claims as claims_mod
 from .. import reproduce, stats
 from ..cells import majority_share
@@ -134,6 +134,7 @@ class Report:
     records: dict[str, RecordView]  # by id
     cost_rows: list[dict]  # the bench cost rows, each with its file and header
     families: list[str]
+    skipped: list = field(default_factory=list)  # [(table Markdown, why it could not be rebuilt)]
 
 
 def _command_args(command: str) -> argparse.Namespace:
@@ -331,8 +332,12 @@ def _checks(table, stem: Path) -> dict:
     """A table of checks as bench reproduce last wrote it (its CSV): computed checks build models, so
     the page shows what was written; bench reproduce NAME computes them again."""
     path = stem.with_suffix(".csv")
-    with open(path, newline="", encoding="utf-8") as f:
-        lines = list(csv.DictReader(f))
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            lines = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise UserError(f"{path} cannot be read ({getattr(exc, 'strerror', None) or exc}); bench reproduce {table.name} "
+                        "writes it again") from None
     headers = list(lines[0]) if lines else []
     return {"headers": headers, "rows": [[line[h] for h in headers] for line in lines], "csv": lines,
             "note": f"the checks as bench reproduce wrote them ({path}); bench reproduce {table.name} computes them again"}
@@ -416,9 +421,19 @@ def collect(out: Path, registry, only: list[str] | None = None) -> Report:
         raise UserError(f"no tables under {out}/reproduce (Markdown written by bench reproduce); write one with "
                         f"bench reproduce NAME --out {out}")
     records: dict[str, RecordView] = {}
-    tables = [collect_table(md, out, registry, records, i, runs) for i, md in enumerate(mds)]
+    tables, skipped = [], []
+    for md in mds:
+        try:
+            tables.append(collect_table(md, out, registry, records, len(tables), runs))
+        except UserError as exc:  # one table that cannot be rebuilt (a table file since removed): the others still show
+            skipped.append((str(md), str(exc)))
+    if not tables:
+        raise UserError(f"no table under {out}/reproduce could be rebuilt ({skipped[0][0]}: {skipped[0][1]})")
+    for md, why in skipped:
+        warn(f"{md} left out of the report: {why}")
     families = sorted({family_of(c.model) for t in tables for c in t.cells if c.model})
-    return Report(out=str(out), tables=tables, records={v.id: v for v in records.values()}, cost_rows=cost_rows(out), families=families)
+    return Report(out=str(out), tables=tables, records={v.id: v for v in records.values()}, cost_rows=cost_rows(out), families=families,
+                  skipped=skipped)
 
 
 def finite(x) -> bool:

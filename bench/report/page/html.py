@@ -386,7 +386,8 @@ def _overview(report: Report) -> str:
             f'{len(report.tables)} tables, {sum(len(t.cells) for t in report.tables)} cells, {len(report.records)} run records, '
             f'{len(report.cost_rows)} cost rows. Every number links to its cell, every cell to the records it read (config, '
             f'seed, commit, the command to train it again), every record to its per-example outcomes.</p>'
-            f'<h3>Tables</h3><table id="overview-tables"><thead><tr><th>table</th><th>title</th><th>kind</th><th>preset</th>'
+            + ("".join(f'<p class="skipped">Left out: <code>{e(md)}</code>: {e(why)}</p>' for md, why in report.skipped))
+            + f'<h3>Tables</h3><table id="overview-tables"><thead><tr><th>table</th><th>title</th><th>kind</th><th>preset</th>'
             f'<th>cells</th><th>claims (ours)</th></tr></thead><tbody>{tables}</tbody></table>'
             f'<h3>Families</h3><table id="overview-families"><thead><tr><th>family</th><th>wins</th><th>losses</th><th>ties</th>'
             f'<th>no test</th><th>cost rows</th></tr></thead><tbody>{"".join(fams)}</tbody></table></section>')
