@@ -339,3 +339,6 @@ def test_a_table_that_cannot_be_rebuilt_is_left_out_and_said(tmp_path, capsys):
     dest.unlink()
     code, err = _run(capsys, "--out", str(tmp_path), "--to", str(dest))
     assert code == 2 and len(err.splitlines()) == 1 and err.startswith("bench: error: no table under") and not dest.exists()
+    (tmp_path / "reproduce/gone.md").unlink()
+    code, err = _run(capsys, "--out", str(tmp_path), "--to", str(dest))
+    assert code == 2 and len(err.splitlines()) == 1 and "no tables under" in err and not dest.exists()
