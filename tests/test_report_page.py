@@ -208,14 +208,21 @@ def _chromium() -> str | None:
     return next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 
 
-def test_page_in_headless_chromium_offline(built, tmp_path):
+@pytest.fixture(scope="module")
+def chromium():
+    """(Playwright's sync API, the system Chromium's path); the test skips, saying why, without either."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright not installed (pip install -e '.[report]')")
+    path = _chromium()
+    if path is None:
+        pytest.skip("no system Chromium (apt-get install chromium); Playwright's own browsers are never downloaded")
+    return sync_api, path
+
+
+def test_page_in_headless_chromium_offline(chromium, built, tmp_path):
     """Opened from the file in Chromium with every non-file request aborted: no console error, no
     request attempted, every table and plot present, every in-page link resolves, a cell's link
     opens its row, its record and that record's outcomes; screenshots of the main views."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright not installed (pip install -e '.[report]')")
-    browser_path = _chromium()
-    if browser_path is None:
-        pytest.skip("no system Chromium (apt-get install chromium); Playwright's own browsers are never downloaded")
+    sync_api, browser_path = chromium
     _, dest, _, page_data = built
     errors, requests = [], []
     with sync_api.sync_playwright() as p:
