@@ -7,6 +7,7 @@ and its per-example outcomes open in the page (the bits bench.load_outcomes read
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 
 from . import svg
@@ -233,9 +234,11 @@ def _measurement(t: TableView) -> str:
             f'</details>')
 
 
-def _table(t: TableView, index: int, report: Report, colours: dict) -> str:
+def _table(t: TableView, index: int, report: Report, colours: dict, plot_ids: dict) -> str:
+    """One table's section; the ids of its plots go into ``plot_ids`` (the family pages link to them)."""
     body = _matrix(t) if t.kind == "results" and t.cells else _generic(t)
     plots = _curves(t, colours) + _scatters(t, report, colours)
+    plot_ids[t.stem] = [(m.group(1), m.group(2)) for m in (re.search(r'<svg id="([^"]+)".*?aria-label="([^"]*)"', p) for p in plots) if m]
     files = ", ".join(f"<code>{e(f)}</code>" for f in t.source_files)
     return (f'<section class="table" id="tbl-{e(t.stem)}"><h3>{e(t.title)}</h3>'
             f'<p class="meta"><code>{e(t.command)}</code> · kind {e(t.kind)} · preset {e(t.preset)} · files {files}</p>'
@@ -271,7 +274,7 @@ def _n(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 else "es" if word.endswith("s") else "s")
 
 
-def _family(report: Report, family: str, colours: dict) -> str:
+def _family(report: Report, family: str, colours: dict, plot_ids: dict) -> str:
     outcomes = family_outcomes(report, family)
     counts = {k: sum(o == k for o, *_ in outcomes) for k in ("win", "loss", "tie", "measured", "no test")}
     rows = []
@@ -303,6 +306,8 @@ def _family(report: Report, family: str, colours: dict) -> str:
             items = " · ".join(f'{e(c.row)} / {e(c.column)}: <a href="#{c.id}">{num(c.line.get("step_s"), 3)} s/step'
                                f'</a>' for c in mine)
             cells.append(f'<li><a href="#tbl-{e(t.stem)}">{e(t.stem)}</a> (cost table): {items}</li>')
+    with_it = [t for t in report.tables if t.kind == "results" and any(family_of(c.model) == family for c in t.cells)]
+    plots = "".join(f'<li><a href="#{ident}">{label}</a></li>' for t in with_it for ident, label in plot_ids.get(t.stem, []))  # escaped
     cost = [r for r in report.cost_rows if family_of(r["model"]) == family]
     cost_rows = "".join(
         f'<tr><td><a href="#{r["_id"]}">{e(r["model"])}</a></td><td>{e(r["_task"])}</td><td>{e(r["_preset"])}</td>'
@@ -322,6 +327,8 @@ def _family(report: Report, family: str, colours: dict) -> str:
               '(significant against the claim after Holm over the claim\'s pairs), a loss the other way round, a tie when '
               f'inconclusive.</p><h3>Where it wins, loses or ties</h3>{claims}'
               f'<h3>Its cells</h3><ul class="cells">{"".join(cells) or "<li>none</li>"}</ul>'
+              f'<h3>Plots with it (per-length accuracy, accuracy against state bytes and step time)</h3>'
+              f'<ul class="plots-list">{plots or "<li>none</li>"}</ul>'
               f'<h3>What it costs (bench cost)</h3>{cost_html}</section>')
 
 
@@ -468,7 +475,8 @@ def render(report: Report) -> str:
     used = {rid for t in report.tables for c in t.cells for rid in c.records}
     ordered = [v for v in report.records.values() if v.id in used]
     outcomes = {v.id: {s: list(x) for s, x in v.outcomes.items()} for v in report.records.values() if v.id in used and v.outcomes}
-    tables = "".join(_table(t, i, report, colours) for i, t in enumerate(report.tables))
+    plot_ids: dict = {}
+    tables = "".join(_table(t, i, report, colours, plot_ids) for i, t in enumerate(report.tables))
     nav = ('<a href="#view-overview">Overview</a><a href="#view-tables">Tables</a><a href="#view-cost">Cost</a>'
            '<a href="#view-records">Records</a>')
     fam_nav = "".join(f'<a href="#fam-{e(f)}">{e(f)}</a>' for f in report.families)
@@ -480,7 +488,7 @@ def render(report: Report) -> str:
         f'<header><nav>{nav}</nav><div class="fams">families: {fam_nav}</div></header><main>'
         f'{_overview(report)}'
         f'<section class="view" id="view-tables"><h2>Tables</h2><ul>{toc}</ul>{tables}</section>'
-        f'{"".join(_family(report, f, colours) for f in report.families)}'
+        f'{"".join(_family(report, f, colours, plot_ids) for f in report.families)}'
         f'{_cost_view(report)}'
         f'<section class="view" id="view-records"><h2>Records</h2><p>Every run record a cell read ({len(ordered)}).</p>'
         f'{"".join(_record(report, view) for view in ordered)}</section>'
