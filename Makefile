@@ -4,7 +4,7 @@
 # make test-fast : the suite without the tests marked slow (-m "not slow"), for the edit loop
 # make wheel-smoke : build the wheel, install it in a fresh venv outside the checkout, run bench from it (CI runs it too)
 # GPU machines: install your CUDA torch build into .venv first, then `make setup TORCH=`;
-# make gpu-check : CUDA tests + GPU benchmarks + the suite (scripts/gpu_check.sh), logs in results/perf/gpu-<date>
+# make gpu-check : CUDA tests + GPU benchmarks + the suite (scripts/gpu/gpu_check.sh), logs in results/perf/gpu-<date>
 PY ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
@@ -44,10 +44,10 @@ wheel-smoke: setup
 	PYTHON=$(BIN)/python BASE_PY=$(PY) TORCH="$(TORCH)" bash scripts/wheel_smoke.sh
 
 gpu-check: setup
-	PYTHON=$(BIN)/python bash scripts/gpu_check.sh
+	PYTHON=$(BIN)/python bash scripts/gpu/gpu_check.sh
 
 bench-overhead: setup
-	$(BIN)/python scripts/bench_overhead.py
+	$(BIN)/python scripts/benchmarks/bench_overhead.py
 
 clean-cache:
 	rm -rf .cache/test-data

@@ -2,7 +2,7 @@
 fresh output folder), as a table: exit status, first line of output, files left in the output
 folder. Run it once per checkout to compare (the code under test is the one in REPO):
 
-    python scripts/trust_inputs.py REPO WORKDIR > table.md
+    python scripts/history/trust_inputs.py REPO WORKDIR > table.md
 
 Each case is a few seconds (smoke preset); the data.max_len case is stopped after 20 s
 (the old code grows its memory without a word).

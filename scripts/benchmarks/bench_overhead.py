@@ -5,7 +5,7 @@ Both loops train the same backbone + head from the same initial weights on the s
 validation is off in both. They alternate, several rounds, and the ratio of median epoch
 times is printed. Goal: Lightning / bare <= 1.10.
 
-    python scripts/bench_overhead.py [--model transformer] [--task parity] [--preset small] [--rounds 3]
+    python scripts/benchmarks/bench_overhead.py [--model transformer] [--task parity] [--preset small] [--rounds 3]
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Sizing the CPU proxy of [HALT Table 3] (bench/tables/halt-table3-cpu.yaml; docs/tasks.md).
 
-    OMP_NUM_THREADS=1 python scripts/halt_flipflop_cpu.py [SECONDS] [ROW ...]
+    OMP_NUM_THREADS=1 python scripts/benchmarks/halt_flipflop_cpu.py [SECONDS] [ROW ...]
 
 Times training steps (forward, loss, backward, clipping, the preset's AdamW: bench/cost/step.py's
 TrainingStep, as `bench run` builds them) of each row of the table at the flip-flop `small`
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ROWS = ["transformer=transformer", "ut=ut", "gut=gut", "tlb=tlb:chunk_size=3", "tlb-chunk25=tlb:chunk_size=25",
         "gutlb=gutlb:chunk_size=3:memory_slots=10:max_layers=6", "gutlb-chunk25=gutlb:chunk_size=25:memory_slots=10:max_layers=6",
         "tlb-fr=tlb-fr"]

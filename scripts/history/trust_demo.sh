@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 29 demonstrations (as root: tmpfs and bind mounts): A copied folder eval, B eval from another
 # directory, C two terminals, D truncated last.ckpt, E full disk, F run folder read-only mid-run,
-# G a grid stopped by SIGTERM.  bash scripts/trust_demo.sh REPO WORKDIR abcdefg
+# G a grid stopped by SIGTERM.  bash scripts/history/trust_demo.sh REPO WORKDIR abcdefg
 # $1 = repo, $2 = work folder, $3 = which parts (abc: before/after; def: after only)
 REPO=$1; W=$2; PARTS=$3
 export PYTHONPATH=$REPO OMP_NUM_THREADS=1 BENCH_DATA_DIR=$W/data

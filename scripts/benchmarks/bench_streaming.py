@@ -1,7 +1,7 @@
 """Streaming (``step``) against recomputing ``forward`` on the whole prefix, per generated token.
 
-    OMP_NUM_THREADS=1 python scripts/bench_streaming.py                     # prefix 256, 16 new tokens, CPU
-    python scripts/bench_streaming.py --prefix 512 --new 32 --out results/perf/streaming_cpu.md
+    OMP_NUM_THREADS=1 python scripts/benchmarks/bench_streaming.py                     # prefix 256, 16 new tokens, CPU
+    python scripts/benchmarks/bench_streaming.py --prefix 512 --new 32 --out results/perf/streaming_cpu.md
 
 Every causal family this script lists, at its registry defaults (d 128, 4 heads; XL segments and
 memory of 64, BRT blocks of 32), dropout 0, eval mode, batch 1. After a prefix of P tokens, each
@@ -21,7 +21,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 import bench  # noqa: E402
 from scripts._bench_util import emit, seconds  # noqa: E402
 

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # The GPU checks in one go, on a machine with a CUDA device and the set-up of the README:
-#   bash scripts/gpu_check.sh [OUT_DIR] [--quick | --only PART,PART...]
+#   bash scripts/gpu/gpu_check.sh [OUT_DIR] [--quick | --only PART,PART...]
 #   (default OUT_DIR results/perf/gpu-<date>; --quick: every part but the whole suite)
 # Parts, in order:
 #   tests-gpu          the CUDA tests (`pytest -m gpu`: every model CUDA == CPU, bf16 autocast, REM FFT ==
 #                      dense, SDPA kernels == math, xformers == SDPA when xformers is installed, bench run in bf16);
-#   rsa-*              RSA vs plain attention step time and memory (scripts/bench_rsa.py) in fp32 and bf16, at
+#   rsa-*              RSA vs plain attention step time and memory (scripts/benchmarks/bench_rsa.py) in fp32 and bf16, at
 #                      the benchmark's default sizes and at the copy task's paper sizes [RSA App. E.4];
 #   rsa-compile-bf16   the same at the copy task's sizes, eager and torch.compile side by side;
 #   peer-bf16, peer-fp32  our Transformer vs x-transformers (and our xformers backend) at d=512, 6 layers,
-#                      T=512 / 2048, eager and compiled, with MFU (scripts/bench_peer.py);
-#   halting            ACT halting overhead (scripts/bench_halting.py);
+#                      T=512 / 2048, eager and compiled, with MFU (scripts/benchmarks/bench_peer.py);
+#   halting            ACT halting overhead (scripts/benchmarks/bench_halting.py);
 #   tests-all          the whole test suite with the GPU visible.
 # Each part writes its log (and Markdown table) to OUT_DIR; a failing part does not stop the rest.
 set -u
@@ -40,18 +40,18 @@ part() {  # part NAME TIMEOUT_S CMD...: run CMD, log to OUT_DIR/NAME.log, rememb
 
 part tests-gpu 240 $PY -m pytest -m gpu tests/ -q -rs
 # the benchmark's default (small, launch-bound) model, then the copy task's paper sizes
-part rsa-fp32 120 $PY scripts/bench_rsa.py --device cuda --batch 8 --reps 20 --dense-max 2048 --out "$OUT_DIR/rsa_fp32.md"
-part rsa-bf16 120 $PY scripts/bench_rsa.py --device cuda --dtype bf16 --batch 8 --reps 20 --dense-max 2048 --out "$OUT_DIR/rsa_bf16.md"
+part rsa-fp32 120 $PY scripts/benchmarks/bench_rsa.py --device cuda --batch 8 --reps 20 --dense-max 2048 --out "$OUT_DIR/rsa_fp32.md"
+part rsa-bf16 120 $PY scripts/benchmarks/bench_rsa.py --device cuda --dtype bf16 --batch 8 --reps 20 --dense-max 2048 --out "$OUT_DIR/rsa_bf16.md"
 for dt in fp32 bf16; do
-  part rsa-copy-paper-$dt 150 $PY scripts/bench_rsa.py --device cuda --dtype $dt --batch 16 --layers 4 --heads 8 \
+  part rsa-copy-paper-$dt 150 $PY scripts/benchmarks/bench_rsa.py --device cuda --dtype $dt --batch 16 --layers 4 --heads 8 \
     --d-ff 512 --kinds 4,2,2,0,0,0 --reps 20 --dense-max 512 --out "$OUT_DIR/rsa_copy_paper_$dt.md"
 done
-part rsa-compile-bf16 300 $PY scripts/bench_rsa.py --device cuda --dtype bf16 --batch 16 --layers 4 --heads 8 \
+part rsa-compile-bf16 300 $PY scripts/benchmarks/bench_rsa.py --device cuda --dtype bf16 --batch 16 --layers 4 --heads 8 \
   --d-ff 512 --kinds 4,2,2,0,0,0 --reps 20 --dense-max 0 --compile --out "$OUT_DIR/rsa_compile_bf16.md"
 for dt in bf16 fp32; do
-  part peer-$dt 300 $PY scripts/bench_peer.py --device cuda --dtype $dt --lengths 512,2048 --batch 8 --compile \
+  part peer-$dt 300 $PY scripts/benchmarks/bench_peer.py --device cuda --dtype $dt --lengths 512,2048 --batch 8 --compile \
     --out "$OUT_DIR/peer_$dt.md"
 done
-part halting 100 $PY scripts/bench_halting.py --device cuda --batch 64 --d-model 256
+part halting 100 $PY scripts/benchmarks/bench_halting.py --device cuda --batch 64 --d-model 256
 part tests-all 420 $PY -m pytest -q
 exit $status

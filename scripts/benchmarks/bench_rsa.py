@@ -1,9 +1,9 @@
 """RSA vs plain attention: training-step time and peak memory, side by side in one run.
 
-    python scripts/bench_rsa.py                       # T = 512, 2048, 8192 on CPU
-    python scripts/bench_rsa.py --lengths 512 --reps 3 --out results/perf/rsa_cpu.md
-    python scripts/bench_rsa.py --device cuda --dtype bf16 --batch 8 --reps 20   # GPU, bf16 autocast
-    python scripts/bench_rsa.py --device cuda --compile   # adds plain+compile, rsa+compile (torch.compile)
+    python scripts/benchmarks/bench_rsa.py                       # T = 512, 2048, 8192 on CPU
+    python scripts/benchmarks/bench_rsa.py --lengths 512 --reps 3 --out results/perf/rsa_cpu.md
+    python scripts/benchmarks/bench_rsa.py --device cuda --dtype bf16 --batch 8 --reps 20   # GPU, bf16 autocast
+    python scripts/benchmarks/bench_rsa.py --device cuda --compile   # adds plain+compile, rsa+compile (torch.compile)
 
 Three variants of the same causal Transformer (bench/models/transformer.py, 2 layers, d=128, 4 heads):
 ``plain`` (no REM), ``rsa`` (REM P V by FFT, the default path) and ``rsa-dense`` (P built as
@@ -25,7 +25,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from bench.models.transformer import Transformer  # noqa: E402
 from scripts._bench_util import emit, seconds  # noqa: E402
 

@@ -9,8 +9,8 @@ seeds and batches) one right after the other, the order alternating between repe
 noise (other jobs on the cores) hits both alike. Reported: median seconds per step and the
 after / before ratio.
 
-    .venv/bin/python scripts/bench_models_cpu.py --before 9bf00f6
-    .venv/bin/python scripts/bench_models_cpu.py --before 9bf00f6 --models gut --lengths 256 --repeats 3
+    .venv/bin/python scripts/benchmarks/bench_models_cpu.py --before 9bf00f6
+    .venv/bin/python scripts/benchmarks/bench_models_cpu.py --before 9bf00f6 --models gut --lengths 256 --repeats 3
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MODELS = ("transformer", "rsa-transformer", "xl", "brt", "gut")
 BIDIRECTIONAL = ("gut",)  # GUT's paper setting is classification; the rest run as causal LMs
 SIZES = dict(d_model=128, n_heads=4, d_ff=256)

@@ -5,7 +5,7 @@ cache in under 5 s on 2 CPU cores, at `paper` size. Uses the harness's own cache
 (bench.data.load_split), so "reload" measures what a run does: load the Hugging Face dataset
 from disk and materialise its numpy columns (bench.data.SplitData).
 
-    python scripts/bench_data.py [--preset paper] [--tasks listops,logic,...] [--out FILE.md]
+    python scripts/benchmarks/bench_data.py [--preset paper] [--tasks listops,logic,...] [--out FILE.md]
 """
 from __future__ import annotations
 

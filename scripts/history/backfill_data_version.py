@@ -9,8 +9,8 @@ the one ``version = "N"`` assignment there, or "1" when the file has none. Recor
 is unknown, not a fixed revision, or lacks the file (made from uncommitted code) are left alone,
 and so are files with several different versions.
 
-    python scripts/backfill_data_version.py results/runs            # prints what it would write
-    python scripts/backfill_data_version.py results/runs --write
+    python scripts/history/backfill_data_version.py results/runs            # prints what it would write
+    python scripts/history/backfill_data_version.py results/runs --write
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from bench.records import write_json_atomic  # noqa: E402
 
 VERSION = re.compile(r'^\s+version(?:\s*:\s*ClassVar\[str\])?\s*=\s*"([^"]+)"', re.M)

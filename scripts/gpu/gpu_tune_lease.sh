@@ -6,9 +6,9 @@
 #   wait S     wait for it at most S seconds, then pack the studies, the records and the table (never
 #              checkpoints: they cannot come back) into $OUT/tune.tgz
 # Each device call re-syncs the working tree, so the work lives outside it (/tmp/lease-tune).
-#   bash scripts/gpu_tune_lease.sh start && bash scripts/gpu_tune_lease.sh wait 480   # one device call
-#   bash scripts/gpu_tune_lease.sh wait 500                                            # a later call, same lease
-#   PRESET=smoke SETS=train.val_every_steps=2 bash scripts/gpu_tune_lease.sh start    # a dry run here, on the CPU
+#   bash scripts/gpu/gpu_tune_lease.sh start && bash scripts/gpu/gpu_tune_lease.sh wait 480   # one device call
+#   bash scripts/gpu/gpu_tune_lease.sh wait 500                                            # a later call, same lease
+#   PRESET=smoke SETS=train.val_every_steps=2 bash scripts/gpu/gpu_tune_lease.sh start    # a dry run here, on the CPU
 # Unpack here with `tar -xzf tune.tgz -C DIR` (DIR/studies/STUDY, DIR/runs/..., DIR/reproduce/...) and
 # copy the new files into results/. Defaults: the Transformer row, the 4-value grid around the paper's
 # lr, validated every 2500 steps so that successive halving can prune.

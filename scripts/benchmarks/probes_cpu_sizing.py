@@ -1,6 +1,6 @@
 """Sizing the CPU probe table (bench/tables/probes-cpu.yaml; docs/tasks.md, "The probe table on the CPU").
 
-    OMP_NUM_THREADS=1 python scripts/probes_cpu_sizing.py [--steps N] [--tasks t1,t2] [--models m1,m2] [--set k=v ...]
+    OMP_NUM_THREADS=1 python scripts/benchmarks/probes_cpu_sizing.py [--steps N] [--tasks t1,t2] [--models m1,m2] [--set k=v ...]
 
 For each (task, family) at the table's settings (the `small` preset, the table's `set` and the
 column's `set`, read from the table file; ``--set`` adds overrides, e.g. ``model.d_model=128``),
@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = ["transformer", "nope", "rsa-transformer", "transformer-star", "xl", "rsa-xl", "brt", "tlb", "rsa-tlb", "ut", "gut",
             "gutlb", "r-transformer", "lstm", "gru"]
 

@@ -2,7 +2,7 @@
 measured side by side in one run, on fresh output folders with the data cache warm; then the
 same command again, which must train nothing.
 
-    python scripts/bench_grid.py [--jobs 2] [--models transformer,lstm,nope] [--tasks parity,copy] [--preset smoke] [--repeats 1]
+    python scripts/benchmarks/bench_grid.py [--jobs 2] [--models transformer,lstm,nope] [--tasks parity,copy] [--preset smoke] [--repeats 1]
 
 Prints the times and the ratio; results/perf/grid.md keeps a measured table."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def grid(out: Path, models: str, tasks: str, jobs: int, preset: str = "smoke") -> tuple[float, str]:

@@ -1,7 +1,7 @@
 """Sizing the CPU proxies of [HALT Tables 1, 2] (bench/tables/halt-table{1,2}-cpu.yaml; docs/tasks.md).
 
-    python scripts/halt_cpu_proxy.py steps listops transformer,ut,gut,gut-no-global-halt,gut-no-gate,gut-no-transition,tlb,gutlb
-    python scripts/halt_cpu_proxy.py estimate listops 35000 5
+    python scripts/benchmarks/halt_cpu_proxy.py steps listops transformer,ut,gut,gut-no-global-halt,gut-no-gate,gut-no-transition,tlb,gutlb
+    python scripts/benchmarks/halt_cpu_proxy.py estimate listops 35000 5
 
 ``steps``: one training step (forward, backward, AdamW) of each family at the small preset's sizes
 on the small preset's batches, 5 steps per round, families interleaved round-robin over 3
@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMALL = {"listops": dict(n_train=5000, batch=32, epochs=5), "logic": dict(n_train=6000, batch=64, epochs=6)}
 ABLATIONS = ("gut-no-global-halt", "gut-no-gate", "gut-no-transition")
 RATIOS = {  # ms per step measured by `steps` (docs/tasks.md); only the ratios to GUT are used

@@ -4,8 +4,8 @@
 # bf16, HALT Table 5's halting modes, every other family (eager fp32, T = 512), compiled fp32 at T = 512.
 # Each `bench cost` is one process with its own time limit, in priority order, so a lease that ends early
 # still returns what finished: after each, everything written so far is packed into $OUT/cost.tgz.
-#   bash scripts/gpu_cost_lease.sh [STEP ...]   # on the device machine (the device tool's run); STEPs below
-#   DEVICE=cpu PRESET=smoke SCALE=0.2 bash scripts/gpu_cost_lease.sh   # a dry run of the commands here
+#   bash scripts/gpu/gpu_cost_lease.sh [STEP ...]   # on the device machine (the device tool's run); STEPs below
+#   DEVICE=cpu PRESET=smoke SCALE=0.2 bash scripts/gpu/gpu_cost_lease.sh   # a dry run of the commands here
 # Unpack here with `tar -xzf cost.tgz -C /tmp` (folder gpu/, one folder per step); what ran and what is
 # left: results/cost/gpu/README.md. A 15-minute lease holds about two steps after the machine's start.
 set -u

@@ -1,7 +1,7 @@
 """Our Transformer against a peer (lucidrains/x-transformers) at matched sizes, and its MFU.
 
-    python scripts/bench_peer.py --device cuda --dtype bf16 --lengths 512,2048 --compile
-    python scripts/bench_peer.py --device cpu --d-model 64 --layers 2 --heads 4 --lengths 64 --batch 2 --reps 3
+    python scripts/benchmarks/bench_peer.py --device cuda --dtype bf16 --lengths 512,2048 --compile
+    python scripts/benchmarks/bench_peer.py --device cpu --d-model 64 --layers 2 --heads 4 --lengths 64 --batch 2 --reps 3
 
 The same causal language model is built four ways (each skipped with a line when it cannot run):
 
@@ -30,7 +30,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from bench.models.layers import xformers_unusable  # noqa: E402
 from bench.models.transformer import Transformer  # noqa: E402
 from scripts._bench_util import emit, seconds  # noqa: E402

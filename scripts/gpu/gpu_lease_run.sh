@@ -4,8 +4,8 @@
 # until its record exists or WAIT_S seconds have passed, then copy the record, its curve and its log
 # to $OUT (what comes back). Call it again with the same arguments while the run is going: it does
 # not start a second one, it waits again and copies.
-#   bash scripts/gpu_lease_run.sh WAIT_S MODEL TASK PRESET SEED [--set KEY=VALUE ...]
-#   e.g. bash scripts/gpu_lease_run.sh 560 transformer flipflop paper 1 --set train.progress_every_min=1
+#   bash scripts/gpu/gpu_lease_run.sh WAIT_S MODEL TASK PRESET SEED [--set KEY=VALUE ...]
+#   e.g. bash scripts/gpu/gpu_lease_run.sh 560 transformer flipflop paper 1 --set train.progress_every_min=1
 # Packages the image lacks (`datasets`) travel as wheels in .whl/ (device README, Notes); they are
 # installed into /tmp/site first when .whl/ is there. Carry datasets, dill and multiprocess only: the
 # image's pyarrow (25.0.1 on 2026-11-26) serves datasets 5.2.0, and a carried pyarrow 26 beside it broke

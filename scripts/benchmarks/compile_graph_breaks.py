@@ -7,9 +7,9 @@ where dynamo hands control back to Python: a host synchronisation (``.item()``, 
 ``int(t)``) or an unsupported construct; each one costs a device -> host round trip and splits
 the compiled graph. UT / GUT also run without early exit (``mode=upperbound``, ``no-halt``).
 
-    .venv/bin/python scripts/compile_graph_breaks.py                   # this tree
-    .venv/bin/python scripts/compile_graph_breaks.py --tree /tmp/before  # e.g. git archive REV | tar -x -C /tmp/before
-    .venv/bin/python scripts/compile_graph_breaks.py --compile          # also run inductor, forward + backward
+    .venv/bin/python scripts/benchmarks/compile_graph_breaks.py                   # this tree
+    .venv/bin/python scripts/benchmarks/compile_graph_breaks.py --tree /tmp/before  # e.g. git archive REV | tar -x -C /tmp/before
+    .venv/bin/python scripts/benchmarks/compile_graph_breaks.py --compile          # also run inductor, forward + backward
 
 ``--compile`` checks that the compiled model runs forward and backward and matches eager
 (eval mode, so dropout is off); it compiles every model, which takes minutes on 2 cores.
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TASKS = {True: "copy", False: "listops"}  # causal -> a task with that causality (smoke preset)
 NO_EARLY_EXIT = {name: ("upperbound", "no-halt") for name in ("ut", "gut", "gutlb")}
 B, T, PAD_FROM = 2, 80, 60

@@ -7,8 +7,8 @@ are rewritten to name none, and nothing else in them changes.
   inside the checkout (the folder holding results/ or registry.yaml) becomes relative to it.
   Paths outside any checkout (e.g. an --out under /tmp) are kept: they are what the user typed.
 
-    python scripts/relative_record_paths.py results/runs          # rewrite
-    python scripts/relative_record_paths.py results/runs --check  # list what would change
+    python scripts/history/relative_record_paths.py results/runs          # rewrite
+    python scripts/history/relative_record_paths.py results/runs --check  # list what would change
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.records import run_folder, write_json_atomic  # noqa: E402

@@ -13,8 +13,8 @@ Halting is learned first: GUT is trained in ``halt`` mode at the largest bound f
 ``--warmup`` steps with the ponder cost (beta), which is what makes it halt early; the timed
 runs then start from those weights (each mode from the same copy).
 
-    python scripts/bench_halting.py                       # CPU, ~2-4 minutes
-    python scripts/bench_halting.py --device cuda --batch 64 --d-model 256
+    python scripts/benchmarks/bench_halting.py                       # CPU, ~2-4 minutes
+    python scripts/benchmarks/bench_halting.py --device cuda --batch 64 --d-model 256
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.models.universal import GUT  # noqa: E402
 from bench.tasks.listops import END, SPLITS, START, VOCAB, sample_split  # noqa: E402
 
