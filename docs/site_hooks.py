@@ -30,6 +30,8 @@ from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[1]
 LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)|<img[^>]*src=\"([^\"#]+)\"")
+#: the end of a sentence: not "et al.", "App.", "Alg.", "Fig.", "eq." or "Sec." followed by more
+SENTENCE_END = re.compile(r"(?<!\bal)(?<!\bApp)(?<!\bAlg)(?<!\bFig)(?<!\beq)(?<!\bSec)\.\s+(?=[A-Z])")
 PLACEHOLDER = {"GENERATED: models": "models", "GENERATED: tasks": "tasks", "GENERATED: write-ups": "results"}
 
 
@@ -45,7 +47,9 @@ def _module_doc(module: str) -> tuple[str, str]:
     """(first line, whole docstring) of a module of the checkout, read without importing it."""
     path = ROOT / (module.replace(".", "/") + ".py")
     doc = ast.get_docstring(ast.parse(path.read_text())) or "" if path.exists() else ""
-    return (doc.split("\n", 1)[0].rstrip(".") if doc else module), doc
+    first = " ".join(doc.split("\n\n", 1)[0].split())  # the first paragraph, on one line
+    first = SENTENCE_END.split(first, 1)[0].rstrip(".") if first else module  # its first sentence
+    return first, doc
 
 
 def _text(doc: str) -> str:
@@ -98,9 +102,10 @@ def _classes_section(entries: list[dict]) -> list[str]:
         if e["target"] in seen:
             continue
         seen.add(e["target"])
-        cls = _class_of(e["target"])
-        out += [f"### `{e['target']}`\n", _text(inspect.getdoc(cls) or "")]
-    return out
+        own = _class_of(e["target"]).__dict__.get("__doc__")  # its own, not a base class's
+        if own:
+            out += [f"### `{e['target']}`\n", _text(inspect.cleandoc(own))]
+    return out or ["The classes carry no docstrings of their own: the module's above describes them.\n"]
 
 
 def model_page(module: str, entries: list[dict]) -> str:
@@ -153,9 +158,9 @@ def results_files() -> list[str]:
 def results_index() -> str:
     def title(rel: str) -> str:
         for line in (ROOT / rel).read_text().splitlines():
-            if line.startswith("# "):
+            if line.startswith("# ") and not line.startswith(("# python ", "# bash ")):  # not a command line
                 return line[2:].strip().replace("|", "\\|")
-        return rel
+        return rel.rsplit("/", 1)[-1].removesuffix(".md")
 
     out = ["# Results\n", "The committed reference results, each page as it is in the checkout's `results/` "
            "(every number generated from the records in `results/runs/`; `bench reproduce NAME` rebuilds a "
