@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks in one go, on a machine with a CUDA device and the set-up of the README:
+# The GPU checks in one go, on a machine with a CUDA device and the set-up of docs/getting-started.md:
 #   bash scripts/gpu/gpu_check.sh [OUT_DIR] [--quick | --only PART,PART...]
 #   (default OUT_DIR results/perf/gpu-<date>; --quick: every part but the whole suite)
 # Parts, in order:
@@ -19,7 +19,7 @@ MODE=${2:-}
 ONLY=${3:-}
 PY=${PYTHON:-python3}
 $PY -c "import sys, torch; sys.exit(not torch.cuda.is_available())" 2>/dev/null \
-  || { echo "gpu_check: $PY's torch sees no CUDA device; install a CUDA build of torch (README, GPU users)" >&2; exit 2; }
+  || { echo "gpu_check: $PY's torch sees no CUDA device; install a CUDA build of torch (docs/getting-started.md, GPU users)" >&2; exit 2; }
 mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1
 status=0
