@@ -83,6 +83,12 @@ def _names(entries: list[dict]) -> str:
     return ", ".join(f"`{e['name']}`" for e in entries)
 
 
+def _plain(text) -> str:
+    """A registry description shown as typed: Markdown's emphasis and HTML characters escaped."""
+    text = str(text or "").replace("\\", "\\\\").replace("&", "&amp;").replace("<", "&lt;")
+    return re.sub(r"([*_`\[\]])", r"\\\1", text)
+
+
 def _slug(module: str) -> str:
     return module.rsplit(".", 1)[-1].replace("_", "-")
 
@@ -91,7 +97,7 @@ def _entry_table(entries: list[dict]) -> str:
     rows = ["| entry | class | base | description |", "|---|---|---|---|"]
     for e in entries:
         base = e["lineage"][1] if len(e.get("lineage", [])) > 1 else ""
-        desc = str(e.get("description") or "").replace("|", "\\|")
+        desc = _plain(e.get("description")).replace("|", "\\|")
         rows.append(f"| `{e['name']}` | `{e['target']}` | {f'`{base}`' if base else ''} | {desc} |")
     return "\n".join(rows) + "\n"
 
@@ -130,7 +136,7 @@ def task_page(module: str, entries: list[dict]) -> str:
         cls = _class_of(e["target"])
         facts = {k: getattr(cls, k, None) for k in ("kind", "metric", "report_metrics", "requires_causal", "version")}
         facts = ", ".join(f"{k} `{v}`" for k, v in facts.items() if v is not None)
-        out += [f"## `{e['name']}`\n", f"{e.get('description') or ''}\n", f"Class `{e['target']}`: {facts}.\n"]
+        out += [f"## `{e['name']}`\n", f"{_plain(e.get('description'))}\n", f"Class `{e['target']}`: {facts}.\n"]
         if e.get("params"):
             out += ["Parameters set by the entry:\n", f"```yaml\n{_yaml(e['params'])}\n```\n"]
         for preset, body in (e.get("presets") or {}).items():
@@ -182,11 +188,15 @@ def generated() -> dict[str, str]:
         groups = _groups(section)
         pages[f"docs/reference/{section}/index.md"] = index_page(section, groups)
         for module, entries in groups.items():
-            pages[f"docs/reference/{section}/{_slug(module)}.md"] = render(module, entries)
+            path = f"docs/reference/{section}/{_slug(module)}.md"
+            pages[path] = render(module, entries)
+            _LABELS[path] = ", ".join(e["name"] for e in entries[:3]) + (", ..." if len(entries) > 3 else "")
     return pages
 
 
 _PAGES: dict[str, str] = {}
+#: a generated page's label in the nav: its first registry entries (the page's title is its docstring's first sentence)
+_LABELS: dict[str, str] = {}
 
 
 def on_config(config):
@@ -221,7 +231,7 @@ def _section_nav(kind: str) -> list:
     if kind == "results":
         return ["results/index.md", *[p for p in results_files() if p.count("/") == 1]]
     index = f"docs/reference/{kind}/index.md"
-    return [index, *[p for p in _PAGES if p.startswith(f"docs/reference/{kind}/") and p != index]]
+    return [index, *[{_LABELS[p]: p} for p in _PAGES if p.startswith(f"docs/reference/{kind}/") and p != index]]
 
 
 def _nav_paths(nav) -> list[str]:
@@ -233,8 +243,10 @@ def _nav_paths(nav) -> list[str]:
 
 
 def on_files(files: Files, config) -> Files:
-    out = Files([])
     here = Path(__file__).resolve()
+    docs = ROOT / "docs"
+    # the theme's and plugins' own files (stylesheets, scripts, fonts) stay; docs/ is laid out anew below
+    out = Files([f for f in files if not (f.abs_src_path and Path(f.abs_src_path).resolve().is_relative_to(docs))])
 
     def add(rel: str, content: str | None = None) -> None:
         if out.get_file_from_path(rel) is None:
