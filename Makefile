@@ -1,11 +1,12 @@
 # make demo  : set up .venv (CPU torch from local disk), train a Transformer and an LSTM on Parity (<1 min), print the comparison
 # make test  : set up .venv and run the test suite (what CI runs)
+# make docs  : the documentation site (mkdocs-material), built strictly into site/ (mkdocs.yml, docs/site_hooks.py)
 # make lint  : ruff over the tree (pyproject.toml [tool.ruff]); CI runs it
 # make test-fast : the suite without the tests marked slow (-m "not slow"), for the edit loop
 # make report : the committed results as one offline web page, .cache/report.html (bench report; open it in a browser)
 # make wheel-smoke : build the wheel, install it in a fresh venv outside the checkout, run bench from it (CI runs it too)
 # GPU machines: install your CUDA torch build into .venv first, then `make setup TORCH=`;
-# make gpu-check : CUDA tests + GPU benchmarks + the suite (scripts/gpu_check.sh), logs in results/perf/gpu-<date>
+# make gpu-check : CUDA tests + GPU benchmarks + the suite (scripts/gpu/gpu_check.sh), logs in results/perf/gpu-<date>
 PY ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
@@ -16,13 +17,13 @@ PYTEST_ARGS ?=
 PYTEST_JOBS ?= 2
 XDIST := $(if $(filter 0,$(PYTEST_JOBS)),-p no:xdist,-n $(PYTEST_JOBS) --dist loadfile)
 
-.PHONY: setup demo lint test test-fast report wheel-smoke gpu-check bench-overhead clean-cache
+.PHONY: setup demo docs lint test test-fast report wheel-smoke gpu-check bench-overhead clean-cache
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	if [ -n "$(TORCH)" ]; then $(BIN)/python -m pip install -q "$(TORCH)"; fi
-	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip install -q -e ".[test,docs]"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -31,6 +32,10 @@ DEMO := --models transformer,lstm --tasks parity --preset smoke --set train.max_
 demo: setup
 	$(BIN)/bench compare $(DEMO) --run --jobs 2
 	@echo "What it shows: parity needs a running count mod 2, which the LSTM keeps in its recurrent state, so it gets every string right, even the longer ones of bin1 (17-24 symbols) it never trained on, while the Transformer, without recurrence, gets almost none (acc counts a string only when all its prefixes are right): the gap the recurrent Transformers here are built to close."
+
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	@echo "the site: site/index.html"
 
 lint: setup
 	$(BIN)/ruff check .
@@ -48,10 +53,10 @@ wheel-smoke: setup
 	PYTHON=$(BIN)/python BASE_PY=$(PY) TORCH="$(TORCH)" bash scripts/wheel_smoke.sh
 
 gpu-check: setup
-	PYTHON=$(BIN)/python bash scripts/gpu_check.sh
+	PYTHON=$(BIN)/python bash scripts/gpu/gpu_check.sh
 
 bench-overhead: setup
-	$(BIN)/python scripts/bench_overhead.py
+	$(BIN)/python scripts/benchmarks/bench_overhead.py
 
 clean-cache:
 	rm -rf .cache/test-data

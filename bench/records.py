@@ -47,7 +47,7 @@ def config_changes(made_with: dict | None, current: dict | None) -> str | None:
     the settings every backbone takes (``model.init``), and are skipped for the other model and data
     parameters (parameters added later). The data generator's version counts too:
     a record that does not name one was made before versions were recorded, i.e. version "1"
-    unless scripts/backfill_data_version.py read its version from the record's commit."""
+    unless scripts/history/backfill_data_version.py read its version from the record's commit."""
     if not made_with or not current:
         return None
     pairs = [("model", {**BACKBONE_SETTINGS, **made_with.get("model", {}).get("params", {})}, current["model"].get("params", {})),

@@ -4,7 +4,7 @@
 # build from local disk by default), and from another temporary folder run
 #   bench --version, bench list, bench validate, bench run (transformer on parity, smoke preset),
 #   bench reproduce --list
-# then builds the README's plugin example, installs it beside bench, and lists and validates it;
+# then builds the plugin example of docs/plugins.md, installs it beside bench, and lists and validates it;
 # failing on any error. Also checks the wheel holds bench only (no top-level models / tasks)
 # with its registry.yaml and tables/. Run by CI after the test suite (.ci/run, `make wheel-smoke`).
 #
@@ -78,13 +78,12 @@ run "$VBIN/bench" reproduce --list > "$WORK/reproduce.txt"
 grep -q "rsa-table2" "$WORK/reproduce.txt"
 test ! -e "$WORK/cwd/results"   # nothing written as if this were a checkout
 
-# 4. the README's plugin example (section "Your own registry and plugins"), installed beside it
-step "the README's plugin: building and installing mybench"
-"$PYTHON" - "$ROOT/README.md" "$WORK/plugin" <<'EOF'
+# 4. the plugin example of docs/plugins.md, installed beside it
+step "the plugin of docs/plugins.md: building and installing mybench"
+"$PYTHON" - "$ROOT/docs/plugins.md" "$WORK/plugin" <<'EOF'
 import re, sys
 from pathlib import Path
-readme, out = Path(sys.argv[1]).read_text(), Path(sys.argv[2])
-section = readme[readme.index("## Your own registry and plugins"):readme.index("## Layout")]
+section, out = Path(sys.argv[1]).read_text(), Path(sys.argv[2])
 for name, text in re.findall(r"`([\w./]+)`:\n\n```\w+\n(.*?)```", section, re.S):
     (out / name).parent.mkdir(parents=True, exist_ok=True)
     (out / name).write_text(text)

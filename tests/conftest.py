@@ -41,15 +41,16 @@ def one_thread():
 
 
 def readme_example(tmp_path, monkeypatch, file_name: str, section: str, package: str) -> tuple[dict, dict]:
-    """The README's worked example `bench/<section>/<file_name>` installed as ``package.<module>``
-    under tmp_path, and the registry with the README's entries for it added: (registry, entries)."""
+    """The worked example `bench/<section>/<file_name>` of docs/adding-a-model.md (section ``models``)
+    or docs/adding-a-task.md (``tasks``) installed as ``package.<module>`` under tmp_path, and the
+    registry with the page's entries for it added: (registry, entries)."""
     import re
 
     import yaml
 
-    readme = (ROOT / "README.md").read_text()
-    code = re.search(rf"`bench/{section}/{file_name}`:\n\n```python\n(.*?)```", readme, re.S).group(1)
-    entry = re.search(rf"under `{section}:`\n\n```yaml\n(.*?)```", readme, re.S).group(1)
+    page = (ROOT / "docs" / {"models": "adding-a-model.md", "tasks": "adding-a-task.md"}[section]).read_text()
+    code = re.search(rf"`bench/{section}/{file_name}`:\n\n```python\n(.*?)```", page, re.S).group(1)
+    entry = re.search(rf"under `{section}:`\n\n```yaml\n(.*?)```", page, re.S).group(1)
     (tmp_path / package).mkdir()
     (tmp_path / package / "__init__.py").write_text("")
     (tmp_path / package / file_name).write_text(code)

@@ -1,4 +1,4 @@
-"""The README's "Adding a task" worked example (one file + one entry), taken from the README
+"""The "Adding a task" worked example (one file + one entry), taken from docs/adding-a-task.md
 text itself, validates, generates what its docstring says and trains end to end."""
 import sys
 

@@ -10,7 +10,7 @@ Two complementary checks, on tiny models and a padded batch:
   which also covers the hand-written backward passes (FFT convolution, gated mix) that dynamo's
   forward trace never sees.
 Counts for every registry model: results/perf/compile_graph_breaks.md
-(scripts/compile_graph_breaks.py).
+(scripts/benchmarks/compile_graph_breaks.py).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 and gradients), bf16 autocast stays close to fp32, the FFT REM path and the gated RSA mix agree
 with their references on the GPU, the attention backends agree with each other there, and
 `bench run` trains on the GPU in bf16. All skipped without a CUDA device (CI has none); run them
-on a GPU machine with `pytest -m gpu` (scripts/gpu_check.sh runs them with the GPU benchmarks)."""
+on a GPU machine with `pytest -m gpu` (scripts/gpu/gpu_check.sh runs them with the GPU benchmarks)."""
 import pytest
 import torch
 

@@ -264,7 +264,7 @@ def test_registry_inheritance():
 
 
 def test_readme_add_a_model_example_works(tmp_path, monkeypatch):
-    """The README's worked example (one file + one entry) really runs."""
+    """The worked example of docs/adding-a-model.md (one file + one entry) really runs."""
     import sys
 
     from conftest import readme_example

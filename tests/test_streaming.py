@@ -11,7 +11,7 @@ bidirectional instances refuse. Run with ``-s`` to see the largest difference of
 
 Elsewhere: TLB's chunk bookkeeping in ``test_streaming_chunks.py``; UT / GUT, the ablations and
 GUTLB with positions halting unevenly in ``test_streaming_halting.py``; ``bench eval --stream``,
-``bench generate``, ``bench list`` and the README example in ``test_streaming_cli.py``.
+``bench generate``, ``bench list`` and the docs/adding-a-model.md example in ``test_streaming_cli.py``.
 """
 import io
 import random

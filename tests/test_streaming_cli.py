@@ -1,6 +1,6 @@
 """Streaming through the harness (issue 26): ``bench eval --stream`` gives the batched metrics,
-``bench generate`` is greedy decoding of the forward and refuses bad input, the README's
-add-a-model example streams, and ``bench list`` shows which models stream.
+``bench generate`` is greedy decoding of the forward and refuses bad input, the worked
+add-a-model example (docs/adding-a-model.md) streams, and ``bench list`` shows which models stream.
 
 The eval / generate tests share one tiny copy run, trained once for this module (``copy_run``).
 """
@@ -82,7 +82,7 @@ def test_generate_refuses_bad_input(copy_run, capsys, argv, message):
 
 
 def test_readme_add_a_model_example_streams(tmp_path, monkeypatch):
-    """The README's worked example carries the optional streaming part; it meets the contract."""
+    """The worked example of docs/adding-a-model.md carries the optional streaming part; it meets the contract."""
     import sys
 
     from conftest import readme_example

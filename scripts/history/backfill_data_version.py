@@ -1,0 +1,83 @@
+"""Write the data generator's version into run records made before records carried it.
+
+A record's ``config.task.version`` says which version of its task's generator made the data
+(``Task.version``; a bump means other data, so ``bench compare --run`` / ``bench reproduce --run``
+retrain records of an older version). Records written before that field existed lack it and
+count as version "1". This script reads the version each such record was really made with from
+the task's source file *at the record's own commit* (``git show <commit>:bench/tasks/<module>.py``, ``tasks/<module>.py`` before issue 28):
+the one ``version = "N"`` assignment there, or "1" when the file has none. Records whose commit
+is unknown, not a fixed revision, or lacks the file (made from uncommitted code) are left alone,
+and so are files with several different versions.
+
+    python scripts/history/backfill_data_version.py results/runs            # prints what it would write
+    python scripts/history/backfill_data_version.py results/runs --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+from bench.records import write_json_atomic  # noqa: E402
+
+VERSION = re.compile(r'^\s+version(?:\s*:\s*ClassVar\[str\])?\s*=\s*"([^"]+)"', re.M)
+
+
+def version_at(commit: str, target: str, cache: dict) -> str | None:
+    """The generator version of ``target`` ('bench.tasks.logic:LogicalInference', or 'tasks.logic:...'
+    in records made before issue 28) at ``commit``; None if unknown."""
+    module = target.partition(":")[0]
+    key = (commit, module)
+    if key not in cache:
+        # the task packages moved from tasks/ to bench/tasks/ (issue 28): a commit has one or the other
+        short = module.removeprefix("bench.")
+        for path in (f"{short.replace('.', '/')}.py", f"bench/{short.replace('.', '/')}.py"):
+            shown = subprocess.run(["git", "show", f"{commit}:{path}"], capture_output=True, text=True)
+            if not shown.returncode:
+                break
+        if shown.returncode:
+            cache[key] = None
+        else:
+            found = set(VERSION.findall(shown.stdout)) - {"1"} if short != "tasks.base" else set()
+            cache[key] = found.pop() if len(found) == 1 else ("1" if not found else None)
+    return cache[key]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("folders", nargs="+", type=Path)
+    p.add_argument("--write", action="store_true", help="write the records (default: only print)")
+    args = p.parse_args()
+    cache: dict = {}
+    for folder in args.folders:
+        for path in sorted(folder.rglob("seed*.json")):
+            try:
+                rec = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            task = (rec.get("config") or {}).get("task")
+            commit = (rec.get("git") or {}).get("commit")
+            if not isinstance(task, dict) or "version" in task or "target" not in task:
+                continue
+            if not re.fullmatch(r"[0-9a-f]{7,40}", commit or ""):  # e.g. "HEAD" from a copy without history
+                print(f"skipped {path}: commit {commit!r} names no fixed revision")
+                continue
+            version = version_at(commit, task["target"], cache)
+            if version is None:
+                print(f"skipped {path}: no version readable at commit {commit[:7]}")
+                continue
+            print(f"{path}: data version {version} (commit {commit[:7]})")
+            if args.write:
+                task["version"] = version
+                write_json_atomic(path, rec)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Write the majority-class share (and the majority-token share) into run records made before records carried it.
+
+A split's ``majority`` (bench/metrics.py: the share of the split's examples whose label is its
+most frequent one) is what an accuracy is compared with to say "at chance" (bench/report/cells.py).
+Records of classification tasks (kinds with one label per example) written before that field
+existed lack it. The test data are deterministic from the record's resolved task (its
+``config.task``: target, parameters, data seed): this script builds that task with the
+project's own code, generates each split the record has metrics for that lacks the field
+(``Task.generate`` with the split's own seed, as bench/data.py:load_split does), checks that the
+split has the record's number of examples, and writes the share into ``metrics[split]`` (after
+``last_acc``, where a new record has it), nothing else; each record is rewritten atomically.
+Records of tasks with token targets (kind lm) get ``token_majority`` the same way, in each split
+and in each of its per-length bins (bench/metrics.py:with_token_chance, what a new record gets).
+Records whose task generator has changed since (another ``version``), whose kind has neither,
+or whose split sizes do not match are left alone and named.
+
+    python scripts/history/backfill_majority.py results/runs            # prints what it would write
+    python scripts/history/backfill_majority.py results/runs --write
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+from bench.errors import UserError  # noqa: E402
+from bench.metrics import with_token_chance  # noqa: E402
+from bench.records import write_json_atomic  # noqa: E402
+from bench.registry import import_task_class  # noqa: E402
+
+
+def _with_majority(split_metrics: dict, share: float) -> dict:
+    """The split's metrics with ``majority`` after ``last_acc`` (the order bench/metrics.py writes)."""
+    out = {}
+    for key, value in split_metrics.items():
+        out[key] = value
+        if key == "last_acc":
+            out["majority"] = share
+    out.setdefault("majority", share)
+    return out
+
+
+def task_class(task_config: dict):
+    """The task class a record names (records made before issue 28 name ``tasks.x:X``, now ``bench.tasks.x:X``)."""
+    target = task_config["target"]
+    return import_task_class("bench." + target if target.startswith("tasks.") else target, f"tasks.{task_config['name']}")
+
+
+def generated(task_config: dict, split: str, cache: dict) -> tuple:
+    """(the task, the columns of ``split``) of the data the task config describes."""
+    key = json.dumps(task_config, sort_keys=True)
+    cls = task_class(task_config)
+    task = cls.build(task_config["name"], dict(task_config.get("params") or {}))
+    found = cache.setdefault(key, {})
+    if split not in found:
+        found[split] = task.generate(split, np.random.default_rng(task.split_seed(split)))
+    return task, found[split]
+
+
+def majority_shares(task_config: dict, splits: list[str], cache: dict) -> dict:
+    """{split: (majority share, examples)} of the data the task config describes."""
+    shares = {}
+    for split in splits:
+        labels = np.asarray(generated(task_config, split, cache)[1]["label"])
+        shares[split] = (float(np.unique(labels, return_counts=True)[1].max() / len(labels)), len(labels))
+    return shares
+
+
+def backfill_tokens(rec: dict, task_config: dict, cache: dict) -> tuple[dict | None, str]:
+    """The record with ``token_majority`` written into every split lacking it (lm kinds)."""
+    metrics = rec["metrics"]
+    todo = [s for s, m in metrics.items() if isinstance(m, dict) and m.get("n") and "token_majority" not in m]
+    if not todo:
+        return None, "nothing to write"
+    done = []
+    for split in todo:
+        task, columns = generated(task_config, split, cache)
+        if len(columns["targets"]) != metrics[split]["n"]:
+            return None, f"split sizes differ: {split} ({len(columns['targets'])} generated, {metrics[split]['n']} in the record)"
+        metrics[split] = with_token_chance(metrics[split], task.kind, columns, task.length_bin)
+        done.append(f"{split} {metrics[split]['token_majority']:.3f}")
+    return rec, "token_majority " + ", ".join(done)
+
+
+def backfill(path: Path, cache: dict) -> tuple[dict | None, str]:
+    """(the record with the shares written, or None, what was done or why not)."""
+    rec = json.loads(path.read_text())
+    metrics = rec.get("metrics") or {}
+    task = (rec.get("config") or {}).get("task") or {}
+    if rec.get("status") != "ok" or "target" not in task:
+        return None, "nothing to write"
+    todo = [s for s, m in metrics.items() if isinstance(m, dict) and m.get("n") and "majority" not in m]
+    try:
+        cls = task_class(task)
+    except UserError as exc:
+        return None, f"task class not found: {exc}"
+    if cls.kind not in ("classify", "pair_classify", "lm"):
+        return None, f"kind {cls.kind}: no label per example and no token targets"
+    lacking = [s for s, m in metrics.items() if isinstance(m, dict) and m.get("n") and "token_majority" not in m]
+    if not (lacking if cls.kind == "lm" else todo):
+        return None, "nothing to write"
+    if str(task.get("version", "1")) != str(cls.version):
+        return None, f"made by generator version {task.get('version', '1')}, the code's is {cls.version}: other data"
+    if cls.kind == "lm":
+        return backfill_tokens(rec, task, cache)
+    shares = majority_shares(task, todo, cache)
+    wrong = [f"{s} ({shares[s][1]} generated, {metrics[s]['n']} in the record)" for s in todo if shares[s][1] != metrics[s]["n"]]
+    if wrong:
+        return None, "split sizes differ: " + ", ".join(wrong)
+    for split in todo:
+        metrics[split] = _with_majority(metrics[split], shares[split][0])
+    return rec, ", ".join(f"{s} {shares[s][0]:.3f}" for s in todo)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("folders", nargs="+", type=Path)
+    p.add_argument("--write", action="store_true", help="write the records (default: only print)")
+    args = p.parse_args()
+    cache: dict = {}
+    for folder in args.folders:
+        for path in sorted(folder.rglob("seed*.json")):
+            try:
+                json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            rec, what = backfill(path, cache)
+            if rec is None and what == "nothing to write":
+                continue
+            print(f"{path}: {what}" + (" (written)" if rec is not None and args.write else ""))
+            if rec is not None and args.write:
+                write_json_atomic(path, rec)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
