@@ -23,7 +23,7 @@ from .evaluate import cmd_eval, cmd_generate
 from .info import cmd_curves, cmd_explain, cmd_list, cmd_validate
 from .parser import build_parser
 from .train import cmd_compare, cmd_reproduce, cmd_run
-from .tune import cmd_tune
+from .tune import TUNE_STARTED, cmd_tune
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,6 +68,14 @@ def main(argv: list[str] | None = None) -> int:
         return one_line_exit(exc)
     except KeyboardInterrupt as exc:  # Ctrl-C, or a grid stopped by a signal (bench.grid.Stopped)
         trains = args is not None and (args.command == "run" or getattr(args, "run", False) and args.command in ("compare", "reproduce"))
+        if args is not None and args.command == "tune" and TUNE_STARTED:
+            from ..tune import written_since
+
+            records, ckpts = written_since(TUNE_STARTED["out"], TUNE_STARTED["t0"])
+            print(f"bench: interrupted; every worker stopped after a checkpoint. Written under {TUNE_STARTED['out']}/runs since the "
+                  f"command started: {records} run record(s), {ckpts} resume checkpoint(s); the study's journal keeps its trials: "
+                  "run the same command again to continue", file=sys.stderr)
+            return 128 + getattr(exc, "signum", signal.SIGINT)
         print(
             "bench: interrupted; finished runs keep their records and the others their last checkpoints: run the same command "
             "again to resume"
