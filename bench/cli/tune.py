@@ -85,6 +85,10 @@ def cmd_tune(args, registry) -> int:
     ensure_writable(Path(args.out))
     continued = check_meta(folder, meta)  # before anything is written: a study of other settings is refused
     check_journal(folder, live=live_workers(Path(args.out), name) > 0)  # a damaged study is one line, before anything is written
+    if pruner == "sync":
+        from ..tune.sync import brackets
+
+        brackets(folder)  # a damaged bracket.json, alike
     create(folder, meta)
     if continued and read_meta(folder)["trials"] != trials:
         from ..records import write_json_atomic

@@ -170,8 +170,8 @@ def main() -> None:
     old_agree = sum(r["old_agree"] for r in rows)
     old_mean = sum(r["old_cost"] for r in rows) / n
     summary = tabulate([
-        ["the protocol (--pruner sync)", f"{agree}/{n} ({100 * agree / n:.0f}%)", f"{ties}/{n}", f"{mean:.2f}", f"{max(r['cost'] for r in rows):.2f}",
-         f"{cheap}/{n}", f"{both}/{n}", f"{mean2:.2f}", f"{max(r['cost2'] for r in rows):.2f}"],
+        ["the protocol (--pruner sync)", f"{agree}/{n} ({100 * agree / n:.0f}%)", f"{ties}/{n}", f"{mean:.2f}",
+         f"{max(r['cost'] for r in rows):.2f}", f"{cheap}/{n}", f"{both}/{n}", f"{mean2:.2f}", f"{max(r['cost2'] for r in rows):.2f}"],
         ["the tuned tables' search (--pruner asha)", f"{old_agree}/{n} ({100 * old_agree / n:.0f}%)", "—", f"{old_mean:.2f}",
          f"{max(r['old_cost'] for r in rows):.2f}", f"{sum(r['old_cost'] <= COST_TARGET for r in rows)}/{n}",
          f"{sum(r['old_agree'] and r['old_cost'] <= COST_TARGET for r in rows)}/{n}", "—", "—"]],
@@ -182,8 +182,9 @@ def main() -> None:
     note = ("Rung scores before the last: " + ("the objective, as recorded." if exact else
             "validation token accuracy (the committed curves hold no last-read accuracy before the end); "
             "the last rung: last-read accuracy of each run's selected weights (exact)."))
-    per_row = tabulate([[r["row"], canonical_text(r["pick"]), canonical_text(r["best"]), "yes" if r["agree"] else ("tie" if r["tie"] else "no"),
-                         f"{100 * r['regret']:.1f}", f"{r['cost']:.2f}", ", ".join(canonical_text(x) for x in r["near"]), f"{r['cost2']:.2f}",
+    per_row = tabulate([[r["row"], canonical_text(r["pick"]), canonical_text(r["best"]),
+                         "yes" if r["agree"] else ("tie" if r["tie"] else "no"), f"{100 * r['regret']:.1f}", f"{r['cost']:.2f}",
+                         ", ".join(canonical_text(x) for x in r["near"]), f"{r['cost2']:.2f}",
                          canonical_text(r["edge"]) if r["edge"] is not None else "—", canonical_text(r["old"]), f"{r['old_cost']:.2f}",
                          "yes" if r["old_agree"] else "no"] for r in rows],
                        headers=["row", "protocol picks", "grid's best (last-read)", "agree", "regret (pts)", "cost", "in contention",
