@@ -126,6 +126,47 @@ def old_search(out: Path, study: str) -> dict:
     return found
 
 
+def run_s(rec: dict) -> float:
+    """A finished run's cost in seconds: its wall time, or, for a resumed run (whose wall time is its
+    last part's), its training time summed over the parts."""
+    return rec["train_time_s"] if rec.get("resumed_from") else rec["wall_time_s"]
+
+
+def full_run_s(out: Path, study: str, model: str, seeds=range(5)) -> float:
+    """The mean cost (s) of the row's finished runs at its tuned setting (the tuned table's seeds)."""
+    best = json.loads((out / "studies" / study / "best.json").read_text())
+    values = best["models"][model]["values"]
+    sets = [*best["set"], *(f"{k}={canonical_text(v)}" for k, v in sorted(values.items()))]
+    recs = [read_record(record_path(out, model, best["task"], best["preset"], seed, sets), quiet=True) for seed in seeds]
+    costs = [run_s(r) for r in recs if r.get("status") == "ok"]
+    return sum(costs) / len(costs)
+
+
+def plan(rows: list[dict], t1: list[list], grid: Path, search: Path, seeds: int = 5) -> str:
+    """CPU hours of the re-tune: per row (protocol cost with the second seed + ``seeds`` final runs) x
+    its full run's wall time (the committed records'). Table 3's rows: the replay's cost; Table 1's
+    (no replay): Table 3's mean, and the worst case (every value to the end on both seeds, and one
+    extension through every rung: 2 x 4 + 1 = 9 full runs)."""
+    from tabulate import tabulate
+
+    mean2 = sum(r["cost2"] for r in rows) / len(rows)
+    body, total, worst = [], 0.0, 0.0
+    for r in rows:
+        wall = r["wall"]
+        hours = (r["cost2"] + seeds) * wall / 3600
+        body.append(["3", r["row"], f"{wall:.0f}", f"{r['cost2']:.2f}", str(seeds), f"{hours:.2f}", f"{(9 + seeds) * wall / 3600:.2f}"])
+        total, worst = total + hours, worst + (9 + seeds) * wall / 3600
+    for row in t1:
+        wall = row[-1]
+        hours = (mean2 + seeds) * wall / 3600
+        body.append(["1", row[0], f"{wall:.0f}", f"{mean2:.2f} (Table 3's mean)", str(seeds), f"{hours:.2f}",
+                     f"{(9 + seeds) * wall / 3600:.2f}"])
+        total, worst = total + hours, worst + (9 + seeds) * wall / 3600
+    body.append(["", "all", "", "", "", f"{total:.1f}", f"{worst:.1f}"])
+    return tabulate(body, headers=["table", "row", "one full run (s)", "tuning (full runs, 2nd seed incl.)", "final seeds", "CPU hours",
+                                   "worst case"], tablefmt="github", disable_numparse=True)
+
+
 def pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
@@ -151,7 +192,8 @@ def main() -> None:
             best = max(grid_final, key=lambda lr: (grid_final[lr], -list(found).index(lr)))
             tie = grid_final[r["pick"]] >= grid_final[best] - 2 * se(grid_final[best], grid_final[r["pick"]], r["n"])
             o = old[model]
-            rows.append({"row": label(model, meta), "pick": r["pick"], "best": best, "agree": r["pick"] == best, "tie": tie,
+            rows.append({"row": label(model, meta), "pick": r["pick"], "wall": sum(map(run_s, found.values())) / len(found), "best": best,
+                         "agree": r["pick"] == best, "tie": tie,
                          "regret": grid_final[best] - grid_final[r["pick"]], "cost": r["cost"], "cost2": r["cost2"], "near": r["near"],
                          "trace": "; ".join(f"step {s}: " + ", ".join(f"{canonical_text(lr)} {pct(v)}{'' if lr in kept else ' x'}"
                                                                     for lr, v in sc.items()) for s, sc, kept in r["trace"]),
@@ -160,7 +202,8 @@ def main() -> None:
                          "old_trace": o["trace"], "grid": ", ".join(f"{canonical_text(lr)} {pct(v)}" for lr, v in grid_final.items())})
     for study in T1:
         for model, o in old_search(args.search, study).items():
-            t1.append([label(model, o["meta"]), canonical_text(o["pick"]), f"{o['cost']:.2f}", o["trace"]])
+            t1.append([label(model, o["meta"]), canonical_text(o["pick"]), f"{o['cost']:.2f}", o["trace"],
+                       full_run_s(args.search, study, model)])
     n = len(rows)
     agree, ties = sum(r["agree"] for r in rows), sum(r["tie"] for r in rows)
     cheap = sum(r["cost"] <= COST_TARGET for r in rows)
@@ -193,11 +236,15 @@ def main() -> None:
     traces = tabulate([[r["row"], r["trace"], r["finals"], r["grid"], r["old_trace"]] for r in rows],
                       headers=["row", "rungs (x: stopped)", "last rung (last-read %)", "the grid (last-read %, seed 0)",
                                "old search (x: pruned at step)"], tablefmt="github", disable_numparse=True)
-    t1_table = tabulate(t1, headers=["Table 1 row", "old pick", "old cost (full runs)", "old search (x: pruned at step)"],
+    t1_table = tabulate([row[:-1] for row in t1],
+                        headers=["Table 1 row", "old pick", "old cost (full runs)", "old search (x: pruned at step)"],
                         tablefmt="github", disable_numparse=True)
     text = (summary + "\n\n" + target + " " + note + "\n\n" + per_row + "\n\n" + traces
             + "\n\nTable 1 has no exhaustive grid, and the old search stopped most values at the first validation, before the "
-              "protocol's first rung: it is not replayable; its old picks and costs:\n\n" + t1_table)
+              "protocol's first rung: it is not replayable; its old picks and costs:\n\n" + t1_table
+            + "\n\nThe re-tune of Tables 3 and 1 by the protocol with 5 final seeds, in CPU hours of one thread (a full run's wall "
+              "time: the mean of its committed finished runs, a resumed one by its summed training time; on 2 shared cores):\n\n"
+            + plan(rows, t1, args.grid, args.search))
     print(text)
     if args.md:
         Path(args.md).write_text("# " + " ".join(["python", *sys.argv]) + "\n\n" + text + "\n")
