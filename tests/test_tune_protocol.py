@@ -262,3 +262,28 @@ def test_the_committed_replay_rebuilds_from_the_committed_curves():
     got = subprocess.run([sys.executable, "scripts/benchmarks/protocol_replay.py"], cwd=root, capture_output=True, text=True,
                          check=True).stdout
     assert committed.split("\n", 2)[2].strip() == got.strip()
+
+
+# ---- the re-tuned tables ---------------------------------------------------------------------------------
+
+def test_the_retuned_tables_seeds_are_apart_from_their_studies_seeds():
+    """halt-table{1,3}-cpu-tuned2: their studies (the commands of scripts/retune_halt_cpu.sh) train
+    seeds S and S + 1 with --pruner sync on the table's metric; the tables' seeds are others."""
+    import re
+
+    from bench.report.tables import load_table
+    from bench.report.tuned import _seeds_text
+
+    root = Path(__file__).resolve().parent.parent
+    script = (root / "scripts" / "retune_halt_cpu.sh").read_text()
+    seed = int(re.findall(r"--seed (\d+)", script)[0])
+    assert len(set(re.findall(r"--seed (\d+)", script))) == 1 and script.count("--pruner sync --objective") == 2
+    for number, metric in (("3", "last_acc"), ("1", "acc")):
+        table = load_table(f"halt-table{number}-cpu-tuned2")
+        assert table.metric == metric and f"--objective {metric} " in script
+        assert not {seed, seed + 1} & set(table.seeds) and len(table.seeds) == 5
+        for study in table.tuned:
+            assert f"--study {study} " in script
+    assert _seeds_text({"tuning_seeds": [100, 101], "objective": "last_acc"}, [5, 6]) == "; selected on val last_acc, tuning seeds 100,101"
+    assert "seed(s) 0 also tuned" in _seeds_text({"tuning_seeds": [0, 1], "objective": "acc"}, [0, 2])
+    assert _seeds_text({"seed": 0}, [0]) == ""  # a study made before tuning_seeds: its tables read as before
