@@ -197,7 +197,7 @@ def _report(folder: Path, name: str) -> int:
     print(f"Study {name}: expected best validation (%) after n trials (Dodge et al. 2019), "
           f"{meta['task']} ({meta['preset']} preset)\n")
     print(tabulate(body, headers=headers, tablefmt="github", disable_numparse=True))
-    metric = _metric(folder.parent.parent, rows)
+    metric = meta.get("objective") or _metric(folder.parent.parent, rows)
     md, png = write_report(folder, rows, metric)
     print(f"wrote {md} and {png}")
     return 0
