@@ -142,7 +142,7 @@ def full_run_s(out: Path, study: str, model: str, seeds=range(5)) -> float:
     return sum(costs) / len(costs)
 
 
-def plan(rows: list[dict], t1: list[list], grid: Path, search: Path, seeds: int = 5) -> str:
+def plan(rows: list[dict], t1: list[list], seeds: int = 5) -> str:
     """CPU hours of the re-tune: per row (protocol cost with the second seed + ``seeds`` final runs) x
     its full run's wall time (the committed records'). Table 3's rows: the replay's cost; Table 1's
     (no replay): Table 3's mean, and the worst case (every value to the end on both seeds, and one
@@ -244,7 +244,7 @@ def main() -> None:
               "protocol's first rung: it is not replayable; its old picks and costs:\n\n" + t1_table
             + "\n\nThe re-tune of Tables 3 and 1 by the protocol with 5 final seeds, in CPU hours of one thread (a full run's wall "
               "time: the mean of its committed finished runs, a resumed one by its summed training time; on 2 shared cores):\n\n"
-            + plan(rows, t1, args.grid, args.search))
+            + plan(rows, t1))
     print(text)
     if args.md:
         Path(args.md).write_text("# " + " ".join(["python", *sys.argv]) + "\n\n" + text + "\n")
