@@ -72,9 +72,9 @@ def main(argv: list[str] | None = None) -> int:
             from ..tune import written_since
 
             records, ckpts = written_since(TUNE_STARTED["out"], TUNE_STARTED["t0"])
-            print(f"bench: interrupted; every worker stopped after a checkpoint. Written under {TUNE_STARTED['out']}/runs since the "
-                  f"command started: {records} run record(s), {ckpts} resume checkpoint(s); the study's journal keeps its trials: "
-                  "run the same command again to continue", file=sys.stderr)
+            print(f"bench: interrupted; the workers have stopped (a run in training after writing its checkpoint). Written under "
+                  f"{TUNE_STARTED['out']}/runs since the command started: {records} run record(s), {ckpts} resume checkpoint(s); the "
+                  "study keeps its progress: run the same command again to continue", file=sys.stderr)
             return 128 + getattr(exc, "signum", signal.SIGINT)
         print(
             "bench: interrupted; finished runs keep their records and the others their last checkpoints: run the same command "
