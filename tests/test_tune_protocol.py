@@ -287,3 +287,29 @@ def test_the_retuned_tables_seeds_are_apart_from_their_studies_seeds():
     assert _seeds_text({"tuning_seeds": [100, 101], "objective": "last_acc"}, [5, 6]) == "; selected on val last_acc, tuning seeds 100,101"
     assert "seed(s) 0 also tuned" in _seeds_text({"tuning_seeds": [0, 1], "objective": "acc"}, [0, 2])
     assert _seeds_text({"seed": 0}, [0]) == ""  # a study made before tuning_seeds: its tables read as before
+
+
+def test_a_run_resumed_at_its_rung_pauses_again_without_training():
+    """A worker killed after its run paused at a rung but before the bracket took the score in: the
+    next worker resumes the run from the rung's checkpoint, and TrialPruning, re-reporting the
+    checkpoint's validations, pauses it there again (the rung's score is the checkpoint's)."""
+    from types import SimpleNamespace
+
+    from bench.runner.callbacks import GracefulStop, TrialPruning, ValidationHistory
+
+    history = ValidationHistory("token_acc")
+    history.entries = [{"epoch": 0, "step": 10, "token_acc": 0.9, "objective": 0.6},
+                       {"epoch": 1, "step": 20, "token_acc": 0.95, "objective": 0.7}]
+    seen = {}
+
+    def report(step, value):
+        seen[step] = value
+        return "pause" if step >= 0.5 * 40 else False
+    pruning = TrialPruning(report, objective=lambda scores: scores["last_acc"])
+    trainer = SimpleNamespace(callbacks=[history, pruning, GracefulStop("ckpt/last.ckpt")], estimated_stepping_batches=40)
+    with pytest.raises(RunPaused) as paused:
+        pruning.on_train_start(trainer, None)
+    assert (paused.value.step, paused.value.checkpoint) == (20, "ckpt/last.ckpt") and seen == {10: 0.6, 20: 0.7}
+    pruning = TrialPruning(lambda step, value: "pause" if step >= 30 else False)  # a rung still ahead: training goes on
+    pruning.on_train_start(SimpleNamespace(callbacks=[history, pruning], estimated_stepping_batches=40), None)
+    assert pruning.total_steps == 40

@@ -221,8 +221,12 @@ class TrialPruning(L.Callback):
     def on_train_start(self, trainer, module):
         self.total_steps = int(trainer.estimated_stepping_batches)
         history = next((c for c in trainer.callbacks if isinstance(c, ValidationHistory)), None)
+        verdict = None
         for entry in history.entries if history is not None else []:
-            self.report(entry["step"], entry.get("objective", entry[history.metric]) if self.objective else entry[history.metric])
+            verdict = self.report(entry["step"], entry.get("objective", entry[history.metric]) if self.objective else entry[history.metric])
+        if verdict == "pause":  # resumed at the rung it pauses at (its pause was not yet taken in): pause again, untrained
+            stop = next(c for c in trainer.callbacks if isinstance(c, GracefulStop))
+            raise RunPaused(history.entries[-1]["step"], stop.last_checkpoint)
 
     def on_validation_end(self, trainer, module):
         if trainer.sanity_checking or trainer.state.fn != "fit" or 0 not in module.last_eval:
