@@ -30,6 +30,16 @@ class RunInterrupted(BaseException):
         return 128 + self.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them
 
 
+class RunPaused(BaseException):
+    """A tuning trial's run paused at a rung of a synchronous bracket (bench/tune/sync.py), after its
+    last checkpoint was written at that validation: the same run resumes from it when the bracket
+    lets it go on. Not an interruption of the user's: nothing is printed for it."""
+
+    def __init__(self, step: int, checkpoint: str):
+        self.step, self.checkpoint = step, checkpoint
+        super().__init__(f"paused at step {step}: checkpoint {checkpoint}")
+
+
 def one_line_exit(exc: BaseException) -> int:
     """Print the one line a command ends with for a UserError (status 2) or a RunInterrupted (128 +
     the signal) and return the status; any other exception is raised again. The CLI and a tune

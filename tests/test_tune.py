@@ -31,8 +31,10 @@ def trial_record(out: Path, model: str, lr: float, sets=("train.max_epochs=1",))
 
 
 def val(rec: dict) -> float:
-    """A trial's score: the validation split's primary metric of its tested weights."""
-    return rec["metrics"]["val"][rec["primary_metric"]]
+    """A trial's score: the study's objective on the validation split, with its tested weights (by
+    default the task's reported metric: flip-flop's last-read accuracy, not the token accuracy the
+    run selects its checkpoint on)."""
+    return rec["metrics"]["val"]["last_acc"]
 
 
 def studies(out: Path, name: str = "flipflop-smoke") -> dict:
@@ -165,17 +167,16 @@ def test_smoke_study_prints_best_writes_overlay_that_compare_uses(tmp_path, caps
     for model in ("lstm", "transformer"):  # the best trial is the best validation score among the trials' records
         recs = {lr: read_record(trial_record(out, model, lr)) for lr in (1e-3, 3e-3)}
         assert all(r["status"] == "ok" for r in recs.values())
-        best = max(recs, key=lambda lr: (val(recs[lr]), -lr))
+        top = max(val(r) for r in recs.values())  # the grid's order breaks a tie (50 validation sequences: ties happen)
         line = next(ln for ln in printed.splitlines() if ln.startswith(f"| {model} "))
-        assert f"train.lr={canonical_text(best)}" in line and f"{100 * val(recs[best]):.1f}" in line
+        assert any(f"train.lr={canonical_text(lr)}" in line for lr, r in recs.items() if val(r) == top) and f"{100 * top:.1f}" in line
         assert "2 (2 finished, 0 pruned, 0 failed)" in line
     overlay = out / "studies" / "flipflop-smoke" / "tuned.yaml"
     assert main(["--registry", str(overlay), "compare", "--models", "lstm-tuned,lstm", "--tasks", "flipflop", "--preset", "smoke",
                  "--set", "train.max_epochs=1", "--out", str(out), "--run"]) == 0
     tuned = read_record(record_path(out, "lstm-tuned", "flipflop", "smoke", 0, ["train.max_epochs=1"]))
     lstm = {lr: read_record(trial_record(out, "lstm", lr)) for lr in (1e-3, 3e-3)}
-    best_lr = max(lstm, key=lambda x: (val(lstm[x]), -x))
-    assert tuned["status"] == "ok" and tuned["config"]["train"]["lr"] == best_lr
+    assert tuned["status"] == "ok" and val(lstm[tuned["config"]["train"]["lr"]]) == max(map(val, lstm.values()))
     assert tuned["config"]["train"]["max_epochs"] == 1
     untuned = read_record(record_path(out, "lstm", "flipflop", "smoke", 0, ["train.max_epochs=1"]))
     preset_lr = resolve_run(Registry(), "lstm", "flipflop", "smoke").train.lr
@@ -238,7 +239,9 @@ def test_the_same_study_through_slurm_with_submitits_local_executor(tmp_path, ca
     assert main(["tune", "--models", "lstm", *TASK, "--set", "train.max_epochs=1", "--grid", "train.lr=[1e-3,3e-3]",
                  "--jobs", "2", "--launcher", "slurm", "--slurm", "executor=local", "--slurm", "cpus_per_cell=1",
                  "--out", str(out)]) == 0
-    assert "2 (2 finished, 0 pruned, 0 failed)" in capsys.readouterr().out
+    printed = capsys.readouterr().out  # the default for a grid, --pruner sync: its brackets shared by the two jobs
+    assert "| lstm " in printed and "finished" in printed and "Budget per row" in printed
+    assert json.loads((out / "studies" / "flipflop-smoke" / "bracket.json").read_text())["lstm"]["done"]
     logs = sorted((out / "studies" / "flipflop-smoke" / "logs").glob("slurm-worker-*.log"))
     assert len(logs) == 2  # two jobs, each a worker on the one study
     assert all(read_record(trial_record(out, "lstm", lr))["status"] == "ok" for lr in (1e-3, 3e-3))
@@ -400,7 +403,8 @@ def test_a_tuned_rows_seed_0_is_its_studys_best_trial_read_not_trained(tmp_path)
                                                                           "train.max_epochs=1"]))
         assert rec["config"]["model"]["params"]["chunk_size"] == chunk
         assert row[1].startswith(f"{100 * rec['metrics']['T32_p1']['last_acc']:.1f} (1")  # seed 0 alone: the trial
-        assert row[-1].endswith("; seed 0: the best trial)")
+        assert "; seed 0: the best trial" in row[-1]  # the study trained seeds 0 and 1 (sync): the table is told
+        assert row[-1].endswith("tuning seeds 0,1; seed(s) 0,1 also tuned: not apart from the selection)")
     todo, _ = plan(table, Registry(), "smoke", out)
     assert sorted((c.seed, tuple(sorted(c.overrides))) for c in todo) == [
         (1, ("model.chunk_size=4", "train.lr=0.003", "train.max_epochs=1")),

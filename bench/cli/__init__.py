@@ -24,7 +24,7 @@ from .info import cmd_curves, cmd_explain, cmd_list, cmd_validate
 from .parser import build_parser
 from .report import cmd_report
 from .train import cmd_compare, cmd_reproduce, cmd_run
-from .tune import cmd_tune
+from .tune import TUNE_STARTED, cmd_tune
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +70,14 @@ def main(argv: list[str] | None = None) -> int:
         return one_line_exit(exc)
     except KeyboardInterrupt as exc:  # Ctrl-C, or a grid stopped by a signal (bench.grid.Stopped)
         trains = args is not None and (args.command == "run" or getattr(args, "run", False) and args.command in ("compare", "reproduce"))
+        if args is not None and args.command == "tune" and TUNE_STARTED:
+            from ..tune import written_since
+
+            records, ckpts = written_since(TUNE_STARTED["out"], TUNE_STARTED["t0"])
+            print(f"bench: interrupted; the workers have stopped (a run in training after writing its checkpoint). Written under "
+                  f"{TUNE_STARTED['out']}/runs since the command started: {records} run record(s), {ckpts} resume checkpoint(s); the "
+                  "study keeps its progress: run the same command again to continue", file=sys.stderr)
+            return 128 + getattr(exc, "signum", signal.SIGINT)
         print(
             "bench: interrupted; finished runs keep their records and the others their last checkpoints: run the same command "
             "again to resume"

@@ -239,7 +239,14 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="a fixed override for every trial, as for bench run")
     tu.add_argument("--seed", type=int, default=0, help="the trials' seed (runs and sampler; default 0)")
     tu.add_argument(
-        "--pruner", default="asha", help="asha (successive halving, default) | hyperband | none: pruning on the validation curve"
+        "--pruner",
+        help="sync (the default for --grid: synchronous successive halving, noise-aware, two seeds where it decides; docs/tuning.md) | "
+        "asha | hyperband | none (Optuna's; asha is the default for --space)",
+    )
+    tu.add_argument(
+        "--objective",
+        help="the validation metric selected on: the one the table reports, e.g. last_acc, or METRIC@lengths for its mean over the "
+        "validation's length bins (default: the task's reported metric)",
     )
     tu.add_argument("--study", help="the study's name: OUT/studies/NAME (default TASK-PRESET)")
     tu.add_argument(

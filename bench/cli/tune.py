@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import time
+
 from ..errors import UserError
 from .common import _check_names, _names, note
+
+#: the most trials per model a study takes (each is a run)
+MAX_TRIALS = 10_000
+#: where and since when the running bench tune writes (the line a stopped command ends with)
+TUNE_STARTED: dict = {}
 
 
 def cmd_tune(args, registry) -> int:
@@ -16,16 +23,19 @@ def cmd_tune(args, registry) -> int:
     from ..config import canonical_overrides
     from ..grid import launcher_profile
     from ..records import ensure_writable
-    from ..tune import launch, study_folder
-    from ..tune.study import PRUNERS, check_meta, create, read_meta, results
+    from ..tune import launch, live_workers, study_folder
+    from ..tune.protocol import rung_fractions
+    from ..tune.study import PRUNERS, check_journal, check_meta, create, read_meta, results
 
     if importlib.util.find_spec("optuna") is None:
         raise UserError('bench tune needs Optuna: pip install "bench[tune]"')
     _check_names(registry, [], [args.task])
     preset = args.preset
     registry.preset(args.task, preset)
+    if args.study is not None and not args.study.strip():
+        raise UserError("--study is empty; give the study a name (it lives in OUT/studies/NAME), or leave --study out for TASK-PRESET")
     name = args.study or f"{args.task}-{preset}"
-    if "/" in name or name.startswith("."):
+    if "/" in name or name.startswith(".") or name != name.strip():
         raise UserError(f"--study {name!r}: a name, not a path (the study lives in OUT/studies/NAME)")
     folder = study_folder(Path(args.out), name)
     if args.report:
@@ -38,9 +48,12 @@ def cmd_tune(args, registry) -> int:
         raise UserError(f"--models {args.models!r} names a model twice")
     if args.trials is not None and args.trials < 1:
         raise UserError(f"--trials takes a whole number >= 1, got {args.trials}")
+    if args.trials is not None and args.trials > MAX_TRIALS:
+        raise UserError(f"--trials {args.trials}: at most {MAX_TRIALS} trials per model (each trial is a run: {MAX_TRIALS} runs of the "
+                        f"{args.preset} preset are already days of CPU); give a number <= {MAX_TRIALS}, or a --grid, which is tuned whole")
     if args.jobs < 1:
         raise UserError(f"--jobs takes a whole number >= 1, got {args.jobs}")
-    if args.pruner not in PRUNERS:
+    if args.pruner is not None and args.pruner not in PRUNERS:
         raise UserError(f"--pruner {args.pruner!r}: choose one of {', '.join(PRUNERS)}")
     if not 0 <= args.seed < 2**32:
         raise UserError(f"--seed takes a whole number from 0 to 4294967295, got {args.seed}")
@@ -53,35 +66,66 @@ def cmd_tune(args, registry) -> int:
     size = 1
     for p in params:
         size *= len(p.args)
+    pruner = args.pruner or ("sync" if grid else "asha")
+    if pruner == "sync" and not grid:
+        raise UserError("--pruner sync tunes a grid (every configuration reaches each rung): give --grid, or another --pruner for --space")
+    if pruner == "sync" and args.trials is not None and args.trials != size:
+        raise UserError(f"--pruner sync runs every configuration of the grid ({size}); leave --trials out")
+    if pruner == "sync" and not 0 <= args.seed < 2**32 - 1:
+        raise UserError(f"--seed takes a whole number from 0 to 4294967294 with --pruner sync (it also trains seed + 1), got {args.seed}")
     trials = args.trials if args.trials is not None else (size if grid else 8)
+    objective = _objective(registry, models[0], args.task, preset, fixed, args.objective)
     meta = {"task": args.task, "preset": preset, "models": models, "space": [p.text for p in params], "set": fixed,
-            "seed": args.seed, "pruner": args.pruner, "trials": trials}
+            "seed": args.seed, "pruner": pruner, "trials": trials, "objective": objective}
+    if pruner == "sync":
+        from ..tune.sync import ETA, Z, tuning_seeds
+
+        meta["protocol"] = {"eta": ETA, "z": Z, "seeds": tuning_seeds(meta)}
     profile = launcher_profile(args.launcher, args.slurm_profile, args.slurm)
     ensure_writable(Path(args.out))
     continued = check_meta(folder, meta)  # before anything is written: a study of other settings is refused
+    check_journal(folder, live=live_workers(Path(args.out), name) > 0)  # a damaged study is one line, before anything is written
+    if pruner == "sync":
+        from ..tune.sync import brackets
+
+        brackets(folder)  # a damaged bracket.json, alike
     create(folder, meta)
     if continued and read_meta(folder)["trials"] != trials:
         from ..records import write_json_atomic
 
         write_json_atomic(folder / "study.json", meta)  # more (or fewer) trials: the same study, continued
+    how = (f"synchronous successive halving (rungs at {', '.join(f'{f:g}' for f in rung_fractions(size))} of a run, eta "
+           f"{meta['protocol']['eta']}, stopped only beyond {meta['protocol']['z']:g} SE of the best; seeds {meta['protocol']['seeds']})"
+           if pruner == "sync" else f"pruner {pruner}")
     note(f"bench: tuning {', '.join(models)} on {args.task} ({preset} preset): {trials} trial(s) each, "
-         f"{'grid' if grid else 'TPE'} over {' '.join(p.text for p in params)}, pruner {args.pruner}"
+         f"{'grid' if grid else 'TPE'} over {' '.join(p.text for p in params)}, objective: validation {objective}, {how}"
          f"{', continuing study ' + name if continued else ''}; study in {folder}")
+    TUNE_STARTED.update(out=Path(args.out), t0=time.time())
     launch(Path(args.out), name, registry, jobs=args.jobs, launcher=args.launcher, profile=profile)
+    others = live_workers(Path(args.out), name)
     rows = results(Path(args.out), name)
     print(tabulate([[r["model"], _values(r["best"]), f"{100 * r['val']:.1f}" if r["val"] is not None else "—",
                      f"{r['complete'] + r['pruned'] + r['failed']} ({r['complete']} finished, {r['pruned']} pruned, {r['failed']} failed)",
                      r["record"] or "—"] for r in rows],
                    headers=["model", "best setting", "val % ↑", "trials", "best record (under OUT)"], tablefmt="github",
                    disable_numparse=True))
+    if pruner == "sync":
+        _print_budget(folder, models)
     best = {r["model"]: r["best"] for r in rows if r["best"] is not None}
+    if others:
+        note(f"bench: study {name} is still held by {others} other worker(s) (another bench tune on it): the table above is not final "
+             f"and tuned.yaml / best.json are not written; run the same command when they are done")
+        return 1
     if best:
         from ..tune.overlay import overlay, tuned_name, write_best, write_overlay
 
         path = folder / "tuned.yaml"
         sets = "".join(f" --set {s}" for s in fixed)
+        from ..tune.overlay import tuning_seeds
+
+        finals = ",".join(str(s) for s in [s for s in range(len(tuning_seeds(meta)) + 3) if s not in tuning_seeds(meta)][:3])
         command = (f"bench compare --registry {path} --models {','.join(tuned_name(m) for m in best)} --tasks {args.task} "
-                   f"--preset {preset}{sets} --out {args.out} --seeds 0,1,2 --run")
+                   f"--preset {preset}{sets} --out {args.out} --seeds {finals} --run")
         write_overlay(path, overlay(registry, meta, best, name), meta, command)
         write_best(folder, meta, rows)
         print(f"wrote {path}; train the final seeds at the tuned settings with:\n  {command}")
@@ -89,6 +133,48 @@ def cmd_tune(args, registry) -> int:
     if missing:
         note(f"bench: no finished trial for {', '.join(missing)} (see the study's logs); run the same command to go on")
     return 0 if not missing else 1
+
+
+def _objective(registry, model: str, task: str, preset: str, fixed: list[str], given: str | None) -> str:
+    """The study's objective: --objective, else the metric the task's tables report (its first
+    report metric, e.g. flip-flop's last_acc), checked against the metrics its validation has."""
+    import importlib
+
+    from ..config import resolve_run
+    from ..tune.protocol import parse_objective
+
+    target = resolve_run(registry, model, task, preset, fixed).task.target
+    module, _, cls = target.partition(":")
+    task_cls = getattr(importlib.import_module(module), cls)
+    known = list(dict.fromkeys([*getattr(task_cls, "report_metrics", ()), task_cls.metric]))
+    if given is None:
+        return known[0]
+    metric, _ = parse_objective(given)
+    if metric not in known:
+        raise UserError(f"--objective {given!r}: {task}'s validation reports {', '.join(known)}; name one of them")
+    return given.strip()
+
+
+def _print_budget(folder: Path, models: list[str]) -> None:
+    """Per row: the rungs (step: configurations that reached it), the second seed's configurations,
+    the grid's extension and the steps trained, in full runs: the same rungs for every row."""
+    from tabulate import tabulate
+
+    from ..tune.sync import brackets, budget
+
+    state = brackets(folder)
+    body = []
+    for model in models:
+        if model not in state:
+            continue
+        b = budget(state[model])
+        ext = b["extension"] or {}
+        extended = f"{ext['key']}={ext['value']}" + (" (refused: outside the domain)" if "refused" in ext else "") if "key" in ext else "—"
+        body.append([model, ", ".join(f"{s}: {n}" for s, n in b["rungs"]), ", ".join(b["second"]) or "—", extended,
+                     str(b["steps"]), f"{b['full_runs']:.2f}"])
+    print("\nBudget per row (every row: the same configurations and rungs):")
+    print(tabulate(body, headers=["model", "rungs (step: configurations)", "second seed", "grid extended", "steps trained",
+                                  "full runs"], tablefmt="github", disable_numparse=True))
 
 
 def _values(values: dict | None) -> str:
@@ -111,7 +197,7 @@ def _report(folder: Path, name: str) -> int:
     print(f"Study {name}: expected best validation (%) after n trials (Dodge et al. 2019), "
           f"{meta['task']} ({meta['preset']} preset)\n")
     print(tabulate(body, headers=headers, tablefmt="github", disable_numparse=True))
-    metric = _metric(folder.parent.parent, rows)
+    metric = meta.get("objective") or _metric(folder.parent.parent, rows)
     md, png = write_report(folder, rows, metric)
     print(f"wrote {md} and {png}")
     return 0

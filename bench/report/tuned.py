@@ -128,13 +128,25 @@ def apply_tuned(table: Table, out: Path, preset: str) -> None:
                 own = seed in table.seeds and best.get("record") == str(
                     record_path(Path(out), row.model, col.task, preset, seed, table.cell_set(row, col)).relative_to(Path(out)))
                 texts.append(f"{' '.join(items)} ({best['trials']} trials, val {100 * best['val']:.1f}"
-                             + (f"; seed {seed}: the best trial" if own else "") + ")")
+                             + (f"; seed {seed}: the best trial" if own else "") + _seeds_text(study, table.seeds) + ")")
         texts = list(dict.fromkeys(texts))
         if texts:
             table.tuned_text[row.label] = "; ".join(texts)
             continue
         reasons = list(dict.fromkeys(why_not)) + ([f"no study {', '.join(missing)} under {out}/studies"] if missing else [])
         table.tuned_text[row.label] = "not tuned" + (f" ({'; '.join(reasons)})" if reasons else "")
+
+
+def _seeds_text(study: dict, seeds) -> str:
+    """Which seeds the study's trials trained and which objective selected (studies that record
+    them: bench tune writes ``tuning_seeds`` and ``objective`` in best.json), and any of the table's
+    seeds among them (a selected run would then be in the table)."""
+    tuned = study.get("tuning_seeds")
+    if tuned is None:
+        return ""
+    both = sorted(set(tuned) & set(seeds))
+    return (f"; selected on val {study.get('objective')}, tuning seeds {','.join(map(str, tuned))}"
+            + (f"; seed(s) {','.join(map(str, both))} also tuned: not apart from the selection" if both else ""))
 
 
 def waiting_rows(table: Table) -> list[str]:

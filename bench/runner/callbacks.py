@@ -25,7 +25,7 @@ import torch
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from ..errors import RunInterrupted  # defined there, so the CLI catches it without Lightning
+from ..errors import RunInterrupted, RunPaused  # defined there, so the CLI catches it without Lightning
 from ..logs import eta_text
 
 
@@ -86,6 +86,7 @@ class GracefulStop(Checkpoint):
     def __init__(self, last_checkpoint: str):
         self.last_checkpoint = last_checkpoint
         self.signum = 0
+        self.pause = False  # set by TrialPruning: stop after this validation's checkpoints (RunPaused)
         self._previous: dict = {}
 
     def _handler(self, signum, frame):
@@ -138,6 +139,9 @@ class GracefulStop(Checkpoint):
         signum = self._agreed_signal(trainer, module)
         if signum:  # the ModelCheckpoints before us have just written this validation's last.ckpt
             raise RunInterrupted(signum, trainer.global_step, self.last_checkpoint)
+        if self.pause:
+            self.pause = False
+            raise RunPaused(trainer.global_step, self.last_checkpoint)
 
 
 @contextmanager
@@ -199,26 +203,44 @@ class LineProgress(L.Callback):
 
 class TrialPruning(L.Callback):
     """A tuning trial's report and stop: after every validation ``report(step, value)`` hands the
-    validation metric to the trial (Optuna's ``trial.report`` / ``trial.should_prune``, in
-    bench/tune) and returns whether the trial is pruned; a pruned run stops there
-    (``trainer.should_stop``) and is recorded with status ``pruned`` and its curve; the validation
-    after the last step is reported but never prunes (the training is done). A resumed run
-    first reports the validations of its checkpoint (the trial resuming it is a new one)."""
+    trial's score to the study (Optuna's ``trial.report`` / ``trial.should_prune``, in bench/tune)
+    and returns whether the trial is pruned; a pruned run stops there (``trainer.should_stop``)
+    and is recorded with status ``pruned`` and its curve; the validation after the last step is
+    reported but never prunes (the training is done). ``report`` may instead return ``"pause"``
+    (a synchronous bracket's rung, bench/tune/sync.py): the run stops after this validation's
+    checkpoints with RunPaused, and the same run resumes from them later. The score is the run's
+    validation metric, or ``objective(scores)`` of the validation's scores (the metric a table
+    reports, bench/tune/protocol.py), which is then kept in the validation history as
+    ``objective``. A resumed run first reports the validations of its checkpoint."""
 
-    def __init__(self, report):
-        self.report = report
+    def __init__(self, report, objective=None):
+        self.report, self.objective = report, objective
         self.pruned_step: int | None = None
+        self.total_steps: int | None = None  # the run's steps, known when training starts (a rung is a fraction of them)
 
     def on_train_start(self, trainer, module):
+        self.total_steps = int(trainer.estimated_stepping_batches)
         history = next((c for c in trainer.callbacks if isinstance(c, ValidationHistory)), None)
+        verdict = None
         for entry in history.entries if history is not None else []:
-            self.report(entry["step"], entry[history.metric])
+            verdict = self.report(entry["step"], entry.get("objective", entry[history.metric]) if self.objective else entry[history.metric])
+        if verdict == "pause":  # resumed at the rung it pauses at (its pause was not yet taken in): pause again, untrained
+            stop = next(c for c in trainer.callbacks if isinstance(c, GracefulStop))
+            raise RunPaused(history.entries[-1]["step"], stop.last_checkpoint)
 
     def on_validation_end(self, trainer, module):
         if trainer.sanity_checking or trainer.state.fn != "fit" or 0 not in module.last_eval:
             return
-        metric = next(c for c in trainer.callbacks if isinstance(c, ValidationHistory)).metric
+        history = next(c for c in trainer.callbacks if isinstance(c, ValidationHistory))
+        value = module.last_eval[0][history.metric]
+        if self.objective is not None:
+            value = float(self.objective(module.last_eval[0]))
+            if history.entries and history.entries[-1]["step"] == trainer.global_step:
+                history.entries[-1]["objective"] = value
         finished = trainer.global_step >= trainer.estimated_stepping_batches  # the last validation: nothing left to save
-        if self.report(trainer.global_step, module.last_eval[0][metric]) and not finished:
+        verdict = self.report(trainer.global_step, value)
+        if verdict == "pause" and not finished:
+            next(c for c in trainer.callbacks if isinstance(c, GracefulStop)).pause = True
+        elif verdict and verdict != "pause" and not finished:
             self.pruned_step = trainer.global_step
             trainer.should_stop = True

@@ -7,8 +7,14 @@ through a journal file, and summarised as a registry overlay of the best setting
     overlay.py  tuned.yaml: each model at its best values, as a registry layer
     report.py   expected best validation against trials (Dodge et al. 2019), score against lr
 
+    protocol.py the tuning protocol's rules (objective, rungs, noise, contention, grid edge)
+    sync.py     --pruner sync: the protocol's synchronous brackets, run by the workers
+
 Workers: ``launch`` runs one in this process (``jobs=1``), ``jobs`` local processes
 (``python -m bench.tune``), or ``jobs`` SLURM jobs through submitit (each the same command).
+Local workers stay in the command's process group and get SIGTERM when the command's process
+dies (Linux ``PR_SET_PDEATHSIG``): a SIGKILL of the group, or of the command alone, leaves no
+worker training; Ctrl-C / SIGTERM reach every worker, which stops after a checkpoint.
 """
 from __future__ import annotations
 
@@ -24,11 +30,57 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..grid.common import Stopped
-from .study import Worker, study_folder
+from .study import Worker, read_meta, study_folder
 
 log = logging.getLogger("bench.tune")
 
-__all__ = ["Worker", "launch", "study_folder"]
+__all__ = ["Worker", "launch", "live_workers", "study_folder", "worker_class", "written_since"]
+
+
+def worker_class(out: Path, name: str):
+    """The worker a study needs: SyncWorker for --pruner sync, else Worker (Optuna's pruners)."""
+    from .sync import SyncWorker
+
+    return SyncWorker if read_meta(study_folder(out, name)).get("pruner") == "sync" else Worker
+
+
+def live_workers(out: Path, name: str) -> int:
+    """How many workers hold the study now (their lock in workers/ is taken: a live process)."""
+    from filelock import FileLock, Timeout
+
+    live = 0
+    for path in sorted((study_folder(out, name) / "workers").glob("*.lock")):
+        lock = FileLock(str(path))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            live += 1
+            continue
+        lock.release()
+    return live
+
+
+def written_since(out: Path, t0: float) -> tuple[int, int]:
+    """(run records, resume checkpoints) written under OUT/runs since ``t0`` (what a stopped tune left)."""
+    runs = Path(out) / "runs"
+    records = sum(1 for p in runs.rglob("*.json") if p.stat().st_mtime >= t0) if runs.is_dir() else 0
+    ckpts = sum(1 for p in runs.rglob("last.ckpt") if p.stat().st_mtime >= t0) if runs.is_dir() else 0
+    return records, ckpts
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a worker, before exec: SIGTERM when the process that started it dies (Linux prctl
+    PR_SET_PDEATHSIG; elsewhere nothing: the worker shares the command's process group). A
+    parent already gone before the prctl (the race it leaves) ends the worker at once."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(143)
 
 
 def worker_argv(out: Path, name: str, registry_path: str | None, index: int, threads: int | None) -> list[str]:
@@ -48,7 +100,7 @@ def launch(out: Path, name: str, registry, jobs: int = 1, launcher: str = "local
     if launcher == "slurm":
         return _slurm(out, name, registry_path, jobs, profile)
     if jobs == 1:
-        Worker(out, name, registry).run()
+        worker_class(out, name)(out, name, registry).run()
         return None
     return _local(out, name, registry_path, jobs)
 
@@ -59,11 +111,11 @@ def _local(out: Path, name: str, registry_path: str | None, jobs: int) -> None:
     logs = study_folder(out, name) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     threads = max(1, available_cpus() // jobs)
-    procs = []
+    procs, parent = [], os.getpid()
     for i in range(jobs):
         with open(logs / f"worker-{i}.log", "a") as f:
             procs.append(subprocess.Popen(worker_argv(out, name, registry_path, i, threads), stdout=f, stderr=subprocess.STDOUT,
-                                          start_new_session=True))
+                                          preexec_fn=lambda: _die_with_parent(parent)))  # the command's group: a kill of the group ends it
     log.info(f"tune: {jobs} workers started (logs in {logs})")
 
     def stop(signum, frame):

@@ -29,10 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("bench").setLevel(logging.INFO)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a run checkpoints on either (GracefulStop)
     from ..registry import Registry
-    from .study import Worker
+    from . import worker_class
 
     try:
-        trained = Worker(args.out, args.study, Registry(args.registry), index=args.index, threads=args.threads).run()
+        trained = worker_class(args.out, args.study)(args.out, args.study, Registry(args.registry), index=args.index,
+                                                     threads=args.threads).run()
     except (UserError, RunInterrupted) as exc:
         return one_line_exit(exc)
     except KeyboardInterrupt:

@@ -58,8 +58,16 @@ def overlay(registry, meta: dict, best: dict[str, dict], study: str) -> dict:
 
 def write_overlay(path: Path, layer: dict, meta: dict, command: str) -> None:
     header = (f"# Written by bench tune (study {path.parent.name}: {meta['task']}, {meta['preset']} preset).\n"
-              f"# Train the final seeds at the tuned settings with:\n#   {command}\n")
+              + (f"# Selected on validation {meta['objective']}, trials on seeds {tuning_seeds(meta)} "
+                 f"(final seeds must be other ones).\n" if meta.get("objective") else "")
+              + f"# Train the final seeds at the tuned settings with:\n#   {command}\n")
     write_atomic(path, header + yaml.safe_dump(layer, sort_keys=False, default_flow_style=False))
+
+
+def tuning_seeds(meta: dict) -> list[int]:
+    """The seeds the study's trials trained (a sync study: its seed and the next; else its seed):
+    a table's final seeds must be apart from them."""
+    return list((meta.get("protocol") or {}).get("seeds") or [meta["seed"]])
 
 
 def write_best(folder: Path, meta: dict, rows: list[dict]) -> Path:
@@ -70,7 +78,8 @@ def write_best(folder: Path, meta: dict, rows: list[dict]) -> Path:
 
     path = folder / "best.json"
     write_json_atomic(path, {"study": folder.name, "task": meta["task"], "preset": meta["preset"], "set": meta["set"],
-                             "space": meta["space"], "seed": meta["seed"],
+                             "space": meta["space"], "seed": meta["seed"], "objective": meta.get("objective"),
+                             "tuning_seeds": tuning_seeds(meta), "pruner": meta.get("pruner"),
                              "models": {r["model"]: {"values": r["best"], "val": r["val"], "finished": r["complete"],
                                                      "trials": r["complete"] + r["pruned"] + r["failed"], "record": r["record"]}
                                         for r in rows if r["best"] is not None}})

@@ -40,13 +40,16 @@ from ..records import (
     record_path,
     write_json_atomic,
 )
+from .protocol import objective_value
 from .space import Param
 
 log = logging.getLogger("bench.tune")
 
 #: the keys of study.json that must match for a command to continue a study
 IDENTITY = ("task", "preset", "models", "space", "set", "seed", "pruner")
-PRUNERS = ("asha", "hyperband", "none")
+PRUNERS = ("sync", "asha", "hyperband", "none")
+#: study.json keys that studies made before them lack (read as the defaults then in force)
+LATER_KEYS = {"objective": None}
 
 
 def study_folder(out: Path, name: str) -> Path:
@@ -75,14 +78,46 @@ def read_meta(folder: Path) -> dict:
         raise UserError(f"{path} cannot be read ({exc}); remove the folder or pass another --study") from None
 
 
+def check_journal(folder: Path, live: bool = False) -> None:
+    """A study's journal as Optuna needs it, else one UserError line naming what is wrong: a folder
+    in its place, not UTF-8, a line that is not JSON, a last line cut short (unless a live worker
+    may be writing it), or empty / missing while study.json says the study exists (Optuna would
+    start it over without a word, training every trial again)."""
+    path = folder / "journal.log"
+    fix = f"restore it from a copy, or remove {folder} (or pass another --study) to start the study over"
+    if path.is_dir():
+        raise UserError(f"{path} is a folder, not a study journal; {fix}")
+    if not (folder / "study.json").exists():
+        return
+    if not path.is_file() or path.stat().st_size == 0:
+        raise UserError(f"{path} is {'missing' if not path.exists() else 'empty'} but {folder / 'study.json'} says the study exists: "
+                        f"continuing would start it over; {fix}")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path} is not UTF-8 (byte {exc.start}): not a study journal; {fix}") from None
+    lines = text.split("\n")
+    for number, line in enumerate(lines[:-1], start=1):
+        if line.strip():
+            try:
+                json.loads(line)
+            except ValueError as exc:
+                raise UserError(f"{path} line {number} is not a journal entry ({exc.msg}): the journal is damaged; {fix}") from None
+    if lines[-1].strip() and not live:
+        raise UserError(f"{path} ends in a cut-short line (line {len(lines)}): the journal is truncated; {fix}")
+
+
 def check_meta(folder: Path, meta: dict) -> bool:
     """Whether ``folder`` already holds this study (True), holds none (False); UserError when it
     holds a study of other settings, naming the first difference."""
     if not (folder / "study.json").exists():
         return False
     have = read_meta(folder)
-    for key in IDENTITY:
-        if have.get(key) != meta[key]:
+    for key in (*IDENTITY, "objective"):
+        if key in LATER_KEYS and key not in have:
+            continue  # a study made before the key: its score was the task's validation metric
+        if have.get(key) != meta.get(key):
             raise UserError(f"study {folder.name!r} ({folder}) tunes {key} {have.get(key)!r}, not {meta[key]!r}; "
                             f"pass --study NAME for a new study, or the same {key} to continue it")
     return True
@@ -145,7 +180,7 @@ def make_pruner(name: str):
         return optuna.pruners.SuccessiveHalvingPruner(min_resource=1)
     if name == "hyperband":
         return optuna.pruners.HyperbandPruner()
-    if name == "none":
+    if name in ("none", "sync"):  # sync: bench/tune/sync.py decides, no Optuna pruner
         return optuna.pruners.NopPruner()
     raise UserError(f"--pruner {name!r}: choose one of {', '.join(PRUNERS)}")
 
@@ -287,9 +322,10 @@ class Worker:
                 trial.report(value, step)
                 return trial.should_prune()
             run_overrides = overrides + ([f"train.num_threads={self.threads}"] if self.threads else [])
+            objective = (lambda scores: objective_value(scores, meta["objective"])) if meta.get("objective") else None
             try:
                 rec = run(model, meta["task"], meta["preset"], meta["seed"], self.out, run_overrides, registry=self.registry,
-                          trainer_kwargs=self.trainer_kwargs, progress="none", callbacks=[TrialPruning(report)])
+                          trainer_kwargs=self.trainer_kwargs, progress="none", callbacks=[TrialPruning(report, objective=objective)])
             except (RunInterrupted, KeyboardInterrupt) as exc:  # stopped: re-queued with its values, the next worker resumes the run
                 trial.study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
                 requeue(trial.study, trial._trial_id)
@@ -302,11 +338,12 @@ class Worker:
             reported = trial.study._storage.get_trial(trial._trial_id).intermediate_values
             for entry in rec.get("val_history", []):  # a record found, not trained: its curve, for the pruner's statistics
                 if entry["step"] not in reported:
-                    trial.report(entry[rec["primary_metric"]], entry["step"])
+                    trial.report(entry.get("objective", entry[rec["primary_metric"]]), entry["step"])
             log.info(f"tune: {model}: trial {trial.number} pruned at step {rec.get('pruned_step')}")
             raise optuna.TrialPruned()
-        score = rec["metrics"]["val"][rec["primary_metric"]]
-        log.info(f"tune: {model}: trial {trial.number} {_values_text(values)}: validation {rec['primary_metric']} {100 * score:.1f}")
+        name = meta.get("objective") or rec["primary_metric"]
+        score = objective_value(rec["metrics"]["val"], name)
+        log.info(f"tune: {model}: trial {trial.number} {_values_text(values)}: validation {name} {100 * score:.1f}")
         return score
 
     def _changed(self, model: str, overrides: list[str], rec: dict) -> bool:
@@ -333,10 +370,12 @@ def results(out: Path, name: str) -> list[dict]:
         trials = study.get_trials(deepcopy=False)
         count = {s: sum(t.state == s for t in trials) for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
         done = [t for t in trials if t.state == TrialState.COMPLETE]
-        best = max(done, key=lambda t: (t.value, -t.number)) if done else None
+        picked = [t for t in done if t.user_attrs.get("picked")]  # a sync bracket's pick (its selection may be a two-seed mean)
+        best = picked[0] if picked else (max(done, key=lambda t: (t.value, -t.number)) if done else None)
         rows.append({"model": model, "complete": count[TrialState.COMPLETE], "pruned": count[TrialState.PRUNED],
                      "failed": sum(t.user_attrs.get("outcome") == "failed" for t in trials),
-                     "best": dict(best.params) if best else None, "val": best.value if best else None,
+                     "best": dict(best.params) if best else None,
+                     "val": best.user_attrs.get("selection", best.value) if best else None,
                      "record": best.user_attrs.get("record") if best else None,
                      "trials": [(dict(t.params), t.value) for t in done]})
     return rows

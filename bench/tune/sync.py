@@ -1,0 +1,408 @@
+"""The synchronous bracket (``--pruner sync``): the tuning protocol of bench/tune/protocol.py run
+with bench runs, by one or more workers sharing ``OUT/studies/<study>/bracket.json``.
+
+Per model (a table's row) the grid's configurations form one bracket. At each rung every live
+configuration trains to the rung's step (its run pauses there with RunPaused, after its
+checkpoint) and reports the study's objective; only when every one has reported does a worker
+apply ``protocol.survivors`` (top 1/eta, ties and every configuration within the noise of the
+best kept); the others are stopped (their checkpoints stay, unused). At the last rung the
+configurations within the noise of the best are trained again on the study's second seed, and the
+best mean of the two seeds is the pick; a pick at the edge of a numeric axis brings the axis's
+next value through the same rungs (``protocol.edge_step``, checked against the setting's domain).
+Every row of a study has the same configurations and rungs, and each prints the steps it trained.
+
+Why not Optuna's pruners: SuccessiveHalvingPruner / HyperbandPruner are asynchronous (a trial is
+compared with the trials that reached the rung before it: with one worker the first trial always
+runs to the end, and later ones are stopped on gaps below the validation noise), and they compare
+ranks, not noise. Optuna keeps the record: when a bracket is done its configurations are written
+into the model's Optuna study in the journal (``add_trial``: values, each rung's score, COMPLETE or
+PRUNED, the pick marked), which ``bench tune``'s table, ``--report`` and best.json read.
+
+bracket.json is read and written under ``ask.lock`` only (by rename); a configuration a worker is
+training names that worker, whose lock (``workers/<id>.lock``) is held while it lives: a killed
+worker's configuration is trained again by the next worker, resuming its run's checkpoint.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+import os
+import time
+import uuid
+from pathlib import Path
+
+from ..config import canonical_text
+from ..errors import RunInterrupted, RunPaused, UserError
+from ..records import record_path, write_json_atomic
+from .protocol import edge_step, objective_value, rung_fractions, survivors, within_noise
+from .study import read_meta, space_of, study_folder, trial_overrides
+
+log = logging.getLogger("bench.tune")
+
+ETA, Z = 2, 2.0
+WAIT_S = 1.0
+
+
+def key_of(values: dict) -> str:
+    return " ".join(f"{k}={canonical_text(v)}" for k, v in sorted(values.items()))
+
+
+def configurations(meta: dict) -> list[dict]:
+    """The grid's configurations, in the grid's order (every one reaches each rung: order does not decide)."""
+    params = space_of(meta)
+    return [dict(zip([p.key for p in params], combo)) for combo in itertools.product(*[p.args for p in params])]
+
+
+def tuning_seeds(meta: dict) -> list[int]:
+    """The seeds a sync study trains: its seed, and the next one for the configurations in contention."""
+    return [meta["seed"], meta["seed"] + 1]
+
+
+def ext_key(c: dict) -> str:
+    return key_of(c["values"])
+
+
+def new_bracket(meta: dict) -> dict:
+    configs = configurations(meta)
+    return {"fractions": rung_fractions(len(configs), ETA), "steps": {}, "n": None, "rung": 0, "done": False,
+            "configs": {key_of(v): {"values": v, "alive": True, "scores": {}, "holder": None, "record": None} for v in configs},
+            "decisions": [], "second": {}, "extension": None, "pick": None, "trained_steps": 0, "full_steps": None, "phase": "rungs"}
+
+
+class SyncWorker:
+    """One worker of a sync study: trains the tasks of each model's bracket until every bracket is done."""
+
+    def __init__(self, out: Path, name: str, registry=None, index: int = 0, threads: int | None = None,
+                 trainer_kwargs: dict | None = None):
+        self.out, self.name, self.folder = Path(out), name, study_folder(out, name)
+        self.meta = read_meta(self.folder)
+        self.registry, self.index, self.threads, self.trainer_kwargs = registry, index, threads, trainer_kwargs or {}
+        self.id = f"{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.trained = 0
+        self.path = self.folder / "bracket.json"
+
+    # ---- shared state ----------------------------------------------------------------------
+    def _load(self) -> dict:
+        if not self.path.exists():
+            return {}
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{self.path} cannot be read ({exc}); remove it to start the brackets over "
+                            "(finished runs are read back, not trained again)") from None
+
+    def _alive(self, worker: str | None) -> bool:
+        from filelock import FileLock, Timeout
+
+        if not worker or worker == self.id:
+            return worker == self.id
+        lock = FileLock(str(self.folder / "workers" / f"{worker}.lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            return True
+        lock.release()
+        return False
+
+    def run(self) -> int:
+        from filelock import FileLock
+
+        (self.folder / "workers").mkdir(parents=True, exist_ok=True)
+        me = FileLock(str(self.folder / "workers" / f"{self.id}.lock"))
+        with me:
+            try:
+                for model in self.meta["models"]:
+                    self._model(model)
+            finally:
+                Path(me.lock_file).unlink(missing_ok=True)
+        return self.trained
+
+    def _model(self, model: str) -> None:
+        from filelock import FileLock
+
+        ask = FileLock(str(self.folder / "ask.lock"))
+        while True:
+            with ask:
+                state = self._load()
+                b = state.setdefault(model, new_bracket(self.meta))
+                for c in [*b["configs"].values(), *b["second"].values()]:
+                    if c.get("holder") and not self._alive(c["holder"]):
+                        c["holder"] = None  # its worker was killed: the next worker resumes the run
+                task = None if b["done"] else self._next(model, b)
+                if task is not None:
+                    task[1]["holder"] = self.id
+                write_json_atomic(self.path, state)
+                if b["done"]:
+                    record_trials(self.folder, self.meta, model, b)
+                    return
+            if task is None:
+                time.sleep(WAIT_S)  # the rung's barrier: another worker is training a configuration of it
+                continue
+            kind, entry, rung = task
+            try:
+                result = self._train(model, entry["values"], entry.get("seed", self.meta["seed"]), b, rung if kind == "rung" else None)
+            except BaseException:
+                with ask:
+                    state = self._load()
+                    self._entry(state[model], kind, entry)["holder"] = None
+                    write_json_atomic(self.path, state)
+                raise
+            with ask:
+                state = self._load()
+                b = state[model]
+                e = self._entry(b, kind, entry)
+                e["holder"] = None
+                self._store(b, kind, e, rung, result)
+                write_json_atomic(self.path, state)
+
+    @staticmethod
+    def _entry(b: dict, kind: str, entry: dict) -> dict:  # the entry's current copy in ``b``
+        key = key_of(entry["values"])
+        return b["second"][key] if kind == "second" else b["configs"][key]
+
+    # ---- what to train next ------------------------------------------------------------------
+    def _next(self, model: str, b: dict):
+        """The next task of the bracket (kind, entry, rung), deciding what every configuration has
+        reported; None while the bracket waits for another worker's configuration, or is done."""
+        last = len(b["fractions"]) - 1
+        while True:
+            phase = b["phase"]
+            if phase == "rungs":
+                r = b["rung"]
+                live = {k: c for k, c in b["configs"].items() if c["alive"] and not c.get("extension")}
+                todo = [c for c in live.values() if str(r) not in c["scores"]]
+                if todo:
+                    free = [c for c in todo if not c["holder"]]
+                    return ("rung", free[0], r) if free else None
+                if r < last:
+                    self._decide(model, b, r, live)
+                    continue
+                self._contention(b)
+                b["phase"] = "second"
+            elif phase == "second":
+                pending = [c for c in b["second"].values() if "score" not in c]
+                if pending:
+                    free = [c for c in pending if not c["holder"]]
+                    return ("second", free[0], None) if free else None
+                self._pick(model, b)
+                b["phase"] = "extension" if b["extension"] is None else "done"
+            elif phase == "extension":
+                if b["extension"] is None and not self._extend(model, b):
+                    b["phase"] = "done"
+                    continue
+                ext = b["configs"][b["extension"]["config"]]
+                r = ext["rung"]
+                if str(r) not in ext["scores"]:
+                    return None if ext["holder"] else ("rung", ext, r)
+                if r < last:
+                    scores = {k: c["scores"][str(r)] for k, c in b["configs"].items() if str(r) in c["scores"]}
+                    if ext_key(ext) not in survivors(scores, b["n"], ETA, Z):
+                        ext["alive"], ext["stopped_at"] = False, b["steps"].get(str(r))
+                        log.info(f"tune: {model}: the extension {ext_key(ext)} is stopped at rung {r + 1} (step {b['steps'].get(str(r))})")
+                        b["phase"] = "done"
+                    else:
+                        ext["rung"] = r + 1
+                    continue
+                self._contention(b)
+                b["phase"] = "second"
+            else:
+                b["done"] = True
+                return None
+
+    def _decide(self, model: str, b: dict, r: int, live: dict) -> None:
+        scores = {k: c["scores"][str(r)] for k, c in live.items()}
+        kept = survivors(scores, b["n"], ETA, Z)
+        best = max(scores.values())
+        for k in live:
+            if k not in kept:
+                b["configs"][k]["alive"] = False
+                b["configs"][k]["stopped_at"] = b["steps"].get(str(r))
+        b["decisions"].append({"rung": r, "step": b["steps"].get(str(r)), "scores": scores, "kept": kept, "n": b["n"], "z": Z, "eta": ETA})
+        log.info(f"tune: {model}: rung {r + 1} (step {b['steps'].get(str(r))}): all {len(scores)} configuration(s) reported; "
+                 f"{len(kept)} go on ({', '.join(kept)}), {len(scores) - len(kept)} stopped "
+                 f"(outside the top 1/{ETA} and more than {Z:g} SE of the difference below the best, {100 * best:.1f}, at n={b['n']})")
+        b["rung"] = r + 1
+
+    def _contention(self, b: dict) -> None:
+        """At the last rung: the configurations within the noise of the best get the second seed."""
+        last = str(len(b["fractions"]) - 1)
+        scores = {k: c["scores"][last] for k, c in b["configs"].items() if last in c["scores"] and not c.get("failed")}
+        near = within_noise(scores, b["n"], Z) if scores else []
+        b["contention"] = near
+        seed = tuning_seeds(self.meta)[1]
+        for k in near if len(near) > 1 else []:
+            b["second"].setdefault(k, {"values": b["configs"][k]["values"], "seed": seed, "holder": None})
+
+    def _pick(self, model: str, b: dict) -> None:
+        last = str(len(b["fractions"]) - 1)
+        near = b.get("contention") or []
+        if not near:
+            b["pick"], b["selection"] = None, {}
+            log.info(f"tune: {model}: no configuration finished")
+            return
+
+        def selection(k):
+            first = b["configs"][k]["scores"][last]
+            second = b["second"].get(k, {}).get("score")
+            return first if second is None else (first + second) / 2
+        order = list(b["configs"])
+        pick = max(near, key=lambda k: (selection(k), -order.index(k)))  # a tie: the grid's order, never arrival
+        b["pick"], b["selection"] = pick, {k: selection(k) for k in near}
+        log.info(f"tune: {model}: picked {pick} (objective {100 * selection(pick):.1f}"
+                 + (f", the mean of seeds {tuning_seeds(self.meta)}" if pick in b["second"] else "") + ")")
+
+    def _extend(self, model: str, b: dict) -> bool:
+        """A pick at the edge of a numeric axis: the axis's next value goes through the same rungs,
+        kept at each only if it would have survived it (and through the second seed when in
+        contention); False when there is nothing to extend (said in the log and bracket.json)."""
+        if b["pick"] is None:
+            return False
+        values = b["configs"][b["pick"]]["values"]
+        for p in space_of(self.meta):
+            out = edge_step(list(p.args), values[p.key])
+            if out is None:
+                continue
+            new = {**values, p.key: out}
+            try:
+                from ..config import resolve_run
+                from ..runner.build import _registry
+
+                resolve_run(_registry(self.registry), model, self.meta["task"], self.meta["preset"], trial_overrides(self.meta, new))
+            except UserError as exc:
+                b["extension"] = {"key": p.key, "value": out, "refused": str(exc)}
+                log.info(f"tune: {model}: {p.key}={canonical_text(values[p.key])} is at the grid's edge, and {canonical_text(out)} is "
+                         f"outside the setting's domain ({exc}): not extended")
+                return False
+            key = key_of(new)
+            b["extension"] = {"key": p.key, "value": out, "from": b["pick"], "config": key}
+            b["configs"][key] = {"values": new, "alive": True, "scores": {}, "holder": None, "record": None, "extension": True, "rung": 0}
+            log.info(f"tune: {model}: the best {p.key}={canonical_text(values[p.key])} is at the grid's edge: "
+                     f"extending the grid one step, to {canonical_text(out)}")
+            return True
+        b["extension"] = {"none": "the pick is inside the grid"}
+        return False
+
+    # ---- training -----------------------------------------------------------------------------
+    def _train(self, model: str, values: dict, seed: int, b: dict, rung: int | None) -> dict:
+        """Train ``values`` at ``seed`` to the rung (paused there) or to the end; returns the
+        objective at the rung's step (or the record's, at the end), n, the steps trained."""
+        from ..runner import run
+        from ..runner.callbacks import TrialPruning
+
+        meta = self.meta
+        overrides = trial_overrides(meta, values)
+        path = record_path(self.out, model, meta["task"], meta["preset"], seed, overrides)
+        fraction = b["fractions"][rung] if rung is not None else 1.0
+        final = fraction >= 1.0
+        seen: dict = {}
+        sizes: list[int] = []
+
+        def objective(scores: dict) -> float:
+            sizes.append(int(scores.get("n", 0)))
+            return objective_value(scores, meta["objective"])
+
+        def report(step: int, value: float):
+            seen[step] = value
+            total = pruning.total_steps or 0
+            return "pause" if not final and step >= fraction * total - 1e-9 else False
+        pruning = TrialPruning(report, objective=objective)
+        run_overrides = overrides + ([f"train.num_threads={self.threads}"] if self.threads else [])
+        log.info(f"tune: {model}: {key_of(values)} seed {seed}: training to {'the end' if final else f'{fraction:g} of the run'} ({path})")
+        try:
+            rec = run(model, meta["task"], meta["preset"], seed, self.out, run_overrides, registry=self.registry,
+                      trainer_kwargs=self.trainer_kwargs, progress="none", callbacks=[pruning])
+        except RunPaused as paused:
+            self.trained += 1
+            return {"step": paused.step, "score": seen[paused.step], "n": sizes[-1] if sizes else None, "total": pruning.total_steps,
+                    "record": str(path.relative_to(self.out)), "trained_from": min(seen) if seen else 0}
+        except (RunInterrupted, KeyboardInterrupt):
+            raise
+        if not rec.get("skipped"):
+            self.trained += 1
+        total = rec.get("steps_run")
+        if rec["status"] != "ok":
+            return {"step": total, "score": 0.0, "failed": rec.get("error", rec["status"]), "n": None, "total": total,
+                    "record": str(path.relative_to(self.out))}
+        if not final:  # a finished record found: the rung's score from its validation history
+            step = next(e["step"] for e in rec["val_history"] if e["step"] >= fraction * total - 1e-9)
+            entry = next(e for e in rec["val_history"] if e["step"] == step)
+            return {"step": step, "score": entry.get("objective", entry[rec["primary_metric"]]), "n": rec["metrics"]["val"].get("n"),
+                    "total": total, "record": str(path.relative_to(self.out))}
+        return {"step": total, "score": objective_value(rec["metrics"]["val"], meta["objective"]), "n": rec["metrics"]["val"].get("n"),
+                "total": total, "record": str(path.relative_to(self.out))}
+
+    def _store(self, b: dict, kind: str, e: dict, rung: int | None, result: dict) -> None:
+        b["n"] = b["n"] or result.get("n")
+        b["full_steps"] = b["full_steps"] or result.get("total")
+        if kind == "second":
+            e["score"], e["record"] = result["score"], result["record"]
+            b["trained_steps"] += result.get("total") or 0
+            return
+        before = max([0, *(int(b["steps"][str(i)]) for i in e["scores"] if str(i) in b["steps"])])
+        e["scores"][str(rung)] = result["score"]
+        e["record"] = result["record"]
+        b["steps"].setdefault(str(rung), result["step"])
+        b["trained_steps"] += max(0, (result["step"] or 0) - before)
+        if result.get("failed"):
+            e["alive"], e["failed"] = False, result["failed"]
+
+
+def budget(b: dict) -> dict:
+    """What a row's bracket used: rungs (step: configurations that reached it), the configurations
+    trained on the second seed, and the steps trained in full-run units."""
+    reached = {}
+    for c in b["configs"].values():
+        for r in c["scores"]:
+            reached[int(r)] = reached.get(int(r), 0) + 1
+    full = b.get("full_steps") or 0
+    return {"rungs": [(b["steps"].get(str(r)), reached[r]) for r in sorted(reached)], "second": sorted(b["second"]),
+            "steps": b["trained_steps"], "full_runs": b["trained_steps"] / full if full else math.nan,
+            "extension": b.get("extension")}
+
+
+def record_trials(folder: Path, meta: dict, model: str, b: dict) -> None:
+    """The finished bracket as Optuna trials of the model's study (once): each configuration with
+    its rung scores as intermediate values, COMPLETE with its last-rung score or PRUNED, the pick
+    and the second seed's score in user attributes."""
+    import optuna
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import TrialState, create_trial
+
+    from .study import storage
+
+    study = optuna.load_study(study_name=model, storage=storage(folder))
+    if study.get_trials(deepcopy=False):
+        return
+    last = str(len(b["fractions"]) - 1)
+    axes: dict = {}
+    for c in b["configs"].values():
+        for k, v in c["values"].items():
+            axes.setdefault(k, [])
+            if v not in axes[k]:
+                axes[k].append(v)
+    for key, c in b["configs"].items():
+        steps = {int(b["steps"][r]): v for r, v in c["scores"].items() if r in b["steps"]}
+        done = last in c["scores"] and not c.get("failed")
+        attrs = {"record": c["record"], "picked": key == b["pick"], "protocol": "sync"}
+        if key in b["second"]:
+            attrs["second_seed"] = b["second"][key].get("score")
+            attrs["second_record"] = b["second"][key].get("record")
+        if key in (b.get("selection") or {}):
+            attrs["selection"] = b["selection"][key]
+        if c.get("failed"):
+            attrs["outcome"] = "failed"
+        study.add_trial(create_trial(params=c["values"], distributions={k: CategoricalDistribution(axes[k]) for k in c["values"]},
+                                     value=c["scores"][last] if done else None, intermediate_values=steps,
+                                     state=TrialState.COMPLETE if done else (TrialState.FAIL if c.get("failed") else TrialState.PRUNED),
+                                     user_attrs=attrs))
+
+
+def brackets(folder: Path) -> dict:
+    path = folder / "bracket.json"
+    try:
+        return json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path} cannot be read ({exc}); remove it to start the brackets over "
+                        "(finished runs are read back, not trained again)") from None

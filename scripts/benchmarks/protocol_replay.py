@@ -1,0 +1,254 @@
+"""The tuning protocol (``bench tune --pruner sync``, bench/tune/protocol.py) replayed on the
+committed curves of an exhaustive grid, against the grid's best on the table's metric and against
+the search the tuned tables used (``--pruner asha``); docs/tuning.md, "The protocol".
+
+    python scripts/benchmarks/protocol_replay.py [--grid results/grid4] [--search results] [--md FILE]
+
+GRID holds studies run with ``--pruner none``: every value of the grid trained to the end on the
+study's seed, each record with its validation curve (``val_history``) and the validation scores of
+its selected weights (``metrics.val``). Training is deterministic (same settings and seed: the
+same run), so a bracket over these values would have seen exactly these runs, paused at its rungs.
+Per row (a study's model), the replay applies the protocol's own functions:
+
+- rungs: ``rung_fractions`` of the grid's size (eta 2: 1/4, 1/2, 1 of a run for 4 values) at the
+  run's validations (``rung_steps``);
+- at each rung but the last, ``survivors`` (top half, ties and every value within 2 SE of the
+  difference from the best, at the validation's size, kept). The score there is the objective
+  where the curve holds it (a curve recorded by ``--pruner sync`` keeps it as ``objective``);
+  the committed grid's curves hold only the validation token accuracy before the end, so the
+  intermediate rungs of this replay rank on that (said in the output): the last rung is exact;
+- at the last rung the objective (last-read accuracy, Table 3's metric) of each run's selected
+  weights, exact; the values within the noise of the best are "in contention", and the protocol
+  trains them on a second seed (not in the grid: the replay picks on the grid's seed and counts
+  the second seed's cost, one full run per contender, in a column of its own);
+- a pick at the grid's edge would bring one more value (``edge_step``): not in the grid's records,
+  named, its cost not counted.
+
+Per row: the protocol's pick, the grid's best on the table's metric (last-read accuracy of the
+selected weights, seed 0), the cost in full runs (optimizer steps over one run's) without and with
+the second seed, the old search's pick and cost (the tuned tables' studies under SEARCH, picked on
+token accuracy), and for Table 1 (no exhaustive grid) the old search alone. Only reads.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench.config import canonical_text  # noqa: E402
+from bench.records import read_record, record_path  # noqa: E402
+from bench.tune.protocol import edge_step, objective_value, rung_fractions, rung_steps, se, survivors, within_noise  # noqa: E402
+
+OBJECTIVE = {"flipflop": "last_acc", "listops": "acc"}
+COST_TARGET, AGREE_TARGET = 2.0, 0.8
+T3 = ("t3cpu", "t3cpu-tlb3", "t3cpu-tlb25", "t3cpu-gutlb3", "t3cpu-gutlb25")
+T1 = ("t1cpu", "t1cpu-ablations")
+
+
+def label(model: str, meta: dict) -> str:
+    chunk = next((s.split("=")[1] for s in meta["set"] if s.startswith("model.chunk_size=")), None)
+    return f"{model} (chunk {chunk})" if chunk else model
+
+
+def grid_runs(out: Path, study: str) -> tuple[dict, dict]:
+    """The study's meta and, per model, per lr: its record (every value of the grid run to the end)."""
+    meta = json.loads((out / "studies" / study / "study.json").read_text())
+    values = [float(v) for v in meta["space"][0].split("=", 1)[1].strip("[]").split(",")]
+    runs = {}
+    for model in meta["models"]:
+        runs[model] = {}
+        for lr in values:
+            path = record_path(out, model, meta["task"], meta["preset"], meta["seed"], [*meta["set"], f"train.lr={canonical_text(lr)}"])
+            rec = read_record(path, quiet=True)
+            if rec.get("status") != "ok":
+                raise SystemExit(f"protocol_replay.py: {path} is not a finished run: the grid must be complete")
+            runs[model][lr] = rec
+    return meta, runs
+
+
+def replay(runs: dict, objective: str) -> dict:
+    """The protocol on one row's runs: rungs, who went on, the pick, the contention, the cost."""
+    lrs = list(runs)
+    any_rec = next(iter(runs.values()))
+    validations = [e["step"] for e in any_rec["val_history"]]
+    full, n = validations[-1], any_rec["metrics"]["val"]["n"]
+    steps = rung_steps(rung_fractions(len(lrs)), validations)
+    alive, trace, cost, prev, exact = list(lrs), [], 0, 0, True
+    for step in steps[:-1]:
+        scores = {}
+        for lr in alive:
+            entry = next(e for e in runs[lr]["val_history"] if e["step"] == step)
+            exact = exact and "objective" in entry
+            scores[lr] = entry.get("objective", entry[runs[lr]["primary_metric"]])
+        cost += len(alive) * (step - prev)
+        prev = step
+        kept = survivors(scores, n)
+        trace.append((step, {lr: scores[lr] for lr in alive}, kept))
+        alive = kept
+    cost += len(alive) * (full - prev)
+    final = {lr: objective_value(runs[lr]["metrics"]["val"], objective) for lr in alive}
+    near = within_noise(final, n)
+    pick = max(near, key=lambda lr: (final[lr], -lrs.index(lr)))
+    second = len(near) if len(near) > 1 else 0
+    return {"pick": pick, "final": final, "near": near, "trace": trace, "cost": cost / full, "second": second,
+            "cost2": cost / full + second, "edge": edge_step(lrs, pick), "n": n, "exact": exact, "steps": steps}
+
+
+def old_search(out: Path, study: str) -> dict:
+    """The tuned tables' search (--pruner asha): per model its pick, its cost in full runs, its trials."""
+    import optuna
+
+    from bench.tune.study import read_meta, storage, study_folder
+
+    folder = study_folder(out, study)
+    meta, store = read_meta(folder), storage(folder)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    best = json.loads((folder / "best.json").read_text())["models"]
+    found = {}
+    for model in meta["models"]:
+        steps, seen, full, trace = 0, set(), None, []
+        for t in optuna.load_study(study_name=model, storage=store).get_trials(deepcopy=False):
+            path = t.user_attrs.get("record")
+            if t.state.name not in ("COMPLETE", "PRUNED") or not path or path in seen:
+                continue
+            seen.add(path)
+            rec = read_record(out / path, quiet=True)
+            steps += rec.get("steps_run") or 0
+            if t.state.name == "COMPLETE":
+                full = rec["steps_run"]
+            trace.append(canonical_text(t.params["train.lr"]) + ("" if t.state.name == "COMPLETE" else f" x{rec.get('steps_run')}"))
+        found[model] = {"pick": best[model]["values"]["train.lr"] if model in best else None, "cost": steps / full if full else None,
+                        "trace": ", ".join(trace), "meta": meta}
+    return found
+
+
+def run_s(rec: dict) -> float:
+    """A finished run's cost in seconds: its wall time, or, for a resumed run (whose wall time is its
+    last part's), its training time summed over the parts."""
+    return rec["train_time_s"] if rec.get("resumed_from") else rec["wall_time_s"]
+
+
+def full_run_s(out: Path, study: str, model: str, seeds=range(5)) -> float:
+    """The mean cost (s) of the row's finished runs at its tuned setting (the tuned table's seeds)."""
+    best = json.loads((out / "studies" / study / "best.json").read_text())
+    values = best["models"][model]["values"]
+    sets = [*best["set"], *(f"{k}={canonical_text(v)}" for k, v in sorted(values.items()))]
+    recs = [read_record(record_path(out, model, best["task"], best["preset"], seed, sets), quiet=True) for seed in seeds]
+    costs = [run_s(r) for r in recs if r.get("status") == "ok"]
+    return sum(costs) / len(costs)
+
+
+def plan(rows: list[dict], t1: list[list], seeds: int = 5) -> str:
+    """CPU hours of the re-tune: per row (protocol cost with the second seed + ``seeds`` final runs) x
+    its full run's wall time (the committed records'). Table 3's rows: the replay's cost; Table 1's
+    (no replay): Table 3's mean, and the worst case (every value to the end on both seeds, and one
+    extension through every rung: 2 x 4 + 1 = 9 full runs)."""
+    from tabulate import tabulate
+
+    mean2 = sum(r["cost2"] for r in rows) / len(rows)
+    body, total, worst = [], 0.0, 0.0
+    for r in rows:
+        wall = r["wall"]
+        hours = (r["cost2"] + seeds) * wall / 3600
+        body.append(["3", r["row"], f"{wall:.0f}", f"{r['cost2']:.2f}", str(seeds), f"{hours:.2f}", f"{(9 + seeds) * wall / 3600:.2f}"])
+        total, worst = total + hours, worst + (9 + seeds) * wall / 3600
+    for row in t1:
+        wall = row[-1]
+        hours = (mean2 + seeds) * wall / 3600
+        body.append(["1", row[0], f"{wall:.0f}", f"{mean2:.2f} (Table 3's mean)", str(seeds), f"{hours:.2f}",
+                     f"{(9 + seeds) * wall / 3600:.2f}"])
+        total, worst = total + hours, worst + (9 + seeds) * wall / 3600
+    body.append(["", "all", "", "", "", f"{total:.1f}", f"{worst:.1f}"])
+    return tabulate(body, headers=["table", "row", "one full run (s)", "tuning (full runs, 2nd seed incl.)", "final seeds", "CPU hours",
+                                   "worst case"], tablefmt="github", disable_numparse=True)
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def main() -> None:
+    from tabulate import tabulate
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--grid", type=Path, default=ROOT / "results" / "grid4", help="the exhaustive grid's OUT (default results/grid4)")
+    p.add_argument("--search", type=Path, default=ROOT / "results", help="the OUT of the tuned tables' studies (default results)")
+    p.add_argument("--md", help="also write the tables to this Markdown file")
+    args = p.parse_args()
+    rows, t1 = [], []
+    exact = True
+    for study in T3:
+        meta, runs = grid_runs(args.grid, study)
+        old = old_search(args.search, study)
+        for model, found in runs.items():
+            objective = OBJECTIVE[meta["task"]]
+            r = replay(found, objective)
+            exact = exact and r["exact"]
+            grid_final = {lr: objective_value(rec["metrics"]["val"], objective) for lr, rec in found.items()}
+            best = max(grid_final, key=lambda lr: (grid_final[lr], -list(found).index(lr)))
+            tie = grid_final[r["pick"]] >= grid_final[best] - 2 * se(grid_final[best], grid_final[r["pick"]], r["n"])
+            o = old[model]
+            rows.append({"row": label(model, meta), "pick": r["pick"], "wall": sum(map(run_s, found.values())) / len(found), "best": best,
+                         "agree": r["pick"] == best, "tie": tie,
+                         "regret": grid_final[best] - grid_final[r["pick"]], "cost": r["cost"], "cost2": r["cost2"], "near": r["near"],
+                         "trace": "; ".join(f"step {s}: " + ", ".join(f"{canonical_text(lr)} {pct(v)}{'' if lr in kept else ' x'}"
+                                                                    for lr, v in sc.items()) for s, sc, kept in r["trace"]),
+                         "finals": ", ".join(f"{canonical_text(lr)} {pct(v)}" for lr, v in r["final"].items()),
+                         "edge": r["edge"], "old": o["pick"], "old_cost": o["cost"], "old_agree": o["pick"] == best,
+                         "old_trace": o["trace"], "grid": ", ".join(f"{canonical_text(lr)} {pct(v)}" for lr, v in grid_final.items())})
+    for study in T1:
+        for model, o in old_search(args.search, study).items():
+            t1.append([label(model, o["meta"]), canonical_text(o["pick"]), f"{o['cost']:.2f}", o["trace"],
+                       full_run_s(args.search, study, model)])
+    n = len(rows)
+    agree, ties = sum(r["agree"] for r in rows), sum(r["tie"] for r in rows)
+    cheap = sum(r["cost"] <= COST_TARGET for r in rows)
+    both = sum(r["agree"] and r["cost"] <= COST_TARGET for r in rows)
+    mean = sum(r["cost"] for r in rows) / n
+    mean2 = sum(r["cost2"] for r in rows) / n
+    old_agree = sum(r["old_agree"] for r in rows)
+    old_mean = sum(r["old_cost"] for r in rows) / n
+    summary = tabulate([
+        ["the protocol (--pruner sync)", f"{agree}/{n} ({100 * agree / n:.0f}%)", f"{ties}/{n}", f"{mean:.2f}",
+         f"{max(r['cost'] for r in rows):.2f}", f"{cheap}/{n}", f"{both}/{n}", f"{mean2:.2f}", f"{max(r['cost2'] for r in rows):.2f}"],
+        ["the tuned tables' search (--pruner asha)", f"{old_agree}/{n} ({100 * old_agree / n:.0f}%)", "—", f"{old_mean:.2f}",
+         f"{max(r['old_cost'] for r in rows):.2f}", f"{sum(r['old_cost'] <= COST_TARGET for r in rows)}/{n}",
+         f"{sum(r['old_agree'] and r['old_cost'] <= COST_TARGET for r in rows)}/{n}", "—", "—"]],
+        headers=["search", "picks the grid's best", "within 2 SE of it", "mean cost (full runs)", "max", f"<= {COST_TARGET:g}x",
+                 f"agrees at <= {COST_TARGET:g}x", "with 2nd seed: mean", "max"], tablefmt="github", disable_numparse=True)
+    target = (f"Target: the grid's best for >= {AGREE_TARGET:.0%} of rows at <= {COST_TARGET:g}x one full run per row: "
+              + ("met" if both / n >= AGREE_TARGET else f"not met ({both}/{n} rows agree at <= {COST_TARGET:g}x)") + ".")
+    note = ("Rung scores before the last: " + ("the objective, as recorded." if exact else
+            "validation token accuracy (the committed curves hold no last-read accuracy before the end); "
+            "the last rung: last-read accuracy of each run's selected weights (exact)."))
+    per_row = tabulate([[r["row"], canonical_text(r["pick"]), canonical_text(r["best"]),
+                         "yes" if r["agree"] else ("tie" if r["tie"] else "no"), f"{100 * r['regret']:.1f}", f"{r['cost']:.2f}",
+                         ", ".join(canonical_text(x) for x in r["near"]), f"{r['cost2']:.2f}",
+                         canonical_text(r["edge"]) if r["edge"] is not None else "—", canonical_text(r["old"]), f"{r['old_cost']:.2f}",
+                         "yes" if r["old_agree"] else "no"] for r in rows],
+                       headers=["row", "protocol picks", "grid's best (last-read)", "agree", "regret (pts)", "cost", "in contention",
+                                "cost with 2nd seed", "edge: would add", "old pick", "old cost", "old agrees"],
+                       tablefmt="github", disable_numparse=True)
+    traces = tabulate([[r["row"], r["trace"], r["finals"], r["grid"], r["old_trace"]] for r in rows],
+                      headers=["row", "rungs (x: stopped)", "last rung (last-read %)", "the grid (last-read %, seed 0)",
+                               "old search (x: pruned at step)"], tablefmt="github", disable_numparse=True)
+    t1_table = tabulate([row[:-1] for row in t1],
+                        headers=["Table 1 row", "old pick", "old cost (full runs)", "old search (x: pruned at step)"],
+                        tablefmt="github", disable_numparse=True)
+    text = (summary + "\n\n" + target + " " + note + "\n\n" + per_row + "\n\n" + traces
+            + "\n\nTable 1 has no exhaustive grid, and the old search stopped most values at the first validation, before the "
+              "protocol's first rung: it is not replayable; its old picks and costs:\n\n" + t1_table
+            + "\n\nThe re-tune of Tables 3 and 1 by the protocol with 5 final seeds, in CPU hours of one thread (a full run's wall "
+              "time: the mean of its committed finished runs, a resumed one by its summed training time; on 2 shared cores):\n\n"
+            + plan(rows, t1))
+    print(text)
+    if args.md:
+        Path(args.md).write_text("# " + " ".join(["python", *sys.argv]) + "\n\n" + text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+"""The tuning protocol (bench/tune/protocol.py, --pruner sync in bench/tune/sync.py): its rules
+against hand-computed values, and the synchronous bracket driven over simulated runs (a stand-in
+for bench.runner.run that reports given curves through the real TrialPruning callback and pauses
+with RunPaused): every configuration reaches a rung before any is stopped, ties and values within
+the noise are kept, the objective is the one declared, contenders get the second seed, a pick at
+the grid's edge extends it, every row has the same rungs; bad study files are one line."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+optuna = pytest.importorskip("optuna")
+
+from bench.cli import main
+from bench.errors import RunPaused, UserError
+from bench.tune.protocol import edge_step, objective_value, parse_objective, rung_fractions, rung_steps, se, survivors, within_noise
+
+TASK = ["--task", "flipflop", "--preset", "smoke"]
+
+
+# ---- the rules, by hand ----------------------------------------------------------------------------
+
+def test_rungs_are_fractions_of_a_run_at_its_validations():
+    assert rung_fractions(4) == [0.25, 0.5, 1.0]
+    assert rung_fractions(3) == [0.25, 0.5, 1.0]  # ceil(log2 3) = 2
+    assert rung_fractions(2) == [0.5, 1.0] and rung_fractions(1) == [1.0] and rung_fractions(8) == [0.125, 0.25, 0.5, 1.0]
+    assert rung_steps([0.25, 0.5, 1.0], [235, 470, 705, 940]) == [235, 470, 940]
+    assert rung_steps([0.25, 0.5, 1.0], [1094, 2188, 3282, 4376, 5470]) == [2188, 3282, 5470]  # 1367.5 -> 2188, 2735 -> 3282
+    assert rung_steps([0.125, 0.25, 0.5, 1.0], [235, 470, 705, 940]) == [235, 470, 940]  # two rungs on one validation: one
+
+
+def test_noise_and_survivors_hand_computed():
+    # se(0.9, 0.8, 100) = sqrt(0.09/100 + 0.16/100) = 0.05
+    assert se(0.9, 0.8, 100) == pytest.approx(0.05)
+    # best 0.9: 0.81 trails by 0.09 < 2 * se(0.9, 0.81, 100) = 2 * sqrt(0.0009 + 0.001539) = 0.0988 -> within
+    assert within_noise({"a": 0.9, "b": 0.81, "c": 0.7}, 100) == ["a", "b"]
+    # top half of 4 = 2 (b, c); d within noise of a -> kept too; e far below and outside the top half -> stopped
+    scores = {"a": 0.95, "b": 0.90, "c": 0.60, "d": 0.55, "e": 0.20}
+    assert survivors(scores, 1000) == ["a", "b", "c"]  # ceil(5/2) = 3: a, b, c; d: 0.4 below the best at n = 1000 -> out
+    # at n = 4: 2 se(0.95, 0.55) = 2 sqrt(0.011875 + 0.061875) = 0.543 > 0.4 -> d within the noise, kept;
+    # 2 se(0.95, 0.20) = 2 sqrt(0.011875 + 0.04) = 0.455 < 0.75 -> e stopped
+    assert survivors(scores, 4) == ["a", "b", "c", "d"]
+    assert survivors({"a": 0.9, "b": 0.9, "c": 0.9, "d": 0.1}, 10**6) == ["a", "b", "c"]  # ties with the cut are kept
+    assert survivors({"a": 0.9, "b": 0.5}, 10**6) == ["a"]
+
+
+def test_objective_is_a_metric_or_its_mean_over_lengths():
+    scores = {"n": 300, "last_acc": 0.7, "token_acc": 0.9, "by_length": {"T128": {"last_acc": 0.8}, "T256": {"last_acc": 0.5}}}
+    assert objective_value(scores, "last_acc") == 0.7
+    assert objective_value(scores, "last_acc@lengths") == pytest.approx(0.65)
+    assert parse_objective("acc") == ("acc", None)
+    for bad in ("last acc", "last_acc@mean", "", "a@"):
+        with pytest.raises(UserError, match="--objective"):
+            parse_objective(bad)
+    with pytest.raises(UserError, match="no metric 'acc'"):
+        objective_value(scores, "acc")
+
+
+def test_a_best_value_at_the_edge_extends_the_grid_one_step():
+    assert edge_step([3e-4, 1e-3, 3e-3, 1e-2], 1e-2) == pytest.approx(1e-2 * 1e-2 / 3e-3)
+    assert edge_step([3e-4, 1e-3, 3e-3, 1e-2], 3e-4) == pytest.approx(3e-4 * 3e-4 / 1e-3)
+    assert edge_step([3e-4, 1e-3, 3e-3, 1e-2], 1e-3) is None  # inside
+    assert edge_step([0.0, 0.1], 0.1) == pytest.approx(0.2) and edge_step([0.0, 0.1], 0.0) == pytest.approx(-0.1)
+    assert edge_step([2, 4], 4) == 8 and edge_step(["adamw", "sgd"], "sgd") is None and edge_step([1e-3], 1e-3) is None
+
+
+# ---- the bracket over simulated runs -----------------------------------------------------------------
+
+VALIDATIONS = [10, 20, 30, 40]
+
+
+def fake_runs(monkeypatch, curves, calls, n=300):
+    """bench.runner.run replaced by a stand-in: a run of (model, lr, seed) reports curves[model][lr][seed
+    or 0] (its objective's value at each validation; the last is the selected weights') through
+    the TrialPruning callback it is given, resumes where it paused, and pauses when told."""
+    import bench.runner
+
+    progress = {}
+
+    def run(model, task, preset, seed, out, overrides, callbacks=(), **kw):
+        lr = float(next(o for o in overrides if o.startswith("train.lr=")).split("=")[1])
+        cb = callbacks[0]
+        cb.total_steps = VALIDATIONS[-1]
+        curve = curves[model].get(lr, [0.1] * 4)  # a value not given (an extension of the grid): far behind
+        values = curve[seed] if isinstance(curve, dict) else curve
+        at = progress.get((model, lr, seed), 0)
+        for step, value in zip(VALIDATIONS, values):
+            if step <= at:
+                continue
+            calls.append((model, lr, seed, step))
+            progress[model, lr, seed] = step
+            got = cb.objective({"n": n, "last_acc": value, "token_acc": 1 - value})  # the objective, not the primary metric
+            verdict = cb.report(step, got)
+            if verdict == "pause" and step < VALIDATIONS[-1]:
+                raise RunPaused(step, "ckpt")
+        return {"status": "ok", "steps_run": VALIDATIONS[-1], "primary_metric": "token_acc",
+                "metrics": {"val": {"n": n, "last_acc": values[-1], "token_acc": 1 - values[-1]}},
+                "val_history": [{"step": s, "token_acc": 1 - v, "objective": v} for s, v in zip(VALIDATIONS, values)]}
+    monkeypatch.setattr(bench.runner, "run", run)
+
+
+def tune(out, models, grid, extra=()):
+    return main(["tune", *TASK, "--models", models, "--grid", grid, "--set", "train.max_epochs=4", "--out", str(out), *extra])
+
+
+def test_every_configuration_reaches_a_rung_before_any_is_stopped(tmp_path, monkeypatch, capsys):
+    """Four values; the first in the grid's order is the worst: with the old asynchronous pruner it
+    would have run to the end alone. Here every value reports at rung 1 (step 10) before any
+    decision; 3e-4 (far below, outside the top half) stops there; at rung 2 (step 20) 1e-3 trails
+    by more than the noise and stops; 3e-3 and 1e-2 end within the noise of each other: both are
+    trained on seed 1, and the mean of the two seeds picks 3e-3 although 1e-2 was ahead on seed 0."""
+    curves = {"lstm": {3e-4: [0.30, 0.31, 0.32, 0.33], 1e-3: [0.66, 0.62, 0.70, 0.75], 3e-3: [0.70, 0.85, 0.90, 0.90],
+                       1e-2: {0: [0.72, 0.86, 0.91, 0.91], 1: [0.60, 0.70, 0.80, 0.80]}}}
+    curves["lstm"][3e-3] = {0: curves["lstm"][3e-3], 1: [0.70, 0.85, 0.90, 0.92]}
+    calls = []
+    fake_runs(monkeypatch, curves, calls)
+    assert tune(tmp_path, "lstm", "train.lr=[3e-4,1e-3,3e-3,1e-2]") == 0
+    first = [c for c in calls if c[3] == 10 and c[2] == 0]
+    assert len(first) == 4 and calls[:4] == first  # rung 1: all four reported before anything else trained
+    assert [c for c in calls if c[3] == 20 and c[2] == 0] == [("lstm", lr, 0, 20) for lr in (1e-3, 3e-3, 1e-2)]  # 3e-4 stopped at rung 1
+    assert {c[1] for c in calls if c[3] == 40 and c[2] == 0} == {3e-3, 1e-2}  # 1e-3 stopped at rung 2
+    assert sorted({c[1] for c in calls if c[2] == 1}) == [3e-3, 1e-2]  # the contenders' second seed
+    folder = tmp_path / "studies" / "flipflop-smoke"
+    meta = json.loads((folder / "study.json").read_text())
+    assert meta["objective"] == "last_acc" and meta["pruner"] == "sync" and meta["protocol"]["seeds"] == [0, 1]
+    best = json.loads((folder / "best.json").read_text())
+    assert best["models"]["lstm"]["values"] == {"train.lr": 0.003}
+    assert best["models"]["lstm"]["val"] == pytest.approx((0.90 + 0.92) / 2)  # the two seeds' mean selected
+    assert best["objective"] == "last_acc" and best["tuning_seeds"] == [0, 1]
+    out = capsys.readouterr()
+    assert "objective: validation last_acc" in out.err
+    budget = next(line for line in out.out.splitlines() if line.startswith("| lstm") and "10: 4" in line)
+    assert "10: 4, 20: 3, 40: 2" in budget  # the budget: configurations that reached each rung
+    # the steps: 4 x 10 + 3 x 10 + 2 x 20 on seed 0, plus 2 full runs on seed 1 = 190 = 4.75 full runs
+    assert [c.strip() for c in budget.split("|")][-3:-1] == ["190", "4.75"]
+    assert "Selected on validation last_acc, trials on seeds [0, 1]" in (folder / "tuned.yaml").read_text()
+    assert "--seeds 2,3,4" in out.out  # the final seeds suggested are apart from the tuning seeds
+    # Optuna keeps the bracket: four trials, the pick marked, two pruned with their rung scores
+    study = optuna.load_study(study_name="lstm", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(folder / "journal.log"))))
+    trials = {t.params["train.lr"]: t for t in study.get_trials()}
+    assert trials[3e-4].state.name == "PRUNED" and trials[3e-4].intermediate_values == {10: 0.30}
+    assert trials[3e-3].user_attrs["picked"] and trials[1e-2].value == 0.91
+
+
+def test_every_row_gets_the_same_rungs_and_a_pick_at_the_edge_extends_the_grid(tmp_path, monkeypatch, capsys):
+    """Two rows: both brackets have the same rungs (10, 20, 40); lstm's best, 1e-2, is the grid's
+    largest value, so 1e-2 * (1e-2 / 3e-3) joins through the same rungs, and wins."""
+    ext = 1e-2 * 1e-2 / 3e-3
+    ext = float(f"{ext:.6g}")
+    curves = {"lstm": {1e-3: [0.5, 0.5, 0.5, 0.5], 3e-3: [0.6, 0.6, 0.6, 0.6], 1e-2: [0.9, 0.9, 0.9, 0.9], ext: [0.95, 0.96, 0.97, 0.98]},
+              "gru": {1e-3: [0.5, 0.6, 0.7, 0.9], 3e-3: [0.6, 0.6, 0.6, 0.6], 1e-2: [0.5, 0.5, 0.5, 0.5],
+                      float(f"{1e-3 * 1e-3 / 3e-3:.6g}"): [0.1, 0.1, 0.1, 0.1]}}
+    calls = []
+    fake_runs(monkeypatch, curves, calls, n=10**6)
+    assert tune(tmp_path, "lstm,gru", "train.lr=[1e-3,3e-3,1e-2]") == 0
+    out = capsys.readouterr()
+    assert "extending the grid one step, to 0.0333333" in out.err
+    best = json.loads((tmp_path / "studies" / "flipflop-smoke" / "best.json").read_text())["models"]
+    assert best["lstm"]["values"] == {"train.lr": ext}
+    assert ("lstm", ext, 0, 10) in calls and ("lstm", ext, 0, 40) in calls
+    assert best["gru"]["values"] == {"train.lr": 0.001}  # at the small edge: 3.33e-4 joins and loses at its first rung
+    assert ("gru", float(f"{1e-3 * 1e-3 / 3e-3:.6g}"), 0, 10) in calls
+    state = json.loads((tmp_path / "studies" / "flipflop-smoke" / "bracket.json").read_text())
+    assert state["lstm"]["steps"] == state["gru"]["steps"] == {"0": 10, "1": 20, "2": 40}
+    assert "0.0333333" in out.out  # the budget table names the extension
+
+
+def test_a_study_held_by_another_worker_is_not_reported_final(tmp_path, monkeypatch, capsys):
+    """Another bench tune's worker holds the study (its lock taken, by another process): this command
+    prints the table as not final, writes no tuned.yaml or best.json, and exits 1."""
+    fake_runs(monkeypatch, {"lstm": {1e-3: [0.5] * 4, 3e-3: [0.6] * 4}}, [])
+    folder = tmp_path / "studies" / "flipflop-smoke" / "workers"
+    folder.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from filelock import FileLock; "
+                               f"l = FileLock({str(folder / 'other.lock')!r}); l.acquire(); print('held', flush=True); time.sleep(120)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert tune(tmp_path, "lstm", "train.lr=[1e-3,3e-3]") == 1
+    finally:
+        holder.kill()
+        holder.wait()
+    err = capsys.readouterr().err
+    assert "still held by 1 other worker(s)" in err and "not final" in err
+    assert not (folder.parent / "tuned.yaml").exists() and not (folder.parent / "best.json").exists()
+
+
+# ---- bad input -----------------------------------------------------------------------------------------
+
+def damage(kind: str, path: Path) -> None:
+    text = path.read_bytes()
+    if kind == "truncated":
+        path.write_bytes(text[: len(text) // 2])
+    elif kind == "mid-line":
+        lines = text.split(b"\n")
+        path.write_bytes(b"\n".join([lines[0][:10], *lines[1:]]))
+    elif kind == "not utf-8":
+        path.write_bytes(b"\xff\xfe" + text)
+    elif kind == "emptied":
+        path.write_bytes(b"")
+    elif kind == "folder":
+        path.unlink()
+        path.mkdir()
+
+
+@pytest.mark.parametrize("kind, words", [("truncated", "cut-short line"), ("mid-line", "line 1 is not a journal entry"),
+                                         ("not utf-8", "is not UTF-8"), ("emptied", "is empty but"), ("folder", "is a folder")])
+def test_a_damaged_journal_is_one_line_exit_2_nothing_trained(tmp_path, monkeypatch, capsys, kind, words):
+    calls = []
+    fake_runs(monkeypatch, {"lstm": {1e-3: [0.5] * 4, 3e-3: [0.6] * 4}}, calls)
+    assert tune(tmp_path, "lstm", "train.lr=[1e-3,3e-3]", ["--study", "s"]) == 0
+    journal = tmp_path / "studies" / "s" / "journal.log"
+    damage(kind, journal)
+    before = sorted(p.name for p in journal.parent.iterdir())
+    capsys.readouterr()
+    calls.clear()
+    assert tune(tmp_path, "lstm", "train.lr=[1e-3,3e-3]", ["--study", "s"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and words in err and "journal" in err, err
+    assert calls == [] and sorted(p.name for p in journal.parent.iterdir()) == before
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--study", ""], "--study is empty"),
+    (["--study", "  "], "--study is empty"),
+    (["--trials", "1000000000000"], "at most 10000 trials"),
+    (["--objective", "bleu"], "--objective 'bleu': flipflop's validation reports last_acc, token_acc"),
+    (["--objective", "last_acc@mean"], "METRIC@lengths"),
+    (["--trials", "3"], "--pruner sync runs every configuration of the grid (2)"),
+])
+def test_bad_tune_arguments_are_one_line_exit_2_nothing_written(tmp_path, capsys, extra, words):
+    assert tune(tmp_path / "out", "lstm", "train.lr=[1e-3,3e-3]", extra) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and words in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_sync_needs_a_grid(tmp_path, capsys):
+    assert main(["tune", *TASK, "--models", "lstm", "--space", "train.lr=loguniform(1e-4,1e-2)", "--pruner", "sync",
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "--pruner sync tunes a grid" in capsys.readouterr().err
+
+
+def test_a_damaged_bracket_file_is_one_line(tmp_path, monkeypatch, capsys):
+    fake_runs(monkeypatch, {"lstm": {1e-3: [0.5] * 4, 3e-3: [0.6] * 4}}, [])
+    assert tune(tmp_path, "lstm", "train.lr=[1e-3,3e-3]") == 0
+    (tmp_path / "studies" / "flipflop-smoke" / "bracket.json").write_text("{not json")
+    capsys.readouterr()
+    assert tune(tmp_path, "lstm", "train.lr=[1e-3,3e-3]") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "bracket.json cannot be read" in err
+
+
+def test_the_committed_replay_rebuilds_from_the_committed_curves():
+    """results/protocol-replay-t3cpu.md is what scripts/benchmarks/protocol_replay.py writes from
+    results/grid4 and the tuned tables' studies (no number typed)."""
+    root = Path(__file__).resolve().parent.parent
+    committed = (root / "results" / "protocol-replay-t3cpu.md").read_text()
+    got = subprocess.run([sys.executable, "scripts/benchmarks/protocol_replay.py"], cwd=root, capture_output=True, text=True,
+                         check=True).stdout
+    assert committed.split("\n", 2)[2].strip() == got.strip()
+
+
+# ---- the re-tuned tables ---------------------------------------------------------------------------------
+
+def test_the_retuned_tables_seeds_are_apart_from_their_studies_seeds():
+    """halt-table{1,3}-cpu-tuned2: their studies (the commands of scripts/retune_halt_cpu.sh) train
+    seeds S and S + 1 with --pruner sync on the table's metric; the tables' seeds are others."""
+    import re
+
+    from bench.report.tables import load_table
+    from bench.report.tuned import _seeds_text
+
+    root = Path(__file__).resolve().parent.parent
+    script = (root / "scripts" / "retune_halt_cpu.sh").read_text()
+    seed = int(re.findall(r"--seed (\d+)", script)[0])
+    assert len(set(re.findall(r"--seed (\d+)", script))) == 1 and script.count("--pruner sync --objective") == 2
+    for number, metric in (("3", "last_acc"), ("1", "acc")):
+        table = load_table(f"halt-table{number}-cpu-tuned2")
+        assert table.metric == metric and f"--objective {metric} " in script
+        assert not {seed, seed + 1} & set(table.seeds) and len(table.seeds) == 5
+        for study in table.tuned:
+            assert f"--study {study} " in script
+    assert _seeds_text({"tuning_seeds": [100, 101], "objective": "last_acc"}, [5, 6]) == "; selected on val last_acc, tuning seeds 100,101"
+    assert "seed(s) 0 also tuned" in _seeds_text({"tuning_seeds": [0, 1], "objective": "acc"}, [0, 2])
+    assert _seeds_text({"seed": 0}, [0]) == ""  # a study made before tuning_seeds: its tables read as before
+
+
+def test_a_run_resumed_at_its_rung_pauses_again_without_training():
+    """A worker killed after its run paused at a rung but before the bracket took the score in: the
+    next worker resumes the run from the rung's checkpoint, and TrialPruning, re-reporting the
+    checkpoint's validations, pauses it there again (the rung's score is the checkpoint's)."""
+    from types import SimpleNamespace
+
+    from bench.runner.callbacks import GracefulStop, TrialPruning, ValidationHistory
+
+    history = ValidationHistory("token_acc")
+    history.entries = [{"epoch": 0, "step": 10, "token_acc": 0.9, "objective": 0.6},
+                       {"epoch": 1, "step": 20, "token_acc": 0.95, "objective": 0.7}]
+    seen = {}
+
+    def report(step, value):
+        seen[step] = value
+        return "pause" if step >= 0.5 * 40 else False
+    pruning = TrialPruning(report, objective=lambda scores: scores["last_acc"])
+    trainer = SimpleNamespace(callbacks=[history, pruning, GracefulStop("ckpt/last.ckpt")], estimated_stepping_batches=40)
+    with pytest.raises(RunPaused) as paused:
+        pruning.on_train_start(trainer, None)
+    assert (paused.value.step, paused.value.checkpoint) == (20, "ckpt/last.ckpt") and seen == {10: 0.6, 20: 0.7}
+    pruning = TrialPruning(lambda step, value: "pause" if step >= 30 else False)  # a rung still ahead: training goes on
+    pruning.on_train_start(SimpleNamespace(callbacks=[history, pruning], estimated_stepping_batches=40), None)
+    assert pruning.total_steps == 40
