@@ -51,6 +51,7 @@ class GUTLB(DepthRecurrent, ChunkRecurrent):
         threshold: float = 0.999,
         mode: str = "halt",
         halt_bias_init: float = 0.0,
+        halt_rules: str = "paper",
         dropout: float = 0.1,
         attn_dropout: float = 0.0,
         chunk_size: int = 20,
@@ -65,6 +66,7 @@ class GUTLB(DepthRecurrent, ChunkRecurrent):
         self.halting = DepthHalting(
             d_model, max_layers, global_halt=global_halt, transition=transition, causal=causal,
             mode=mode, threshold=threshold, bias_init=halt_bias_init, exit="freeze",
+            rules=halt_rules,
         )
         self.attend_to_mixture = not global_halt  # token-level ablation follows Alg. 1
         self.beta = beta

@@ -60,6 +60,7 @@ class UT(DepthRecurrent, Backbone):
         threshold: float = 0.999,
         mode: str = "halt",
         halt_bias_init: float = 0.0,
+        halt_rules: str = "paper",
         pool: str = "mean",
         dropout: float = 0.1,
         attn_dropout: float = 0.0,
@@ -75,7 +76,7 @@ class UT(DepthRecurrent, Backbone):
         self.rotary = make_rotary(pos_encoding, d_model // n_heads)
         self.halting = DepthHalting(
             d_model, max_layers, global_halt=global_halt, transition=transition, causal=causal,
-            mode=mode, threshold=threshold, bias_init=halt_bias_init,
+            mode=mode, threshold=threshold, bias_init=halt_bias_init, rules=halt_rules,
         )
         # Alg. 1 (token-level) attends to the mixture S_{l-1}; Alg. 3 (global) to H_{l-1}.
         self.attend_to_mixture = not global_halt
