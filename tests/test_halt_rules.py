@@ -163,3 +163,35 @@ def test_rules_are_checked():
     with pytest.raises(ValueError, match="unknown halting rules 'code'; choose one of paper, reference"):
         DepthHalting(4, 3, global_halt=True, transition=True, causal=False, rules="code")
     assert HALT_RULES[0] == "paper"
+
+
+@pytest.mark.parametrize("name", ["ut", "gut", "gut-no-global-halt", "gut-no-transition"])
+@pytest.mark.parametrize("mode", ["halt", "upperbound"])
+def test_models_under_the_reference_rules_agree_with_the_code_loop(name, mode):
+    """The registry's UT / GUT (and ablations), bidirectional, halt_rules=reference and no final norm
+    (the code returns S_L itself): their output = the code's loop (``code_loop``) run with the model's
+    own block, <= 1e-5, on sequences of 1, 2 and 3 real tokens under a bound of 8 (the cap binds)
+    and a longer one, with a halting bias that makes some units halt early."""
+    import bench
+    from bench.models.depth import BlockIteration
+    from bench.models.layers import positions_from_mask
+
+    torch.manual_seed(0)
+    model = bench.build_model(name, vocab_size=16, causal=False, d_model=16, n_heads=4, d_ff=32, dropout=0.0,
+                              max_layers=8, mode=mode, halt_bias_init=-0.5, halt_rules="reference", final_norm=False).eval()
+    torch.nn.init.normal_(model.halting.unit.fc2.weight, std=1.0)
+    tokens = torch.randint(3, 16, (4, 9))
+    mask = torch.arange(9) < torch.tensor([1, 2, 3, 9]).unsqueeze(1)
+    with torch.no_grad():
+        got = model(tokens, mask)
+        positions = positions_from_mask(mask)
+        rope = None if model.rotary is None else model.rotary.tables(positions)
+        step = BlockIteration(model.block, model.attend_to_mixture, False, rope, mask, mask=mask)
+        h0 = model.embed(tokens, positions)
+        h = model.halting
+        want, ponder = code_loop(h.unit, step, h0, mask, h.max_iters, global_halt=h.global_halt, causal=False,
+                                 transition=h.transition)
+    real = mask.unsqueeze(-1)
+    torch.testing.assert_close(torch.where(real, got.hidden, 0), torch.where(real, want, 0), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got.aux_loss, model.beta * ponder.mean(), atol=1e-6, rtol=1e-5)
+    assert got.stats["halt_depth"][:3].max() <= 4  # lengths 1, 2, 3: at most n + 1 iterations
