@@ -195,3 +195,39 @@ def test_models_under_the_reference_rules_agree_with_the_code_loop(name, mode):
     torch.testing.assert_close(torch.where(real, got.hidden, 0), torch.where(real, want, 0), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(got.aux_loss, model.beta * ponder.mean(), atol=1e-6, rtol=1e-5)
     assert got.stats["halt_depth"][:3].max() <= 4  # lengths 1, 2, 3: at most n + 1 iterations
+
+
+@pytest.mark.parametrize("mode", ["halt", "upperbound"])
+def test_gutlb_under_the_reference_rules_caps_each_chunk_as_the_code(mode):
+    """GUTLB, bidirectional, halt_rules=reference: each chunk's depth loop = the code's loop
+    (UTLBEncoder.py's inner loop: ``code_loop`` with the chunk's real length) run with the model's
+    own block and memory read, chunk after chunk, the memory updated in between; chunks of 4 with
+    4, 1 (one real token: capped at 2 iterations) and 3 real tokens, a bound of 5."""
+    import bench
+    from bench.models.depth import BlockIteration
+    from bench.models.layers.positional import RotaryTables
+
+    torch.manual_seed(0)
+    model = bench.build_model("gutlb", vocab_size=16, causal=False, d_model=16, n_heads=4, d_ff=32, dropout=0.0,
+                              max_layers=5, mode=mode, halt_bias_init=-1.0, halt_rules="reference", chunk_size=4,
+                              memory_slots=3).eval()
+    tokens = torch.randint(3, 16, (3, 5))
+    mask = torch.arange(5) < torch.tensor([5, 1, 3]).unsqueeze(1)
+    h = model.halting
+    with torch.no_grad():
+        got = model(tokens, mask)
+        chunks, masks, tables = model.split(tokens, mask)
+        memory, outs = model.initial_memory(3), []
+        for t, w in enumerate([4, 1]):
+            rope = RotaryTables(*(None if x is None else x[t, :, :w].unsqueeze(1) for x in tables))
+            m_t = masks[t, :, :w]
+            step = BlockIteration(model.block, model.attend_to_mixture, False, rope, m_t,
+                                  model.block.read.keys_values(memory), m_t)
+            s_l, _ = code_loop(h.unit, step, chunks[t, :, :w], m_t, h.max_iters, global_halt=True, causal=False,
+                               transition=True)
+            outs.append(s_l)
+            memory = model.update_memory(memory, s_l, m_t, m_t.any(-1))
+        want = model.ln_out(torch.cat(outs, 1))
+    real = mask.unsqueeze(-1)
+    torch.testing.assert_close(torch.where(real, got.hidden, 0), torch.where(real, want, 0), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got.pooled, model.summary(memory), atol=1e-5, rtol=1e-5)
