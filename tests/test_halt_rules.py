@@ -231,3 +231,27 @@ def test_gutlb_under_the_reference_rules_caps_each_chunk_as_the_code(mode):
     real = mask.unsqueeze(-1)
     torch.testing.assert_close(torch.where(real, got.hidden, 0), torch.where(real, want, 0), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(got.pooled, model.summary(memory), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["gut", "gutlb"])
+def test_the_compiled_iteration_keeps_the_reference_rules(name):
+    """``model.compile`` (one compiled depth iteration, here dynamo with the eager backend) gives the
+    eager forward's outputs under halt_rules=reference: the carry's length cap travels with it."""
+    import bench
+
+    torch.manual_seed(0)
+    kw = dict(vocab_size=16, causal=False, d_model=16, n_heads=4, d_ff=32, dropout=0.0, max_layers=6,
+              halt_bias_init=-1.0, halt_rules="reference")
+    model = bench.build_model(name, chunk_size=4, **kw) if name == "gutlb" else bench.build_model(name, **kw)
+    model.eval()
+    tokens = torch.randint(3, 16, (3, 7))
+    mask = torch.arange(7) < torch.tensor([7, 2, 5]).unsqueeze(1)
+    with torch.no_grad():
+        eager = model(tokens, mask)
+        torch._dynamo.reset()
+        model.compile(backend="eager")
+        compiled = model(tokens, mask)
+    real = mask.unsqueeze(-1)  # padding positions are not defined alike (compiled chunks are padded to g)
+    torch.testing.assert_close(torch.where(real, compiled.hidden, 0), torch.where(real, eager.hidden, 0), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(compiled.stats["halt_depth"], eager.stats["halt_depth"])
+    torch.testing.assert_close(compiled.aux_loss, eager.aux_loss)
