@@ -25,7 +25,8 @@ from typing import Literal
 import yaml
 
 from .errors import Incompatible, UserError
-from .registry import BACKBONE_SETTINGS, MODEL_INITS, Registry, constructor_params, import_model_class, import_task_class
+from .registry import (BACKBONE_SETTINGS, DROPOUT_PLACES, FAITHFUL, MODEL_INITS, REFERENCE_DATA, REFERENCE_OPTIONS, Registry,
+                       constructor_params, import_model_class, import_task_class)
 from .schema import (AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, Domain, check_domain, choices_of, defaults_of, domains_of,
                      not_identity_of, parse_yaml, setting, suggest, type_problem)
 from .spec import DEFAULT, ModelSpec, TaskSpec, flat, layer
@@ -336,7 +337,9 @@ def _defaults(accepted: dict) -> dict:
     return {k: v for k, v in accepted.items() if v is not inspect.Parameter.empty}
 
 
-def resolve_task(registry: Registry, task: str, preset: str, overrides: dict) -> TaskSpec:
+def resolve_task(registry: Registry, task: str, preset: str, overrides: dict, switch: tuple[str, dict] | None = None) -> TaskSpec:
+    """``switch``: (source, data values) layered under --set, where the task takes them (the model's
+    ``faithful=reference``: ``resolve_run``)."""
     entry = registry.task_entry(task)
     registry.preset(task, preset)
     cls = import_task_class(entry["target"], f"tasks.{task}")
@@ -349,6 +352,8 @@ def resolve_task(registry: Registry, task: str, preset: str, overrides: dict) ->
     for source, values in written:
         check_overrides("data", values or {}, accepted, f"task {task!r}", source)
     check_overrides("data", given, {**accepted, **entry["params"]}, f"task {task!r}")
+    if switch is not None:
+        written.append((switch[0], {k: v for k, v in switch[1].items() if k in accepted}))
     values, sources = layer([(DEFAULT, _defaults(accepted)), *written, ("--set", given)])
     for key, default in accepted.items():
         if key not in values and default is inspect.Parameter.empty:
@@ -396,9 +401,14 @@ def resolve_model(registry: Registry, model: str, task: TaskSpec | None, overrid
     for source, values in written:
         check_overrides("model", {k: v for k, v in (values or {}).items() if k != "causal"}, accepted, f"model {model!r}", source)
     params, sources = layer([(DEFAULT, _defaults(accepted)), *written])
+    for key, allowed in (("faithful", FAITHFUL), ("init", MODEL_INITS), ("dropout_at", DROPOUT_PLACES)):
+        if params[key] not in allowed:
+            raise UserError(f"model.{key}={params[key]!r} ({sources.get(key, DEFAULT)}): choose one of {', '.join(allowed)}")
+    if params["faithful"] == "reference":  # the one switch: every reference option the model takes, under --set
+        switch = {k: v for k, v in REFERENCE_OPTIONS.items() if k in accepted}
+        label = f"model.faithful=reference ({sources['faithful']})"
+        params, sources = layer([(DEFAULT, _defaults(accepted)), *written[:-1], (label, switch), written[-1]])
     check_domains("model", params, sources, MODEL_DOMAIN)
-    if params["init"] not in MODEL_INITS:
-        raise UserError(f"model.init={params['init']!r} ({sources.get('init', DEFAULT)}): choose one of {', '.join(MODEL_INITS)}")
     explicit, explicit_source = params.pop("causal", None), sources.pop("causal", None)
     task_cls = task.cls if task is not None else None
     causal = _resolve_causal(model, cls, task_cls, explicit)
@@ -434,5 +444,7 @@ def resolve_run(registry: Registry, model: str, task: str, preset: str, override
     ov = parse_overrides(overrides)
     t = resolve_task(registry, task, preset, ov)
     m = resolve_model(registry, model, t, ov)
+    if m.params.get("faithful") == "reference" and not m.cls.reference_start_end:  # the code reads raw tokens
+        t = resolve_task(registry, task, preset, ov, (f"model.faithful=reference ({m.sources['faithful']})", REFERENCE_DATA))
     train, train_sources = resolve_train(registry, model, t, ov)
     return RunConfig(m, t, train, preset, train_sources)

@@ -216,8 +216,27 @@ def _what(obj) -> str:
 
 #: settings every backbone takes besides its constructor's parameters, applied after it is built
 #: (bench/runner/build.py): ``init``, the parameter initialisation (bench/models/layers/init.py)
-BACKBONE_SETTINGS = {"init": "default"}
-MODEL_INITS = ("default", "reference")
+#: and ``dropout_at``, where the feed-forwards' dropout sits (the same file's ``place_dropout``);
+#: ``faithful``: the one switch selecting every option of REFERENCE_OPTIONS (bench/config.py: resolve_model)
+BACKBONE_SETTINGS = {"init": "default", "dropout_at": "bench", "faithful": "off"}
+MODEL_INITS = ("default", "reference", "reference-full")
+DROPOUT_PLACES = ("bench", "reference")
+FAITHFUL = ("off", "reference")
+#: ``model.faithful=reference``: each option at the [HALT] authors' code's value, where the model takes
+#: it (docs/depth_recurrence.md, docs/chunk_recurrence.md cite the code's lines); --set still wins
+REFERENCE_OPTIONS = {
+    "halt_rules": "reference",  # UT, GUT, GUTLB: length cap + crossing step undone
+    "init": "reference-full",  # every family
+    "dropout_at": "reference",  # every family with feed-forwards
+    "update_ffn": "d_model",  # TLB, GUTLB: memory update d -> d -> d
+    "classifier": "mlp",  # UT, GUT, TLB, GUTLB: Linear - ReLU - Linear on the pooled state
+    "final_norm": False,  # UT, GUT: no LayerNorm on S_L
+    "norm": "reference",  # R-Transformer: unbiased std, eps outside the root
+    "attn_bias": True,  # R-Transformer: biased attention projections
+}
+#: and the data settings it changes where the code's family reads the raw tokens (a backbone class's
+#: ``reference_start_end`` False: TLB, GUTLB; bench/models/chunked.py) and the task wraps them
+REFERENCE_DATA = {"start_end": False}
 
 
 def constructor_params(cls, skip=("self", "vocab_size", "causal")) -> dict:

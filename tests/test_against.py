@@ -83,3 +83,27 @@ def test_a_block_may_name_the_rows_it_compares(tmp_path):
 def test_bad_blocks_are_one_line(tmp_path, spec, message):
     with pytest.raises(UserError, match=message):
         against_block(tmp_path, spec, "doc.md:1")
+
+
+def test_a_table_against_the_same_rows_of_another(tmp_path):
+    """``TABLE @OTHER``: each row against the same-labelled row of the other table (the reference-code
+    copy of a table against the table): the test of the one-table block, cell by cell."""
+    (tmp_path / "reproduce").mkdir()
+    for name in ("halt-table3-cpu", "halt-table3-cpu-tuned"):
+        for suffix in (".md", ".csv"):
+            shutil.copy(ROOT / "results" / "reproduce" / f"{name}{suffix}", tmp_path / "reproduce")
+    body = against_block(tmp_path, "halt-table3-cpu-tuned @halt-table3-cpu gut,ut", "doc.md:1")
+    assert "against the same row of halt-table3-cpu" in body and "- **gut**: " in body and "- **ut**: " in body
+    import csv
+    rows = {}
+    for name in ("halt-table3-cpu", "halt-table3-cpu-tuned"):
+        with open(tmp_path / "reproduce" / f"{name}.csv", newline="") as f:
+            rows[name] = {(c["row"], c["column"]): c for c in csv.DictReader(f)}
+    col = next(c for (r, c) in rows["halt-table3-cpu"] if r == "gut")
+    a, b = rows["halt-table3-cpu-tuned"]["gut", col], rows["halt-table3-cpu"]["gut", col]
+    cells = {("gut", col): a, ("@gut", col): b}
+    (found,) = compare_rows(cells, ["@gut", "gut"], [col], "@gut").values()
+    if found[0].effect is not None:
+        assert f"{found[0].effect:+.1f}" in body or f"{found[0].effect:+.2f}" in body
+    with pytest.raises(UserError, match="'tlb' is not a row of both tables"):
+        against_block(tmp_path, "halt-table3-cpu-tuned @halt-table3-cpu tlb", "doc.md:1")

@@ -10,7 +10,7 @@ import yaml
 from bench.cli import main
 from bench.config import resolve_run
 from bench.spec import layer
-from bench.registry import Registry, constructor_params, deep_merge, import_model_class, import_task_class
+from bench.registry import BACKBONE_SETTINGS, Registry, constructor_params, deep_merge, import_model_class, import_task_class
 
 REG = Registry()
 
@@ -51,7 +51,7 @@ def test_explain_the_paper_rsa_transformer_on_parity(capsys):
     assert rows["train", "grad_clip"] == ("1.0", "TRAIN_DEFAULTS")
     accepted = constructor_params(import_model_class("bench.models.transformer:Transformer", "test"))
     assert rows["model", "init"] == ("default", "constructor default")  # every backbone's setting (BACKBONE_SETTINGS)
-    assert {k.split(".")[0] for (s, k) in rows if s == "model"} == {*accepted, "init", "causal"}
+    assert {k.split(".")[0] for (s, k) in rows if s == "model"} == {*accepted, *BACKBONE_SETTINGS, "causal"}
 
 
 def test_explain_data_and_train_overrides_and_inherited_task_presets(capsys):

@@ -9,7 +9,7 @@ from bench.config import parse_overrides, resolve_model, resolve_task
 from bench.errors import UserError
 from bench.models.layers import FeedForward, MultiHeadAttention
 from bench.records import config_changes
-from bench.registry import Registry
+from bench.registry import BACKBONE_SETTINGS, Registry
 from bench.runner.build import build_model, instantiate_model
 
 
@@ -46,7 +46,7 @@ def test_default_init_is_the_modules_own():
     torch.manual_seed(0)
     spec = resolve_model(Registry(), "transformer", None, parse_overrides({}))
     assert spec.params["init"] == "default"
-    direct = spec.cls(50, False, **{k: v for k, v in spec.params.items() if k != "init"})
+    direct = spec.cls(50, False, **{k: v for k, v in spec.params.items() if k not in BACKBONE_SETTINGS})
     for (name, a), (_, b) in zip(built.state_dict().items(), direct.state_dict().items()):
         assert torch.equal(a, b), name
     token = built.embed.embed if hasattr(built.embed, "embed") else built.embed

@@ -25,9 +25,9 @@ MAX_LAYERS = 5
 SPREAD = {"gut-no-gate": (-2.0, 0.5, 0.5)}
 
 
-def halting_model(name, mode):
+def halting_model(name, mode, **over):
     bias, std1, std2 = SPREAD.get(name, (0.5, 1.0, 1.5))
-    model = build(name, max_layers=MAX_LAYERS, mode=mode, halt_bias_init=bias)
+    model = build(name, max_layers=MAX_LAYERS, mode=mode, halt_bias_init=bias, **over)
     if model.halting.unit is not None:  # no-halt has none
         torch.manual_seed(1)
         torch.nn.init.normal_(model.halting.unit.fc1.weight, std=std1)
@@ -137,3 +137,27 @@ def test_streamed_halted_positions_stay_frozen_for_later_ones(name):
                     torch.testing.assert_close(caches[i + 1][key][b, :, p], caches[k][key][b, :, p], atol=0, rtol=0)
             frozen_before_later_live += int(k < MAX_LAYERS and bool((depth[b, p + 1 :] > k).any()))
     assert frozen_before_later_live > 0  # some later position was still running over a frozen one
+
+
+# ---- the reference code's halting rules (model.halt_rules) ---------------------------------------
+
+@pytest.mark.parametrize("mode", ["halt", "upperbound", "no-halt"])
+@pytest.mark.parametrize("name", [*DEPTH, "gutlb"])
+def test_reference_halt_rules_stream_as_the_forward(name, mode):
+    """``halt_rules=reference`` streams: the undone crossing step is per position, so the stream
+    takes it back as ``forward`` does; the length cap (real length + 1, per chunk for GUTLB) needs the
+    whole length, which a stream does not know, so the fixture is long enough for it not to bind
+    (25 tokens, chunks of 5 all full: caps 26 and 6 > 5 iterations). Halting happens unevenly, and
+    the rules change the outputs here (asserted: the equality is not the paper's)."""
+    tokens = tokens_for(8, batch=3, length=25)
+    model = halting_model(name, mode, halt_rules="reference")
+    with torch.no_grad():
+        full = model(tokens)
+        worst = max((stream(model, tokens, sizes)[0] - full.hidden).abs().max().item()
+                    for sizes in ([1] * 25, [25], [5, 1, 9, 10], [7, 3, 13, 2]))
+        paper = halting_model(name, mode)(tokens)
+    print(f"\n{name} {mode} reference rules: largest |step - forward| = {worst:.2e}")
+    assert worst < TOL
+    if mode != "no-halt":  # no-halt has no unit: the cap alone acts, and it does not bind here
+        assert (paper.hidden - full.hidden).abs().max() > 1e-4
+        assert full.stats["halt_depth"].min() < MAX_LAYERS

@@ -65,6 +65,9 @@ class Backbone(nn.Module):
 
     supports_causal: ClassVar[bool] = True
     supports_bidirectional: ClassVar[bool] = True
+    #: whether the [HALT] authors' code gives this family its tasks' START / END (``model.faithful=reference``
+    #: turns ``data.start_end`` off where it is False: the chunk models, bench/models/chunked.py)
+    reference_start_end: ClassVar[bool] = True
 
     def __init__(self, vocab_size: int, causal: bool, d_model: int):
         super().__init__()

@@ -56,14 +56,21 @@ from .base import Backbone, BackboneOutput, LazyPooled, StreamingUnsupported
 from .layers import Rotary, positions_from_mask, rsa_gate_stats
 from .layers.attention import stacked_qkv_weights
 from .layers.dropout import Dropout
+from .layers.feedforward import pooled_mlp
 from .layers.memory import MemoryUpdate, init_slots, keep_where
 from .layers.positional import RotaryTables
+
+
+UPDATE_FFN = ("d_ff", "d_model")  # model.update_ffn: the memory update's FFN width
 
 
 class ChunkRecurrent(Backbone):
     """Alg. 2 / 4's loop over chunks around a per-chunk stack that a subclass provides."""
 
     supports_streaming = True  # causal instances
+    # the reference code's TLB / UTLB encoders read the raw tokens: no START / END (TLBEncoder.py,
+    # UTLBEncoder.py forward: no augment_sequence, unlike UniversalTransformerEncoder.py lines 112-113)
+    reference_start_end = False
 
     def __init__(self, vocab_size: int, causal: bool, d_model: int, chunk_size: int):
         super().__init__(vocab_size, causal, d_model)
@@ -72,17 +79,24 @@ class ChunkRecurrent(Backbone):
         self.chunk_size = chunk_size  # g
         self.embed = nn.Embedding(vocab_size, d_model)
 
-    def build_memory(self, n_heads: int, d_ff: int, memory_slots: int, update_layers: int, **kw) -> None:
+    def build_memory(self, n_heads: int, d_ff: int, memory_slots: int, update_layers: int, *,
+                     update_ffn: str = "d_ff", classifier: str = "linear", **kw) -> None:
         """M^0, the U update layers (Alg. 2 lines 14-19), the output norms and the chunks' xPos; a
-        subclass calls it where its parameters are initialised in order. ``kw``: dropout, attn_dropout,
-        backend."""
+        subclass calls it where its parameters are initialised in order. ``update_ffn``: the memory
+        update's FFN width, ``d_ff`` or ``d_model`` (d -> d -> d, the reference code's
+        ``CrossTransformerBlock.py`` lines 19-23); ``classifier``: ``pooled_mlp``'s. ``kw``: dropout,
+        attn_dropout, backend."""
         d = self.d_model
-        self.updates = nn.ModuleList(MemoryUpdate(d, n_heads, d_ff, **kw) for _ in range(update_layers))
+        if update_ffn not in UPDATE_FFN:
+            raise ValueError(f"update_ffn must be one of {', '.join(UPDATE_FFN)}, not {update_ffn!r}")
+        width = d_ff if update_ffn == "d_ff" else d
+        self.updates = nn.ModuleList(MemoryUpdate(d, n_heads, width, **kw) for _ in range(update_layers))
         self.memory0 = init_slots(memory_slots, d)  # M^0
         self.drop = Dropout(kw["dropout"])
         self.ln_out = nn.LayerNorm(d)
         self.ln_mem = nn.LayerNorm(d)
         self.rotary = Rotary(d // n_heads, use_xpos=True)  # weightless: one for every layer
+        self.classifier = pooled_mlp(d, classifier)  # Linear - ReLU on the pooled memory, or None
 
     # ---- the per-chunk stack: a subclass's ------------------------------------------------------
     def chunk_stack(self, c0: Tensor, rope, mask: Tensor, memory: Tensor, a1: Tensor | None) -> tuple[Tensor, tuple]:
@@ -116,6 +130,11 @@ class ChunkRecurrent(Backbone):
     # ---- the chunk recurrence ------------------------------------------------------------------
     def initial_memory(self, batch: int) -> Tensor:
         return self.memory0.expand(batch, -1, -1)  # M^0 (B, S, d)
+
+    def summary(self, memory: Tensor) -> Tensor:
+        """The sequence summary: LN(M) (B, S, d) averaged over slots (B, d), through ``classifier``."""
+        pooled = self.ln_mem(memory).mean(dim=1)
+        return pooled if self.classifier is None else self.classifier(pooled)
 
     def update_memory(
         self, memory: Tensor, c_last: Tensor, mask: Tensor | None = None, active: Tensor | None = None
@@ -155,7 +174,7 @@ class ChunkRecurrent(Backbone):
                 outs.append(c_last)
                 per_chunk.append(chunk_stats)
         hidden = self.ln_out(torch.cat(outs, dim=1)[:, :T])  # (B, T, d)
-        pooled = self.ln_mem(memory).mean(dim=1)  # (B, d) LN(final memory), mean over slots
+        pooled = self.summary(memory)  # (B, d) LN(final memory), mean over slots
         extra, aux = self.chunk_statistics(per_chunk, active)
         stats = {"n_chunks": float(len(outs)), **rsa_gate_stats(self), **extra}
         aux = self.zero_aux(hidden) if aux is None else aux
@@ -263,7 +282,7 @@ class ChunkRecurrent(Backbone):
         # this step's memory, chunk and pos, not the state's later ones
         def pool(memory: Tensor = memory, chunk: Tensor = chunk, pos: int = pos) -> Tensor:
             final = memory if pos == 0 else self.update_memory(memory, chunk)  # forward's trailing partial chunk
-            return self.ln_mem(final).mean(dim=1)  # (B, d), as forward's on the whole prefix
+            return self.summary(final)  # (B, d), as forward's on the whole prefix
 
         # pooled on demand (mid-chunk it costs a memory update, ~20-25% of a step): computed where read
         out = LazyPooled(hidden, self.zero_aux(hidden), rsa_gate_stats(self), pool=pool)

@@ -51,20 +51,24 @@ class GUTLB(DepthRecurrent, ChunkRecurrent):
         threshold: float = 0.999,
         mode: str = "halt",
         halt_bias_init: float = 0.0,
+        halt_rules: str = "paper",
         dropout: float = 0.1,
         attn_dropout: float = 0.0,
         chunk_size: int = 20,
         memory_slots: int = 20,
         update_layers: int = 1,
         attn_backend: str = "sdpa",
+        update_ffn: str = "d_ff",
+        classifier: str = "linear",
     ):
         super().__init__(vocab_size, causal, d_model, chunk_size)
         kw = {"dropout": dropout, "attn_dropout": attn_dropout, "backend": attn_backend}
-        self.build_memory(n_heads, d_ff, memory_slots, update_layers, **kw)
+        self.build_memory(n_heads, d_ff, memory_slots, update_layers, update_ffn=update_ffn, classifier=classifier, **kw)
         self.block = RecurrentBlock(d_model, n_heads, d_ff, gate=gate, read=True, **kw)  # xPos: self.rotary's
         self.halting = DepthHalting(
             d_model, max_layers, global_halt=global_halt, transition=transition, causal=causal,
             mode=mode, threshold=threshold, bias_init=halt_bias_init, exit="freeze",
+            rules=halt_rules,
         )
         self.attend_to_mixture = not global_halt  # token-level ablation follows Alg. 1
         self.beta = beta

@@ -11,11 +11,17 @@ decoder, from causal masking: no positional encoding anywhere.
 Streaming (causal): each LocalRNN keeps its last M-1 inputs, each attention a KV cache (no
 positions to continue).
 
+``norm="reference"`` / ``attn_bias=True`` (``model.faithful=reference`` sets both): the authors' code's
+LayerNorm (unbiased std, eps outside the root) and biased attention projections
+(DSE-MSU/R-transformer ``models/RTransformer.py``: ``LayerNorm`` lines 11-22, ``MHPooling``'s
+``clones(nn.Linear(d_model, d_model), 4)``).
+
 The paper targets autoregressive tasks; with ``causal=False`` (classification) attention becomes
 bidirectional over real tokens while the LocalRNN windows stay left-to-right.
 """
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from .base import Backbone, BackboneOutput, StreamingUnsupported
@@ -24,14 +30,44 @@ from .layers.feedforward import ACTIVATIONS
 from .layers.local_rnn import LocalRNN
 
 
+NORMS = ("torch", "reference")  # model.norm
+
+
+class CodeLayerNorm(nn.Module):
+    """The R-Transformer code's LayerNorm (DSE-MSU/R-transformer, ``models/RTransformer.py`` lines
+    11-22): weight * (x - mean) / (std + eps) + bias with the UNBIASED std and eps = 1e-6 outside the
+    root (torch's: the biased variance, eps inside the root). Same parameters as ``nn.LayerNorm``."""
+
+    def __init__(self, d_model: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+        self.eps = eps
+        self.normalized_shape = (d_model,)
+
+    def forward(self, x: Tensor) -> Tensor:  # (..., d)
+        mean = x.mean(-1, keepdim=True)
+        return self.weight * (x - mean) / (x.std(-1, keepdim=True) + self.eps) + self.bias
+
+
+def use_code_norm(module: nn.Module) -> None:
+    """Every ``nn.LayerNorm`` under ``module`` replaced by ``CodeLayerNorm`` (fresh: ones and zeros)."""
+    for name, child in list(module.named_children()):
+        if isinstance(child, nn.LayerNorm):
+            setattr(module, name, CodeLayerNorm(child.normalized_shape[0]))
+        else:
+            use_code_norm(child)
+
+
 class RTransformerLayer(nn.Module):
-    def __init__(self, d_model, n_heads, d_ff, window, cell, rnn_per_layer, dropout, activation, backend):
+    def __init__(self, d_model, n_heads, d_ff, window, cell, rnn_per_layer, dropout, activation, backend, attn_bias=False):
         super().__init__()
         self.ln_rnn = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(rnn_per_layer))
         self.rnns = nn.ModuleList(LocalRNN(d_model, window, cell) for _ in range(rnn_per_layer))
         self.drop = nn.Dropout(dropout)
         # MHA (no positions) + FFN (eq. 7: ReLU by default)
-        self.block = TransformerBlock(d_model, n_heads, d_ff, dropout=dropout, backend=backend, activation=activation)
+        self.block = TransformerBlock(d_model, n_heads, d_ff, dropout=dropout, backend=backend, activation=activation,
+                                      attn_bias=attn_bias)
 
     def forward(self, x: Tensor, key_mask: Tensor | None, causal: bool) -> Tensor:  # (B, T, d)
         for ln, rnn in zip(self.ln_rnn, self.rnns):
@@ -71,17 +107,23 @@ class RTransformer(Backbone):
         activation: str = "relu",
         dropout: float = 0.1,
         attn_backend: str = "sdpa",
+        norm: str = "torch",
+        attn_bias: bool = False,
     ):
         super().__init__(vocab_size, causal, d_model)
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; choose one of {', '.join(ACTIVATIONS)}")
+        if norm not in NORMS:
+            raise ValueError(f"norm must be one of {', '.join(NORMS)}, not {norm!r}")
         self.embed = nn.Embedding(vocab_size, d_model)
         self.drop = nn.Dropout(dropout)
         self.layers = nn.ModuleList(
-            RTransformerLayer(d_model, n_heads, d_ff, window, cell, rnn_per_layer, dropout, activation, attn_backend)
+            RTransformerLayer(d_model, n_heads, d_ff, window, cell, rnn_per_layer, dropout, activation, attn_backend, attn_bias)
             for _ in range(n_layers)
         )
         self.ln_out = nn.LayerNorm(d_model)
+        if norm == "reference":  # the code's LayerNorm everywhere (eval outputs differ by up to ~1e-2)
+            use_code_norm(self)
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
         key_mask = None if (self.causal or mask is None) else mask.bool()  # no sync to skip an all-real mask

@@ -7,7 +7,9 @@ GUT (Alg. 3) changes three things, each switchable for the ablations:
     gate        H_l = GatedFeedForward(H_{l-1}, A_l)                        (eqs. 9-11)
     global_halt alpha_hat_{l-1} = halt(mean(H_{l-1}))                       (eqs. 12-14; K, V = H_{l-1})
     transition  alpha_hat_{l-1} = halt([mean(H_{l-1}); mean(H_l)])          (eq. 17)
-The output is the halting mixture S (eqs. 7, 16), final-LayerNormed. Causal GUT uses prefix
+The output is the halting mixture S (eqs. 7, 16), final-LayerNormed (``final_norm=False``: not,
+as the reference code; ``classifier="mlp"``: the pooled state through Linear - ReLU before the
+task's Linear, the code's head). Causal GUT uses prefix
 means, one halting probability per position (see ``layers/halting.py``).
 
 The tasks add START/END tokens; a non-causal GUT pools the END position (the last real
@@ -30,6 +32,7 @@ from torch import Tensor, nn
 from .base import Backbone, BackboneOutput, StreamingUnsupported
 from .depth import BlockIteration, DepthRecurrent
 from .layers import TokenEmbedding, make_rotary, positions_from_mask
+from .layers.feedforward import pooled_mlp
 from .layers.gated import RecurrentBlock, mean_over_iterations
 from .layers.halting import DepthHalting
 
@@ -60,7 +63,10 @@ class UT(DepthRecurrent, Backbone):
         threshold: float = 0.999,
         mode: str = "halt",
         halt_bias_init: float = 0.0,
+        halt_rules: str = "paper",
         pool: str = "mean",
+        final_norm: bool = True,
+        classifier: str = "linear",
         dropout: float = 0.1,
         attn_dropout: float = 0.0,
         pos_encoding: str = "xpos",
@@ -75,13 +81,15 @@ class UT(DepthRecurrent, Backbone):
         self.rotary = make_rotary(pos_encoding, d_model // n_heads)
         self.halting = DepthHalting(
             d_model, max_layers, global_halt=global_halt, transition=transition, causal=causal,
-            mode=mode, threshold=threshold, bias_init=halt_bias_init,
+            mode=mode, threshold=threshold, bias_init=halt_bias_init, rules=halt_rules,
         )
         # Alg. 1 (token-level) attends to the mixture S_{l-1}; Alg. 3 (global) to H_{l-1}.
         self.attend_to_mixture = not global_halt
         self.beta = beta
         self.pool = pool
-        self.ln_out = nn.LayerNorm(d_model)
+        # final_norm=False: S_L as the code returns it (UniversalTransformerEncoder.py lines 273-291: no norm)
+        self.ln_out = nn.LayerNorm(d_model) if final_norm else nn.Identity()
+        self.classifier = pooled_mlp(d_model, classifier)  # Linear - ReLU before the task's Linear, or None
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
         key_mask = None if (self.causal or mask is None) else mask.bool()  # no sync to skip an all-real mask
@@ -95,6 +103,11 @@ class UT(DepthRecurrent, Backbone):
         if shared.gates:
             stats["gate_mean"] = mean_over_iterations(shared.gates)
         pooled = last_real_state(hidden, mask) if (self.pool == "end" and not self.causal) else None
+        if self.classifier is not None and not self.causal:
+            if pooled is None:  # the mean over real positions, as the task's head would take it
+                mf = mask.unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * mf).sum(1) / mf.sum(1).clamp_min(1.0)
+            pooled = self.classifier(pooled)  # (B, d)
         aux = self.beta * res.ponder.mean() if self.beta else self.zero_aux(hidden)
         return BackboneOutput(hidden=hidden, aux_loss=aux, stats=stats, pooled=pooled)
 

@@ -4,7 +4,9 @@ baseline, where below, where the seeds cannot tell. The block
 ``<!-- bench:against probes-cpu transformer -->`` (every other row) or
 ``<!-- bench:against probes-cpu xl rsa-xl -->`` (ROWS: a comma-separated list, e.g. a mechanism
 against its host): where each kind of recurrence helped, said by the table's test rather than by
-prose.
+prose. ``<!-- bench:against TABLE @OTHER [ROWS] -->`` compares each row with the same row of another
+table instead (``versus_block``: e.g. ``halt-table1-cpu-reference @halt-table1-cpu-tuned``, what the
+reference code's rules change).
 
 Read from what ``bench reproduce`` wrote for the table under OUT/reproduce/ (NAME.csv: each
 cell's mean, sample std and number of seeds). Per cell, Welch's t-test of the row against the
@@ -109,6 +111,8 @@ def against_block(out: Path, spec: str, where: str) -> str:
                         f"optionally which rows (comma-separated), e.g. 'probes-cpu transformer' or 'probes-cpu xl rsa-xl'; "
                         f"got {spec!r}")
     name, baseline = parts[:2]
+    if baseline.startswith("@"):
+        return versus_block(out, name, baseline[1:], parts[2] if len(parts) == 3 else None, where)
     table = table_of(name, where)
     rows, columns = [r.label for r in table.rows], [c.label for c in table.columns]
     chosen = [r for r in parts[2].split(",") if r] if len(parts) == 3 else [r for r in rows if r != baseline]
@@ -129,5 +133,41 @@ def against_block(out: Path, spec: str, where: str) -> str:
             f"▲ above / ▼ below at adjusted p < {stats.ALPHA}, unmarked: inconclusive; — no test (< 2 seeds a side, or both "
             "cells at chance).")
     sentences = "\n".join(_sentence(row, baseline, columns, results, digits) for row, results in found.items())
+    table_md = tabulate(grid, headers=["row", *columns], tablefmt="github", disable_numparse=True)
+    return f"\n\n{head}\n\n{table_md}\n\n{sentences}\n\n"
+
+
+def versus_block(out: Path, name: str, other: str, chosen: str | None, where: str) -> str:
+    """``bench:against TABLE @OTHER [ROWS]``: each row of TABLE against the row of the same label in
+    table OTHER (the same rows and columns at other settings: a table and its reference-code copy),
+    column by column, by the test of ``against_block``; ROWS as there, by default every row the two
+    share."""
+    table, base = table_of(name, where), table_of(other, where)
+    if table.stat != "mean" or base.stat != "mean":
+        raise UserError(f"{where}: bench:against tests means over seeds; tables {name!r} and {other!r} must both print means")
+    columns = [c.label for c in table.columns]
+    if columns != [c.label for c in base.columns]:
+        raise UserError(f"{where}: bench:against {name} @{other}: the tables' columns differ; compare tables with the same columns")
+    theirs = {r.label for r in base.rows}
+    shared = [r.label for r in table.rows if r.label in theirs]
+    rows = [r for r in chosen.split(",") if r] if chosen else shared
+    unknown = [r for r in rows if r not in shared]
+    if unknown or not rows:
+        raise UserError(f"{where}: bench:against {name} @{other}: {unknown[0] if unknown else 'no row'!r} is not a row of both "
+                        f"tables; they share {', '.join(shared) or 'none'}")
+    mine, base_md = generated_table(out, name, where), generated_table(out, other, where)
+    a, b = _cells(mine), _cells(base_md)
+    digits = digits_of(table)
+    found = {}
+    for row in rows:  # the other table's row renamed, so compare_rows sees two rows of one table
+        cells = {**{(row, c): a.get((row, c)) for c in columns}, **{(f"@{row}", c): b.get((row, c)) for c in columns}}
+        found[row] = compare_rows(cells, [f"@{row}", row], columns, f"@{row}")[row]
+    grid = [[row, *(("—" if r.effect is None else f"{r.effect:+.{digits}f}") + MARKS[r.verdict] for r in results)]
+            for row, results in found.items()]
+    head = (f"Each row of {name} (`{command_of(mine.read_text())}`) against the same row of {other} "
+            f"(`{command_of(base_md.read_text())}`), bench/report/against.py: Δ = {name} mean - {other} mean in "
+            f"{table.unit or 'the metric'}, Welch t over seeds, two-sided, Holm over each row's columns; ▲ above / ▼ below "
+            f"at adjusted p < {stats.ALPHA}, unmarked: inconclusive; — no test (< 2 seeds a side, or both cells at chance).")
+    sentences = "\n".join(_sentence(row, other, columns, results, digits) for row, results in found.items())
     table_md = tabulate(grid, headers=["row", *columns], tablefmt="github", disable_numparse=True)
     return f"\n\n{head}\n\n{table_md}\n\n{sentences}\n\n"

@@ -29,6 +29,10 @@ Welch's test with Holm's correction; bench/report/against.py)::
     (the Δ table and one generated sentence per row)
     <!-- /bench -->
 
+or each row against the same row of another table (``@``: a table and its copy at other settings)::
+
+    <!-- bench:against halt-table1-cpu-reference @halt-table1-cpu-tuned -->
+
 Text outside the blocks is never changed. ``bench reproduce NAME`` fills the blocks of the table
 it just wrote, every value, verdicts and against block; ``bench reproduce --writeups --out results`` rebuilds every table a
 write-up names and fills them all. A value from a record made from code its commit does not
@@ -74,6 +78,8 @@ def table_names(text: str, where: str = "") -> dict[str, str]:
                 found.setdefault(name, here)
         elif m["kind"] == "against" and m["arg"].split():
             found.setdefault(m["arg"].split()[0], here)
+            if len(m["arg"].split()) > 1 and m["arg"].split()[1].startswith("@"):  # the other table of a versus block
+                found.setdefault(m["arg"].split()[1][1:], here)
     return found
 
 

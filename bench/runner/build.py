@@ -23,11 +23,12 @@ def instantiate_task(spec: TaskSpec):
 
 
 def instantiate_model(spec: ModelSpec, vocab_size: int):
-    from bench.models.layers.init import initialise
+    from bench.models.layers.init import initialise, place_dropout
 
     params = {k: v for k, v in spec.params.items() if k not in BACKBONE_SETTINGS}
     try:
-        return initialise(spec.cls(vocab_size, spec.causal, **params), spec.params.get("init", "default"))
+        model = initialise(spec.cls(vocab_size, spec.causal, **params), spec.params.get("init", "default"))
+        return place_dropout(model, spec.params.get("dropout_at", "bench"))
     except (ValueError, TypeError) as exc:
         raise UserError(f"model {spec.name!r}: {exc}") from None
     except (RuntimeError, MemoryError) as exc:  # negative sizes, allocator failures

@@ -234,7 +234,8 @@ def append_rows(caches: tuple[Tensor, ...], new: tuple[Tensor, ...], filled: lis
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention with bias-free Q/K/V/O projections (as in the [HALT] reference code).
+    """Multi-head attention with bias-free Q/K/V/O projections (as in the [HALT] reference code;
+    ``bias=True``: biased, as the R-Transformer's code).
 
     Self-attention when ``context`` is None; otherwise queries come from ``x`` and keys/values
     from ``context`` (memory, or memory + x). Rotary/xPos is applied only when the caller passes
@@ -251,6 +252,7 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         head_dim: int | None = None,
         rsa: dict | None = None,
+        bias: bool = False,
     ):
         super().__init__()
         if backend not in ATTENTION_BACKENDS:
@@ -260,10 +262,11 @@ class MultiHeadAttention(nn.Module):
         if head_dim is None and d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         inner = self.n_heads * self.head_dim
-        self.q_proj = nn.Linear(d_model, inner, bias=False)
-        self.k_proj = nn.Linear(d_model, inner, bias=False)
-        self.v_proj = nn.Linear(d_model, inner, bias=False)
-        self.o_proj = nn.Linear(inner, d_model, bias=False)
+        # ``bias``: biased projections (R-Transformer's code, ``model.attn_bias``); bias-free otherwise
+        self.q_proj = nn.Linear(d_model, inner, bias=bias)
+        self.k_proj = nn.Linear(d_model, inner, bias=bias)
+        self.v_proj = nn.Linear(d_model, inner, bias=bias)
+        self.o_proj = nn.Linear(inner, d_model, bias=bias)
         self.backend = backend
         self.dropout = dropout
         self.rsa = RSA(self.n_heads, rsa) if rsa else None
@@ -326,7 +329,8 @@ class MultiHeadAttention(nn.Module):
         w = self.stacked_qkv  # built once per forward by a recurrent model (``stacked_qkv_weights``)
         if w is None:
             w = torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight))  # (3 H hd, d)
-        qkv = F.linear(x, w).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, H, T, hd)
+        b = None if self.q_proj.bias is None else torch.cat((self.q_proj.bias, self.k_proj.bias, self.v_proj.bias))
+        qkv = F.linear(x, w, b).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, H, T, hd)
         if self.training and self.dropout > 0 and x.device.type == "cpu":  # ``_attend_cpu_dropout``'s matmuls
             qkv = qkv.contiguous()  # (B, H, T, hd) operands: one copy here instead of one per operand there
         qk, v = qkv.split((2, 1))  # (2, B, H, T, hd), (1, B, H, T, hd)

@@ -43,6 +43,7 @@ class TransformerBlock(nn.Module):
         read: bool = False,
         activation: str = "gelu",
         norm_first: bool = True,
+        attn_bias: bool = False,
     ):
         super().__init__()
         if read and not norm_first:
@@ -50,7 +51,7 @@ class TransformerBlock(nn.Module):
         self.norm_first = norm_first
         self.ln_attn = nn.LayerNorm(d_model)
         Attention = RelativeAttention if relative else MultiHeadAttention
-        kw = dict(attn_dropout=attn_dropout) if relative else dict(dropout=attn_dropout)
+        kw = dict(attn_dropout=attn_dropout) if relative else dict(dropout=attn_dropout, bias=attn_bias)
         self.attn = Attention(d_model, n_heads, backend=backend, rsa=rsa, **kw)
         self.read = MemoryRead(d_model, n_heads, dropout=dropout, attn_dropout=attn_dropout, backend=backend) if read else None
         self.ln_ffn = nn.LayerNorm(d_model)

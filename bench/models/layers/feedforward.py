@@ -1,5 +1,10 @@
 """Position-wise feed-forward network: Linear(d, ff) - GELU - Linear(ff, d) [HALT §3]
-(ReLU for the R-Transformer [RT eq. 7])."""
+(ReLU for the R-Transformer [RT eq. 7]).
+
+Its inner dropout sits after the activation; ``drop_first`` (set by ``model.dropout_at=reference``,
+``bench/models/layers/init.py``) moves it before, as the [HALT] authors' code's
+``nn.Sequential(Linear, Dropout, GELU, Linear, Dropout)`` does (``models/modules/TransformerBlock.py``
+lines 34-38): the same function in eval mode."""
 from torch import Tensor, nn
 
 from .dropout import Dropout
@@ -16,6 +21,22 @@ class FeedForward(nn.Module):
         self.act = ACTIVATIONS[activation]()
         self.down = nn.Linear(d_ff, d_model)
         self.drop = Dropout(dropout)
+        self.drop_first = False  # dropout before the activation (the reference code's placement)
 
     def forward(self, x: Tensor) -> Tensor:  # (B, T, d) -> (B, T, d)
+        if self.drop_first:
+            return self.down(self.act(self.drop(self.up(x))))
         return self.down(self.drop(self.act(self.up(x))))
+
+
+CLASSIFIERS = ("linear", "mlp")  # model.classifier
+
+
+def pooled_mlp(d_model: int, classifier: str) -> nn.Module | None:
+    """``model.classifier``: ``linear`` (None: the task's Linear reads the pooled state as it is) or
+    ``mlp``: Linear(d, d) - ReLU on the pooled state, before the task's Linear, so the head is the
+    [HALT] authors' ``classifier_block`` = Linear - ReLU - Linear (``models/classifier_framework.py``
+    lines 36-40)."""
+    if classifier not in CLASSIFIERS:
+        raise ValueError(f"classifier must be one of {', '.join(CLASSIFIERS)}, not {classifier!r}")
+    return nn.Sequential(nn.Linear(d_model, d_model), nn.ReLU()) if classifier == "mlp" else None

@@ -40,6 +40,9 @@ class RecurrentBlock(TransformerBlock):
         super().__init__(d_model, n_heads, d_ff, dropout=dropout, attn_dropout=attn_dropout, backend=backend, read=read)
         # The gate is a second FFN (same shape as eq. 4's) squashed by a sigmoid.
         self.gate = FeedForward(d_model, d_gate or d_ff, dropout) if gate else None
+        # dropout on the gate's logits (``model.dropout_at=reference``: the reference code's FFN_gate ends
+        # Linear, Dropout, Sigmoid, models/modules/GatedTransformerBlock.py lines 34-39)
+        self.gate_logit_dropout = False
 
     def forward(self, x: Tensor, **kw) -> tuple[Tensor, Tensor | None]:
         """H_{l-1} (b, T, d) -> (H_l, the gate G (b, T, d), detached, for statistics; None ungated).
@@ -65,7 +68,8 @@ class RecurrentBlock(TransformerBlock):
         h_inter = a + self.drop(self.ffn(z))  # eq. 9
         if self.gate is None:
             return h_inter, None
-        g = torch.sigmoid(self.gate(z))  # eq. 10
+        logits = self.gate(z)
+        g = torch.sigmoid(self.drop(logits) if self.gate_logit_dropout else logits)  # eq. 10
         return g * h_inter + (1 - g) * x, g.detach()  # eq. 11
 
 

@@ -25,6 +25,23 @@ outputs but keeps every sequence to the upper bound (halted units frozen, nothin
 Ponder (ACT) cost per unit, as in the reference code: sum_j alpha_j (j+1) + (1 - sum_j alpha_j) n,
 where n is the number of iterations the unit received (eq. 8 plus the remainder's cost).
 
+Rules (``rules``; the registry's ``model.halt_rules``): ``paper`` is eqs. 5-7 as printed: the
+iteration whose update takes sum alpha past alpha_thresh is kept, and depth is bounded by max_iters
+only. ``reference`` follows the authors' code (JRC1995/InvestigatingRecurrentTransformers,
+``models/encoders/UniversalTransformerEncoder.py`` and ``UTLBEncoder.py``; docs/depth_recurrence.md
+cites the lines), which differs twice:
+
+  * length cap: a unit is updated at iteration l only while l <= n + 1, n the sequence's real
+    length as the mask counts it (START / END included; per chunk for GUTLB): the code's
+    ``force_halt = l >= lengths + 1`` (l from 0) in its update flag;
+  * crossing undone: the update flag is computed from the total AFTER iteration l, so the
+    iteration that takes the total to >= alpha_thresh is reverted (H, S and the ponder cost
+    keep their values from before it) and the unit freezes there.
+
+``length-cap`` and ``undo-crossing`` apply one of the two (the ablation of each). The cap needs
+the whole sequence's length: a causal stream (``step``) does not know it, so streaming applies
+the undo rule only and equals ``forward`` wherever the cap does not bind (n + 1 >= max_iters).
+
 Streaming (causal only; ``init_state`` / ``step``): t new positions run through every iteration
 l = 1..max_iters, each iteration's block step reading and extending that iteration's cache (the
 keys / values of H_{l-1}, or S_{l-1} for Alg. 1, of every earlier position, as frozen at that
@@ -45,6 +62,8 @@ import torch
 from torch import Tensor, nn
 
 HALTING_MODES = ("halt", "upperbound", "no-halt")
+# model.halt_rules: eqs. 5-7 as printed, the authors' code (both rules), or one of its two rules alone
+HALT_RULES = ("paper", "reference", "length-cap", "undo-crossing")
 
 # step(h_prev (b, T, d), s_prev (b, T, d), rows) -> h_new (b, T, d); rows: (b,) indices into the
 # full batch of the sequences still running, or None while that is every sequence (no gather)
@@ -61,13 +80,15 @@ IterateFn = Callable[..., "tuple[Tensor, Tensor, HaltingCarry | None, Tensor | N
 class HaltingUnit(nn.Module):
     """halt(x) = sigmoid(W2 GELU(W1 x + b1) + b2)  (eq. 5); W1 is 2d x d when transition-aware (eq. 17)."""
 
-    def __init__(self, d_model: int, transition: bool, bias_init: float = 0.0):
+    def __init__(self, d_model: int, transition: bool, bias_init: float | None = 0.0):
         super().__init__()
         self.fc1 = nn.Linear((2 if transition else 1) * d_model, d_model)
         self.act = nn.GELU()
         self.fc2 = nn.Linear(d_model, 1)
-        # b2 sets the initial halting probability sigmoid(b2): a registry knob for experiments.
-        nn.init.constant_(self.fc2.bias, bias_init)
+        # b2 sets the initial halting probability sigmoid(b2): a registry knob for experiments;
+        # None keeps torch's default (uniform +-1/sqrt(d)), as the reference code's nn.Linear does.
+        if bias_init is not None:
+            nn.init.constant_(self.fc2.bias, bias_init)
 
     def forward(self, x: Tensor) -> Tensor:  # (..., d or 2d) -> (...)
         return torch.sigmoid(self.fc2(self.act(self.fc1(x)))).squeeze(-1)
@@ -90,9 +111,10 @@ class HaltingCarry(NamedTuple):
     ponder: Tensor  # sum_j alpha_j (j + 1)
     steps: Tensor  # iterations received
     halted: Tensor  # (b, P) bool: frozen (or padding)
+    limit: Tensor | None = None  # (b, 1) the last iteration a unit may update (real length + 1), or None: no cap
 
     @staticmethod
-    def start(h0: Tensor, P: int, halted: Tensor, *, like_later: bool = False) -> "HaltingCarry":
+    def start(h0: Tensor, P: int, halted: Tensor, *, like_later: bool = False, limit: Tensor | None = None) -> "HaltingCarry":
         """The carry before iteration 1: no weight, remain 1, no ponder, no step. ``like_later``: its
         float parts as iteration 1 leaves them, so a compiled iteration sees the same kinds of inputs
         at every l (no recompile): computed from h0 (acc = h0 - h0 = 0, total, ponder = 0, remain
@@ -101,12 +123,12 @@ class HaltingCarry(NamedTuple):
         if like_later:
             acc = h0 - h0  # exact zeros (finite h0); requires grad as h0 does
             zeros = acc[:, :P, 0].contiguous()  # (b, P)
-            return HaltingCarry(acc, zeros, zeros + 1, zeros.clone(), h0.new_zeros(b, P), halted)
+            return HaltingCarry(acc, zeros, zeros + 1, zeros.clone(), h0.new_zeros(b, P), halted, limit)
         zeros = h0.new_zeros(b, P)
-        return HaltingCarry(torch.zeros_like(h0), zeros, h0.new_ones(b, P), zeros.clone(), zeros.clone(), halted)
+        return HaltingCarry(torch.zeros_like(h0), zeros, h0.new_ones(b, P), zeros.clone(), zeros.clone(), halted, limit)
 
     def rows(self, keep: Tensor) -> "HaltingCarry":
-        return HaltingCarry(*(x[keep] for x in self))
+        return HaltingCarry(*(None if x is None else x[keep] for x in self))
 
     def cost(self) -> Tensor:  # (b, P) ponder cost + the remainder's (1 - sum alpha) n
         return self.ponder + (1 - self.total) * self.steps
@@ -133,10 +155,13 @@ class DepthHalting(nn.Module):
         causal: bool,
         mode: str = "halt",
         threshold: float = 0.999,
-        bias_init: float = 0.0,
+        bias_init: float | None = 0.0,
         exit: str = "drop",
+        rules: str = "paper",
     ):
         super().__init__()
+        if rules not in HALT_RULES:
+            raise ValueError(f"unknown halting rules {rules!r}; choose one of {', '.join(HALT_RULES)}")
         if mode not in HALTING_MODES:
             raise ValueError(f"unknown halting mode {mode!r}; choose one of {', '.join(HALTING_MODES)}")
         if max_iters < 1:
@@ -152,6 +177,9 @@ class DepthHalting(nn.Module):
         self.mode = mode
         self.exit = exit
         self.threshold = threshold
+        self.rules = rules
+        self.length_cap = rules in ("reference", "length-cap")  # no update past iteration n + 1
+        self.undo_crossing = rules in ("reference", "undo-crossing")  # the crossing iteration reverted
         # no-halt has no halting function at all ([HALT §7] "GUT No Halt Upperbound").
         self.unit = None if mode == "no-halt" else HaltingUnit(d_model, transition, bias_init)
 
@@ -165,18 +193,28 @@ class DepthHalting(nn.Module):
         ``iterate`` is compiled, so its inputs at l = 1 take the form later iterations give it
         (``start``): one graph for every l."""
         if self.unit is None:
-            return self.run_fixed(iterate, h0)
+            return self.run_fixed(iterate, h0, mask)
         if self.mode == "halt" and self.exit == "drop":
             return self.run_dropping(iterate, h0, mask, compiled)
         return self.run_frozen(iterate, h0, mask, compiled)
 
-    def run_fixed(self, iterate: IterateFn, h0: Tensor) -> HaltingOutput:
-        """``no-halt``: H_L after exactly max_iters iterations, no halting computation."""
+    def run_fixed(self, iterate: IterateFn, h0: Tensor, mask: Tensor) -> HaltingOutput:
+        """``no-halt``: H_L after exactly max_iters iterations, no halting computation; with the length
+        cap, a sequence's H stops changing after iteration n + 1 (depth min(max_iters, n + 1))."""
         B, h = h0.shape[0], h0
+        limit = self.limit(mask, h0.dtype) if self.length_cap else None  # (B, 1)
         for l in range(1, self.max_iters + 1):
-            h = iterate(l, h, h, None, None, (), None)[0]
+            h_new = iterate(l, h, h, None, None, (), None)[0]
+            h = h_new if limit is None else torch.where((l <= limit).unsqueeze(-1), h_new, h)
         full = torch.full((B,), float(self.max_iters), device=h0.device)
-        return HaltingOutput(h, torch.zeros(B, device=h0.device), full)
+        depth = full if limit is None else torch.minimum(full.to(h0.dtype), limit.squeeze(-1))
+        return HaltingOutput(h, torch.zeros(B, device=h0.device), depth)
+
+    @staticmethod
+    def limit(mask: Tensor, dtype: torch.dtype) -> Tensor:
+        """The length cap: the last iteration each sequence's units may update, its real length + 1
+        (mask (B, T) -> (B, 1)); the code's ``force_halt = l >= lengths + 1`` with l from 0."""
+        return (mask.sum(-1, keepdim=True) + 1).to(dtype)
 
     def run_frozen(self, iterate: IterateFn, h0: Tensor, mask: Tensor, compiled: bool) -> HaltingOutput:
         """Every sequence runs to the end, halted units frozen (``upperbound``); in ``halt`` mode ONE host
@@ -225,7 +263,8 @@ class DepthHalting(nn.Module):
         B, T, _ = h0.shape
         P = T if self.per_position else 1
         valid = mask if self.per_position else torch.ones(B, 1, dtype=torch.bool, device=h0.device)  # (B, P)
-        c = HaltingCarry.start(h0, P, ~valid, like_later=compiled)
+        limit = self.limit(mask, h0.dtype) if self.length_cap else None
+        c = HaltingCarry.start(h0, P, ~valid, like_later=compiled, limit=limit)
         parts = self.pool_parts(mask, h0.dtype)
         x_prev = self.pool(h0, *parts) if self.reuse_pool and compiled else None
         return valid, h0, (h0.clone() if compiled else h0), c, parts, x_prev
@@ -290,14 +329,20 @@ class DepthHalting(nn.Module):
             x_new = self.pool(h_new, *parts)  # pool(H_l), eq. 17
             x = torch.cat([x, x_new], -1)
         a_hat = self.unit(x)  # alpha_hat_{l-1}  (b, P)
-        if self.reuse_pool:
-            x_prev = torch.where(~c.halted.unsqueeze(-1), x_new, x[..., : x_new.shape[-1]])  # pool(H_l) as frozen
-        h, s, c = self.advance(l, a_hat, h, h_new, c)
-        return h, s, c, x_prev
+        h, s, c_new = self.advance(l, a_hat, h, h_new, c)
+        if self.reuse_pool:  # pool(H_l) as frozen: where the unit took iteration l's update
+            updated = ~c.halted if self.rules == "paper" else c_new.steps > c.steps
+            x_prev = torch.where(updated.unsqueeze(-1), x_new, x[..., : x_new.shape[-1]])
+        return h, s, c_new, x_prev
 
     def advance(self, l: int | Tensor, a_hat: Tensor, h: Tensor, h_new: Tensor, c: HaltingCarry) -> tuple[Tensor, Tensor, HaltingCarry]:
         """Iteration l's halting update, shared by ``forward`` and ``step``: alpha_hat_{l-1} (b, P),
-        H_{l-1} and H_l (b, T, d) -> (H_l with frozen units kept, S_l, the carry after l)."""
+        H_{l-1} and H_l (b, T, d) -> (H_l with frozen units kept, S_l, the carry after l).
+        ``rules`` other than ``paper``: a unit past its length cap takes no update, and (undo) the
+        iteration that takes its total to >= threshold is not taken (its H, S, weights and ponder
+        stay as before it), the unit frozen from then on (module docstring)."""
+        if self.undo_crossing or c.limit is not None:
+            return self.advance_reference(l, a_hat, h, h_new, c)
         live = ~c.halted
         live_f = live.to(h.dtype)
         alpha = c.remain * a_hat * live_f  # alpha_{l-1}, eqs. 6 / 15 (0 for frozen units)
@@ -310,7 +355,28 @@ class DepthHalting(nn.Module):
         h = torch.where(live.unsqueeze(-1), h_new, h)  # halted units stay read-only
         s = (1 - total).unsqueeze(-1) * h + acc  # S_l, eqs. 7 / 16 (unchanged where frozen)
         halted = c.halted | (total >= self.threshold)
-        return h, s, HaltingCarry(acc, total, remain, ponder, steps, halted)
+        return h, s, HaltingCarry(acc, total, remain, ponder, steps, halted, c.limit)
+
+    def advance_reference(self, l: int | Tensor, a_hat: Tensor, h: Tensor, h_new: Tensor, c: HaltingCarry):
+        """``advance`` under the reference code's update flag: a unit takes iteration l only if it is
+        running, l <= its cap (if any) and (undo rule) the total after l stays below the threshold;
+        otherwise it keeps everything from before l and is frozen."""
+        live = ~c.halted
+        if c.limit is not None:
+            live = live & (l <= c.limit)  # the length cap (force_halt)
+        alpha = c.remain * a_hat * live.to(h.dtype)  # alpha_{l-1} if taken
+        if self.undo_crossing:
+            live = live & (c.total + alpha < self.threshold)  # the crossing iteration is not taken
+            alpha = alpha * live.to(h.dtype)
+        acc = c.acc + alpha.unsqueeze(-1) * h  # + 0 where not taken: c.acc exactly
+        total = c.total + alpha
+        remain = torch.where(live, c.remain * (1 - a_hat), c.remain)
+        ponder = c.ponder + alpha * l
+        steps = c.steps + live.to(h.dtype)
+        h = torch.where(live.unsqueeze(-1), h_new, h)
+        s = (1 - total).unsqueeze(-1) * h + acc  # S_l; where not taken, S_{l-1} recomputed from the same terms
+        halted = ~live if self.undo_crossing else c.halted | ~live | (total >= self.threshold)
+        return h, s, HaltingCarry(acc, total, remain, ponder, steps, halted, c.limit)
 
     # ---- streaming (causal) ----------------------------------------------------------------
     def init_state(self, caches: list, batch_size: int, device=None) -> dict:

@@ -1,9 +1,10 @@
-"""Parameter initialisation a backbone is built with: the registry's ``model.init``.
+"""Parameter initialisation a backbone is built with: the registry's ``model.init``, and the
+post-build setting ``model.dropout_at``.
 
 ``default``: each module's own (PyTorch's: ``nn.Embedding`` N(0, 1), ``nn.Linear`` Kaiming-uniform).
 
 ``reference``: what the [HALT] authors' code does where the paper is silent
-(JRC1995/InvestigatingRecurrentTransformers):
+(JRC1995/InvestigatingRecurrentTransformers), for the modules every family shares:
 
 - token embeddings N(0, 0.02) (``models/classifier_framework.py``, ``flipflop_framework.py``:
   ``nn.init.normal_(self.word_embedding.weight, std=0.02)``); here every ``nn.Embedding``;
@@ -12,10 +13,26 @@
 - feed-forward: both weights Xavier-uniform, both biases N(0, 1e-6)
   (``models/modules/TransformerBlock.py``).
 
-Everything else (LayerNorms, halting units, gates, memory slots, REMs) keeps its own init, as in
-the reference. Applied once, after the backbone is built (``bench/runner/build.py``), so a model
-file needs no knowledge of it; with pre-LN the small embeddings start the residual stream at the
-scale of each layer's update instead of ~50x above it.
+Everything else (LayerNorms, halting units, gates, memory slots, REMs) keeps its own init. The
+committed tables to date ran under this one.
+
+``reference-full``: ``reference`` completed where the code differs per family (docs/depth_recurrence.md
+and docs/chunk_recurrence.md cite the lines):
+
+- START / END (bidirectional UT / GUT, the code's encoder that adds them): N(0, 1), the code's
+  ``nn.Parameter(T.randn(hidden_size))`` (``models/encoders/UniversalTransformerEncoder.py`` lines
+  17-18); here the embedding rows of the tasks' START / END ids 1 and 2 (``bench/tasks/listops.py``,
+  ``logic.py``, ``lra.py``, ``pathfinder.py``);
+- chunk models (TLB, GUTLB): memory slots M^0 zero (``TLBEncoder.py`` line 33, ``UTLBEncoder.py``
+  line 27), and every feed-forward (the chunk blocks', GUTLB's gate, the memory update's) at torch's
+  default (``models/modules/TLBBlock.py``, ``GatedTLBBlock.py``, ``CrossTransformerBlock.py`` call no
+  init);
+- the halting unit's output bias at torch's default, U(+-1/sqrt(d)) (the encoders'
+  ``nn.Linear(hidden_size, 1)`` of ``halt_layers``), instead of ``halt_bias_init``.
+
+Applied once, after the backbone is built (``bench/runner/build.py``), so a model file needs no
+knowledge of it; with pre-LN the small embeddings start the residual stream at the scale of each
+layer's update instead of ~50x above it.
 """
 from __future__ import annotations
 
@@ -25,8 +42,12 @@ from torch import nn
 
 from .attention import MultiHeadAttention
 from .feedforward import FeedForward
+from .gated import RecurrentBlock
+from .halting import HaltingUnit
 
-INITS = ("default", "reference")  # bench/registry.py:MODEL_INITS offers the same names to the registry
+INITS = ("default", "reference", "reference-full")  # bench/registry.py:MODEL_INITS offers the same names
+DROPOUT_PLACES = ("bench", "reference")  # bench/registry.py:DROPOUT_PLACES likewise
+START, END = 1, 2  # the ids of START / END in every task that wraps its sequences (bench/tasks/*.py)
 
 
 def reference_init(model: nn.Module) -> nn.Module:
@@ -47,8 +68,46 @@ def reference_init(model: nn.Module) -> nn.Module:
     return model
 
 
+def reference_full_init(model: nn.Module) -> nn.Module:
+    """``reference``, then the per-family rest of the code's init (see above), in place."""
+    reference_init(model)
+    chunked = isinstance(getattr(model, "memory0", None), nn.Parameter)  # TLB, GUTLB (ChunkRecurrent)
+    if chunked:
+        nn.init.zeros_(model.memory0)
+        for module in model.modules():
+            if isinstance(module, FeedForward):
+                module.up.reset_parameters()
+                module.down.reset_parameters()
+    elif getattr(model, "halting", None) is not None and not model.causal:  # UT / GUT's START / END
+        embedding = next(m for m in model.modules() if isinstance(m, nn.Embedding))
+        if embedding.num_embeddings > END:
+            nn.init.normal_(embedding.weight[START : END + 1], std=1.0)
+    for module in model.modules():
+        if isinstance(module, HaltingUnit):
+            bound = 1 / math.sqrt(module.fc2.in_features)
+            nn.init.uniform_(module.fc2.bias, -bound, bound)
+    return model
+
+
 def initialise(model: nn.Module, init: str) -> nn.Module:
     """``model`` under the scheme ``init`` (one of INITS)."""
     if init not in INITS:
         raise ValueError(f"init must be one of {', '.join(INITS)}, not {init!r}")
+    if init == "reference-full":
+        return reference_full_init(model)
     return reference_init(model) if init == "reference" else model
+
+
+def place_dropout(model: nn.Module, where: str) -> nn.Module:
+    """``model.dropout_at``: ``bench`` leaves every feed-forward's dropout after its activation and none
+    on the gate; ``reference`` puts it before the activation and on the gate's logits, as the code's
+    ``nn.Sequential(Linear, Dropout, GELU, Linear, Dropout[, Sigmoid])`` (``GatedTransformerBlock.py``
+    lines 34-45; ``TLBBlock.py``, ``CrossTransformerBlock.py`` alike). Training only: eval is the same."""
+    if where not in DROPOUT_PLACES:
+        raise ValueError(f"dropout_at must be one of {', '.join(DROPOUT_PLACES)}, not {where!r}")
+    for module in model.modules():
+        if isinstance(module, FeedForward):
+            module.drop_first = where == "reference"
+        elif isinstance(module, RecurrentBlock):
+            module.gate_logit_dropout = where == "reference" and module.gate is not None
+    return model

@@ -1,0 +1,179 @@
+"""``model.faithful=reference`` and the reference code's options it selects (bench/registry.py:
+REFERENCE_OPTIONS): the init's standard deviations, the heads, the memory update's width, dropout
+placement, R-Transformer's LayerNorm and biases, each on a hand-worked case; the switch's sources;
+streaming == forward with every option on. (The halting rules: tests/test_halt_rules.py.)"""
+import math
+
+import pytest
+import torch
+
+import bench
+from bench.config import resolve_run
+from bench.errors import UserError
+from bench.models.layers.feedforward import FeedForward
+from bench.models.layers.halting import HaltingUnit
+from bench.models.r_transformer import CodeLayerNorm
+from bench.registry import REFERENCE_OPTIONS, Registry
+from streaming_helpers import TOL, build, stream, tokens_for
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+REG = Registry()
+
+
+def run_config(model, task="listops", **sets):
+    return resolve_run(REG, model, task, "small", [f"{k}={v}" for k, v in sets.items()])
+
+
+# ---- the switch --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", ["ut", "gut", "tlb", "gutlb", "r-transformer", "transformer"])
+def test_the_switch_sets_every_option_the_model_takes_and_explain_says_so(model):
+    cfg = run_config(model, **{"model.faithful": "reference"})
+    params, sources = cfg.model.params, cfg.model.sources
+    taken = {k: v for k, v in REFERENCE_OPTIONS.items() if k in params}
+    assert {"init", "dropout_at"} <= set(taken)
+    for key, value in taken.items():
+        assert params[key] == value and sources[key] == "model.faithful=reference (--set)", key
+    chunked = model in ("tlb", "gutlb")  # the code's TLB / UTLB encoders read the raw tokens
+    assert cfg.task.params.get("start_end", True) is (not chunked)
+    if chunked:
+        assert cfg.task.sources["start_end"] == "model.faithful=reference (--set)"
+    want = {"ut": {"halt_rules", "classifier", "final_norm"}, "gut": {"halt_rules", "classifier", "final_norm"},
+            "tlb": {"update_ffn", "classifier"}, "gutlb": {"halt_rules", "update_ffn", "classifier"},
+            "r-transformer": {"norm", "attn_bias"}, "transformer": set()}[model]
+    assert want <= set(taken)
+
+
+def test_set_wins_over_the_switch_and_the_defaults_are_the_papers():
+    cfg = run_config("gutlb", **{"model.faithful": "reference", "model.halt_rules": "undo-crossing", "data.start_end": "true"})
+    assert cfg.model.params["halt_rules"] == "undo-crossing" and cfg.model.sources["halt_rules"] == "--set"
+    assert cfg.task.params.get("start_end", True) is True and cfg.task.sources["start_end"] == "--set"
+    plain = run_config("gutlb").model.params
+    assert (plain["faithful"], plain["halt_rules"], plain["init"], plain["dropout_at"]) == ("off", "paper", "default", "bench")
+    assert (plain["update_ffn"], plain["classifier"]) == ("d_ff", "linear")
+
+
+def test_bad_switch_values_say_what_would_be_right():
+    with pytest.raises(UserError, match="model.faithful='code' .*choose one of off, reference"):
+        run_config("gut", **{"model.faithful": "code"})
+    with pytest.raises(UserError, match="model.dropout_at='after' .*choose one of bench, reference"):
+        run_config("gut", **{"model.dropout_at": "after"})
+
+
+# ---- init=reference-full -----------------------------------------------------------------------
+
+def test_reference_full_init_standard_deviations():
+    """START / END rows N(0, 1) (the code's T.randn(d)) for bidirectional UT / GUT, the other rows
+    N(0, 0.02); TLB / GUTLB memory zero and feed-forwards at torch's default U(+-1/sqrt(fan_in))
+    (std 1/sqrt(3 fan_in)); the halting unit's output bias U(+-1/sqrt(d)), not 0."""
+    torch.manual_seed(0)
+    d = 256
+    gut = bench.build_model("gut", vocab_size=40, causal=False, d_model=d, d_ff=512, init="reference-full")
+    emb = gut.embed.embed.weight
+    assert 0.9 < emb[1:3].std().item() < 1.1  # 512 draws of N(0, 1)
+    assert 0.018 < emb[3:].std().item() < 0.022
+    bias = gut.halting.unit.fc2.bias.item()
+    assert bias != 0.0 and abs(bias) <= 1 / math.sqrt(d)
+    assert 0.0 < gut.block.ffn.up.bias.std().item() < 1e-5  # UT / GUT feed-forward: the reference's N(0, 1e-6)
+
+    gutlb = bench.build_model("gutlb", vocab_size=40, causal=False, d_model=d, d_ff=512, init="reference-full")
+    assert torch.all(gutlb.memory0 == 0)
+    for ffn in [m for m in gutlb.modules() if isinstance(m, FeedForward)]:
+        for lin in (ffn.up, ffn.down):
+            bound = 1 / math.sqrt(lin.in_features)
+            assert lin.weight.abs().max().item() <= bound
+            assert lin.weight.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.05)
+            assert lin.bias.abs().max().item() <= bound and lin.bias.std().item() > bound / 10
+    assert 0.018 < gutlb.embed.weight.std().item() < 0.022  # no START / END rows in a chunk model
+
+    old = bench.build_model("gutlb", vocab_size=40, causal=False, d_model=d, d_ff=512, init="reference")
+    assert old.memory0.std().item() == pytest.approx(0.02, rel=0.1)  # reference as the tables ran it
+    assert all(m.fc2.bias.item() == 0.0 for m in old.modules() if isinstance(m, HaltingUnit))
+
+
+# ---- heads, widths, dropout, R-Transformer -----------------------------------------------------
+
+def test_memory_update_width_and_the_code_head():
+    """update_ffn=d_model: the memory update's FFN is d -> d -> d; classifier=mlp: the pooled state (LN of
+    the final memory, mean over slots) through Linear - ReLU, so with the task's Linear the head is
+    Linear - ReLU - Linear."""
+    torch.manual_seed(0)
+    m = bench.build_model("gutlb", vocab_size=20, causal=False, d_model=16, d_ff=64, update_ffn="d_model", classifier="mlp").eval()
+    assert (m.updates[0].ffn.up.out_features, m.updates[0].ffn.down.in_features) == (16, 16)
+    assert m.block.ffn.up.out_features == 64  # the chunk block keeps d_ff
+    ref = bench.build_model("gutlb", vocab_size=20, causal=False, d_model=16, d_ff=64, update_ffn="d_model").eval()
+    ref.load_state_dict({k: v for k, v in m.state_dict().items() if not k.startswith("classifier")})
+    tokens = torch.randint(3, 20, (2, 30))
+    with torch.no_grad():
+        lin = m.classifier[0]
+        torch.testing.assert_close(m(tokens).pooled, torch.relu(ref(tokens).pooled @ lin.weight.T + lin.bias))
+
+
+def test_ut_head_without_final_norm_is_linear_relu_on_the_end_state():
+    torch.manual_seed(0)
+    m = bench.build_model("gut", vocab_size=20, causal=False, d_model=16, d_ff=32, final_norm=False, classifier="mlp").eval()
+    ref = bench.build_model("gut", vocab_size=20, causal=False, d_model=16, d_ff=32).eval()
+    ref.load_state_dict({k: v for k, v in m.state_dict().items() if not k.startswith("classifier")}, strict=False)
+    tokens = torch.randint(3, 20, (2, 9))
+    mask = torch.tensor([[1] * 9, [1] * 5 + [0] * 4], dtype=torch.bool)
+    with torch.no_grad():
+        out, base = m(tokens, mask), ref(tokens, mask)
+        s_l = out.hidden  # S_L itself: no final LayerNorm
+        torch.testing.assert_close(ref.ln_out(s_l), base.hidden)
+        end = torch.stack([s_l[0, 8], s_l[1, 4]])  # the last real position of each sequence (END)
+        lin = m.classifier[0]
+        torch.testing.assert_close(out.pooled, torch.relu(end @ lin.weight.T + lin.bias))
+
+
+def test_dropout_placement_before_the_activation_and_on_the_gate_logits():
+    torch.manual_seed(0)
+    m = bench.build_model("gut", vocab_size=20, causal=False, d_model=16, d_ff=32, dropout=0.5, dropout_at="reference")
+    ffn, block = m.block.ffn, m.block
+    assert ffn.drop_first and block.gate.drop_first and block.gate_logit_dropout
+    x = torch.randn(3, 16)
+    torch.manual_seed(5)
+    got = ffn.train()(x)
+    torch.manual_seed(5)  # the same draw, replayed on the up-projection, before the activation
+    want = ffn.down(ffn.act(torch.nn.functional.dropout(ffn.up(x), 0.5, True)))
+    torch.testing.assert_close(got, want)
+    plain = bench.build_model("gut", vocab_size=20, causal=False, d_model=16, d_ff=32, dropout=0.5)
+    assert not plain.block.ffn.drop_first and not plain.block.gate_logit_dropout
+    m.eval()
+    plain.load_state_dict(m.state_dict())
+    tokens = torch.randint(3, 20, (2, 7))
+    with torch.no_grad():  # eval: the placement changes nothing
+        torch.testing.assert_close(m(tokens).hidden, plain.eval()(tokens).hidden, atol=0, rtol=0)
+
+
+def test_r_transformer_code_layernorm_and_attention_biases():
+    norm = CodeLayerNorm(4)
+    x = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
+    std = math.sqrt((1.5**2 + 0.5**2) * 2 / 3)  # unbiased: / (n - 1)
+    want = (x - 2.5) / (std + 1e-6)
+    torch.testing.assert_close(norm(x), want)
+    assert not torch.allclose(torch.nn.LayerNorm(4)(x), want, atol=1e-2)  # torch's differs by ~15%
+    m = bench.build_model("r-transformer", vocab_size=20, causal=True, d_model=16, n_heads=4, norm="reference", attn_bias=True)
+    assert not any(isinstance(mod, torch.nn.LayerNorm) for mod in m.modules())
+    attn = m.layers[0].block.attn
+    assert attn.q_proj.bias is not None and attn.o_proj.bias is not None
+    h = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        torch.nn.init.normal_(attn.q_proj.bias)
+        q, k, v = attn.self_qkv(h, None)
+        torch.testing.assert_close(q, attn.split_heads(attn.q_proj(h)))
+        torch.testing.assert_close(v, attn.split_heads(attn.v_proj(h)))
+
+
+# ---- streaming with every option on ------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["ut", "gut", "gutlb", "tlb", "r-transformer"])
+def test_streaming_equals_forward_with_every_reference_option(name):
+    """Every option the switch sets, causal: the stream gives the forward's states (25 tokens, chunks
+    of 5 all full, so the length cap, which a stream cannot know, does not bind)."""
+    model = build(name, faithful="reference", **({"max_layers": 5, "halt_bias_init": 0.5} if name in ("ut", "gut", "gutlb") else {}))
+    tokens = tokens_for(8, batch=3, length=25)
+    with torch.no_grad():
+        full = model(tokens)
+        worst = max((stream(model, tokens, sizes)[0] - full.hidden).abs().max().item()
+                    for sizes in ([1] * 25, [25], [5, 1, 9, 10], [7, 3, 13, 2]))
+    assert worst < TOL
