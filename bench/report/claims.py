@@ -180,7 +180,7 @@ def _judge_pair(pair, claim, values: dict, depths: dict, at_chance: dict, outcom
         why = both_at_chance(at_chance[pair.better], at_chance[pair.than], digits)
     elif pair.better in outcomes and pair.than in outcomes and (both := stats.aligned_outcomes(outcomes[pair.better],
                                                                                                 outcomes[pair.than])):
-        test = stats.paired_bootstrap(both[0] * scale, both[1] * scale, claim.lower_is_better)
+        test = stats.paired_t(both[0] * scale, both[1] * scale, claim.lower_is_better)
     else:
         test = stats.welch(va, vb, claim.lower_is_better)
     if test is None and not why:
