@@ -10,10 +10,14 @@ A pair "A beats B" (A's cell above B's; below where lower is better):
   holds exactly when its interval's lower end is above 0, and its reverse p is below ALPHA
   exactly when the upper end is below 0; a 95% interval beside a one-sided p of 0.03 would reach
   below 0 and read as a contradiction);
-- where both cells have per-example outcomes on the same test examples, a hierarchical paired
-  bootstrap (``paired_bootstrap``: resample each side's seeds, then the examples, the same
-  examples for both sides) gives the effect's percentile interval at ``PAIR_LEVEL`` and the
-  one-sided p-values;
+- where both cells have per-example outcomes on the same test examples, a paired t test over
+  seeds and examples (``paired_t``): the difference of the cells' means, its variance the
+  between-seed variance of each side's seed means plus what the choice of test examples adds to
+  a difference measured on the same examples (a seeds x examples random-effects decomposition),
+  t quantiles at Welch-Satterthwaite's df (Hsu's min(k) - 1 for the seeds where the sides have
+  different numbers of seeds); its false "holds" rate is <= 5% at 2-10 seeds a side, seed sd
+  0.5-8 points and 100-5,000 examples, measured by scripts/benchmarks/stats_calibration.py
+  (results/stats_calibration.md);
 - a ratio "A costs <= r x B" (``ratio_test``): Welch on the logarithms of the timed repeats,
   H1: mean log A - mean log B < log r; the ratio shown is that of the geometric means, with its
   interval at ``PAIR_LEVEL`` (it holds exactly when the upper end is below r).
@@ -41,6 +45,7 @@ ALPHA = 0.05
 LEVEL = 0.95  # a cell's t interval, a cost ratio's, and a two-sided test's (bench/report/against.py)
 PAIR_LEVEL = 1 - 2 * ALPHA  # a one-sided test's interval: each end is its one-sided bound at ALPHA
 WELCH, PAIRED, LOG_WELCH = "Welch t", "paired t (seeds + examples)", "Welch t on log times"
+FISHER = "Fisher exact on learned seeds"
 HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
 
 
@@ -215,6 +220,18 @@ def paired_t(a, b, lower_is_better: bool = False) -> PairTest | None:
     both, g = _integers(np.concatenate([a, b]))
     effect, lo, hi, p, p_rev = (float(x) for x in paired_t_arrays(both[:len(a)], both[len(a):]))
     return PairTest(g * effect, (g * lo, g * hi), p, p_rev, (len(a), len(b)), PAIRED)
+
+
+def fisher_learned(learned_a: int, n_a: int, learned_b: int, n_b: int) -> PairTest:
+    """"A fails less often than B": Fisher's exact test (scipy.stats.fisher_exact), one-sided, on
+    the 2x2 table of seeds that learned and did not (H1: A's share that learned is higher; the
+    reverse p for lower). The effect is the difference of the learned shares in points; ``ci``
+    holds the two learned counts (the test has no interval on that scale)."""
+    table = [[learned_a, n_a - learned_a], [learned_b, n_b - learned_b]]
+    p = float(sps.fisher_exact(table, alternative="greater").pvalue)
+    p_rev = float(sps.fisher_exact(table, alternative="less").pvalue)
+    effect = 100.0 * (learned_a / n_a - learned_b / n_b)
+    return PairTest(effect, (float(learned_a), float(learned_b)), p, p_rev, (n_a, n_b), FISHER)
 
 
 def aligned_outcomes(runs_a: list[dict], runs_b: list[dict], key: str = "correct") -> tuple[np.ndarray, np.ndarray] | None:
