@@ -6,7 +6,9 @@ examples whose label is its most frequent label (the accuracy of always guessing
 counted over every example evaluated, on all ranks (outcomes are gathered before summarizing);
 for kinds with token targets (lm) ``token_majority`` (``with_token_chance``): the share of the
 split's scored positions whose target is its most frequent target token (the ``token_acc`` of
-always guessing that token), in the split's metrics and, for that same token, in each length bin.
+always guessing that token), and ``last_majority``: the share of examples whose last scored
+target is the most frequent one (the ``last_acc`` of always guessing it), in the split's metrics
+and, for those same guesses, in each length bin.
 
 Rates are exact ratios of whole counts (acc = right examples / scored examples, token_acc =
 right positions / scored positions, in float64), so the per-example outcomes kept beside a record
@@ -120,9 +122,11 @@ class OutcomeBuffer:
 
 def with_token_chance(split_metrics: dict, kind: str, columns: dict, length_bin) -> dict:
     """``split_metrics`` of a split whose every example was evaluated, with ``token_majority``:
-    the ``token_acc`` of always guessing the split's most frequent target token, in the split's
-    metrics and in each of its per-length bins (the same token: the bins' values are that one
-    guess's scores, so their mean is its length-averaged accuracy). Counted from the split's data
+    the ``token_acc`` of always guessing the split's most frequent target token, and
+    ``last_majority``: the ``last_acc`` of always guessing the most frequent last scored target
+    (flip-flop's last read: the majority share of the last read's target), in the split's metrics
+    and in each of its per-length bins (the same guesses: the bins' values are those guesses'
+    scores, so their mean is their length-averaged accuracy). Counted from the split's data
     (``columns``, as bench/data.py:SplitData holds them; an example's length is its ``length``
     column, else its number of tokens, as batches count it). Unchanged for kinds without token
     targets."""
@@ -131,19 +135,30 @@ def with_token_chance(split_metrics: dict, kind: str, columns: dict, length_bin)
         return split_metrics
     flat = np.concatenate([np.asarray(t).ravel() for t in targets]) if len(targets) else np.zeros(0)
     if flat.size == 0:
-        return dict(split_metrics, token_majority=float("nan"))
+        return dict(split_metrics, token_majority=float("nan"), last_majority=float("nan"))
     values, counts = np.unique(flat, return_counts=True)
     guess = values[counts.argmax()]
-    out = dict(split_metrics, token_majority=float(counts.max() / flat.size))
+    last = np.array([np.asarray(t).ravel()[-1] for t in targets if np.asarray(t).size])  # each example's last scored target
+    last_values, last_counts = np.unique(last, return_counts=True)
+    last_guess = last_values[last_counts.argmax()]
+    out = dict(split_metrics, token_majority=float(counts.max() / flat.size), last_majority=float(last_counts.max() / last.size))
     if out.get("by_length"):
         lengths = columns["length"] if "length" in columns else [len(t) for t in columns["tokens"]]
-        right: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # bin -> [guesses right, scored tokens]
+        right: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # bin -> [guesses right, scored tokens, last right, lasts]
         for example_targets, length in zip(targets, lengths):
             label = length_bin(int(length))
+            example_targets = np.asarray(example_targets).ravel()
             if label is not None:
-                right[label][0] += int((np.asarray(example_targets) == guess).sum())
-                right[label][1] += int(np.asarray(example_targets).size)
-        out["by_length"] = {label: dict(entry, token_majority=right[label][0] / right[label][1] if right[label][1] else float("nan"))
+                right[label][0] += int((example_targets == guess).sum())
+                right[label][1] += int(example_targets.size)
+                if example_targets.size:
+                    right[label][2] += int(example_targets[-1] == last_guess)
+                    right[label][3] += 1
+
+        def share(right_count: int, total: int) -> float:
+            return right_count / total if total else float("nan")
+
+        out["by_length"] = {label: dict(entry, token_majority=share(*right[label][:2]), last_majority=share(*right[label][2:]))
                             for label, entry in out["by_length"].items()}
     return out
 

@@ -236,7 +236,7 @@ def record_problem(rec) -> str | None:
 
 
 #: the metrics a record holds as fractions of examples (bench/metrics.py): each in [0, 1]
-RATES = ("acc", "token_acc", "last_acc", "majority", "token_majority")
+RATES = ("acc", "token_acc", "last_acc", "majority", "token_majority", "last_majority")
 
 
 def _rates_problem(where: str, result: dict, primary: str | None) -> str | None:

@@ -192,6 +192,7 @@ def test_a_record_carries_the_token_chance_of_each_split_and_length(tmp_path):
         guess, count = Counter(answers).most_common(1)[0]
         metrics = rec["metrics"][split]
         assert metrics["token_majority"] == pytest.approx(count / len(answers))
+        assert metrics["last_majority"] == pytest.approx(count / len(answers))  # one scored token: it is the last
         for label, entry in metrics["by_length"].items():
             mine = [a for a, n in zip(answers, data["length"]) if task.length_bin(int(n)) == label]
             assert entry["token_majority"] == pytest.approx(sum(a == guess for a in mine) / len(mine))
@@ -205,8 +206,10 @@ def test_a_record_carries_the_token_chance_of_each_split_and_length(tmp_path):
     older = json.loads(json.dumps(rec))
     for split in older["metrics"].values():
         split.pop("token_majority")
+        split.pop("last_majority")
         for entry in split.get("by_length", {}).values():
             entry.pop("token_majority")
+            entry.pop("last_majority")
     path = tmp_path / "older.json"
     path.write_text(json.dumps(older))
     filled, what = script.backfill(path, {})

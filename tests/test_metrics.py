@@ -122,8 +122,10 @@ def test_token_chance_is_the_accuracy_of_always_guessing_the_split_s_most_freque
     metrics = {"n": 4, "acc": 0.5, "by_length": {"short": {"n": 2, "token_acc": 0.5}, "long": {"n": 1, "token_acc": 1.0}}}
     out = with_token_chance(metrics, "lm", columns, bins.get)
     assert out["token_majority"] == pytest.approx(4 / 7)
-    assert out["by_length"]["short"] == {"n": 2, "token_acc": 0.5, "token_majority": pytest.approx(1 / 4)}
-    assert out["by_length"]["long"]["token_majority"] == 1.0
+    # last scored targets 7, 7, 5 (the fourth example has none): guess 7, 2 of 3; per bin 7 7 -> 2/2, 5 -> 0/1
+    assert out["last_majority"] == pytest.approx(2 / 3)
+    assert out["by_length"]["short"] == {"n": 2, "token_acc": 0.5, "token_majority": pytest.approx(1 / 4), "last_majority": 1.0}
+    assert out["by_length"]["long"]["token_majority"] == 1.0 and out["by_length"]["long"]["last_majority"] == 0.0
     assert out["acc"] == 0.5 and "token_majority" not in metrics  # the rest kept, the input untouched
     assert with_token_chance({"n": 1}, "classify", {"tokens": [[1]], "label": [0]}, bins.get) == {"n": 1}  # labels: ``majority``
 

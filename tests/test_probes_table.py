@@ -73,7 +73,7 @@ def test_the_table_prints_ours_the_state_column_claims_and_measured_questions(pr
     lstm_mod = sum((a + b) / 2 for a, b in RUNS["lstm"][1]) / 3
     assert cells["lstm"][2].startswith(f"{100 * lstm_mod:.1f} ± ")
     assert [cells[m][3] for m in ("transformer", "lstm", "gut")] == ["6.0 KiB", "512 B", "4.0 KiB"]
-    claims = {r[0]: r for r in rows if len(r) == 5}
+    claims = {r[0]: r for r in rows if len(r) == 6}
     claim = claims["the Transformer recalls more than the LSTM"]
     assert claim[2] == "holds" and "Δ +60.0" in claim[3]
     question = claims["does GUT beat the Transformer on modular arithmetic?"]
@@ -151,7 +151,7 @@ def test_reproduce_run_trains_tiny_runs_and_prints_the_state_and_a_measured_ques
     cells = {r[0]: r for r in rows[1:3]}
     # two seeds each; after two steps both sit at the accuracy of guessing the commonest state (the runs'
     # own token_majority), so the chance rule marks them
-    assert "(2) ~" in cells["transformer"][1] and "(2) ~" in cells["lstm"][1]
+    assert "(2, 0 learned) ~" in cells["transformer"][1] and "(2, 0 learned) ~" in cells["lstm"][1]
     # the state each run measured: the LSTM's h and c in each of its 2 layers at d 8 in float32 (128 B);
     # the Transformer's keys and values in each of its 2 layers after 32 tokens at d 8 (4,096 B)
     assert cells["lstm"][2] == "128 B" and cells["transformer"][2] == "4.0 KiB"

@@ -54,7 +54,8 @@ def judged(folder):
 
     table = load_table("t", folder=folder / "tables")
     result = build(table, folder, "paper")
-    return {r[0]: r for r in run_claims(table, result["values"], at_chance=result["at_chance"], outcomes=result["outcomes"])["rows"]}
+    return {r[0]: r for r in run_claims(table, result["values"], at_chance=result["at_chance"], outcomes=result["outcomes"],
+                                        learned=result["learned"])["rows"]}
 
 
 def test_claims_hold_fail_or_stay_inconclusive_by_the_tests(claim_runs):
@@ -62,7 +63,7 @@ def test_claims_hold_fail_or_stay_inconclusive_by_the_tests(claim_runs):
     # Welch: Δ = 32 - 11 = +21, se^2 = 4/3 + 1/3, df = 50/17, t = 16.3: p = 0.0003;
     # 90% CI (each end the one-sided 95% bound): 21 ± t_0.95(50/17) se = ± 2.373 x 1.291 = ± 3.06;
     # cells: mean ± t_0.975(2) sd / sqrt(3) = ± 4.303 x 2 / 1.732 = ± 5.0 and ± 2.5
-    assert rows["TLB beats the Transformer on 500-600"][2:] == [
+    assert rows["TLB beats the Transformer on 500-600"][2:5] == [
         "holds", ("tlb 32.0 ± 5.0 (3) vs transformer 11.0 ± 2.5 (3) on len500_600: Δ +21.0 [90% CI +17.9, +24.1], p < 0.001, "
                   "n 3 vs 3 seeds, Welch t"), "holds"]  # the paper (30.5 ± 1.1 vs 10.4 ± 0.71, 3 runs) agrees
     # the reverse: significant the other way
@@ -106,8 +107,14 @@ def test_a_verdict_on_fewer_seeds_than_the_table_plans_is_provisional(claim_runs
     judged = run_claims(table, two)
     row, line = judged["rows"][0], judged["csv"][0]
     # Welch: Δ = 32 - 11 = +21, se^2 = 8/2 + 2/2 = 5, t = 9.39 on df = 25/17: holds on the two seeds present
-    assert row[2] == "holds (provisional)" and row[3].startswith("provisional: 2 of 3 seeds; tlb 32.0 ± ")
+    # four claims judged on that one pair (the others' pairs name cells not given), three of them at the same p = 0.0137
+    # and the reverse at 0.986: Holm over the table makes the smallest 4 x 0.0137 = 0.055 (and the next ones no smaller),
+    # so the claim holds before that adjustment only, and says so
+    assert row[2] == "holds (unadjusted only) (provisional)" and row[3].startswith("provisional: 2 of 3 seeds; tlb 32.0 ± ")
     assert line["ours"] == "holds" and line["provisional"] == "2 of 3 seeds"
+    assert len(judged["csv"]) == 4 and line["p"] == pytest.approx(0.0137, abs=5e-5)
+    assert line["p_table_holm"] == pytest.approx(4 * line["p"]) and line["holds_unadjusted_only"]
+    assert row[5] == f"{4 * line['p']:.3f}" and "Holm's step-down method over the table's 4 claims" in judged["rule"]
     assert "provisional = some cell the claim compares has fewer seeds than the table plans (3)" in judged["rule"]
     three = {("tlb", "len500_600"): ([30.0, 32.0, 34.0], False), ("transformer", "len500_600"): ([10.0, 11.0, 12.0], False)}
     complete = run_claims(table, three)
@@ -196,7 +203,14 @@ def test_token_accuracies_are_at_chance_near_the_majority_token_share():
     assert majority_share(recs, "ood", "token_acc") == (0.25, 96)
     assert majority_share(recs, "ood", "length_avg_token_acc") == (pytest.approx(0.25), 96)  # (0.2 + 0.3) / 2, 32 + 64
     assert majority_share(recs, "ood", "acc") is None  # no class labels: no majority-class share
-    assert majority_share(recs, "ood", "last_acc") is None  # no chance level defined
+    assert majority_share(recs, "ood", "last_acc") is None  # no chance level recorded
+    # last-read accuracy (flip-flop): the last target's majority share; length-averaged: its bins' shares averaged
+    flip = {"n": 96, "last_acc": 0.5, "last_majority": 0.52,
+            "by_length": {"T128": {"n": 48, "last_majority": 0.5}, "T256": {"n": 48, "last_majority": 0.6}}}
+    assert majority_share([{"metrics": {"val": flip}}], "val", "last_acc") == (0.52, 96)
+    assert majority_share([{"metrics": {"val": flip}}], "val", "length_avg_last_acc") == (pytest.approx(0.55), 96)
+    # a classification record's last_acc is its acc: its chance level is the majority-class share
+    assert majority_share([{"metrics": {"test": {"n": 10, "acc": 0.5, "majority": 0.6}}}], "test", "last_acc") == (0.6, 10)
     older = {"metrics": {"ood": {"n": 96, "token_acc": 0.3, "by_length": {"L1": {"n": 96}}}}}
     assert majority_share([*recs, older], "ood", "token_acc") is None
     assert majority_share([*recs, older], "ood", "length_avg_token_acc") is None
@@ -208,9 +222,9 @@ def test_cells_at_chance_are_marked_and_their_claims_inconclusive(tmp_path):
     folder = chance_runs(tmp_path, majority=0.493)
     result = build(load_table("t", folder=folder / "tables"), folder, "paper")
     # sd 1.53 -> ± 4.303 x 1.53 / sqrt(3) = ± 3.8; se = sqrt(p(1-p)/1000) = 1.6 at 49%, 1.5 at 62%
-    assert cell(result, "gut", "test")[0] == "49.3 ± 3.8 (3, se 1.6) ~"
-    assert cell(result, "ut", "test")[0] == "51.7 ± 3.8 (3, se 1.6) ~"
-    assert cell(result, "transformer", "test")[0] == "62.0 ± 5.0 (3, se 1.5)"  # well above chance: no mark
+    assert cell(result, "gut", "test")[0] == "49.3 ± 3.8 (3, 0 learned, se 1.6) ~"  # no seed 2 SE (3.2) above 49.3
+    assert cell(result, "ut", "test")[0] == "51.7 ± 3.8 (3, 1 learned, se 1.6) ~"  # .53 is 0.037 above: that seed learned
+    assert cell(result, "transformer", "test")[0] == "62.0 ± 5.0 (3, 3 learned, se 1.5)"  # well above chance: no mark
     assert result["at_chance"] == {("gut", "test"): pytest.approx(49.3), ("ut", "test"): pytest.approx(49.3)}
     assert result["chance"] == (
         "~ = at chance: the mean accuracy over seeds is within 2 standard errors of the split's "
@@ -220,11 +234,32 @@ def test_cells_at_chance_are_marked_and_their_claims_inconclusive(tmp_path):
     # both cells at chance: no test, inconclusive
     assert rows["UT beats GUT"][2:4] == [
         "inconclusive",
-        "ut 51.7 ± 3.8 (3) vs gut 49.3 ± 3.8 (3) on test: both at chance (majority 49.3%): no test",
+        "ut 51.7 ± 3.8 (3) vs gut 49.3 ± 3.8 (3) on test: both at chance (majority 49.3%): no test; "
+        "learned seeds differ: ut 1 of 3 vs gut 0 of 3 on test",
     ]
     # one cell above chance: tested, 62.0 - 51.7 = +10.3, t = 10.33 / sqrt(4/3 + 2.33/3) = 7.1 at 3.7 df
     held = rows["the Transformer beats UT"]
     assert held[2] == "holds" and held[3].startswith("transformer 62.0 ± 5.0 (3) vs ut 51.7 ± 3.8 (3) on test: Δ +10.3 [90% CI")
+    assert held[3].endswith("; learned seeds differ: transformer 3 of 3 vs ut 1 of 3 on test")
+    assert result["learned"] == {("gut", "test"): (0, 3), ("ut", "test"): (1, 3), ("transformer", "test"): (3, 3)}
+
+
+def test_a_reliability_claim_is_fishers_exact_test_on_the_learned_seeds(tmp_path):
+    """fails_less: the transformer's 3 of 3 learned against ut's 1 of 3: one-sided Fisher p =
+    P(the transformer holds all 3 of the 4 learned | margins) = C(3,3) C(3,1) / C(6,4) = 3/15 = 0.2;
+    reverse p (ut learns more often) = 1."""
+    from bench.report.claims import run_claims
+
+    folder = chance_runs(tmp_path, majority=0.493)
+    table = load_table("t", folder=folder / "tables")
+    claim = dataclasses.replace(next(c for c in table.claims if c.text == "the Transformer beats UT"), text="fails less", fails_less=True)
+    table.claims = [claim]
+    result = build(table, folder, "paper")
+    judged = run_claims(table, result["values"], at_chance=result["at_chance"], learned=result["learned"])
+    line = judged["csv"][0]
+    assert line["ours"] == "inconclusive" and line["p"] == pytest.approx(0.2) and line["test"] == "Fisher exact on learned seeds"
+    assert "learned 3 of 3 vs 1 of 3 seeds, Δ +66.7 points, p = 0.200" in line["why"] and "Fisher's exact test" in judged["rule"]
+    assert "learned seeds differ" not in line["why"]  # said once, by the test itself
 
 
 def test_records_without_a_majority_share_are_never_at_chance(tmp_path, capsys, monkeypatch):
@@ -254,7 +289,7 @@ def test_the_cli_explains_the_chance_mark_and_rule(tmp_path, capsys, monkeypatch
     assert "or whose cells are both at chance (~), has no test" in printed
     assert printed_row(printed, "UT beats GUT")[2] == "inconclusive"
     md = (folder / "reproduce" / "t.md").read_text()
-    assert "~ = at chance" in md and "49.3 ± 3.8 (3, se 1.6) ~" in md
+    assert "~ = at chance" in md and "49.3 ± 3.8 (3, 0 learned, se 1.6) ~" in md
 
 
 def test_claims_name_splits_of_another_preset_by_position():
@@ -333,6 +368,6 @@ def test_cells_with_per_example_outcomes_are_compared_paired(tmp_path, monkeypat
     with monkeypatch.context() as patch:
         patch.setattr("bench.metrics.load_outcomes", load_outcomes)
         line = judged(tmp_path)["TLB beats the Transformer on 500-600"]
-    assert line[2] == "holds" and line[3].endswith("n 3 vs 3 seeds, paired bootstrap")
+    assert line[2] == "holds" and line[3].endswith("n 3 vs 3 seeds, paired t (seeds + examples)")
     # the records name outcome files that are not there: the test falls back to Welch's
     assert judged(tmp_path)["TLB beats the Transformer on 500-600"][3].endswith("Welch t")

@@ -144,51 +144,119 @@ def test_the_single_pair_matches_the_vectorised_judging():
         assert (t.p, t.p_reverse, *t.ci) == pytest.approx((p[i], p_rev[i], lo[i], hi[i]))
 
 
-def test_paired_bootstrap_on_synthetic_outcomes():
+def test_paired_t_on_synthetic_outcomes():
     rng = np.random.default_rng(0)
     n = 500
     base = (rng.random((3, n)) < 0.6).astype(float)  # 3 seeds of B on 500 examples
     better = base.copy()
     wrong = np.flatnonzero(base.sum(0) == 0)  # the examples every seed of B gets wrong (~6%): A gets them right
     better[:, wrong] = 1.0
-    t = stats.paired_bootstrap(better, base, n_boot=2000)
+    t = stats.paired_t(better, base)
     true = len(wrong) / n  # each seed of A gets those right: the true difference
     assert t.effect == pytest.approx(true) and t.ci[0] <= true <= t.ci[1]
     assert t.p < 0.05 and t.p_reverse > 0.95 and t.test == stats.PAIRED and t.n == (3, 3)
-    same = stats.paired_bootstrap(base, base, n_boot=500)
-    # the same runs on both sides: the seeds still vary between draws, nothing is significant
-    assert same.effect == 0.0 and same.ci[0] < 0 < same.ci[1] and min(same.p, same.p_reverse) > 0.3
-    flipped = stats.paired_bootstrap(1 - better, 1 - base, lower_is_better=True, n_boot=500)
-    assert flipped.effect == pytest.approx(true) and flipped.p < 0.05
-    assert stats.paired_bootstrap(better[:1], base, n_boot=10) is None
+    same = stats.paired_t(base, base)
+    # the same runs on both sides: no difference, nothing is significant
+    assert same.effect == 0.0 and same.ci[0] < 0 < same.ci[1] and same.p == same.p_reverse == 0.5
+    flipped = stats.paired_t(1 - better, 1 - base, lower_is_better=True)
+    assert flipped.effect == pytest.approx(true) and flipped.p == pytest.approx(t.p)
+    assert stats.paired_t(better[:1], base) is None
     with pytest.raises(ValueError):
-        stats.paired_bootstrap(better[:, :10], base)
+        stats.paired_t(better[:, :10], base)
 
 
-def test_paired_bootstrap_is_exact_on_integer_outcomes():
-    """Every draw of 0/100 outcomes is the correctly rounded rational mean_A - mean_B, so the
-    interval and p are the same bits on any CPU (a BLAS kernel's summation order cannot move
-    them) and a tie is exactly 0. Reference: the same resamples in Python's exact Fractions."""
-    from fractions import Fraction
+def _paired_t_reference(a, b):
+    """The paired test's variance and df computed the long way, in exact Fractions: each seed's
+    mean, the two-way ANOVA residual of each side (X_ij - row_i - col_j + grand), the per-example
+    difference of the sides' means."""
+    from fractions import Fraction as F
 
+    def side(x):
+        k, n = len(x), len(x[0])
+        row = [F(sum(r), n) for r in x]
+        col = [F(sum(x[i][j] for i in range(k)), k) for j in range(n)]
+        grand = F(sum(map(sum, x)), k * n)
+        seed_var = sum((m - grand) ** 2 for m in row) / (k - 1)
+        resid = sum((x[i][j] - row[i] - col[j] + grand) ** 2 for i in range(k) for j in range(n)) / ((k - 1) * (n - 1))
+        return k, n, grand, seed_var, resid, col
+
+    ka, n, ga, sa, resa, cola = side(a)
+    kb, _, gb, sb, resb, colb = side(b)
+    d = [x - y for x, y in zip(cola, colb)]
+    dbar = sum(d) / n
+    d_var = sum((x - dbar) ** 2 for x in d) / (n - 1)
+    parts = [sa / ka, sb / kb, max(F(0), d_var - resa / ka - resb / kb) / n]
+    var = sum(parts)
+    seeds_df = (parts[0] ** 2 / (ka - 1) + parts[1] ** 2 / (kb - 1) if ka == kb  # Welch-Satterthwaite
+                else (parts[0] + parts[1]) ** 2 / (min(ka, kb) - 1))  # Hsu at unequal seeds
+    df = var ** 2 / (seeds_df + parts[2] ** 2 / (n - 1))
+    return ga - gb, var, df
+
+
+def test_paired_t_matches_the_long_way_and_scipy_t():
+    rng = np.random.default_rng(5)
+    shared = rng.random(30) < 0.7  # examples most seeds get right: the sides' example means co-vary
+    a = ((rng.random((3, 30)) < 0.8) & shared | (rng.random((3, 30)) < 0.2)).astype(int)
+    b = ((rng.random((4, 30)) < 0.5) & shared | (rng.random((4, 30)) < 0.4)).astype(int)
+    effect, var, df = _paired_t_reference(a.tolist(), b.tolist())
+    t = stats.paired_t(a, b)
+    assert t.effect == pytest.approx(float(effect), rel=1e-12)
+    assert t.p == pytest.approx(sps.t.sf(float(effect) / math.sqrt(var), float(df)), rel=1e-9)
+    half = sps.t.ppf(0.5 + stats.PAIR_LEVEL / 2, float(df)) * math.sqrt(var)
+    assert t.ci == pytest.approx((float(effect) - half, float(effect) + half), rel=1e-9)
+    assert (t.p < stats.ALPHA) == (t.ci[0] > 0)
+    for k in (3, 4):  # at equal seeds too (Welch-Satterthwaite rather than Hsu's df)
+        effect, var, df = _paired_t_reference(a[:k].tolist(), b[:k].tolist())
+        assert stats.paired_t(a[:k], b[:k]).p == pytest.approx(sps.t.sf(float(effect) / math.sqrt(var), float(df)), rel=1e-9)
+    # one example: no example part, the test is Welch's (scipy's) on the seeds' values
+    one = stats.paired_t(a[:, :1], b[:3, :1])
+    ref = sps.ttest_ind(a[:, 0], b[:3, 0], equal_var=False, alternative="greater")
+    two_sided = sps.ttest_ind(a[:, 0], b[:3, 0], equal_var=False).confidence_interval(stats.PAIR_LEVEL)
+    assert one.p == pytest.approx(ref.pvalue) and one.ci == pytest.approx(tuple(two_sided))
+
+
+def test_paired_t_is_exact_on_integer_outcomes():
+    """0/100 outcomes: every sum is an exact integer and each estimate one division, so the verdict,
+    the interval and p are the same bits whatever the order of the seeds and the examples (a
+    summation order cannot move them), and the same as on 0/1 outcomes scaled after."""
     rng = np.random.default_rng(3)
-    n, n_boot = 40, 300
-    a = 100.0 * (rng.random((3, n)) < 0.5)
-    b = 100.0 * (rng.random((2, n)) < 0.5)
-    t = stats.paired_bootstrap(a, b, n_boot=n_boot, seed=7)
-    draw = np.random.default_rng(7)  # the draws paired_bootstrap makes, in its order
-    counts = draw.multinomial(n, np.full(n, 1.0 / n), size=n_boot)
-    pick_a, pick_b = draw.integers(0, 3, size=(3, n_boot)), draw.integers(0, 2, size=(2, n_boot))
-    exact = []
-    for d in range(n_boot):
-        def mean(x, pick):
-            return Fraction(sum(int(x[s] @ counts[d]) for s in pick[:, d]), len(pick) * n)
-        exact.append(mean(a, pick_a) - mean(b, pick_b))
-    assert t.p == (1 + sum(e <= 0 for e in exact)) / (1 + n_boot)
-    assert t.p_reverse == (1 + sum(e >= 0 for e in exact)) / (1 + n_boot)
-    assert any(e == 0 for e in exact)  # the ties this test is about: counted on both sides
-    lo, hi = np.quantile(np.array([float(e) for e in exact]), [0.5 - stats.PAIR_LEVEL / 2, 0.5 + stats.PAIR_LEVEL / 2])
-    assert t.ci == (lo, hi)
+    a = 100.0 * (rng.random((3, 400)) < 0.55)
+    b = 100.0 * (rng.random((5, 400)) < 0.5)
+    t = stats.paired_t(a, b)
+    cols, sa, sb = rng.permutation(400), rng.permutation(3), rng.permutation(5)
+    shuffled = stats.paired_t(a[sa][:, cols], b[sb][:, cols])
+    assert (shuffled.effect, shuffled.ci, shuffled.p, shuffled.p_reverse) == (t.effect, t.ci, t.p, t.p_reverse)
+    ones = stats.paired_t(a / 100, b / 100)
+    assert ones.p == t.p and ones.p_reverse == t.p_reverse
+    assert (100 * ones.effect, 100 * ones.ci[0], 100 * ones.ci[1]) == (t.effect, *t.ci)
+
+
+def _calibration():
+    """scripts/benchmarks/stats_calibration.py: the simulation the committed calibration table runs."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "benchmarks" / "stats_calibration.py"
+    spec = importlib.util.spec_from_file_location("stats_calibration", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("seeds, n, sd, shared", [((2, 2), 100, 0.5, True), ((3, 3), 1000, 2.5, True), ((3, 3), 200, 1.0, True),
+                                                  ((2, 5), 1000, 1.0, True), ((5, 5), 100, 8.0, False), ((3, 3), 1000, 5.0, False)])
+def test_paired_t_false_holds_stay_at_or_below_alpha(seeds, n, sd, shared):
+    """A few cells of the calibration grid (results/stats_calibration.md has all of them): two
+    equal models, 2,000 simulated pairs; the count of false holds may exceed 5% of 2,000 only by
+    what the simulation's own binomial error allows (its 99th percentile at a true 5%)."""
+    reps = 2000
+    paired, _ = _calibration().holds(np.random.default_rng([seeds[0], seeds[1], n]), reps, seeds, n, sd, shared)
+    assert paired <= sps.binom.ppf(0.99, reps, stats.ALPHA), paired / reps
+
+
+def test_paired_t_sees_a_two_sd_difference_at_five_seeds():
+    paired, _ = _calibration().holds(np.random.default_rng(9), 400, (5, 5), 1000, 2.5, True, shift=5.0)
+    assert paired / 400 >= 0.70
 
 
 def test_aligned_outcomes_matches_examples_by_index():

@@ -15,7 +15,8 @@ CHANCE_SES = 2  # a mean accuracy this many standard errors or less from the maj
 CHANCE_RULE = (f"{CHANCE} = at chance: the mean accuracy over seeds is within {CHANCE_SES} standard errors of the split's "
                "majority-class share p (SE = sqrt(p(1-p)/n), n = the split's examples)")
 TOKEN_CHANCE_RULE = ("; for a token accuracy p is the accuracy of always guessing the split's most frequent target "
-                     "token (length-averaged as the metric is; n = the examples of all its length bins)")
+                     "token, for a last-read accuracy (last_acc) the share of the most frequent last target (length-averaged "
+                     "as the metric is; n = the examples of all its length bins)")
 
 
 NOT_ITS_COMMIT_RULE = (f"{NOT_ITS_COMMIT} = records made from code their named commit does not give (a dirty tree: the record's "
@@ -51,32 +52,54 @@ def majority_share(records: list[dict], split: str, metric: str = "acc") -> tupl
     split's size (the smallest); None unless every record has one (older records) or for a
     metric without one. The chance level of ``acc`` is the majority-class share (classification
     kinds), of ``token_acc`` the majority-token share (``token_majority``: kinds with token
-    targets), of ``length_avg_token_acc`` that one guess's length-averaged accuracy, the bins'
-    ``token_majority`` averaged as the metric averages the bins (n: the examples of all bins)."""
+    targets), of ``last_acc`` the majority share of the last scored target (``last_majority``:
+    flip-flop's last read; for classification kinds, whose last_acc is acc, ``majority``), of a
+    ``length_avg_<metric>`` that guess's length-averaged accuracy, the bins' levels averaged as
+    the metric averages the bins (n: the examples of all bins)."""
     shares = [_chance_level(rec.get("metrics", {}).get(split, {}), metric) for rec in records]
     if not shares or any(s is None for s in shares):
         return None
     return sum(p for p, _ in shares) / len(shares), min(n for _, n in shares)
 
 
+CHANCE_KEYS = {"acc": ("majority",), "token_acc": ("token_majority",), "last_acc": ("last_majority", "majority")}
+
+
+def _level(metrics: dict, metric: str) -> tuple[float, int] | None:
+    """(chance level of ``metric``, examples) in one split's (or bin's) metrics: the first of its
+    CHANCE_KEYS recorded; None without one."""
+    for key in CHANCE_KEYS.get(metric, ()):
+        p, n = metrics.get(key), metrics.get("n")
+        if p is not None and p == p and n:
+            return p, n
+    return None
+
+
 def _chance_level(split_metrics: dict, metric: str) -> tuple[float, int] | None:
     """One record's (chance level of ``metric``, examples) on a split (None: none recorded)."""
-    key = {"acc": "majority", "token_acc": "token_majority"}.get(metric)
-    if key is not None:
-        p, n = split_metrics.get(key), split_metrics.get("n")
-        return (p, n) if p is not None and n else None
-    if metric == LENGTH_AVERAGED + "token_acc":
-        bins = list((split_metrics.get("by_length") or {}).values())
-        if not bins or any(b.get("token_majority") is None or not b.get("n") for b in bins):
+    if metric.startswith(LENGTH_AVERAGED):
+        levels = [_level(b, metric[len(LENGTH_AVERAGED):]) for b in (split_metrics.get("by_length") or {}).values()]
+        if not levels or any(x is None for x in levels):
             return None
-        return sum(b["token_majority"] for b in bins) / len(bins), sum(b["n"] for b in bins)
-    return None
+        return sum(p for p, _ in levels) / len(levels), sum(n for _, n in levels)
+    return _level(split_metrics, metric)
 
 
 def at_chance(mean_acc: float, majority: tuple[float, int]) -> bool:
     """Whether a mean accuracy is within CHANCE_SES standard errors of the majority share p of n examples."""
     p, n = majority
     return abs(mean_acc - p) <= CHANCE_SES * math.sqrt(p * (1 - p) / n)
+
+
+LEARNED_RULE = (f"k learned = the seeds whose own accuracy is more than {CHANCE_SES} standard errors above the chance level p "
+                "(the ~ rule applied to each seed)")
+
+
+def learned(values: list[float], majority: tuple[float, int]) -> int:
+    """How many of a cell's per-seed accuracies (fractions) are above chance: more than CHANCE_SES
+    standard errors above the chance level p of n examples (``at_chance``'s rule, one seed at a time)."""
+    p, n = majority
+    return sum(v - p > CHANCE_SES * math.sqrt(p * (1 - p) / n) for v in values)
 
 
 def cell_records(out: Path, model: str, task: str, preset: str, overrides: list[str], seeds: list[int]) -> list[dict]:

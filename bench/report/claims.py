@@ -1,8 +1,8 @@
 """The claims of a table (``claims:`` in bench/tables/*.yaml, parsed by bench/report/table_parts.py):
 the paper's qualitative findings over its cells, e.g. "TLB beats the Transformer on ListOps
 500-600", judged on our per-seed values by the tests of bench/report/stats.py (``RULE``): per
-pair a one-sided Welch t-test over seeds (a paired bootstrap over seeds and examples where both
-cells have per-example outcomes on the same examples), the effect with its 90% CI (each end the
+pair a one-sided Welch t-test over seeds (a paired t test over seeds and examples where both
+cells have per-example outcomes on the same examples: stats.paired_t), the effect with its 90% CI (each end the
 test's one-sided 95% bound: a pair holds exactly when the CI is above 0); a claim over
 several pairs holds when every pair holds at alpha 0.05, does not hold when some pair is
 significant the other way after Holm's correction over the pairs, and is inconclusive otherwise.
@@ -39,9 +39,10 @@ from .cells import STALE
 from .stats import FAILS, HOLDS, UNSURE
 
 RULE = ("per pair, a one-sided Welch t-test of A beating B over {over} (H1: mean_A > mean_B, < where lower is better; "
-        "a paired bootstrap over seeds, then examples, where both cells have per-example outcomes on the same examples), "
-        "the effect Δ = mean_A - mean_B with its 90% CI (Welch-Satterthwaite, or the bootstrap's percentiles; each end the one-sided "
-        "95% bound, so a Welch pair has p < 0.05 exactly when its CI is above 0); a claim holds when every pair has p < 0.05 "
+        "a paired t over seeds and examples where both cells have per-example outcomes on the same examples: its variance the "
+        "seeds' plus the test examples' sampling, calibrated in results/stats_calibration.md), "
+        "the effect Δ = mean_A - mean_B with its 90% CI (each end the one-sided "
+        "95% bound, so a pair has p < 0.05 exactly when its CI is above 0); a claim holds when every pair has p < 0.05 "
         "(intersection-union), does not hold when some pair is significant the other way after Holm's correction over "
         "the claim's pairs, and is inconclusive otherwise; a pair with < 2 values a side, or whose cells are both at chance "
         "(~), has no test; cells: mean ± 95% t-interval half-width (n); paper = the same test on its printed mean ± std {paper}")
@@ -51,6 +52,14 @@ QUESTION_RULE = (f"open questions: each pair tested as a claim would be (H1: the
 RATIO_RULE = ("A costs <= r x B: Welch t on the logarithms of the timed repeats, H1: mean log A - mean log B < log r; "
               "ratio = geometric mean of A / of B with its 90% CI; inconclusive when the claim's premise (halting depth "
               "below a bound) is absent; paper: its means only, no spread printed")
+
+RELIABILITY_RULE = ("reliability claims (A fails less often than B): per pair, Fisher's exact test, one-sided, on the seeds that "
+                    "learned (k learned of n, the cells' rule) of A against B (H1: A's share that learned is higher), Δ = the "
+                    "difference of those shares in points, no interval; combined over pairs as any claim")
+UNADJUSTED = "unadjusted only"
+TABLE_HOLM_RULE = ("p (Holm, table) = each claim's p (its weakest pair's; 1 where a pair has no test) adjusted by Holm's step-down "
+                   "method over the table's {m} claims (open questions left out); a claim that holds at p < 0.05 but not after "
+                   f"that adjustment is marked holds ({UNADJUSTED})")
 
 PROVISIONAL = "provisional"
 PROVISIONAL_RULE = (f"{PROVISIONAL} = some cell the claim compares has fewer seeds than the table plans ({{planned}}): "
@@ -87,7 +96,11 @@ def effect_text(effect: float, ci: tuple[float, float], p: float, digits: int, r
 
 def test_text(t: stats.PairTest, digits: int, over: str = "seeds", ratio_to: float | None = None, reverse: float | None = None) -> str:
     """The effect, its 90% CI, the p-value (``reverse``: the Holm-adjusted p against the claim
-    instead), n per side and the test."""
+    instead), n per side and the test (a reliability test: the learned counts, no interval)."""
+    if t.test == stats.FISHER:
+        p_text = _p_text(t.p if reverse is None else reverse, "p" if reverse is None else "reverse p (Holm)")
+        la, lb = t.ci  # a Fisher test's "interval" holds the learned counts
+        return f"learned {la:g} of {t.n[0]} vs {lb:g} of {t.n[1]} seeds, Δ {t.effect:+.{digits}f} points, {p_text}, {t.test}"
     numbers = effect_text(t.effect, t.ci, t.p if reverse is None else reverse, digits, ratio_to, reverse is not None)
     return f"{numbers}, n {t.n[0]} vs {t.n[1]} {over}, {t.test}"
 
@@ -158,7 +171,7 @@ def _paper_test(a, b, claim, seeds: int | None):
 
 
 def _judge_pair(pair, claim, values: dict, depths: dict, at_chance: dict, outcomes: dict, digits: int, scale: float,
-                over: str) -> tuple[stats.PairTest | None, str]:
+                over: str, learned: dict | None = None) -> tuple[stats.PairTest | None, str]:
     """(our test of one pair or None, the text naming its cells, with why it has no test)."""
     (ra, ca), (rb, cb) = pair.better, pair.than
     where = ca if ca == cb else f"{ca} vs {cb}"
@@ -176,11 +189,17 @@ def _judge_pair(pair, claim, values: dict, depths: dict, at_chance: dict, outcom
             test = stats.ratio_test(va, vb, claim.ratio_at_most)
             if depth is not None:
                 text += f" (halting depth {depth:.2f})"
+    elif claim.fails_less:
+        if pair.better in (learned or {}) and pair.than in learned:
+            (la, na), (lb, nb) = learned[pair.better], learned[pair.than]
+            test = stats.fisher_learned(la, na, lb, nb)
+        else:
+            why = "no chance level recorded: the seeds that learned are not counted"
     elif pair.better in at_chance and pair.than in at_chance:
         why = both_at_chance(at_chance[pair.better], at_chance[pair.than], digits)
     elif pair.better in outcomes and pair.than in outcomes and (both := stats.aligned_outcomes(outcomes[pair.better],
                                                                                                 outcomes[pair.than])):
-        test = stats.paired_bootstrap(both[0] * scale, both[1] * scale, claim.lower_is_better)
+        test = stats.paired_t(both[0] * scale, both[1] * scale, claim.lower_is_better)
     else:
         test = stats.welch(va, vb, claim.lower_is_better)
     if test is None and not why:
@@ -198,8 +217,20 @@ def _paper_verdict(tests: list, texts: list[str], digits: int, seeds: int | None
     return verdict, why
 
 
+def _learned_differ(pairs, learned: dict) -> str:
+    """"learned seeds differ: A 5 of 5 vs B 3 of 5 on C; ..." over the pairs whose two cells differ
+    in how many of their seeds learned (cells.learned), else ""."""
+    said = []
+    for p in pairs:
+        if p.better in learned and p.than in learned and learned[p.better] != learned[p.than]:
+            (ra, ca), (rb, cb) = p.better, p.than
+            (la, na), (lb, nb) = learned[p.better], learned[p.than]
+            said.append(f"{ra} {la} of {na} vs {rb} {lb} of {nb} on {ca if ca == cb else f'{ca} vs {cb}'}")
+    return "learned seeds differ: " + "; ".join(said) if said else ""
+
+
 def run_claims(table, values: dict, depths: dict | None = None, over: str = "seeds", at_chance: dict | None = None,
-               outcomes: dict | None = None) -> dict:
+               outcomes: dict | None = None, learned: dict | None = None) -> dict:
     """Each claim of a table judged on ``values`` ({(row label, column label): (per-seed values in
     display units, stale)}) and on the paper's numbers: headers, rows, CSV rows and the rule.
     Comparisons naming a row the table no longer has (``--models``) are left out; a claim left
@@ -207,17 +238,24 @@ def run_claims(table, values: dict, depths: dict | None = None, over: str = "see
     premises (cost tables); ``over``: what the values are samples of (seeds, or a cost table's
     timed repeats); ``at_chance``: {(row, column): majority-class share} of the cells at chance;
     ``outcomes``: {(row, column): [per-seed {"index", "correct"}, ...]} where every seed has
-    per-example outcomes (then a pair of such cells on the same examples is tested paired)."""
+    per-example outcomes (then a pair of such cells on the same examples is tested paired);
+    ``learned``: {(row, column): (seeds that learned, seeds)} of the cells whose metric has a chance
+    level (the verdict line names the pairs that differ in it; a reliability claim tests it).
+
+    Over the table: each judged claim's p (its weakest pair's, 1 for a pair without a test) is
+    adjusted by Holm over the table's claims (``TABLE_HOLM_RULE``); a claim that holds only before
+    that adjustment is marked ``UNADJUSTED``."""
     digits, scale = digits_of(table), 1.0 if table.unit == "min" else 100.0
     paper = {(r.label, c.label): p for r in table.rows for c, p in zip(table.columns, r.paper)}
     seeds = getattr(table, "paper_seeds", None)
     planned = len(table.seeds) if over == "seeds" and getattr(table, "seeds", None) else None
-    rows, csv_rows = [], []
+    rows, csv_rows, claim_p = [], [], []
     for claim in table.claims:
         pairs = [p for p in claim.comparisons if p.better in values and p.than in values]
         if not pairs:
             continue
-        ours = [_judge_pair(p, claim, values, depths or {}, at_chance or {}, outcomes or {}, digits, scale, over) for p in pairs]
+        ours = [_judge_pair(p, claim, values, depths or {}, at_chance or {}, outcomes or {}, digits, scale, over, learned or {})
+                for p in pairs]
         theirs = []
         for p in pairs:
             (ra, ca), (rb, cb) = p.better, p.than
@@ -229,12 +267,23 @@ def run_claims(table, values: dict, depths: dict | None = None, over: str = "see
         else:
             verdict, why, numbers = _aggregate([t for t, _ in ours], [x for _, x in ours], digits, over, claim.ratio_at_most)
             pverdict, pwhy = _paper_verdict([t for t, _ in theirs], [x for _, x in theirs], digits, seeds)
+        differ = _learned_differ(pairs, learned or {})
+        why = f"{why}; {differ}" if differ and not claim.fails_less else why
         short = _short_of_plan(pairs, values, planned)
         shown, why = (f"{verdict} ({PROVISIONAL})", f"{PROVISIONAL}: {short}; {why}") if short else (verdict, why)
-        rows.append([claim.text, claim.source, shown, why, pverdict])
+        rows.append([claim.text, claim.source, shown, why, pverdict, ""])
         csv_rows.append({"claim": claim.text, "source": claim.source, "ours": verdict, "why": why, **numbers,
-                         "provisional": short, "paper": pverdict, "paper_why": pwhy})
-    headers = ["claim", "source", "ours", "why", "paper"]
+                         "provisional": short, "paper": pverdict, "paper_why": pwhy, "p_table_holm": None, "holds_unadjusted_only": False})
+        claim_p.append(None if claim.question else max(1.0 if t is None else t.p for t, _ in ours))
+    judged = [i for i, p in enumerate(claim_p) if p is not None]
+    adjusted = stats.holm([claim_p[i] for i in judged]) if judged else []
+    for i, adj in zip(judged, adjusted):
+        csv_rows[i]["p_table_holm"] = float(adj)
+        rows[i][5] = _p_text(float(adj), "p").removeprefix("p ").removeprefix("= ")
+        if csv_rows[i]["ours"] == HOLDS and adj >= stats.ALPHA:
+            csv_rows[i]["holds_unadjusted_only"] = True
+            rows[i][2] = rows[i][2].replace(HOLDS, f"{HOLDS} ({UNADJUSTED})", 1)
+    headers = ["claim", "source", "ours", "why", "paper", "ours: p (Holm, table)"]
     paper_rule = (f"and the paper's {seeds} runs per cell" if seeds else "(the paper's number of runs not given: no test)")
     rule = RULE.format(over=over, paper=paper_rule)
     if any(c.ratio_at_most is not None for c in table.claims):
@@ -243,4 +292,8 @@ def run_claims(table, values: dict, depths: dict | None = None, over: str = "see
         rule += "; " + QUESTION_RULE
     if any(r["provisional"] for r in csv_rows):
         rule += "; " + PROVISIONAL_RULE.format(planned=planned)
+    if any(c.fails_less for c in table.claims):
+        rule += "; " + RELIABILITY_RULE
+    if judged:
+        rule += "; " + TABLE_HOLM_RULE.format(m=len(judged))
     return {"headers": headers, "rows": rows, "csv": csv_rows, "rule": rule}

@@ -28,8 +28,8 @@ from ..errors import UserError
 from ..records import other_code, overrides_tag
 from . import stats
 from .stats import mean_std
-from .cells import (CHANCE, CHANCE_RULE, LENGTH_AVERAGED, MISSING, NOT_REPORTED, STALE, TOKEN_CHANCE_RULE, at_chance, cell_records,
-                    current_config, majority_share, record_value, stale)
+from .cells import (CHANCE, CHANCE_RULE, LEARNED_RULE, LENGTH_AVERAGED, MISSING, NOT_REPORTED, STALE, TOKEN_CHANCE_RULE, at_chance,
+                    cell_records, current_config, learned, majority_share, record_value, stale)
 from .claims import run_claims
 from .leaderboard import OTHER_CODE, OTHER_CODE_RULE, cell_percent
 from .table_kind import TableKind
@@ -53,10 +53,12 @@ def _summary(values: list[float], stat: str) -> float | None:
     return sum(vals) / len(vals)
 
 
-def _ours_text(values: list[float], center: float | None, table: Table, examples: int | None = None, metric: str | None = None) -> str:
+def _ours_text(values: list[float], center: float | None, table: Table, examples: int | None = None, metric: str | None = None,
+               learned_seeds: int | None = None) -> str:
     """values as recorded (fractions, or minutes): the mean ± the half-width of its 95% t interval
-    over seeds (stats.mean_ci), or the median, with n; beside an accuracy, the test set's binomial
-    standard error of one run (``examples``: the split's size)."""
+    over seeds (stats.mean_ci), or the median, with n and, where the metric has a chance level,
+    how many seeds learned (``learned_seeds``: cells.learned); beside an accuracy, the test set's
+    binomial standard error of one run (``examples``: the split's size)."""
     if center is None:
         return MISSING
     scale, digits = (100.0, 1) if table.unit == "%" else (1.0, 2)
@@ -65,6 +67,8 @@ def _ours_text(values: list[float], center: float | None, table: Table, examples
         return f"{text} ({len(values)})"
     mean, half = stats.mean_ci(values)
     text = f"{scale * mean:.{digits}f}" + ("" if half is None else f" ± {scale * half:.{digits}f}") + f" ({len(values)}"
+    if learned_seeds is not None:
+        text += f", {learned_seeds} learned"
     if examples and (metric or table.metric) in BINOMIAL_METRICS:
         text += f", se {scale * stats.binomial_se(min(max(mean, 0.0), 1.0), examples):.{digits}f}"
     return text + ")"
@@ -149,7 +153,8 @@ def _cell(table: Table, row: Row, col: Column, paper, ok: list[dict], counts: tu
     center = _summary(values, table.stat)
     d = _delta(center, paper, table.delta)
     examples = _examples(ok, col.split) if raw else None
-    text = "FAIL" if failed and not ok else _ours_text(raw, center, table, examples, table.metric_of(col)) + mark
+    learned_seeds = learned(raw, majority) if majority and raw else None
+    text = "FAIL" if failed and not ok else _ours_text(raw, center, table, examples, table.metric_of(col), learned_seeds) + mark
     text += f" {CHANCE}" if chance else ""
     text += f" {OTHER_CODE}" if any(other_code(r) for r in ok) else ""
     if failed and ok:
@@ -160,7 +165,8 @@ def _cell(table: Table, row: Row, col: Column, paper, ok: list[dict], counts: tu
             "binomial_se": (scale * stats.binomial_se(min(max(sum(raw) / len(raw), 0.0), 1.0), examples)
                             if examples and raw and table.metric_of(col) in BINOMIAL_METRICS else None),
             "paper": None if paper is None else paper[0], "paper_std": None if paper is None else paper[1], "delta": d,
-            "stale": bool(mark), "majority": None if majority is None else majority[0] * scale, "at_chance": chance}
+            "stale": bool(mark), "majority": None if majority is None else majority[0] * scale, "at_chance": chance,
+            "learned": learned_seeds}
     return [text, _paper_text(paper), _delta_text(d, table.delta)], line
 
 
@@ -176,6 +182,7 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     with several splits each (RSA Table 2) is printed long instead, one row per (task, row)
     and (ours, paper, Δ) per split, as the papers print it."""
     texts, cells, present, expected, stale_runs, values_by_cell, chance_by_cell, outcomes = {}, [], set(), set(), {}, {}, {}, {}
+    learned_by_cell = {}  # (row, column) -> (seeds that learned, seeds), where the metric has a chance level
     records = {}  # (model, task) -> the ok records of its cells (the state column reads them)
     token_chance = False  # a cell of a token accuracy is at chance (the rule then says what p is for it)
     scale = 100.0 if table.unit == "%" else 1.0
@@ -190,6 +197,8 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
             values_by_cell[row.label, col.label] = ([v * scale for v in raw], bool(mark))
             majority = majority_share(ok, col.split, table.metric_of(col)) if raw else None
             chance = bool(majority) and at_chance(sum(raw) / len(raw), majority)
+            if majority:
+                learned_by_cell[row.label, col.label] = (learned(raw, majority), len(raw))
             if chance:
                 chance_by_cell[row.label, col.label] = majority[0] * scale
                 token_chance = token_chance or table.metric_of(col) != "acc"
@@ -202,7 +211,7 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     only_stale = [run for run, by_seed in stale_runs.items() if all(by_seed.values())]
     reasons = sorted({why for run in only_stale for why in stale_runs[run].values() if why})
     return {"headers": headers, "rows": rows, "cells": cells, "values": values_by_cell, "records": records, "at_chance": chance_by_cell,
-            "outcomes": outcomes,
+            "outcomes": outcomes, "learned": learned_by_cell, "learned_rule": LEARNED_RULE if learned_by_cell else "",
             "chance": CHANCE_RULE + (TOKEN_CHANCE_RULE if token_chance else "") if chance_by_cell else "",
             "present": len(present), "expected": len(expected) * len(table.seeds),
             "other_code": OTHER_CODE_RULE if any(f" {OTHER_CODE}" in t[0] for t in texts.values()) else "",
@@ -349,13 +358,14 @@ class ResultsTable(TableKind):
                            *([f"tuned: rows' models from the overlays of study {', '.join(table.overlays)} (bench tune)"]
                              if table.overlays else [])])
         built["note"] = "; ".join(part for part in (note(table, preset, built["present"], built["expected"], out), metrics_note(table),
-                                                    built["stale"], built["chance"], built["other_code"], tuned,
+                                                    built["stale"], built["chance"], built["learned_rule"], built["other_code"], tuned,
                                                     STATE_NOTE if table.state else "") if part)
         built["csv"] = built["cells"]
         return built
 
     def judge(self, table, built):
-        claims = run_claims(table, built["values"], at_chance=built["at_chance"], outcomes=built["outcomes"]) if table.claims else None
+        claims = (run_claims(table, built["values"], at_chance=built["at_chance"], outcomes=built["outcomes"], learned=built["learned"])
+                  if table.claims else None)
         return claims if claims and claims["rows"] else None
 
     def files(self, table, built, stem, preset):

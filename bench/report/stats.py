@@ -10,10 +10,14 @@ A pair "A beats B" (A's cell above B's; below where lower is better):
   holds exactly when its interval's lower end is above 0, and its reverse p is below ALPHA
   exactly when the upper end is below 0; a 95% interval beside a one-sided p of 0.03 would reach
   below 0 and read as a contradiction);
-- where both cells have per-example outcomes on the same test examples, a hierarchical paired
-  bootstrap (``paired_bootstrap``: resample each side's seeds, then the examples, the same
-  examples for both sides) gives the effect's percentile interval at ``PAIR_LEVEL`` and the
-  one-sided p-values;
+- where both cells have per-example outcomes on the same test examples, a paired t test over
+  seeds and examples (``paired_t``): the difference of the cells' means, its variance the
+  between-seed variance of each side's seed means plus what the choice of test examples adds to
+  a difference measured on the same examples (a seeds x examples random-effects decomposition),
+  t quantiles at Welch-Satterthwaite's df (Hsu's min(k) - 1 for the seeds where the sides have
+  different numbers of seeds); its false "holds" rate is at 5% or below, within the simulation's
+  error, at 2-10 seeds a side, seed sd 0.5-8 points and 100-5,000 examples, measured by
+  scripts/benchmarks/stats_calibration.py (results/stats_calibration.md);
 - a ratio "A costs <= r x B" (``ratio_test``): Welch on the logarithms of the timed repeats,
   H1: mean log A - mean log B < log r; the ratio shown is that of the geometric means, with its
   interval at ``PAIR_LEVEL`` (it holds exactly when the upper end is below r).
@@ -31,7 +35,6 @@ it the test set's binomial standard error of one run's accuracy (``binomial_se``
 """
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -41,7 +44,8 @@ from scipy import stats as sps
 ALPHA = 0.05
 LEVEL = 0.95  # a cell's t interval, a cost ratio's, and a two-sided test's (bench/report/against.py)
 PAIR_LEVEL = 1 - 2 * ALPHA  # a one-sided test's interval: each end is its one-sided bound at ALPHA
-WELCH, PAIRED, LOG_WELCH = "Welch t", "paired bootstrap", "Welch t on log times"
+WELCH, PAIRED, LOG_WELCH = "Welch t", "paired t (seeds + examples)", "Welch t on log times"
+FISHER = "Fisher exact on learned seeds"
 HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
 
 
@@ -123,55 +127,116 @@ def ratio_ci(a, b, level: float = LEVEL) -> tuple[float, float, float] | None:
     return math.exp(d), math.exp(lo), math.exp(hi)
 
 
-@functools.lru_cache(maxsize=4)
-def _example_draws(n: int, n_boot: int, seed: int) -> tuple[np.ndarray, dict]:
-    """The example counts of ``n_boot`` resamples of ``n`` examples (examples, draws), and the
-    generator's state after them: the same for every pair of a table on the same examples, and
-    the slowest part of a draw (a multinomial of ``n`` categories), so drawn once."""
-    rng = np.random.default_rng(seed)
-    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).T.astype(float)
-    counts.flags.writeable = False
-    return counts, rng.bit_generator.state
+def _integers(x: np.ndarray) -> tuple[np.ndarray, float]:
+    """(x as exact int64 over its greatest common divisor, that divisor) where every value of x
+    is an integer (0/1 correctness, or it times 100); (x, 1.0) otherwise."""
+    if x.size and np.all(np.isfinite(x)) and np.all(x == np.round(x)) and np.abs(x).max() < 2 ** 31:
+        ints = np.round(x).astype(np.int64)
+        g = int(np.gcd.reduce(np.abs(ints).ravel())) or 1
+        return ints // g, float(g)
+    return x, 1.0
 
 
-def paired_bootstrap(a, b, lower_is_better: bool = False, n_boot: int = 4000, seed: int = 0,
-                     level: float = PAIR_LEVEL) -> PairTest | None:
+def _two_way(x):
+    """The sums of a (..., seeds, examples) array that the paired test reads: each seed's sum
+    (..., seeds), each example's sum (..., examples), the total, the sum of squares, and the sums
+    of the squared seed and example sums (exact on integers: int64, in any order)."""
+    rows, cols = x.sum(-1), x.sum(-2)
+    return rows, cols, rows.sum(-1), (x * x).sum((-2, -1)), (rows * rows).sum(-1), (cols * cols).sum(-1)
+
+
+def paired_t_arrays(a, b, level: float = PAIR_LEVEL):
+    """(effect, CI low, CI high, p for effect > 0, p for effect < 0), elementwise over the leading
+    axes of ``a`` (..., seeds_A, examples) and ``b`` (..., seeds_B, examples), column j of both
+    the same test example; effect = mean_A - mean_B. The t test of ``paired_t``.
+
+    The variance of the effect is the sum of three estimated parts (a seeds x examples random
+    effects model per side, X_ij = mu + seed_i + example_j + noise_ij):
+
+    - s_A^2 / k_A and s_B^2 / k_B, the between-seed variances of the seed means (ddof 1), which
+      hold the seeds' spread and each run's own example noise (noise / n);
+    - the example part, what the test set's sampling of examples adds to a difference measured on
+      the same examples: the variance over examples of (mean over A's seeds - mean over B's
+      seeds), less what the seeds' noise puts in it (the two-way ANOVA's residual mean square of
+      each side over its seeds), over n, floored at 0;
+
+    with Welch-Satterthwaite's degrees of freedom over the three (k_A - 1, k_B - 1 and n - 1):
+    t quantiles at k - 1 df where the seeds dominate, normal ones where the examples do. Where
+    the sides have different numbers of seeds the two seed parts count as one of min(k_A, k_B) - 1
+    df (Hsu's conservative choice: Welch's df is liberal there, 5.6% false holds at 2 vs 5 seeds
+    of equal spread, 7.4% at 2 vs 10, against <= 5% at equal seeds). Each end
+    of the interval at ``level`` is the one-sided bound of the test at (1 - level) / 2.
+
+    On integer inputs every sum is an exact int64 and every estimate one float division of exact
+    integers, so the verdict, the interval and p are the same bits on any CPU and in any order of
+    seeds or examples. Where the variance is 0 the difference is taken as it is (p 0 or 1)."""
+    a, b = np.asarray(a), np.asarray(b)
+    ka, n = a.shape[-2:]
+    kb = b.shape[-2]
+    ra, ca, ta, qa, ra2, ca2 = _two_way(a)
+    rb, cb, tb, qb, rb2, cb2 = _two_way(b)
+    z = kb * ca - ka * cb  # (..., examples): (kA kB) x the example's mean_A - mean_B
+    f = float
+    effect = (kb * ta - ka * tb).astype(f) / (ka * kb * n)
+    seeds_a = (ka * ra2 - ta * ta).astype(f) / (n * n * ka * (ka - 1)) / ka  # s_A^2 / k_A
+    seeds_b = (kb * rb2 - tb * tb).astype(f) / (n * n * kb * (kb - 1)) / kb
+    if n > 1:
+        resid_a = (ka * n * qa - ka * ra2 - n * ca2 + ta * ta).astype(f) / (ka * n * (ka - 1) * (n - 1))
+        resid_b = (kb * n * qb - kb * rb2 - n * cb2 + tb * tb).astype(f) / (kb * n * (kb - 1) * (n - 1))
+        z_var = (n * (z * z).sum(-1) - z.sum(-1) ** 2).astype(f) / (n * (n - 1) * (ka * kb) ** 2)
+        examples = np.maximum(0.0, z_var - resid_a / ka - resid_b / kb) / n
+    else:
+        examples = np.zeros_like(effect)
+    var = seeds_a + seeds_b + examples
+    spread = var > 0
+    safe = np.where(spread, var, 1.0)
+    if ka == kb:  # Welch-Satterthwaite over the three parts
+        seeds_df = seeds_a ** 2 / (ka - 1) + seeds_b ** 2 / (kb - 1)
+    else:  # Hsu's conservative min(k_A, k_B) - 1 for the seeds' part: Welch's df is liberal at unequal seeds (5.6% at 2 vs 5)
+        seeds_df = (seeds_a + seeds_b) ** 2 / (min(ka, kb) - 1)
+    df = safe ** 2 / (seeds_df + examples ** 2 / max(n - 1, 1) + ~spread)
+    se = np.sqrt(safe)
+    half = np.where(spread, sps.t.ppf(0.5 + level / 2, df) * se, 0.0)
+    t = effect / se
+    p = np.where(spread, sps.t.sf(t, df), np.where(effect > 0, 0.0, 1.0))
+    p_rev = np.where(spread, sps.t.cdf(t, df), np.where(effect < 0, 0.0, 1.0))
+    return effect, effect - half, effect + half, p, p_rev
+
+
+def paired_t(a, b, lower_is_better: bool = False) -> PairTest | None:
     """"A beats B" from per-example scores on the same examples: ``a`` (seeds_A, examples),
-    ``b`` (seeds_B, examples), column i of both the same test example. Each bootstrap draw
-    resamples A's seeds and B's seeds (with replacement), then the examples (one draw of
-    examples for both sides: the pairing), and takes the difference of the two means. The
-    interval is the draws' percentile interval; p = (1 + draws <= 0) / (1 + n_boot).
-
-    For integer-valued scores (0/1 correctness, or it times 100) every draw is exact: the
-    sums are of integers (exact in float64 in any order, so whatever BLAS kernel the CPU
-    picks) and each draw is one division of an exact integer numerator, so the verdict,
-    the interval and p are the same bits on every machine, and a tie is exactly 0."""
+    ``b`` (seeds_B, examples), column i of both the same test example; one-sided t test of the
+    difference of the two cells' means with its variance from the seeds and from the examples
+    (``paired_t_arrays``), its interval at PAIR_LEVEL. Calibrated by simulation at 2-10 seeds a
+    side, 100-5,000 examples, shared or independent examples (scripts/benchmarks/stats_calibration.py,
+    results/stats_calibration.md). None below 2 seeds a side."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
-        raise ValueError(f"paired_bootstrap wants (seeds, examples) arrays over the same examples, got {a.shape} and {b.shape}")
+        raise ValueError(f"paired_t wants (seeds, examples) arrays over the same examples, got {a.shape} and {b.shape}")
     if len(a) < 2 or len(b) < 2:
         return None
     if lower_is_better:
         a, b = -a, -b
-    n, ka, kb = a.shape[1], len(a), len(b)
-    counts, after = _example_draws(n, n_boot, seed)  # (examples, draws): each draw's example counts
-    rng = np.random.default_rng(seed)
-    rng.bit_generator.state = after  # the seeds are drawn from where the example draws left the stream
-    per_seed_a, per_seed_b = a @ counts, b @ counts  # (seeds, draws): each seed's sum on each draw's examples
-    pick_a = rng.integers(0, ka, size=(ka, n_boot))
-    pick_b = rng.integers(0, kb, size=(kb, n_boot))
-    sum_a = np.take_along_axis(per_seed_a, pick_a, 0).sum(0)  # (draws,): sum over the drawn seeds
-    sum_b = np.take_along_axis(per_seed_b, pick_b, 0).sum(0)
-    draws = (sum_a * kb - sum_b * ka) / (ka * kb * n)  # mean_A - mean_B of each draw
-    lo, hi = np.quantile(draws, [0.5 - level / 2, 0.5 + level / 2])
-    p = (1 + np.count_nonzero(draws <= 0)) / (1 + n_boot)
-    p_rev = (1 + np.count_nonzero(draws >= 0)) / (1 + n_boot)
-    return PairTest(float(a.mean() - b.mean()), (float(lo), float(hi)), float(p), float(p_rev), (ka, kb), PAIRED)
+    both, g = _integers(np.concatenate([a, b]))
+    effect, lo, hi, p, p_rev = (float(x) for x in paired_t_arrays(both[:len(a)], both[len(a):]))
+    return PairTest(g * effect, (g * lo, g * hi), p, p_rev, (len(a), len(b)), PAIRED)
+
+
+def fisher_learned(learned_a: int, n_a: int, learned_b: int, n_b: int) -> PairTest:
+    """"A fails less often than B": Fisher's exact test (scipy.stats.fisher_exact), one-sided, on
+    the 2x2 table of seeds that learned and did not (H1: A's share that learned is higher; the
+    reverse p for lower). The effect is the difference of the learned shares in points; ``ci``
+    holds the two learned counts (the test has no interval on that scale)."""
+    table = [[learned_a, n_a - learned_a], [learned_b, n_b - learned_b]]
+    p = float(sps.fisher_exact(table, alternative="greater").pvalue)
+    p_rev = float(sps.fisher_exact(table, alternative="less").pvalue)
+    effect = 100.0 * (learned_a / n_a - learned_b / n_b)
+    return PairTest(effect, (float(learned_a), float(learned_b)), p, p_rev, (n_a, n_b), FISHER)
 
 
 def aligned_outcomes(runs_a: list[dict], runs_b: list[dict], key: str = "correct") -> tuple[np.ndarray, np.ndarray] | None:
     """(seeds_A, examples) and (seeds_B, examples) arrays of ``key`` over the examples every run
-    scored (by ``index``), for ``paired_bootstrap``; None when the runs share no example."""
+    scored (by ``index``), for ``paired_t``; None when the runs share no example."""
     runs = runs_a + runs_b
     if not runs or any(key not in r or "index" not in r for r in runs):
         return None

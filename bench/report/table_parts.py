@@ -44,6 +44,7 @@ class ClaimEntry(Schema):
     lower_is_better: Optional[bool] = None
     ratio_at_most: Optional[float] = None
     halt_depth_below: Optional[float] = None
+    fails_less: Optional[bool] = None
 
 
 @dataclass
@@ -92,6 +93,7 @@ class Claim:
     ratio_at_most: float | None = None  # a ratio claim: better / than <= this (stats.py: ratio_test)
     halt_depth_below: float | None = None  # its premise: the better cell's mean halting depth below this
     question: bool = False  # an open question: the test's numbers printed as measured, no verdict
+    fails_less: bool = False  # a reliability claim: better's seeds learn more often than than's (stats.py: fisher_learned)
 
 
 @dataclass
@@ -288,4 +290,7 @@ def parse_claim(c, i: int, table: Table, raw_splits, preset: str, where: str, qu
         raise UserError(f"{what}: ratio_at_most is a number > 0, and halt_depth_below goes with it")
     if question and ratio is not None:
         raise UserError(f"{what}: an open question compares cells; ratio_at_most belongs to a claim")
-    return Claim(str(c["text"]), str(c["source"]), pairs, lower, ratio, depth, question)
+    fails_less = bool(c["fails_less"])
+    if fails_less and ratio is not None:
+        raise UserError(f"{what}: fails_less (a reliability claim on the seeds that learned) and ratio_at_most do not go together")
+    return Claim(str(c["text"]), str(c["source"]), pairs, lower, ratio, depth, question, fails_less)

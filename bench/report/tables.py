@@ -66,6 +66,11 @@ Schema of a results table (lm-evaluation-harness style: short entries, a shared 
         ratio_at_most: 0.6
         halt_depth_below: 20         # optional (cost tables): the better row's mean halting depth must
                                      # be below this, else the claim's premise is absent: inconclusive
+      - text: "GUT fails less often than UT at p_i 0.98"
+        split: T256_p98
+        better: gut                  # a reliability claim: better's seeds learn (above chance) more often,
+        than: ut                     # by Fisher's exact test on the learned counts (claims.py: RELIABILITY_RULE)
+        fails_less: true
     questions:               # optional: open questions, written as claims; their tests are printed
       - text: "does UT track S5 at 4x the training length better than the Transformer?"
         source: "open"               # with the word "measured" and no verdict (bench/report/claims.py)

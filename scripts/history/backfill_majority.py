@@ -1,4 +1,4 @@
-"""Write the majority-class share (and the majority-token share) into run records made before records carried it.
+"""Write the majority-class share (and the majority-token and last-target shares) into run records made before records carried them.
 
 A split's ``majority`` (bench/metrics.py: the share of the split's examples whose label is its
 most frequent one) is what an accuracy is compared with to say "at chance" (bench/report/cells.py).
@@ -9,8 +9,11 @@ project's own code, generates each split the record has metrics for that lacks t
 (``Task.generate`` with the split's own seed, as bench/data.py:load_split does), checks that the
 split has the record's number of examples, and writes the share into ``metrics[split]`` (after
 ``last_acc``, where a new record has it), nothing else; each record is rewritten atomically.
-Records of tasks with token targets (kind lm) get ``token_majority`` the same way, in each split
-and in each of its per-length bins (bench/metrics.py:with_token_chance, what a new record gets).
+Records of tasks with token targets (kind lm) get ``token_majority`` and ``last_majority`` (the
+share of the most frequent last scored target: the chance level of ``last_acc``, flip-flop's
+last read) the same way, in each split and in each of its per-length bins
+(bench/metrics.py:with_token_chance, what a new record gets); a ``token_majority`` already there
+must come out the same, or the record is left alone.
 Records whose task generator has changed since (another ``version``), whose kind has neither,
 or whose split sizes do not match are left alone and named.
 
@@ -71,10 +74,16 @@ def majority_shares(task_config: dict, splits: list[str], cache: dict) -> dict:
     return shares
 
 
+def _lacks_token_chance(m) -> bool:
+    """Whether a split's metrics lack a token-level chance level (``token_majority`` or ``last_majority``)."""
+    return isinstance(m, dict) and bool(m.get("n")) and not {"token_majority", "last_majority"} <= set(m)
+
+
 def backfill_tokens(rec: dict, task_config: dict, cache: dict) -> tuple[dict | None, str]:
-    """The record with ``token_majority`` written into every split lacking it (lm kinds)."""
+    """The record with ``token_majority`` and ``last_majority`` written into every split lacking
+    one (lm kinds); a value already there is computed again the same way and kept in its place."""
     metrics = rec["metrics"]
-    todo = [s for s, m in metrics.items() if isinstance(m, dict) and m.get("n") and "token_majority" not in m]
+    todo = [s for s, m in metrics.items() if _lacks_token_chance(m)]
     if not todo:
         return None, "nothing to write"
     done = []
@@ -82,9 +91,14 @@ def backfill_tokens(rec: dict, task_config: dict, cache: dict) -> tuple[dict | N
         task, columns = generated(task_config, split, cache)
         if len(columns["targets"]) != metrics[split]["n"]:
             return None, f"split sizes differ: {split} ({len(columns['targets'])} generated, {metrics[split]['n']} in the record)"
+        had = metrics[split].get("token_majority")
         metrics[split] = with_token_chance(metrics[split], task.kind, columns, task.length_bin)
-        done.append(f"{split} {metrics[split]['token_majority']:.3f}")
-    return rec, "token_majority " + ", ".join(done)
+        now = metrics[split]["token_majority"]
+        if had is not None and had != now and not (had != had and now != now):  # NaN only where both are NaN
+            return None, f"{split}: token_majority {had} in the record, {metrics[split]['token_majority']} from the data: other data"
+        done.append((split, metrics[split]["token_majority"], metrics[split]["last_majority"]))
+    return rec, ("token_majority " + ", ".join(f"{s} {t:.3f}" for s, t, _ in done)
+                 + "; last_majority " + ", ".join(f"{s} {x:.3f}" for s, _, x in done))
 
 
 def backfill(path: Path, cache: dict) -> tuple[dict | None, str]:
@@ -101,7 +115,7 @@ def backfill(path: Path, cache: dict) -> tuple[dict | None, str]:
         return None, f"task class not found: {exc}"
     if cls.kind not in ("classify", "pair_classify", "lm"):
         return None, f"kind {cls.kind}: no label per example and no token targets"
-    lacking = [s for s, m in metrics.items() if isinstance(m, dict) and m.get("n") and "token_majority" not in m]
+    lacking = [s for s, m in metrics.items() if _lacks_token_chance(m)]
     if not (lacking if cls.kind == "lm" else todo):
         return None, "nothing to write"
     if str(task.get("version", "1")) != str(cls.version):
