@@ -4,7 +4,8 @@
 
 1. the mechanism (bench/models/layers/linear_recurrence.py): the chunkwise-parallel form against its
    step form run token by token (what streaming one token at a time costs), forward, T = 1024,
-   batch 4, 4 heads, dk = dv = 32, float32: the ratio step loop / chunked (target >= 10);
+   4 heads, float32, at batch 1 (dk = dv = 16) and batch 4 (dk = dv = 32): the ratio step loop /
+   chunked (target >= 10);
 2. a training step (forward, loss, backward, AdamW step; the mqar small preset's sizes: d 64, 4 heads,
    2 layers, d_ff 128, dropout 0) of every family against the Transformer (SDPA, xPos) at the same
    T and batch: T = 4096 (target: cheaper, ratio < 1) and T = 512 (target: within 1.5x);
@@ -13,12 +14,14 @@
 4. memory: bytes autograd saves for backward over one forward (bench.cost's SavedBytes) at T =
    1024..8192, per token, as a ratio to T = 1024 (linear in T: 1.00).
 
-Timings are medians over repeats after a warm-up, the compared calls interleaved within each
-repeat so that machine load hits them alike; every verdict is computed from the measured ratio.
+Timings are CPU seconds of this process (``time.process_time``; one thread, so other processes
+sharing the cores do not count), medians over repeats after a warm-up, the compared calls
+interleaved within each repeat; every verdict is computed from the measured ratio.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import sys
@@ -40,9 +43,9 @@ VOCAB = 32
 
 
 def timed(fn) -> float:
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     fn()
-    return time.perf_counter() - t0
+    return time.process_time() - t0
 
 
 def interleaved(fns: dict, repeats: int) -> dict:
@@ -94,14 +97,14 @@ def chunked(q, k, v, beta, log_decay):
 
 def mechanism_rows(T: int, repeats: int) -> list:
     rows = []
-    for kind in ("gla-none", "gla-head", "gla-channel", "delta-none", "delta-head"):
-        args = mechanism_inputs(kind, T)
+    for (batch, d), kind in itertools.product(((1, 16), (4, 32)), ("gla-none", "gla-head", "gla-channel", "delta-none", "delta-head")):
+        args = mechanism_inputs(kind, T, B=batch, d=d)
         with torch.no_grad():
             t = interleaved({"step": lambda: step_loop(*args), "chunked": lambda: chunked(*args)}, repeats)
             err = (step_loop(*args)[0] - chunked(*args)[0]).abs().max().item()
         ratio = t["step"] / t["chunked"]
         fn = "gated_linear_attention" if kind.startswith("gla") else "delta_rule"
-        rows.append([fn, kind.split("-")[1], T, f"{1e3 * t['step']:.1f}", f"{1e3 * t['chunked']:.1f}", f"{ratio:.1f}",
+        rows.append([fn, kind.split("-")[1], batch, d, T, f"{1e3 * t['step']:.1f}", f"{1e3 * t['chunked']:.1f}", f"{ratio:.1f}",
                      "yes" if ratio >= 10 else "no", f"{err:.1e}"])
     return rows
 
@@ -207,10 +210,12 @@ def main(argv=None) -> int:
     mem_lengths = [128, 256] if a.quick else [1024, 2048, 4096, 8192]
 
     threads = torch.get_num_threads()
-    parts = [f"torch {torch.__version__}, {threads} thread(s), float32, CPU; medians of {a.repeats} repeats after a warm-up."]
-    parts.append("## 1. Chunked form vs step loop (forward; batch 4, 4 heads, dk = dv = 32)\n\n" + tabulate(
+    parts = [f"torch {torch.__version__}, {threads} thread(s), float32, CPU; CPU ms of this process, medians of {a.repeats} "
+             "repeats after a warm-up."]
+    parts.append("## 1. Chunked form vs step loop (forward, 4 heads, dk = dv = d)\n\n" + tabulate(
         mechanism_rows(T_mech, a.repeats),
-        ["function", "decay", "T", "step loop ms", "chunked ms", "step / chunked", ">= 10x", "max |diff|"], tablefmt="github"))
+        ["function", "decay", "batch", "d", "T", "step loop ms", "chunked ms", "step / chunked", ">= 10x", "max |diff|"],
+        tablefmt="github"))
     parts.append("## 2. Training step vs the Transformer (d 64, 4 heads, 2 layers, d_ff 128)\n\n" + tabulate(
         training_rows(train_lengths, a.repeats),
         ["family", "T", "batch", "family ms", "transformer ms", "family / transformer", "target", "meets"], tablefmt="github"))
