@@ -9,7 +9,7 @@ channel, per head:
     out_t = W_O (r_t * LayerNorm_head(o_t))                                 (5)   [GLA §4.4]
 
 log alpha_t = logsigmoid(.) / tau; eq. (3) is ``gated_linear_attention`` with that per-channel
-log decay (chunks of at most 16 steps: the (C, C, dk) decay tensor).
+log decay (chunks of at most 8 steps: the (C, C, dk) decay tensor).
 """
 from __future__ import annotations
 
