@@ -23,6 +23,6 @@ class GatedDeltaNet(LinearRecurrent):
     """Gated DeltaNet [Yang et al. 2025]: eq. (1)-(6) (the gated ``DeltaRuleAttention``)."""
 
     def __init__(self, vocab_size: int, causal: bool = True, d_model: int = 128, n_heads: int = 4, n_layers: int = 2,
-                 d_ff: int = 256, dropout: float = 0.1, chunk_size: int = 64, conv_size: int = 4, beta_range: float = 1.0):
+                 d_ff: int = 256, dropout: float = 0.1, chunk_size: int = 16, conv_size: int = 4, beta_range: float = 1.0):
         super().__init__(vocab_size, causal, d_model, n_layers, d_ff, dropout,
                          lambda: DeltaRuleAttention(d_model, n_heads, chunk_size, conv_size, beta_range, gated=True))
