@@ -285,9 +285,8 @@ def test_nope_checks_pass_and_say_what_is_not_there(tmp_path, registry):
 
     result = run_checks(load_table("nope-properties"), tmp_path, "paper", registry)
     status = [row[-1] for row in result["rows"]]
-    assert status[:5] == ["pass"] * 5  # the computed properties of [NOPE §3]
-    assert status[5].startswith("not implemented")
-    assert status[6:] == ["missing records", "missing records"]
+    assert status[:8] == ["pass"] * 8  # the computed properties of [NOPE §3], and of §4's linear Transformer
+    assert status[8:] == ["missing records", "missing records"]
 
 
 def test_a_record_of_an_older_data_version_is_stale(tmp_path, registry):

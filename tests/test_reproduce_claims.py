@@ -332,7 +332,7 @@ def test_a_record_check_is_a_welch_test_not_a_comparison_of_means(tmp_path, regi
         for model, accs in (("nope", nope), ("transformer", transformer)):
             for seed, acc in enumerate(accs):
                 write_record(tmp_path, model, "d2", seed, {"bin1": acc})
-        row = run_checks(load_table("nope-properties"), tmp_path, "paper", registry)["rows"][6]
+        row = run_checks(load_table("nope-properties"), tmp_path, "paper", registry)["rows"][8]
         return row[3], row[4]
 
     # Δ = 50.3 - 12 = +38.3 points, sds 0.25 and 7: t = 9.5 at ~2 df, p = 0.005

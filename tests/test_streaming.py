@@ -22,6 +22,7 @@ import torch
 import bench
 from bench.models.base import StreamingUnsupported
 from bench.models.brt import BlockRecurrentTransformer
+from bench.models.linear_recurrent import LinearRecurrent
 from bench.models.layers.rem import REM
 from bench.models.r_transformer import RTransformer
 from bench.models.rnn import RNN
@@ -37,7 +38,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 OWN = {"transformer", "nope", "transformer-star", "rsa-transformer", "rsa-transformer-I", "rsa-transformer-II",
        "rsa-transformer-III", "rsa-transformer-IV", "xl", "rsa-xl", "brt", "brt-lstm-gate", "rsa-brt",
        "lstm", "gru", "r-transformer", "tlb", "rsa-tlb", "ut", "gut", "gut-no-global-halt", "gut-no-gate",
-       "gut-no-transition", "gutlb"}
+       "gut-no-transition", "gutlb", "linear-transformer", "deltanet", "deltanet-neg", "gated-deltanet", "retnet",
+       "gla", "mamba2", "mamba2-neg"}
 OTHERS: set = set()
 CANNOT = {"tlb-fr"}
 
@@ -96,7 +98,7 @@ def test_state_round_trips_through_torch_save(name):
 def bounded_part(model, state):
     """The part of a state that must stay bounded, or None for families whose state grows
     (attention over the whole prefix: Transformer, NoPE, Transformer*)."""
-    if isinstance(model, RNN | BlockRecurrentTransformer | TLB):  # TLB: memory slots + one chunk's caches
+    if isinstance(model, RNN | BlockRecurrentTransformer | TLB | LinearRecurrent):  # TLB: memory slots + one chunk's caches
         return state
     if isinstance(model, TransformerXL) and model.segment_len < T:
         return state

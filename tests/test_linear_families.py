@@ -1,0 +1,126 @@
+"""The matrix-state families (linear-transformer, deltanet, gated-deltanet, retnet, gla, mamba2 and
+the negative-eigenvalue entries) against forms written independently of the shared mechanism: the
+linear Transformer as normalised kernel attention [Katharopoulos eq. 4-6], RetNet's parallel form
+[Sun eq. 5], Mamba-2's scan of eq. (5) step by step, with and without negative transitions; the
+state bytes flat in the context; the beta range; bad settings. (Streaming = forward: test_streaming.py;
+forward / backward on every task and causality: test_models.py.)"""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import bench
+from bench.models.linear_recurrent import LinearRecurrent, heads, merge
+from bench.runner.stream_state import stream_state_bytes
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+FAMILIES = ["linear-transformer", "deltanet", "deltanet-neg", "gated-deltanet", "retnet", "gla", "mamba2", "mamba2-neg"]
+
+
+def build(name, **kw):
+    torch.manual_seed(0)
+    params = {"d_model": 16, "n_heads": 2, "n_layers": 2, "d_ff": 32, "dropout": 0.0, "chunk_size": 8, **kw}
+    return bench.build_model(name, vocab_size=11, causal=True, **params).eval()
+
+
+def mixer_input(T=21, d=16, seed=0):
+    return torch.randn(2, T, d, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_state_bytes_do_not_grow_with_the_context(name):
+    model = build(name)
+    short, long = stream_state_bytes(model, 50), stream_state_bytes(model, 700)
+    assert short == long > 0
+    assert isinstance(model, LinearRecurrent)
+
+
+def test_linear_transformer_is_normalised_kernel_attention():
+    """y_t = sum_{s<=t} phi(q_t).phi(k_s) v_s / sum_{s<=t} phi(q_t).phi(k_s), phi = elu + 1 [Katharopoulos eq. 6]."""
+    mixer = build("linear-transformer").blocks[0].mixer
+    x = mixer_input()
+    q, k, v = (heads(t, 2) for t in mixer.qkv(x).chunk(3, dim=-1))
+    phi_q, phi_k = F.elu(q) + 1, F.elu(k) + 1
+    sim = (phi_q @ phi_k.mT).tril()  # (B, H, T, T)
+    expect = mixer.out(merge((sim @ v) / sim.sum(-1, keepdim=True)))
+    with torch.no_grad():
+        got, _ = mixer(x)
+    torch.testing.assert_close(got, expect.detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_retnet_equals_its_parallel_form():
+    """Retention(X) = (Q K^T * D) V, D_nm = gamma^{n-m} (n >= m), gamma_h = 1 - 2^{-5-h} [Sun eq. 5]."""
+    mixer = build("retnet").blocks[0].mixer
+    x = mixer_input(T=30)
+    B, T, _ = x.shape
+    q, k, v = (heads(t, 2) for t in mixer.qkv(x).chunk(3, dim=-1))
+    pos = torch.arange(T)
+    tables = mixer.rotary.tables(pos)
+    from bench.models.layers.positional import rotate
+
+    q, k = rotate(q, tables), rotate(k, tables) / math.sqrt(q.shape[-1])
+    gamma = 1 - 2.0 ** (-5.0 - torch.arange(2.0))
+    D = (gamma[:, None, None] ** (pos[:, None] - pos[None, :]).clamp_min(0)) * (pos[:, None] >= pos[None, :])
+    o = (q @ k.mT * D) @ v  # (B, H, T, hd)
+    o = F.group_norm(merge(o).reshape(B * T, -1), 2).view(B, T, -1)
+    expect = mixer.out(F.silu(mixer.gate(x)) * o)
+    with torch.no_grad():
+        got, _ = mixer(x)
+    torch.testing.assert_close(got, expect.detach(), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["mamba2", "mamba2-neg"])
+def test_mamba2_equals_its_scan(name):
+    """Eq. (1)-(6) of bench/models/mamba2.py run step by step: h_t = a_t h_{t-1} + B_t (Delta_t x_t)^T,
+    y_t = h_t^T C_t + D x_t, a_t = exp(Delta_t A) or 2 exp(Delta_t A) - 1."""
+    mixer = build(name).blocks[0].mixer
+    x_in = mixer_input(T=19, seed=1)
+    with torch.no_grad():
+        mixer.dt_bias.copy_(torch.tensor([-3.0, 0.5]))  # one slow head, one fast (transitions near -1 with signs)
+        z, xBC, dt = mixer.in_proj(x_in).split((mixer.d_inner, mixer.d_inner + 2 * mixer.d_state, mixer.n_heads), dim=-1)
+        K = mixer.conv.kernel_size
+        padded = F.pad(xBC, (0, 0, K - 1, 0))
+        w = mixer.conv.conv.weight[:, 0]  # (c, K)
+        conv = torch.stack([(padded[:, t:t + K] * w.T).sum(1) for t in range(xBC.shape[1])], 1) + mixer.conv.conv.bias
+        x, Bm, Cm = F.silu(conv).split((mixer.d_inner, mixer.d_state, mixer.d_state), dim=-1)
+        delta = F.softplus(dt + mixer.dt_bias)  # (B, T, H)
+        a = torch.exp(delta * -mixer.A_log.exp())
+        if name == "mamba2-neg":
+            a = 2 * a - 1
+        xh = x.view(*x.shape[:2], mixer.n_heads, -1)  # (B, T, H, P)
+        h = torch.zeros(x.shape[0], mixer.n_heads, mixer.d_state, xh.shape[-1])
+        ys = []
+        for t in range(x.shape[1]):
+            h = a[:, t, :, None, None] * h + Bm[:, t, None, :, None] * (delta[:, t, :, None] * xh[:, t])[:, :, None, :]
+            ys.append(torch.einsum("bn,bhnp->bhp", Cm[:, t], h) + mixer.D[:, None] * xh[:, t])
+        y = torch.stack(ys, 1).reshape(x.shape[0], x.shape[1], -1)
+        expect = mixer.out_proj(mixer.norm(y * F.silu(z)))
+        got, _ = mixer(x_in)
+    if name == "mamba2-neg":
+        assert (a < 0).any(), "no negative transition was exercised"
+    torch.testing.assert_close(got, expect, atol=1e-5, rtol=1e-5)
+
+
+def test_beta_range_two_reaches_past_one():
+    """beta = r sigmoid(.): r = 2 doubles every beta, so transitions 1 - beta reach below 0."""
+    x = mixer_input()
+    one, two = build("deltanet").blocks[0].mixer, build("deltanet-neg").blocks[0].mixer
+    b1, b2 = torch.sigmoid(one.beta(x)), two.beta_range * torch.sigmoid(two.beta(x))
+    torch.testing.assert_close(b2, 2 * b1)
+    assert two.beta_range == 2.0 and b2.max() > 1
+
+
+@pytest.mark.parametrize("name,bad,says", [
+    ("deltanet", {"beta_range": 3.0}, "beta_range must be in"),
+    ("linear-transformer", {"d_model": 15}, "divisible by n_heads"),
+])
+def test_bad_settings_say_what_would_be_right(name, bad, says):
+    with pytest.raises(Exception, match=says):
+        build(name, **bad)
+
+
+def test_the_families_are_causal_only():
+    with pytest.raises(Exception, match="causal-only"):
+        bench.build_model("deltanet", vocab_size=11, causal=False)
