@@ -273,10 +273,11 @@ def test_the_compare_hint_is_a_command_that_runs_as_printed(capsys, tmp_path, mo
     import shlex
 
     monkeypatch.chdir(tmp_path)
-    line = one_line(*run_cli(capsys, "compare", "--models", "lstm", "--preset", "smoke", "--out", "o",
-                             "--set", "train.max_epochs=1")[::2], "train them with: bench compare")
-    hinted = shlex.split(line.split("train them with: ")[1])
-    assert hinted[:2] == ["bench", "compare"] and "--run" in hinted and "--tasks" in hinted
+    line = one_line(*run_cli(capsys, "compare", "--models", "lstm", "--preset", "small", "--out", "o",
+                             "--set", "train.max_epochs=1")[::2], "name the tasks with --tasks", "a quick first one to try: bench compare")
+    hinted = shlex.split(line.split("a quick first one to try: ")[1])
+    assert hinted[:2] == ["bench", "compare"] and "--run" in hinted
+    assert hinted[hinted.index("--tasks") + 1] == "parity" and hinted[hinted.index("--preset") + 1] == "smoke"  # asked, not chosen: smoke
     code, stdout, err = run_cli(capsys, *hinted[1:])
     assert code == 0, err
     assert "lstm" in stdout and list((tmp_path / "o" / "runs").rglob("seed0*.json"))
