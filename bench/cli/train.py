@@ -260,19 +260,37 @@ def _fill_writeups(out: Path, registry) -> int:
     return 0
 
 
+def _list_tables(args, out: Path, registry) -> int:
+    """``reproduce --list``: the table files only (bench/report/table_file.py: no torch, no record
+    read); with --records, each table's cells with records counted (bench/report/reproduce.py)."""
+    from tabulate import tabulate
+
+    if args.records:
+        from ..report import reproduce
+
+        headers, rows = ["table", "preset", "with records", "description"], reproduce.list_tables(out, registry=registry)
+    else:
+        from ..report.table_file import list_files
+
+        headers, rows = ["table", "preset", "kind", "written", "description"], list_files(out)
+    print(tabulate(_fit(rows, headers, args.full), headers=headers, tablefmt="simple"))
+    broken = [row[0] for row in rows if "BROKEN" in row[1:4]]
+    if broken:
+        note(f"bench: warning: {len(broken)} table file(s) cannot be read: {', '.join(broken)} (the description says why)")
+    return 0
+
+
 def cmd_reproduce(args, registry) -> int:
     from tabulate import tabulate
 
     from ..parsing import default_out, reference_out
-    from ..records import ensure_writable
-    from ..report import reproduce
 
     out = Path(args.out or reference_out())  # where the records are read (and, with --run, trained into)
     tables_out = Path(args.out) if args.out else out if args.run else Path(default_out())  # the reference tables only when asked
     if args.list_tables:
-        headers = ["table", "preset", "with records", "description"]
-        print(tabulate(_fit(reproduce.list_tables(out, registry=registry), headers, args.full), headers=headers, tablefmt="simple"))
-        return 0
+        return _list_tables(args, out, registry)
+    if args.records:
+        raise UserError("--records goes with --list (bench reproduce --list --records)")
     if args.writeups:
         if args.table or args.run:
             raise UserError("--writeups rebuilds the tables the write-ups name from their records: give no table name and no --run")
@@ -281,6 +299,9 @@ def cmd_reproduce(args, registry) -> int:
         return _fill_writeups(out, registry)
     if not args.table:
         raise UserError("name a table (e.g. bench reproduce rsa-table2), or pass --list or --writeups")
+    from ..records import ensure_writable
+    from ..report import reproduce
+
     profile = _grid_profile(args)
     for folder in {out, tables_out} if args.run else {tables_out}:
         ensure_writable(folder)
