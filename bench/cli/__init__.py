@@ -68,13 +68,12 @@ def main(argv: list[str] | None = None) -> int:
         return one_line_exit(exc)
     except KeyboardInterrupt as exc:  # Ctrl-C, or a grid stopped by a signal (bench.grid.Stopped)
         trains = args is not None and (args.command == "run" or getattr(args, "run", False) and args.command in ("compare", "reproduce"))
-        print(
-            "bench: interrupted; finished runs keep their records and the others their last checkpoints: run the same command "
-            "again to resume"
-            if trains
-            else "bench: interrupted; nothing was written (its files are written when it is done)",
-            file=sys.stderr,
-        )
+        summary = getattr(exc, "summary", None)  # a grid's own account of what it wrote (bench/grid/common.py: Stopped)
+        if not summary:
+            summary = ("bench: interrupted; finished runs keep their records and the others their last checkpoints: run the same "
+                       "command again to resume" if trains else "bench: interrupted; nothing was written (its files are written when "
+                       "it is done)")
+        print(summary, file=sys.stderr)
         return 128 + getattr(exc, "signum", signal.SIGINT)
     except BrokenPipeError:  # `bench compare ... | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
