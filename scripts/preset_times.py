@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's bench, not an installed one
 COMBOS = [(model, task, preset) for preset in ("smoke", "small") for task in ("parity", "copy", "flipflop", "listops")
           for model in ("transformer", "lstm", "gut")]
 
