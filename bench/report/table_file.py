@@ -65,15 +65,16 @@ def _raw(name: str, folder: Path, chain: tuple = ()) -> dict:
     return raw
 
 
-def read_table_file(name: str, folder: Path = TABLES_DIR) -> TableFile:
-    """The table file ``name`` with its base merged in, its keys and their types checked (one
-    UserError line naming the file otherwise); what its kind makes of it: bench/report/tables.py."""
+def read_table_file(name: str, folder: Path = TABLES_DIR, kinds: tuple[str, ...] = KIND_NAMES) -> TableFile:
+    """The table file ``name`` with its base merged in, its keys and their types checked, its kind
+    one of ``kinds`` (one UserError line naming the file otherwise); what its kind makes of it:
+    bench/report/tables.py."""
     where = f"tables/{name}.yaml"
     spec = TableFile.from_mapping(_raw(name, folder), where)
     if not spec.seeds:
         raise UserError(f"{where}: seeds must be a list of integers, e.g. [0, 1, 2]")
-    if spec.kind not in KIND_NAMES:
-        raise UserError(f"{where}: kind must be one of {', '.join(KIND_NAMES)}, got {spec.kind!r}")
+    if spec.kind not in kinds:
+        raise UserError(f"{where}: kind must be one of {', '.join(kinds)}, got {spec.kind!r}")
     return spec
 
 

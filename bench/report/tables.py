@@ -115,7 +115,7 @@ def kind_of(table: Table) -> TableKind:
 def load_table(name: str, preset: str | None = None, folder: Path = TABLES_DIR) -> Table:
     """The table ``name`` with its columns for ``preset`` (default: the table's own); its kind loads
     its part of the file."""
-    spec = read_table_file(name, folder)
+    spec = read_table_file(name, folder, tuple(KINDS))
     table = Table(name=name, title=spec.title, source=spec.source, preset=spec.preset, seeds=spec.seeds, kind=spec.kind)
     kind_of(table).load(table, spec, dataclasses.asdict(spec), preset or table.preset, f"tables/{name}.yaml")
     return table
