@@ -19,6 +19,9 @@ multiple of its ``n_heads``) with ``d_ff`` scaled in proportion, searched from t
 by doubling or halving until the target is bracketed, then by bisection over the multiples of
 ``n_heads`` (every figure grows with the width), up to ``WIDTH_LIMIT`` times the preset's width.
 The width whose figure is nearest the target (in ratio) is chosen; it must be within ``TOLERANCE``.
+Where no multiple of ``n_heads`` is (a small preset's coarse grid: d_model 40 and 48 bracketing
+2x a smoke Transformer at 0.77x and 1.11x), ``d_ff`` is freed at the two bracketing widths and
+bisected over (every figure that depends on it grows with it), the nearest of those chosen.
 A chosen width is a pair of ``--set`` overrides (none where it is the preset's own), so budget
 runs are runs of their own identity, found and trained like any other."""
 from __future__ import annotations
@@ -62,14 +65,18 @@ def parse_at(budget: str, raw: str | None) -> list[float]:
 
 
 def parse_multiples(raw: str | None) -> list[float]:
-    """``1x,2x,4x`` (or ``1,2,0.5x``) -> [1.0, 2.0, 4.0]; each a finite number > 0."""
+    """``1x,2x,4x`` (or ``0.5x``) -> [1.0, 2.0, 4.0]; each a finite number > 0 followed by its x (a
+    bare ``64`` could be meant as a d_model: it is refused with the two readings)."""
     items = [s.strip() for s in str(raw or "1x,2x,4x").split(",") if s.strip()]
     values = []
     for item in items:
-        match = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)x?", item)
+        match = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)([xX]?)", item)
         value = float(match.group(1)) if match else float("nan")
         if not (math.isfinite(value) and value > 0):
             raise UserError(f"--at takes multiples of the Transformer's budget above 0, e.g. 1x,2x,4x; got {item!r}")
+        if not match.group(2):
+            raise UserError(f"--at {item}: a multiple of the Transformer's budget is written with its x ({item}x; e.g. --at 1x,2x,4x); "
+                            f"for the d_model {item}, use --budget width --at {item}")
         values.append(value)
     if not values:
         raise UserError("--at takes multiples of the Transformer's budget, e.g. 1x,2x,4x")
@@ -128,19 +135,21 @@ class Meter:
         d0, ff0, _ = self.base(model)
         return max(1, round(d_model * ff0 / d0)) if ff0 else None
 
-    def width_sets(self, model: str, d_model: int) -> tuple[str, ...]:
-        """The --set items of ``model`` at ``d_model``; none at the preset's width."""
-        if d_model == self.base(model)[0]:
+    def width_sets(self, model: str, d_model: int, d_ff: int | None = None) -> tuple[str, ...]:
+        """The --set items of ``model`` at ``d_model`` (and ``d_ff``, default: in proportion); none
+        at the preset's width."""
+        if d_model == self.base(model)[0] and d_ff is None:
             return ()
-        ff = self.d_ff(model, d_model)
+        ff = d_ff or self.d_ff(model, d_model)
         return (f"model.d_model={d_model}",) + ((f"model.d_ff={ff}",) if ff else ())
 
-    def __call__(self, model: str, d_model: int) -> float | None:
-        """The figure at ``d_model``; None where the family cannot be built at that width."""
-        key = (model, d_model)
+    def __call__(self, model: str, d_model: int, d_ff: int | None = None) -> float | None:
+        """The figure at ``d_model`` (``d_ff``: default in proportion); None where the family
+        cannot be built at that width."""
+        key = (model, d_model, d_ff)
         if key not in self.cache:
             try:
-                self.cache[key] = self._measure(model, list(self.width_sets(model, d_model)))
+                self.cache[key] = self._measure(model, list(self.width_sets(model, d_model, d_ff)))
             except UserError:
                 if d_model == self.base(model)[0]:
                     raise  # the preset's own width: not a width problem
@@ -166,9 +175,10 @@ class Meter:
                 raise UserError(f"--budget state: {model} cannot stream ({exc}); leave it out or choose --budget params|flops") from None
 
 
-def search_width(meter: Meter, model: str, target: float) -> int:
-    """The d_model (a multiple of n_heads, up to WIDTH_LIMIT x the preset's) whose figure is nearest
-    ``target`` in ratio; UserError when that is not within TOLERANCE."""
+def search_width(meter: Meter, model: str, target: float) -> tuple[int, int | None]:
+    """(d_model, d_ff): the d_model (a multiple of n_heads, up to WIDTH_LIMIT x the preset's) whose
+    figure is nearest ``target`` in ratio, d_ff None (in proportion); where none is within
+    TOLERANCE, the d_ff nearest it at the bracketing widths (search_d_ff); else UserError."""
     d0, _, heads = meter.base(model)
     k_max = max(1, WIDTH_LIMIT * d0 // heads)
 
@@ -202,11 +212,42 @@ def search_width(meter: Meter, model: str, target: float) -> int:
         else:
             below = mid
     best = min((k for k in (below, above) if k is not None), key=lambda k: abs(math.log(value(k) / target)))
-    if abs(value(best) / target - 1) > TOLERANCE:
-        reached = ", ".join(f"d_model={k * heads}: {value(k) / target:.2f}x the target" for k in (below, above) if k is not None)
-        raise UserError(f"{model} cannot match the target {meter.budget} ({target:,.0f}) on {meter.task} within "
-                        f"{TOLERANCE:.0%} at any d_model from {heads} to {k_max * heads} ({reached}); leave it out or change --at")
-    return best * heads
+    if abs(value(best) / target - 1) <= TOLERANCE:
+        return best * heads, None
+    freed = search_d_ff(meter, model, [k * heads for k in (below, above) if k is not None], target)
+    if freed is not None:
+        return freed
+    reached = ", ".join(f"d_model={k * heads}: {value(k) / target:.2f}x the target" for k in (below, above) if k is not None)
+    raise UserError(f"{model} cannot match the target {meter.budget} ({target:,.0f}) on {meter.task} within "
+                    f"{TOLERANCE:.0%} at any d_model from {heads} to {k_max * heads}, nor with d_ff freed ({reached}); "
+                    f"leave it out or change --at")
+
+
+def search_d_ff(meter: Meter, model: str, widths: list[int], target: float) -> tuple[int, int] | None:
+    """(d_model, d_ff) within TOLERANCE of ``target``, d_model one of ``widths`` and d_ff bisected
+    from 1 to WIDTH_LIMIT x its proportional value (the figure grows with d_ff); the nearest in
+    ratio of those found, None where the family has no d_ff or none comes within TOLERANCE."""
+    found = []
+    for d in widths:
+        ff0 = meter.d_ff(model, d)
+        if not ff0 or meter(model, d, 1) is None:
+            continue
+        lo, hi = 1, WIDTH_LIMIT * ff0
+        if meter(model, d, lo) > target or (meter(model, d, hi) or 0) < target:
+            ends = [f for f in (lo, hi) if meter(model, d, f) is not None]
+        else:
+            while hi - lo > 1:  # figure(lo) <= target < figure(hi)
+                mid = (lo + hi) // 2
+                if (meter(model, d, mid) or math.inf) <= target:
+                    lo = mid
+                else:
+                    hi = mid
+            ends = [lo, hi]
+        found += [(d, f) for f in ends]
+    if not found:
+        return None
+    d, f = min(found, key=lambda df: abs(math.log(meter(model, *df) / target)))
+    return (d, f) if abs(meter(model, d, f) / target - 1) <= TOLERANCE else None
 
 
 def plan_budget(registry, models: list[str], task: str, preset: str, overrides: list[str] | None, budget: str,
@@ -221,9 +262,9 @@ def plan_budget(registry, models: list[str], task: str, preset: str, overrides: 
             widths += [_at_width(meter, model, int(d), reference) for d in multiples]
             continue
         for m in multiples:
-            d = search_width(meter, model, m * reference)
-            ff, value = meter.d_ff(model, d), meter(model, d)
-            widths.append(Width(model, task, m, d, ff, value, value / reference, meter.width_sets(model, d), meter.length))
+            d, free = search_width(meter, model, m * reference)
+            ff, value = free or meter.d_ff(model, d), meter(model, d, free)
+            widths.append(Width(model, task, m, d, ff, value, value / reference, meter.width_sets(model, d, free), meter.length))
             log.debug(f"bench: budget {budget} {multiple_text(m)} on {task}: {model} at d_model={d}"
                      f"{f', d_ff={ff}' if ff else ''}: {value / reference:.3f}x the Transformer's")
     return widths

@@ -65,8 +65,8 @@ class TrainConfig:
     select: Select = "best_val"  # best_val: test the best-on-validation weights | last: the final weights
     # the resume checkpoint is also written this often (and at every validation)
     checkpoint_every_min: float = setting(10.0, POSITIVE, identity=False)
-    # piped output: a training line this often between validations (0: only at validations)
-    progress_every_min: float = setting(5.0, AT_LEAST_0, identity=False)
+    # piped output (stderr not a terminal): a training line this often between validations (0: only at validations)
+    progress_every_min: float = setting(0.5, AT_LEAST_0, identity=False)
     compile: bool = setting(False, identity=False)  # torch.compile the backbone
     # test splits also scored at every validation, logged as <split>_<metric>; never selects
     watch_splits: list = setting([], identity=False)

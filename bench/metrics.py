@@ -201,14 +201,57 @@ def load_outcomes(record: str | Path, eval: str | None = None) -> dict[str, dict
     if not file.is_file():
         raise UserError(f"the outcomes file {str(file)!r} of record {str(path)!r} is missing (a copy made without it?); "
                         f"`bench eval` writes its evaluation's again")
-    with np.load(file) as saved:
-        out = {split: {name: saved[f"{split}/{name}"] for name in OUTCOME_FIELDS} for split in rec["metrics"]
-               if f"{split}/correct" in saved.files}
+    again = f"rerun the {'evaluation' if evaluation else 'run (--rerun)'} to write both again"
+    out = read_outcomes(file, [s for s in rec["metrics"]], again)
     wrong = [s for s, m in rec["metrics"].items() if s not in out or len(out[s]["correct"]) != m.get("n")]
     if wrong:
-        raise UserError(f"the outcomes file {str(file)!r} does not match record {str(path)!r} (split {wrong[0]!r}); "
-                        f"rerun the {'evaluation' if evaluation else 'run (--rerun)'} to write both again")
+        raise UserError(f"the outcomes file {str(file)!r} does not match record {str(path)!r} (split {wrong[0]!r}); {again}")
+    for split, metrics in rec["metrics"].items():
+        problem = contradiction(out[split], metrics)
+        if problem:
+            raise UserError(f"the outcomes file {str(file)!r} contradicts record {str(path)!r} (split {split!r}: {problem}); {again}")
     return out
+
+
+def read_outcomes(file: Path, splits: list[str], again: str) -> dict[str, dict[str, np.ndarray]]:
+    """``{split: {field: array}}`` of the splits ``file`` holds, read without unpickling anything
+    (``allow_pickle=False``: an array of Python objects is refused); a file that is not a readable
+    ``.npz`` of numeric arrays is one UserError line naming it, ``again`` saying what rewrites it."""
+    import zipfile
+
+    try:
+        with np.load(file, allow_pickle=False) as saved:
+            if not hasattr(saved, "files"):
+                raise ValueError("one array, not an .npz archive of arrays")
+            out = {split: {name: np.asarray(saved[f"{split}/{name}"]) for name in OUTCOME_FIELDS} for split in splits
+                   if f"{split}/correct" in saved.files}
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "pickle" in text:  # numpy's own words would advise loading it unsafely
+            text = "it holds Python objects, which are never unpickled"
+        raise UserError(f"the outcomes file {str(file)!r} is damaged or not an outcomes file ({text}); {again}") from None
+    for split, arrays in out.items():
+        bad = next((name for name, a in arrays.items() if a.dtype.kind not in "biuf"), None)
+        if bad:
+            raise UserError(f"the outcomes file {str(file)!r} is not an outcomes file ({split}/{bad} holds {arrays[bad].dtype} values, "
+                            f"not numbers); {again}")
+    return out
+
+
+def contradiction(arrays: dict[str, np.ndarray], metrics: dict) -> str | None:
+    """What in a split's outcomes disagrees with its record's metrics (``acc`` is
+    ``correct[tokens > 0].mean()``, ``token_acc`` is ``token_correct.sum() / tokens.sum()``), or None."""
+    scored = arrays["tokens"] > 0
+    found = {"acc": float(np.mean(arrays["correct"][scored], dtype=np.float64)) if scored.any() else float("nan"),
+             "token_acc": float(arrays["token_correct"].sum(dtype=np.float64) / arrays["tokens"].sum(dtype=np.float64))
+             if arrays["tokens"].sum() else float("nan")}
+    for name, value in found.items():
+        recorded = metrics.get(name)
+        if not isinstance(recorded, (int, float)) or isinstance(recorded, bool) or not np.isfinite(recorded) or not np.isfinite(value):
+            continue
+        if abs(value - recorded) > 1e-9:  # equal to the last bit in every committed record
+            return f"the outcomes give {name} {value:.6g}, the record {recorded:.6g}"
+    return None
 
 
 def _rates(cat: dict, idx: np.ndarray) -> dict:

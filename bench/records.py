@@ -282,6 +282,23 @@ def record_checkpoint(record: Path, rec: dict) -> Path:
     return run_folder(Path(record)) / "ckpt" / name
 
 
+def rerun_command(record: Path, rec: dict) -> str:
+    """The ``bench run`` command that trains the record's run again into the same place (its
+    checkpoint recreated, its record rewritten), with what the first training took."""
+    import shlex
+
+    record = Path(record)
+    out = record.parents[4] if len(record.parents) > 4 and record.parents[3].name == "runs" else Path("OUT")
+    overrides = rec.get("overrides") or []
+    items = [f"{k}={v}" for k, v in overrides.items()] if isinstance(overrides, dict) else [str(o) for o in overrides]
+    words = ["bench", "run", "--model", str(rec.get("model")), "--task", str(rec.get("task")), "--preset", str(rec.get("preset")),
+             "--seed", str(rec.get("seed", 0)), *(w for item in items for w in ("--set", item)), "--out", str(out), "--rerun"]
+    took = rec.get("train_time_s") or rec.get("wall_time_s")
+    device = (rec.get("device") or {}).get("type") if isinstance(rec.get("device"), dict) else None
+    when = f" (its training took {took / 60:.0f} min{f' on {device}' if device else ''})" if isinstance(took, (int, float)) else ""
+    return shlex.join(words) + when
+
+
 def relative_checkpoint(record: Path, checkpoint: Path) -> str:
     """How a record names its checkpoint: relative to the record's folder (``seed0/ckpt/best.ckpt``)."""
     return str(Path(checkpoint).relative_to(Path(record).parent))

@@ -179,7 +179,7 @@ def same(x: torch.Tensor, y: torch.Tensor) -> bool:
 
 
 def compare(a_path: str, b_path: str, only: list[str] | None = None) -> int:
-    a, b = torch.load(a_path), torch.load(b_path)
+    a, b = torch.load(a_path, weights_only=True), torch.load(b_path, weights_only=True)
     differ = []
     keys = set(a["records"]) | set(b["records"]) | set(a["failed"]) | set(b["failed"])
     if only:

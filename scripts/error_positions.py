@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     if task.kind != "tag":
         print(f"{rec['task']} is a {task.kind!r} task; this script reads per-position ('tag') tasks", file=sys.stderr)
         return 2
-    module.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"])
+    module.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"])
     module.eval()
     vocab = task.vocab
     strings, by_position, by_kind, wrong_strings = 0, Counter(), Counter(), set()

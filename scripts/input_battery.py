@@ -1,7 +1,9 @@
-"""The inputs of issue 44 as a before/after battery: each case runs `bench ...` in a fresh clone
-of a code tree (PYTHONPATH=that tree), and its exit status, stderr line count, first stderr line
-and the files it left (git status of the clone, ignored files included) are written as a
-Markdown table.  python scripts/input_battery.py CODE_TREE LABEL > table.md"""
+"""The inputs of issues 44 and 60 as a before/after battery: each case runs `bench ...` in a fresh
+clone of a code tree (PYTHONPATH=that tree), and its exit status, stderr line count, first stderr
+line and the files it left (git status of the clone, ignored files included) are written as a
+Markdown table.  python scripts/input_battery.py CODE_TREE LABEL > table.md
+(BATTERY_ONLY='r5:' runs issue 60's round five only; a case named "PY ..." runs Python code, as a
+user of the library would, printing the exception's type and message as its one stderr line.)"""
 from __future__ import annotations
 
 import json
@@ -26,18 +28,30 @@ ENV = {**{k: v for k, v in os.environ.items() if not k.startswith(("BENCH_", "SL
 
 
 def bench(*argv, env=None, cwd=CLONE, timeout=TIMEOUT):
+    command = [PY, "-c", PY_CASE, *map(str, argv[1:])] if argv and argv[0] == "PY" else [PY, "-m", "bench.cli", *map(str, argv)]
     try:
-        proc = subprocess.run([PY, "-m", "bench.cli", *map(str, argv)], capture_output=True, text=True, cwd=cwd,
-                              env={**ENV, **(env or {})}, timeout=timeout)
+        proc = subprocess.run(command, capture_output=True, text=True, cwd=cwd, env={**ENV, **(env or {})}, timeout=timeout)
         return proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
         err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        return f"timeout {TIMEOUT:.0f}s", "", err
+        return f"timeout {timeout:.0f}s", "", err
+
+
+# a library call as a user makes it: PY <function> <args...>; an exception is its type and message, exit 2
+PY_CASE = """import sys
+import bench
+try:
+    getattr(bench, sys.argv[1])(*sys.argv[2:])
+except Exception as exc:
+    print(f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__, file=sys.stderr)
+    sys.exit(2)
+"""
 
 
 def left() -> list[str]:
     out = subprocess.run(["git", "-C", str(CLONE), "status", "--porcelain", "--ignored", "-uall"], capture_output=True, text=True).stdout
-    return [ln[3:] for ln in out.splitlines() if not ln[3:].startswith((".cache/", "__pycache__")) and "__pycache__" not in ln]
+    return [ln[3:] for ln in out.splitlines()
+            if not ln[3:].startswith((".cache/", "__pycache__", "bench/tables/zz-broken.yaml")) and "__pycache__" not in ln]
 
 
 # ---- fixtures: a tiny LM run (with its checkpoint) and files made to be wrong -------------------
@@ -203,6 +217,70 @@ CASES = [
     ("generate --tokens 1000000000", ["generate", RECORD, "--prompt", "s1 s2 <sep>", "--tokens", "1000000000"], {}),
 ]
 
+# ---- issue 60, round five: outcomes files, a huge registry, --budget/--at, table YAML, honest defaults ----
+import numpy as np  # noqa: E402
+
+
+def outcomes_copy(name: str) -> Path:
+    """A copy of RECORD's run (record and folder) under WORK/name; returns its record's path."""
+    folder = WORK / name / "runs/copy/smoke/transformer"
+    shutil.copytree(RECORD.parent, folder, dirs_exist_ok=True)
+    return folder / RECORD.name
+
+
+NPZ = RECORD.with_suffix("") / "outcomes.npz"
+TRUNC = outcomes_copy("npz-truncated")
+(TRUNC.with_suffix("") / "outcomes.npz").write_bytes(NPZ.read_bytes()[: NPZ.stat().st_size // 2])
+NOTZIP = outcomes_copy("npz-notzip")
+(NOTZIP.with_suffix("") / "outcomes.npz").write_text("this is not an npz file\n")
+PICKLED = outcomes_copy("npz-pickle")
+with np.load(NPZ) as saved:
+    arrays = {k: saved[k] for k in saved.files}
+np.savez(PICKLED.with_suffix("") / "outcomes.npz", **{**arrays, "val/correct": np.array([object()] * len(arrays["val/correct"]))})
+FLIPPED = outcomes_copy("npz-contradicts")
+np.savez_compressed(FLIPPED.with_suffix("") / "outcomes.npz",
+                    **{**arrays, "val/correct": ~arrays["val/correct"].astype(bool), "val/token_correct": arrays["val/tokens"] * 0})
+HUGE = WORK / "huge.yaml"
+with HUGE.open("w") as f:
+    f.write("models:\n")
+    for i in range(1_900_000):
+        f.write(f"  m{i}: {{base: transformer}}\n")
+REF = "results/runs/d2/paper/rsa-transformer-I/seed2.json"  # a reference record whose checkpoint is not committed
+BROKEN = {  # a table file in the clone's bench/tables (the clone is the code: PYTHONPATH=CLONE)
+    "invalid YAML": "title: [unclosed\nrows: 1\n",
+    "rows: 5": "title: t\nsource: s\npreset: smoke\nseeds: [0]\ntasks: [copy]\nsplits: [test]\nrows: 5\n",
+    "a list, not a mapping": "- a\n- b\n",
+    "a base that is not there": "base: nowhere\ntitle: t\n",
+    "seeds: [a]": "title: t\nsource: s\npreset: smoke\nseeds: [a]\ntasks: [copy]\nsplits: [test]\nrows: [{model: lstm}]\n",
+    "not UTF-8": "title: caf\xe9\n",
+}
+R5 = [
+    ("r5: PY load_outcomes: truncated outcomes.npz", ["PY", "load_outcomes", TRUNC], {}),
+    ("r5: PY load_outcomes: outcomes.npz not a zip", ["PY", "load_outcomes", NOTZIP], {}),
+    ("r5: PY load_outcomes: outcomes.npz holding objects (pickle)", ["PY", "load_outcomes", PICKLED], {}),
+    ("r5: PY load_outcomes: outcomes contradict the record's acc", ["PY", "load_outcomes", FLIPPED], {}),
+    ("r5: --registry 50 MB file, list", ["--registry", HUGE, "list"], {}),
+    ("r5: compare --budget params --at 1x,2x (smoke)",
+     ["compare", "--models", "transformer,lstm", "--tasks", "copy", "--preset", "smoke", "--budget", "params", "--at", "1x,2x",
+      "--out", WORK / "o"], {}),
+    ("r5: compare --budget params --at 1x,2x (smoke, parity)",
+     ["compare", "--models", "transformer,gut", "--tasks", "parity", "--preset", "smoke", "--budget", "params", "--at", "1x,2x",
+      "--out", WORK / "o"], {}),
+    ("r5: compare --budget params --at 64", ["compare", "--models", "lstm", "--tasks", "copy", "--preset", "smoke", "--budget", "params",
+                                             "--at", "64", "--out", WORK / "o"], {}),
+    ("r5: compare --budget flops --at 0x", ["compare", "--models", "lstm", "--tasks", "copy", "--preset", "smoke", "--budget", "flops",
+                                            "--at", "0x", "--out", WORK / "o"], {}),
+    *[(f"r5: reproduce --list, one table {why}", ["reproduce", "--list"], {"PYTHONPATH": str(CLONE), "__table__": text})
+      for why, text in list(BROKEN.items())[:1]],
+    *[(f"r5: reproduce a table: {why}", ["reproduce", "zz-broken"], {"PYTHONPATH": str(CLONE), "__table__": text})
+      for why, text in BROKEN.items()],
+    ("r5: compare --models rsa-xl,tlb,gut (no --tasks)", ["compare", "--models", "rsa-xl,tlb,gut", "--out", WORK / "o"], {}),
+    ("r5: eval a reference record whose checkpoint is not committed", ["eval", REF], {}),
+    ("r5: run --model rsa-brt --task copy (default preset; first line)", ["run", "--model", "rsa-brt", "--task", "copy",
+                                                                          "--out", WORK / "o"], {"__timeout__": "60"}),
+]
+CASES += R5
+
 only = [name for name in os.environ.get("BATTERY_ONLY", "").split("|") if name]  # cases to run, by part of their name
 print("| case | exit | stderr lines | first stderr line | files left |\n|---|---|---|---|---|")
 for name, argv, env in CASES:
@@ -211,7 +289,11 @@ for name, argv, env in CASES:
     subprocess.run(["git", "-C", str(CLONE), "checkout", "-q", "."], check=True)
     subprocess.run(["git", "-C", str(CLONE), "clean", "-qfdx", "-e", ".cache"], check=True)
     shutil.rmtree(WORK / "o", ignore_errors=True)
-    code, out, err = bench(*argv, env=env)
+    env = dict(env)
+    if "__table__" in env:
+        (CLONE / "bench/tables/zz-broken.yaml").write_bytes(env.pop("__table__").encode("latin-1"))
+    timeout = float(env.pop("__timeout__", TIMEOUT))
+    code, out, err = bench(*argv, env=env, timeout=timeout)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     first = (lines[0] if lines else "").replace("|", "\\|")
     first = first if len(first) <= 160 else first[:157] + "..."

@@ -105,6 +105,25 @@ def test_width_search_matches_the_built_models_parameters(registry):
     assert min(gaps, key=gaps.get) == lstm2.d_model
 
 
+def test_d_ff_is_freed_where_no_multiple_of_the_heads_reaches_the_budget(registry):
+    """Parity at smoke: the Transformer's 2x lies between d_model 40 (0.77x) and 48 (1.11x of the
+    target); with d_ff freed at those widths the chosen one is within 10%, and it is the d_ff
+    nearest the target there (its neighbours, built from the printed --set items, are farther)."""
+    (w,) = budget.plan_budget(registry, ["transformer"], "parity", "smoke", None, "params", [2])
+    reference = count(registry, "transformer", "parity", "smoke", ())
+    heads, d0, ff0 = (resolve_run(registry, "transformer", "parity", "smoke").model.params[k] for k in ("n_heads", "d_model", "d_ff"))
+    proportional = {d: abs(count(registry, "transformer", "parity", "smoke", [f"model.d_model={d}", f"model.d_ff={d * ff0 // d0}"])
+                           / reference / 2 - 1) for d in (40, 48)}
+    assert min(proportional.values()) > 0.10  # the grid alone cannot: this is the case d_ff is freed for
+    assert w.d_model in (40, 48) and w.d_model % heads == 0 and w.d_ff != round(w.d_model * ff0 / d0)
+    assert w.overrides == (f"model.d_model={w.d_model}", f"model.d_ff={w.d_ff}")
+    params = count(registry, "transformer", "parity", "smoke", list(w.overrides))
+    assert params == w.value and abs(params / reference / 2 - 1) <= 0.10
+    for f in (w.d_ff - 1, w.d_ff + 1):
+        other = count(registry, "transformer", "parity", "smoke", [f"model.d_model={w.d_model}", f"model.d_ff={f}"])
+        assert abs(math.log(other / reference / 2)) >= abs(math.log(params / reference / 2))
+
+
 def test_a_family_that_cannot_reach_the_budget(registry):
     from bench.errors import UserError
 
@@ -116,6 +135,8 @@ def test_a_family_that_cannot_reach_the_budget(registry):
     (["--budget", "bogus"], "invalid choice: 'bogus'"),
     (["--budget", "params", "--at", "0x"], "--at takes multiples"),
     (["--budget", "params", "--at", "2y"], "--at takes multiples"),
+    (["--budget", "params", "--at", "64"], "--at 64: a multiple of the Transformer's budget is written with its x (64x; "
+                                           "e.g. --at 1x,2x,4x); for the d_model 64, use --budget width --at 64"),
     (["--at", "2x"], "go with --budget"),
     (["--budget", "state", "--at", "1x"], "lstm cannot match"),
     (["--budget", "width"], "needs --at with the d_model values"),

@@ -158,31 +158,119 @@ def test_exit_statuses_of_a_stop():
     assert [stopped_status(c) for c in (0, 1, 2, 255, -signal.SIGKILL, None)] == [False] * 6
 
 
-@pytest.mark.slow
-def test_a_grid_whose_process_group_gets_sigterm_stops_its_forked_cells_resumably(tmp_path):
-    """`kill -- -PGID` (timeout, a batch system): the fork server dies with the grid's group, the
-    cells checkpoint; the grid says each stopped, exits 143, and no cell is reported as failed."""
-    import signal
+def descendants(pid: int) -> set[int]:
+    """Every process under ``pid`` now (its children, theirs, ...), from /proc (Linux)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def in_sessions(sessions: set[int]) -> set[int]:
+    """The live processes of these sessions (a cell's session holds whatever the cell started)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) in sessions and fields[0] not in "ZX":
+            found.add(int(stat.parent.name))
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for its reaper has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except (OSError, IndexError):
+        return False
+
+
+def start_grid(out: Path):
+    """`bench compare --run --jobs 2` of two long smoke cells in a session of its own, returned once
+    both cells are past their first validation (a last.ckpt each), with the processes under it then."""
     import time
 
-    out = tmp_path / "out"
     argv = ["compare", "--models", "transformer,lstm", "--tasks", "parity", "--preset", "smoke", "--seeds", "0",
             "--set", "train.max_epochs=500", "--run", "--jobs", "2", "--out", str(out)]
     grid = subprocess.Popen([sys.executable, "-m", "bench", *argv], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    deadline = time.time() + 120
-    while time.time() < deadline and sum("training into" in p.read_text() for p in out.glob("logs/*/*.log")) < 2:
+    deadline = time.time() + 180
+    while time.time() < deadline and (sum("training into" in p.read_text() for p in out.glob("logs/*/*.log")) < 2
+                                      or len(list(out.rglob("last.ckpt"))) < 2):
         time.sleep(0.5)
-    assert grid.poll() is None, grid.communicate()
-    ckpts = lambda: list(out.rglob("last.ckpt"))  # noqa: E731
-    while time.time() < deadline and len(ckpts()) < 2:  # both past their first validation
-        time.sleep(0.5)
-    os.killpg(grid.pid, signal.SIGTERM)
+    assert grid.poll() is None and len(list(out.rglob("last.ckpt"))) == 2, grid.communicate()
+    return grid, descendants(grid.pid)
+
+
+def wait_gone(pids: set[int], seconds: float) -> set[int]:
+    import time
+
+    deadline = time.time() + seconds
+    while time.time() < deadline and any(running(p) for p in pids):
+        time.sleep(0.25)
+    return {p for p in pids if running(p)}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_a_grid_whose_process_group_gets_sigterm_or_ctrl_c_stops_its_forked_cells_resumably(tmp_path, signum):
+    """`kill -- -PGID` (timeout, a batch system) or Ctrl-C (SIGINT to the terminal's foreground
+    group): the fork server dies with the grid's group, the cells checkpoint; the grid says each
+    stopped, exits 143 / 130, no cell is reported as failed, no process is left, and its last line
+    counts what was written: no record, a checkpoint per cell (the files there say the same)."""
+    import signal
+
+    out = tmp_path / "out"
+    grid, under = start_grid(out)
+    assert len(under) >= 3  # the fork server and the two cells
+    os.killpg(grid.pid, getattr(signal, signum))
     _, err = grid.communicate(timeout=120)
-    assert grid.returncode == 143, err
+    assert grid.returncode == 128 + getattr(signal, signum), err
+    assert not wait_gone(under, 10), "a process of the grid outlived it"
     assert "FAIL" not in err and "exit status" not in err, err
-    stopped = [ln for ln in err.splitlines() if "interrupted; the same command resumes it" in ln]
-    assert len(stopped) == 2, err
+    stopped = [ln for ln in err.splitlines() if "interrupted; the same command resumes it (from " in ln]
+    assert len(stopped) == 2 and all(str(out) in ln and "last.ckpt" in ln for ln in stopped), err
     for log in out.glob("logs/*/*.log"):
-        assert "stopped by SIGTERM" in log.read_text().splitlines()[-1], log.read_text()[-500:]
+        assert f"stopped by {signum}" in log.read_text().splitlines()[-1], log.read_text()[-500:]
     assert not list(out.rglob("seed0*.json")), "a stopped cell writes no record"
+    assert len(list(out.rglob("last.ckpt"))) == 2
+    logs = next(out.glob("logs/grid-*"))
+    assert err.strip().splitlines()[-1] == (f"bench: stopped by {signum}: of 2 cell(s), 0 run(s) finished (their records written), "
+                                            f"2 stopped at a checkpoint, 0 not started; cell logs in {logs}; run the same command "
+                                            f"again to resume")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigkill_of_the_grids_process_group_leaves_no_cell_running(tmp_path):
+    """`timeout -s KILL`, a scheduler's hard stop: SIGKILL to the grid's group ends the grid and its
+    fork server at once; the cells (in sessions of their own) get SIGTERM from their parent's death
+    and the grid watchdog, checkpoint and stop: within a bounded time nothing the grid started is left."""
+    import signal
+
+    out = tmp_path / "out"
+    grid, under = start_grid(out)
+    cells = {pid for pid in under if os.getpgid(pid) != grid.pid}  # the two cells, setsid'd out of the group
+    assert len(cells) == 2, under
+    os.killpg(grid.pid, signal.SIGKILL)
+    grid.communicate(timeout=30)
+    assert grid.returncode == -signal.SIGKILL
+    left = wait_gone(under, 90)
+    assert not left, f"still running after the grid's SIGKILL: {left}"
+    assert not wait_gone(in_sessions(cells), 10), "a process a cell started outlived it"
+    for log in out.glob("logs/*/*.log"):  # each stopped at a checkpoint, as with SIGTERM
+        assert "bench: stopped by SIGTERM at step " in log.read_text(), log.read_text()[-500:]
+    assert len(list(out.rglob("last.ckpt"))) == 2 and not list(out.rglob("seed0*.json"))

@@ -92,6 +92,9 @@ def test_piped_progress_prints_training_lines_between_validations(tmp_path, capl
         return lines
     rec = bench.run(out=tmp_path / "often", overrides=base + ["train.progress_every_min=0.000001"], **kw)
     lines = progress_lines()
+    estimate, lines = lines[0], lines[1:]  # before training: the run's size and its time from a timed step
+    assert estimate.startswith(f"bench: {rec['param_count']:,} parameters, 8 steps; a timed step takes "), estimate
+    assert "--preset smoke" not in estimate  # named only for a long estimate at another preset
     training = [ln for ln in lines if "  training  " in ln]
     validation = [ln for ln in lines if "  val acc " in ln]
     assert [ln.split()[1] for ln in training] == [f"{s}/8" for s in range(1, 9)]
@@ -99,9 +102,26 @@ def test_piped_progress_prints_training_lines_between_validations(tmp_path, capl
     assert all(ln.split()[5] != "-" and float(ln.split()[5]) > 0 for ln in training)  # "loss <mean>"
     quiet = bench.run(out=tmp_path / "quiet", overrides=base + ["train.progress_every_min=0"], **kw)
     lines = progress_lines()
-    assert len(lines) == 2 and not any("training" in ln for ln in lines)
+    assert len(lines) == 3 and "parameters" in lines[0] and not any("  training  " in ln for ln in lines)
     assert Path(rec["checkpoint"]).parent.parent.name == Path(quiet["checkpoint"]).parent.parent.name  # same identity
     assert rec["metrics"] == quiet["metrics"]
+    silent = bench.run(out=tmp_path / "silent", overrides=base, **{**kw, "progress": "none"})  # no estimate, no lines
+    assert progress_lines() == []
+    assert silent["metrics"] == rec["metrics"] and silent["val_history"] == rec["val_history"]  # the timed step changed nothing
+
+
+def test_the_estimate_names_the_smoke_preset_only_when_it_is_long():
+    from bench.runner.estimate import LONG_S, Estimate, estimate_line
+
+    short = Estimate(params=17_676, steps=24, step_s=0.5, train_s=12.0, eval_s=3.0)
+    long = Estimate(params=2_500_000, steps=30_000, step_s=0.3, train_s=9000.0, eval_s=900.0)
+    assert estimate_line(short, "small") == ("bench: 17,676 parameters, 24 steps; a timed step takes 0.5 s: about 15 s "
+                                             "(12 s training, 3 s validating and testing)")
+    assert long.total_s > LONG_S
+    assert estimate_line(long, "small") == ("bench: 2.50 M parameters, 30,000 steps; a timed step takes 0.3 s: about 2.8 h "
+                                            "(2.5 h training, 15 min validating and testing); --preset smoke is a quick first run")
+    assert "--preset smoke" not in estimate_line(long, "smoke")
+    assert "30,000 steps left" in estimate_line(long, "paper", resumed=True)
 
 
 def test_cli_progress_lines_go_to_stderr(tmp_path, capsys):
@@ -110,7 +130,8 @@ def test_cli_progress_lines_go_to_stderr(tmp_path, capsys):
     code, out, err = run_cli(capsys, "run", "--model", "transformer", "--task", "parity", "--preset", "smoke", "--set",
                              "train.max_epochs=2", "--set", "train.batch_size=64", "--out", str(tmp_path))
     assert code == 0 and "record: " in out and not any(ln.startswith("step ") for ln in out.splitlines())
-    assert [ln.split()[1] for ln in err.splitlines() if ln.startswith("step ")] == ["4/8", "8/8"], err
+    assert [ln.split()[1] for ln in err.splitlines() if ln.startswith("step ") and " val " in ln] == ["4/8", "8/8"], err
+    assert "parameters, 8 steps; a timed step takes" in err.split("step 4/8")[0]  # the estimate, before training
 
 
 def test_rsa_record_holds_the_tested_rem_parameters(tmp_path):

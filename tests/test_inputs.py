@@ -273,10 +273,11 @@ def test_the_compare_hint_is_a_command_that_runs_as_printed(capsys, tmp_path, mo
     import shlex
 
     monkeypatch.chdir(tmp_path)
-    line = one_line(*run_cli(capsys, "compare", "--models", "lstm", "--preset", "smoke", "--out", "o",
-                             "--set", "train.max_epochs=1")[::2], "train them with: bench compare")
-    hinted = shlex.split(line.split("train them with: ")[1])
-    assert hinted[:2] == ["bench", "compare"] and "--run" in hinted and "--tasks" in hinted
+    line = one_line(*run_cli(capsys, "compare", "--models", "lstm", "--preset", "small", "--out", "o",
+                             "--set", "train.max_epochs=1")[::2], "name the tasks with --tasks", "a quick first one to try: bench compare")
+    hinted = shlex.split(line.split("a quick first one to try: ")[1])
+    assert hinted[:2] == ["bench", "compare"] and "--run" in hinted
+    assert hinted[hinted.index("--tasks") + 1] == "parity" and hinted[hinted.index("--preset") + 1] == "smoke"  # asked, not chosen: smoke
     code, stdout, err = run_cli(capsys, *hinted[1:])
     assert code == 0, err
     assert "lstm" in stdout and list((tmp_path / "o" / "runs").rglob("seed0*.json"))
@@ -358,3 +359,122 @@ def test_a_record_hand_edited_to_another_width_is_one_line(parity_run, capsys, t
     copy.write_text(json.dumps(data))
     one_line(*run_cli(capsys, "eval", copy)[::2], "does not hold the model its config describes", "48)")
     assert not list(copy.with_suffix("").glob("eval*.json"))
+
+
+# ---- 7. round five (issue 60): outcomes files, a huge registry, compare without tasks, a missing checkpoint ----
+
+@pytest.fixture
+def outcomes_copy(parity_run, tmp_path):
+    """A copy of the tiny run (record and folder) to damage, and its outcomes file."""
+    out, path, rec = parity_run
+    copy = tmp_path / "runs" / path.relative_to(out / "runs")
+    shutil.copytree(path.with_suffix(""), copy.with_suffix(""))
+    shutil.copy(path, copy)
+    return copy, copy.with_suffix("") / "outcomes.npz"
+
+
+def _loads_as(record, *words):
+    from bench.errors import UserError
+
+    with pytest.raises(UserError) as exc:
+        bench.load_outcomes(record)
+    text = str(exc.value)
+    assert "\n" not in text and all(w in text for w in words), text
+    return text
+
+
+def test_a_damaged_outcomes_file_is_one_line_naming_it(outcomes_copy):
+    record, npz = outcomes_copy
+    whole = npz.read_bytes()
+    npz.write_bytes(whole[: len(whole) // 2])  # truncated
+    _loads_as(record, str(npz), "is damaged or not an outcomes file", "--rerun")
+    npz.write_text("not an npz\n")  # not a zip (numpy would read it as a pickle, and advise unpickling it)
+    text = _loads_as(record, str(npz), "is damaged or not an outcomes file")
+    assert "allow_pickle" not in text
+
+
+def test_outcomes_holding_python_objects_are_never_unpickled(outcomes_copy, capsys):
+    import numpy as np
+
+    record, npz = outcomes_copy
+    with np.load(npz) as saved:
+        arrays = {k: saved[k] for k in saved.files}
+
+    class Runs:  # unpickling it would call print
+        def __reduce__(self):
+            return (print, ("unpickled",))
+
+    objects = np.empty(len(arrays["val/correct"]), dtype=object)
+    objects[:] = [Runs()] * len(objects)
+    np.savez(npz, **{**arrays, "val/correct": objects})
+    text = _loads_as(record, str(npz), "it holds Python objects, which are never unpickled")
+    assert "allow_pickle" not in text and "unpickled" not in capsys.readouterr().out
+
+
+def test_outcomes_that_contradict_their_records_accuracy_are_refused(outcomes_copy):
+    """The record's val acc is correct[tokens > 0].mean() of its outcomes: one example flipped
+    gives another accuracy, and the two files no longer describe one run."""
+    import numpy as np
+
+    record, npz = outcomes_copy
+    with np.load(npz) as saved:
+        arrays = {k: saved[k] for k in saved.files}
+    rec = json.loads(record.read_text())
+    assert bench.load_outcomes(record)["val"]["correct"].mean() == rec["metrics"]["val"]["acc"]  # as written: accepted
+    flipped = arrays["val/correct"].copy()
+    flipped[0] = not flipped[0]
+    np.savez_compressed(npz, **{**arrays, "val/correct": flipped})
+    n = len(flipped)
+    expected = rec["metrics"]["val"]["acc"] + (1 if flipped[0] else -1) / n
+    _loads_as(record, str(npz), "contradicts record", "split 'val'", f"the outcomes give acc {expected:.6g}",
+              f"the record {rec['metrics']['val']['acc']:.6g}")
+
+
+def test_a_registry_file_too_large_to_be_one_is_refused_at_once(tmp_path, capsys):
+    from bench.schema import MAX_YAML_BYTES
+
+    huge = tmp_path / "huge.yaml"
+    line = "  m{}: {{base: transformer}}\n"
+    with huge.open("w") as f:
+        f.write("models:\n")
+        i = 0
+        while f.tell() <= MAX_YAML_BYTES:
+            f.writelines(line.format(i + j) for j in range(10000))
+            i += 10000
+    one_line(*run_cli(capsys, "--registry", huge, "list")[::2], "huge.yaml is 4.", "MiB, more than a YAML file bench reads (4 MiB")
+    (tmp_path / "small.yaml").write_text("models:\n  mine: {base: transformer}\n")  # the limit is far above a real layer
+    code, stdout, _ = run_cli(capsys, "--registry", tmp_path / "small.yaml", "list")
+    assert code == 0 and "mine" in stdout
+
+
+def test_compare_without_tasks_asks_for_them_naming_a_quick_one(capsys, tmp_path):
+    line = one_line(*run_cli(capsys, "compare", "--models", "rsa-xl,tlb,gut", "--out", tmp_path / "o")[::2],
+                    "no records for models rsa-xl, tlb, gut with preset 'small'", "name the tasks with --tasks")
+    assert line.endswith(f"a quick first one to try: bench compare --models rsa-xl,tlb,gut --tasks parity --preset smoke "
+                         f"--out {tmp_path / 'o'} --run")
+    one_line(*run_cli(capsys, "compare", "--models", "lstm", "--run", "--out", tmp_path / "o")[::2],
+             "--run needs --tasks to know what to train; name the tasks with --tasks")
+    assert not (tmp_path / "o").exists()
+
+
+def test_eval_of_a_record_without_its_checkpoint_names_the_command_that_recreates_it(parity_run, capsys, tmp_path, monkeypatch):
+    """A reference record is committed without its checkpoint: eval says the `bench run` that trains
+    it again in place; run as printed, it recreates the checkpoint and eval then scores it."""
+    import shlex
+
+    out, path, rec = parity_run
+    results = tmp_path / "results"
+    record = results / path.relative_to(out)
+    record.parent.mkdir(parents=True)
+    shutil.copy(path, record)  # the record alone, as committed
+    monkeypatch.chdir(tmp_path)
+    line = one_line(*run_cli(capsys, "eval", record.relative_to(tmp_path))[::2], "is missing", "this recreates it: bench run")
+    command = line.split("this recreates it: ")[1].split(" (its training took")[0]
+    argv = shlex.split(command)
+    assert argv[:2] == ["bench", "run"] and argv[-3:] == ["--out", "results", "--rerun"]
+    assert [argv[argv.index(k) + 1] for k in ("--model", "--task", "--preset", "--seed")] == ["transformer", "parity", "smoke", "0"]
+    assert run_cli(capsys, *argv[1:], "--quiet")[0] == 0
+    code, stdout, err = run_cli(capsys, "eval", record.relative_to(tmp_path), "--out", tmp_path / "evals")
+    assert code == 0, err
+    written = Path(stdout.split("wrote ")[1].splitlines()[0])
+    assert json.loads(written.read_text())["metrics"] == rec["metrics"]  # the same run, trained again: the same numbers

@@ -112,6 +112,19 @@ def test_image_grayscale_and_split(tmp_path):
         gen(task, "test")
 
 
+class _Runs:  # a pickle that would call a function when loaded by pickle.load
+    def __reduce__(self):
+        return (print, ("unpickled",))
+
+
+def test_a_cifar_batch_naming_code_is_refused_and_never_run(tmp_path, capsys):
+    write_cifar(tmp_path)
+    (tmp_path / "cifar-10-batches-py" / "test_batch").write_bytes(pickle.dumps({b"data": _Runs(), b"labels": [0]}))
+    with pytest.raises(TaskError, match="only numpy arrays and plain values are read"):
+        gen(LRAImage(data_dir=str(tmp_path), val_fraction=0.1), "test")
+    assert "unpickled" not in capsys.readouterr().out
+
+
 def test_lra_listops_lengths_and_labels():
     task = LRAListOps(n_train=20, n_val=5, n_test=5)
     d = gen(task, "test")

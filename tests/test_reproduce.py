@@ -222,7 +222,7 @@ def test_list_names_every_table_with_its_record_count(tmp_path, capsys, registry
     now = current_config(registry, "transformer", "d2", "paper", [])
     old = {**now, "model": {**now["model"], "params": {**now["model"]["params"], "pos_encoding": "xpos"}}}
     write_record(tmp_path, "transformer", "d2", 0, {"bin0": 0.2, "bin1": 0.0}, config=old)
-    assert main(["reproduce", "--list", "--out", str(tmp_path)]) == 0
+    assert main(["reproduce", "--list", "--records", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert all(name in printed for name in table_names())
     rsa = next(line for line in printed.splitlines() if line.startswith("rsa-table2 "))
@@ -231,6 +231,54 @@ def test_list_names_every_table_with_its_record_count(tmp_path, capsys, registry
     assert max(len(line) for line in printed.splitlines()) <= 100  # piped: fits 100 columns
     assert main(["reproduce", "--list", "--full", "--out", str(tmp_path)]) == 0
     assert any(t.title in capsys.readouterr().out for t in [load_table("halt-table1-cpu")])  # --full: whole titles
+
+
+def test_list_reads_the_table_files_only_and_lists_a_broken_one_with_its_problem(tmp_path, capsys, monkeypatch):
+    """--list (no --records) reads no record and builds no table: every file's name, preset, kind and
+    title, and whether its table is written under OUT/reproduce; a broken file is a BROKEN line
+    (its problem as reproduce NAME gives it), the others listed as usual, exit 0."""
+    import shutil
+
+    from bench.report import table_file
+    from bench.report.tables import TABLES_DIR, KINDS
+
+    assert tuple(KINDS) == table_file.KIND_NAMES
+    folder = tmp_path / "tables"
+    shutil.copytree(TABLES_DIR, folder)
+    (folder / "zz-broken.yaml").write_text("title: [unclosed\n")
+    (folder / "zz-list.yaml").write_text("- a\n")
+    monkeypatch.setattr(table_file, "TABLES_DIR", folder)
+    monkeypatch.setattr(table_file.list_files, "__defaults__", (folder,))
+    (tmp_path / "reproduce").mkdir()
+    (tmp_path / "reproduce" / "rsa-table2.md").write_text("x")
+    assert main(["reproduce", "--list", "--full", "--out", str(tmp_path)]) == 0
+    cap = capsys.readouterr()
+    lines = {line.split()[0]: line.split(None, 4) for line in cap.out.splitlines()[2:]}
+    assert set(lines) == set(table_names()) | {"zz-broken", "zz-list"}
+    assert lines["rsa-table2"][1:4] == ["paper", "results", "yes"] and lines["halt-table5-cpu"][1:4] == ["small", "cost", "no"]
+    assert lines["rsa-table2"][4] == load_table("rsa-table2").title
+    assert lines["zz-broken"][2] == "BROKEN" and "tables/zz-broken.yaml is not valid YAML at line 2" in lines["zz-broken"][4]
+    assert lines["zz-list"][2] == "BROKEN" and "must be a mapping" in lines["zz-list"][4]
+    assert "2 table file(s) cannot be read: zz-broken, zz-list" in cap.err
+
+
+@pytest.mark.parametrize("text,message", [
+    ("title: [unclosed\n", "tables/zz.yaml is not valid YAML at line 2"),
+    ("- a\n- b\n", "tables/zz.yaml must be a mapping"),
+    ("base: [x]\ntitle: t\n", "base must be the name of another table"),
+    ("base: nowhere\ntitle: t\n", "unknown table 'nowhere'"),
+    ("title: t\nsource: s\npreset: smoke\nseeds: [a]\n", "seeds must be a list of int"),
+    ("title: t\nsource: s\npreset: smoke\nseeds: [0]\nrows: 5\n", "rows must be list or null, got 5"),
+    ("title: t\nsource: s\npreset: smoke\nseeds: [0]\nkind: pie\n", "kind must be one of results, cost, checks"),
+    ("title: t\nsource: s\npreset: smoke\nseeds: [0]\nrow: []\n", "did you mean 'rows'"),
+])
+def test_a_broken_table_file_is_one_line_naming_it(text, message, tmp_path):
+    from bench.errors import UserError
+
+    (tmp_path / "zz.yaml").write_text(text)
+    with pytest.raises(UserError) as exc:
+        load_table("zz", folder=tmp_path)
+    assert message in str(exc.value) and "\n" not in str(exc.value), str(exc.value)
 
 
 LISTING = """

@@ -78,13 +78,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{TUNE_STARTED['out']}/runs since the command started: {records} run record(s), {ckpts} resume checkpoint(s); the "
                   "study keeps its progress: run the same command again to continue", file=sys.stderr)
             return 128 + getattr(exc, "signum", signal.SIGINT)
-        print(
-            "bench: interrupted; finished runs keep their records and the others their last checkpoints: run the same command "
-            "again to resume"
-            if trains
-            else "bench: interrupted; nothing was written (its files are written when it is done)",
-            file=sys.stderr,
-        )
+        summary = getattr(exc, "summary", None)  # a grid's own account of what it wrote (bench/grid/common.py: Stopped)
+        if not summary:
+            summary = ("bench: interrupted; finished runs keep their records and the others their last checkpoints: run the same "
+                       "command again to resume" if trains else "bench: interrupted; nothing was written (its files are written when "
+                       "it is done)")
+        print(summary, file=sys.stderr)
         return 128 + getattr(exc, "signum", signal.SIGINT)
     except BrokenPipeError:  # `bench compare ... | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -141,7 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("reproduce", help="a paper's table (tables/*.yaml): our records beside the paper's numbers", parents=[grid])
     rp.add_argument("table", nargs="?", help="table name, e.g. rsa-table2 (see --list)")
-    rp.add_argument("--list", dest="list_tables", action="store_true", help="list the tables and how many cells have records")
+    rp.add_argument("--list", dest="list_tables", action="store_true",
+                    help="list the tables (their files only: under a second; a broken file is listed as BROKEN, with its problem)")
+    rp.add_argument("--records", action="store_true",
+                    help="with --list: also count each table's cells with records (reads every record: seconds to a minute)")
     rp.add_argument(
         "--full", action="store_true", help="with --list: whole descriptions (default: cut to the terminal's width, 100 columns when piped)"
     )

@@ -56,7 +56,7 @@ def cmd_compare(args, registry) -> int:
     failed = []
     if args.run:
         if not tasks:
-            raise UserError(f"--run needs --tasks to know what to train; e.g. {_compare_command(args, registry, run=True)}")
+            raise _ask_for_tasks(args, registry, "--run needs --tasks to know what to train")
         profile = _grid_profile(args)
         grid = plan_grid(registry, models, tasks, parse_seeds(args), args.preset, args.set, Path(args.out), rerun=args.rerun)
         failed = _train_grid(args, registry, grid.todo, grid.incompatible, profile, f"{len(grid.finished)} already finished")
@@ -65,8 +65,10 @@ def cmd_compare(args, registry) -> int:
     if not tasks:
         tasks = sorted({t for (_, t) in records})
     if not records:
-        raise UserError(f"no records for models {', '.join(models)} with preset {args.preset!r} under {args.out}/runs; "
-                        f"train them with: {_compare_command(args, registry, run=True)}")
+        what = f"no records for models {', '.join(models)} with preset {args.preset!r} under {args.out}/runs"
+        if not args.tasks:
+            raise _ask_for_tasks(args, registry, what)
+        raise UserError(f"{what}; train them with: {_compare_command(args, registry, run=True)}")
     stale = mark_stale(registry, records, args.preset, args.set)
     headers, rows = table(records, models, tasks, stat=args.stat)
     if args.state:
@@ -90,18 +92,27 @@ def cmd_compare(args, registry) -> int:
     return 1 if failed else 0
 
 
-def _compare_command(args, registry, run: bool = False) -> str:
-    """The ``bench compare`` command of ``args`` as it can be typed again (with --tasks: those
-    given, else the first of ``bench list tasks``; and --run)."""
+CHEAP_TASK = "parity"  # the task a hint names as a quick first one (smoke preset: seconds to a minute a run, docs/presets.md)
+
+
+def _compare_command(args, registry, run: bool = False, tasks: str | None = None, preset: str | None = None) -> str:
+    """The ``bench compare`` command of ``args`` as it can be typed again (``tasks`` / ``preset``
+    instead of the given ones; and --run)."""
     import shlex
 
     from ..parsing import default_out
 
-    tasks = args.tasks or ("parity" if "parity" in registry.task_names() else registry.task_names()[0])
-    words = ["bench", "compare", "--models", args.models, "--tasks", tasks, "--preset", args.preset,
+    words = ["bench", "compare", "--models", args.models, "--tasks", tasks or args.tasks, "--preset", preset or args.preset,
              *(["--out", args.out] if args.out != default_out() else []), *(w for item in args.set or [] for w in ("--set", item)),
              *(["--seeds", args.seeds] if args.seeds else ["--seed", args.seed] if args.seed else []), *(["--run"] if run else [])]
     return shlex.join(words)
+
+
+def _ask_for_tasks(args, registry, why: str) -> UserError:
+    """No --tasks where they are needed: ask for them (never choose), naming a quick first one."""
+    cheap = CHEAP_TASK if CHEAP_TASK in registry.task_names() else registry.task_names()[0]
+    return UserError(f"{why}; name the tasks with --tasks (bench list tasks shows them; every run's time depends on the task and "
+                     f"--preset, docs/presets.md) - a quick first one to try: {_compare_command(args, registry, True, cheap, 'smoke')}")
 
 
 def _with_state(registry, args, records, models, tasks, headers, rows):
@@ -249,19 +260,37 @@ def _fill_writeups(out: Path, registry) -> int:
     return 0
 
 
+def _list_tables(args, out: Path, registry) -> int:
+    """``reproduce --list``: the table files only (bench/report/table_file.py: no torch, no record
+    read); with --records, each table's cells with records counted (bench/report/reproduce.py)."""
+    from tabulate import tabulate
+
+    if args.records:
+        from ..report import reproduce
+
+        headers, rows = ["table", "preset", "with records", "description"], reproduce.list_tables(out, registry=registry)
+    else:
+        from ..report.table_file import list_files
+
+        headers, rows = ["table", "preset", "kind", "written", "description"], list_files(out)
+    print(tabulate(_fit(rows, headers, args.full), headers=headers, tablefmt="simple"))
+    broken = [row[0] for row in rows if "BROKEN" in row[1:4]]
+    if broken:
+        note(f"bench: warning: {len(broken)} table file(s) cannot be read: {', '.join(broken)} (the description says why)")
+    return 0
+
+
 def cmd_reproduce(args, registry) -> int:
     from tabulate import tabulate
 
     from ..parsing import default_out, reference_out
-    from ..records import ensure_writable
-    from ..report import reproduce
 
     out = Path(args.out or reference_out())  # where the records are read (and, with --run, trained into)
     tables_out = Path(args.out) if args.out else out if args.run else Path(default_out())  # the reference tables only when asked
     if args.list_tables:
-        headers = ["table", "preset", "with records", "description"]
-        print(tabulate(_fit(reproduce.list_tables(out, registry=registry), headers, args.full), headers=headers, tablefmt="simple"))
-        return 0
+        return _list_tables(args, out, registry)
+    if args.records:
+        raise UserError("--records goes with --list (bench reproduce --list --records)")
     if args.writeups:
         if args.table or args.run:
             raise UserError("--writeups rebuilds the tables the write-ups name from their records: give no table name and no --run")
@@ -270,6 +299,9 @@ def cmd_reproduce(args, registry) -> int:
         return _fill_writeups(out, registry)
     if not args.table:
         raise UserError("name a table (e.g. bench reproduce rsa-table2), or pass --list or --writeups")
+    from ..records import ensure_writable
+    from ..report import reproduce
+
     profile = _grid_profile(args)
     for folder in {out, tables_out} if args.run else {tables_out}:
         ensure_writable(folder)

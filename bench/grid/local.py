@@ -15,6 +15,13 @@ fork server: a SIGTERM to the grid's process group (``kill -- -PGID``, ``timeout
 system) also ends the fork server, after which multiprocessing reports every cell it forked as
 exit status 255 at once, while the cells (in sessions of their own) are still checkpointing.
 The pipe stays open until the cell itself ends, so the grid waits for it and reads what it said.
+
+A cell never outlives the grid (``die_with_grid``): however the grid ends, SIGKILL of its process
+group included (``timeout -s KILL``, a scheduler's hard stop), each cell gets SIGTERM, checkpoints
+and stops, SIGKILL after ``ORPHAN_GRACE_S`` at the latest: Linux's parent-death signal
+(``prctl(PR_SET_PDEATHSIG)``: the fork server, or the grid for a fresh process, is its parent), and a
+watchdog thread that checks every second that the grid's process is still there (any OS, and the
+case of a fork server that outlives the grid). A stopped grid's last line says what it wrote.
 """
 from __future__ import annotations
 
@@ -24,14 +31,56 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 from ..cpus import available_cpus
 from ..grid_cell import Cell
 from ..errors import RunInterrupted, UserError
+from ..records import record_path, run_folder
 from ..registry import Registry
 from .common import Progress, Stopped, log_folder
+
+ORPHAN_GRACE_S = 60.0  # a cell whose grid is gone is SIGKILLed this long after its SIGTERM if still running
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def parent_death_signal(signum: int = signal.SIGTERM) -> bool:
+    """Ask Linux to send ``signum`` to this process when its parent ends (prctl, through ctypes);
+    False where there is no prctl (not Linux) or it refused."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def die_with_grid(grid_pid: int, parent_pid: int) -> None:
+    """This cell ends with the grid (see the module's note): the parent-death signal, then a check
+    that the parent has not already gone (before the signal was asked for), then the watchdog."""
+    parent_death_signal()
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), signal.SIGTERM)
+    threading.Thread(target=_watch_grid, args=(grid_pid,), name="bench-grid-watchdog", daemon=True).start()
+
+
+def _watch_grid(grid_pid: int) -> None:
+    while True:
+        time.sleep(1.0)
+        try:
+            os.kill(grid_pid, 0)
+            continue
+        except PermissionError:  # a process of another user took the pid: ours is gone
+            pass
+        except ProcessLookupError:
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)  # the cell checkpoints and stops (GracefulStop)
+        time.sleep(ORPHAN_GRACE_S)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def device_slots(jobs: int, runs_per_gpu: int) -> tuple[list[dict], bool]:
@@ -59,19 +108,23 @@ def stopped_status(code: int | None) -> bool:
 
 
 def _forked_cell(cell: Cell, out: str, registry_path: str | None, trainer_args: dict, rerun: bool, threads: int | None,
-                 env: dict, log: str, status=None) -> None:
-    """The body of a forked cell: its own session, output to its log, then ``run_cell``; it exits
-    with ``bench run``'s status (0 trained, 1 failed, 2 bad input, 130 / 143 stopped by a signal),
-    which it first sends on ``status`` (the write end of the grid's pipe, see the module's note)."""
+                 env: dict, log: str, status=None, grid_pid: int | None = None) -> None:
+    """The body of a forked cell: its own session (the grid forwards Ctrl-C once), ended with the
+    grid (``die_with_grid``), output to its log, then ``run_cell``; it exits with ``bench run``'s
+    status (0 trained, 1 failed, 2 bad input, 130 / 143 stopped by a signal), which it first sends
+    on ``status`` (the write end of the grid's pipe, see the module's note)."""
+    parent = os.getppid()  # the fork server
     os.setsid()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # before the watchdog can send one
+        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+    if grid_pid is not None:
+        die_with_grid(grid_pid, parent)
     os.environ.update(env)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
     handler = logging.StreamHandler(sys.stderr)  # this process is the cell's: its notes go to its log
     handler.setFormatter(logging.Formatter("%(message)s"))
     notes = logging.getLogger("bench")
@@ -141,13 +194,14 @@ class CellProcess:
             argv = cell.argv(out, registry_path, trainer_args, rerun) + (cell.threads_argv(threads) if threads else [])
             with open(log, "w") as f:
                 self.proc = subprocess.Popen([sys.executable, "-m", "bench", *argv], stdout=f, stderr=subprocess.STDOUT,
-                                             env={**os.environ, **env}, start_new_session=True)
+                                             env={**os.environ, **env}, start_new_session=True, preexec_fn=parent_death_signal)
             self.pid = self.proc.pid
         else:
             context = _fork_server()
             self.status, status_w = context.Pipe(duplex=False)
             self.proc = context.Process(target=_forked_cell,
-                                        args=(cell, str(out), registry_path, trainer_args, rerun, threads, env, str(log), status_w))
+                                        args=(cell, str(out), registry_path, trainer_args, rerun, threads, env, str(log), status_w,
+                                              os.getpid()))
             self.proc.start()
             status_w.close()  # the cell holds the only write end now: EOF on it means the cell has ended
             self.pid = self.proc.pid
@@ -211,8 +265,9 @@ def run_local(cells: list[Cell], out: Path, registry_path: str, *, jobs: int, ru
                     continue
                 del running[pid]
                 free.append(slot)
-                if stop["signum"] and (stopped_status(code) or code == UNKNOWN_STATUS):
-                    progress.interrupted(cell, time.perf_counter() - t0)  # stopped on request: it resumes next time
+                if stop["signum"] and (stopped_status(code) or code == UNKNOWN_STATUS):  # stopped on request: it resumes next time
+                    ckpt = run_folder(record_path(out, cell.model, cell.task, cell.preset, cell.seed, list(cell.overrides))) / "ckpt"
+                    progress.interrupted(cell, time.perf_counter() - t0, ckpt / "last.ckpt" if (ckpt / "last.ckpt").is_file() else None)
                     continue
                 detail = "" if code == 0 else f"exit status {code}; last line: {_last_line(log)} (log: {log})"
                 progress.finished(cell, code == 0, time.perf_counter() - t0, detail)
@@ -220,7 +275,7 @@ def run_local(cells: list[Cell], out: Path, registry_path: str, *, jobs: int, ru
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if stop["signum"]:
-        raise Stopped(stop["signum"])  # the CLI says how to resume and exits 130 / 143
+        raise Stopped(stop["signum"], progress.stop_summary(stop["signum"], logs))  # the CLI's last line; exit 130 / 143
     return progress.failed
 
 

@@ -67,7 +67,11 @@ def list_tables(out: Path, folder: Path = TABLES_DIR, registry=None) -> list[lis
     registry is given; cells holding only stale records are counted apart), title."""
     rows = []
     for name in table_names(folder):
-        table = load_table(name, folder=folder)
+        try:
+            table = load_table(name, folder=folder)
+        except UserError as exc:  # one broken file: listed with its problem, the others as usual
+            rows.append([name, "-", "BROKEN", str(exc)])
+            continue
         try:
             own = overlay_registry(table, registry, out) if registry is not None else None
         except UserError:  # its overlays are not under OUT: no records of its rows either

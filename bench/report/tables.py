@@ -99,52 +99,17 @@ splits on both sides pairs by position; one split is used for every pair).
 from __future__ import annotations
 
 import dataclasses
-import importlib.resources
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Optional
 
-from ..errors import UserError
-from ..registry import deep_merge
-from ..schema import Schema, load_yaml, suggest
 from .checks import ChecksTable
 from .cost_table import CostTable
 from .results_table import ResultsTable
 from .table_kind import TableKind
+from .table_file import KIND_NAMES, TABLES_DIR, TableFile, _raw, read_table_file, table_names  # noqa: F401 - light to import
 from .table_parts import Table
 
-#: the shipped tables (package data; bench is installed as files, never zipped)
-TABLES_DIR = Path(str(importlib.resources.files("bench").joinpath("tables")))
 #: every kind of table by the name a file's ``kind`` gives
 KINDS: dict[str, TableKind] = {kind.name: kind for kind in (ResultsTable(), CostTable(), ChecksTable())}
-
-
-@dataclass
-class TableFile(Schema):
-    """A table file's keys (after its ``base`` is merged in: title, source, preset, seeds may come from it)."""
-    title: str
-    source: str
-    preset: str
-    seeds: list[int]
-    base: Optional[str] = None
-    kind: str = "results"
-    paper_seeds: Optional[int] = None
-    metric: str = "acc"
-    stat: Literal["mean", "median"] = "mean"
-    paper_units: Literal["percent", "fraction", "minutes"] = "percent"
-    delta: Literal["points", "ratio"] = "points"
-    set: Optional[list[str]] = None
-    tasks: Optional[list[str]] = None
-    splits: Any = None
-    columns: Optional[list] = None
-    rows: Optional[list] = None
-    checks: Optional[list] = None
-    claims: Optional[list] = None
-    questions: Optional[list] = None
-    state: Optional[list[str]] = None
-    cost: Optional[dict] = None
-    tuned: Any = None
-    overlays: Any = None
 
 
 def kind_of(table: Table) -> TableKind:
@@ -152,34 +117,12 @@ def kind_of(table: Table) -> TableKind:
     return KINDS[table.kind]
 
 
-def table_names(folder: Path = TABLES_DIR) -> list[str]:
-    return sorted(p.stem for p in Path(folder).glob("*.yaml"))
-
-
-def _raw(name: str, folder: Path, chain: tuple = ()) -> dict:
-    path = Path(folder) / f"{name}.yaml"
-    if not path.is_file():
-        raise UserError(f"unknown table {name!r}; {suggest(name, table_names(folder))} (see 'bench reproduce --list')")
-    if name in chain:
-        raise UserError(f"tables/{name}.yaml: base cycle {' -> '.join((*chain, name))}")
-    raw = load_yaml(path, f"tables/{path.name}")
-    TableFile.check_keys(raw, f"tables/{path.name}")
-    if raw.get("base"):
-        raw = deep_merge(_raw(raw["base"], folder, (*chain, name)), {k: v for k, v in raw.items() if k != "base"})
-    return raw
-
-
 def load_table(name: str, preset: str | None = None, folder: Path = TABLES_DIR) -> Table:
     """The table ``name`` with its columns for ``preset`` (default: the table's own); its kind loads
     its part of the file."""
-    where = f"tables/{name}.yaml"
-    spec = TableFile.from_mapping(_raw(name, folder), where)
-    if not spec.seeds:
-        raise UserError(f"{where}: seeds must be a list of integers, e.g. [0, 1, 2]")
-    if spec.kind not in KINDS:
-        raise UserError(f"{where}: kind must be one of {', '.join(KINDS)}, got {spec.kind!r}")
+    spec = read_table_file(name, folder, tuple(KINDS))
     table = Table(name=name, title=spec.title, source=spec.source, preset=spec.preset, seeds=spec.seeds, kind=spec.kind)
-    kind_of(table).load(table, spec, dataclasses.asdict(spec), preset or table.preset, where)
+    kind_of(table).load(table, spec, dataclasses.asdict(spec), preset or table.preset, f"tables/{name}.yaml")
     return table
 
 

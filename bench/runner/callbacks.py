@@ -171,7 +171,7 @@ class LineProgress(L.Callback):
     """One line per validation: step, epoch, train loss, validation metric, elapsed, ETA; and, when
     validations are far apart (a 10k-step epoch), a training line at most every ``every_s`` seconds."""
 
-    def __init__(self, metric: str, every_s: float = 300.0, notes: logging.Logger | None = None):
+    def __init__(self, metric: str, every_s: float = 30.0, notes: logging.Logger | None = None):
         self.metric, self.total, self.every_s = metric, 0, every_s
         self.notes = notes or logging.getLogger("bench.progress")
         self._t0 = self._step0 = self._last = None

@@ -28,6 +28,7 @@ from ..records import (
     Record,
     RecordError,
     config_changes,
+    rerun_command,
     eval_folder,
     outcomes_file,
     overrides_tag,
@@ -78,12 +79,13 @@ def rebuild_run(path: Path, data_overrides: list[str], registry, accelerator: st
     ckpt = record_checkpoint(Path(path), rec)
     if not ckpt.is_file():
         raise UserError(
-            f"the record's checkpoint {str(ckpt)!r} is missing (deleted, or a copy made without it); "
-            f"train the run again with --rerun to recreate it"
+            f"the record's checkpoint {str(ckpt)!r} is missing (checkpoints of reference records are not committed; or a copy "
+            f"made without it); this recreates it: {rerun_command(Path(path), rec)}"
         )
     problem = inspect_checkpoint(ckpt, needs=("state_dict",))[1]
     if problem:
-        raise UserError(f"the record's checkpoint {str(ckpt)!r} is damaged ({problem}); train the run again with --rerun")
+        raise UserError(f"the record's checkpoint {str(ckpt)!r} is damaged ({problem}); this recreates it: "
+                        f"{rerun_command(Path(path), rec)}")
     config = record_run_config(Path(path), rec, data_overrides)
     train = config.train
     check_sizes(config, train, "the evaluation", on_cpu=runs_on_cpu({"accelerator": accelerator or "auto"}))

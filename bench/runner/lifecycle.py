@@ -116,6 +116,7 @@ def _run_locked(plan: RunPlan, built, progress, logger, rerun, callbacks, on_sta
     if done is not None and not rerun:
         return {**done, "path": str(plan.record), "skipped": True}
     start_over = rerun or (plan.record.exists() and done is None)  # a rerun, or after a failed run
+    step = None
     if not start_over and (step := check_resume_point(plan)) is not None:
         log.info(f"bench: resuming {plan.model} on {plan.task} (seed {plan.seed}) from step {step}: {plan.last_ckpt}")
     task_obj, data, module = built
@@ -126,6 +127,8 @@ def _run_locked(plan: RunPlan, built, progress, logger, rerun, callbacks, on_sta
         check_attention_backend(plan.config.model, trainer.strategy.root_device)
         if on_start is not None:
             on_start(plan)
+        if progress not in ("none", False, None) and trainer.is_global_zero:
+            say_estimate(plan, module, data, trainer.strategy.root_device, step)
         record = base_record(plan.model, plan.task, plan.preset, plan.seed, plan.overrides)
         record.update({"status": "running", "config": plan.config.public(), "param_count": sum(p.numel() for p in module.parameters()),
                        "primary_metric": task_obj.metric, "report_metrics": list(task_obj.report_metrics)})
@@ -144,6 +147,19 @@ def _run_locked(plan: RunPlan, built, progress, logger, rerun, callbacks, on_sta
         record = write_record(plan, trainer, record, outcomes)
         keep_only_tested_checkpoint(plan, trainer)
     return record
+
+
+def say_estimate(plan: RunPlan, module: TaskModule, data: TaskData, device: torch.device, resume_step: int | None) -> None:
+    """The run's size and time from a timed step (bench/runner/estimate.py), one line to
+    ``bench.progress`` before training; a step that cannot be timed is a note, never the run's failure."""
+    from .estimate import estimate, estimate_line
+
+    try:
+        est = estimate(module, data, plan.train, device, resume_step or 0)
+    except Exception as exc:  # noqa: BLE001 - the estimate is a courtesy: the run goes on without it
+        logging.getLogger("bench.progress").info(f"bench: no time estimate ({type(exc).__name__}: {str(exc)[:120]})")
+        return
+    logging.getLogger("bench.progress").info(estimate_line(est, plan.preset, resumed=bool(resume_step)))
 
 
 # ---- plan ------------------------------------------------------------------------------------

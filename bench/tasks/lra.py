@@ -35,6 +35,19 @@ BYTE_VOCAB = ["<pad>", "<start>", "<end>", *[f"x{b:02x}" for b in range(256)]]
 BYTE0, START, END = 3, 1, 2
 
 
+class ArraysOnly(pickle.Unpickler):
+    """CIFAR-10's python batches are pickles: read them as numpy arrays and plain values only, any
+    other global (a class, a function: code the file could run) refused as UnpicklingError."""
+
+    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"), ("numpy", "ndarray"),
+               ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"), ("_codecs", "encode")}
+
+    def find_class(self, module, name):
+        if (module, name) in self.ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"it names {module}.{name}; only numpy arrays and plain values are read")
+
+
 def data_root(task: str, data_dir: str | None, expected: list[str]) -> Path:
     """The directory holding a task's files; TaskError (one line) when it or a file is missing."""
     root = data_dir or os.environ.get(ENV)
@@ -204,7 +217,7 @@ class LRAImage(_FileTask):
         path = self.root / "cifar-10-batches-py" / name
         try:
             with open(path, "rb") as f:
-                d = pickle.load(f, encoding="bytes")
+                d = ArraysOnly(f, encoding="bytes").load()
             data = np.asarray(d[b"data"], dtype=np.uint8)
             labels = np.asarray(d[b"labels"], dtype=np.int64)
             if data.ndim != 2 or data.shape[1] != 3072 or len(labels) != len(data):
