@@ -274,3 +274,41 @@ def test_data_check_names_the_layout_or_what_is_missing(tmp_path, capsys):
     assert "is not a folder" in capsys.readouterr().err
     assert main(["data", "check", "--task", "listops", "--root", str(tmp_path)]) == 2
     assert "reads no files of yours" in capsys.readouterr().err
+
+
+def test_table4_cpu_prints_file_columns_as_needing_data_and_skips_them_until_found(tmp_path, monkeypatch, capsys):
+    """halt-table4-cpu without records: generated columns "—", file columns "needs data" with the
+    command in the note; --run's plan skips a file column (one line why) until its files are found."""
+    from bench.cli import main
+    from bench.records import base_record, record_path, write_json_atomic
+    from bench.registry import Registry
+    from bench.report.reproduce import absent_data, build, load_table
+
+    monkeypatch.delenv("BENCH_LRA_DIR", raising=False)
+    registry, table = Registry(), load_table("halt-table4-cpu")
+    assert [c.label for c in table.columns] == ["ListOps", "Text", "Retrieval", "Image", "Pathfinder"]
+    assert [r.model for r in table.rows] == ["transformer", "ut", "gut", "tlb", "gutlb"] and len(table.seeds) == 5
+    built = build(table, tmp_path, "small", registry)
+    line = next(r for r in built["rows"] if r[0] == "gut")
+    at = {h: i for i, h in enumerate(built["headers"])}
+    assert [line[at[f"{c} ours"]] for c in ("ListOps", "Text", "Retrieval", "Image", "Pathfinder")] == \
+        ["—", "needs data", "needs data", "needs data", "—"]
+    absent = absent_data(table, registry, "small")
+    assert sorted(absent) == ["lra-image", "lra-retrieval", "lra-text"]
+    assert absent["lra-retrieval"].startswith("lra-retrieval: no data directory") and "bench data check" in absent["lra-retrieval"]
+    # once the files are there (here: Retrieval's), that column is planned and a record fills its cell
+    write_aan(tmp_path, {s: [("1", "a", "b", "x", "y")] for s in ("train", "eval", "test")})
+    monkeypatch.setenv("BENCH_LRA_DIR", str(tmp_path))
+    assert sorted(absent_data(table, registry, "small")) == ["lra-image", "lra-text"]
+    col = next(c for c in table.columns if c.label == "Retrieval")
+    for seed in (0, 1):
+        rec = base_record("gut", "lra-retrieval", "small", seed, table.cell_set(table.rows[2], col))
+        rec.update(status="ok", metrics={"test": {"n": 1000, "acc": 0.6 + seed / 100}})
+        write_json_atomic(record_path(tmp_path, "gut", "lra-retrieval", "small", seed, table.cell_set(table.rows[2], col)), rec)
+    line = next(r for r in build(table, tmp_path, "small")["rows"] if r[0] == "gut")
+    assert line[at["Retrieval ours"]].startswith("60.5 ± ") and line[at["Text ours"]] == "needs data"
+    # the command prints it, the note says what "needs data" means and how to fill it
+    monkeypatch.delenv("BENCH_LRA_DIR")
+    assert main(["reproduce", "halt-table4-cpu", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "needs data = no record, and the task reads files you supply: Text: bench data check --task lra-text --root PATH" in out

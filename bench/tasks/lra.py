@@ -294,6 +294,14 @@ class _FileTask(Task):
     def test_splits(self):
         return ["test"]
 
+    def data_problem(self) -> str | None:
+        """None when the task's files are found, else the one line saying what is missing."""
+        try:
+            self.found
+        except TaskError as exc:
+            return str(exc)
+        return None
+
     def fingerprint_extra(self):
         found = self.found
         return {"layout": found.layout.name, **file_stats(found.all_files())}
