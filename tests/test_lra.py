@@ -312,3 +312,34 @@ def test_table4_cpu_prints_file_columns_as_needing_data_and_skips_them_until_fou
     assert main(["reproduce", "halt-table4-cpu", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "needs data = no record, and the task reads files you supply: Text: bench data check --task lra-text --root PATH" in out
+
+
+def test_lra_listops_reads_the_release_files_only_when_given_a_folder(tmp_path, monkeypatch):
+    """The archive's listops-1000/basic_*.tsv (the scripts' listops/): LRA's bracketed trees, header
+    Source<TAB>Target; brackets dropped as LRA's pipeline drops them; values checked by evaluate()."""
+    folder = tmp_path / "lra_release" / "lra_release" / "listops-1000"
+    folder.mkdir(parents=True)
+    trees = {"train": ["( ( [MAX 2 9 ) ( [MIN 4 7 ] ) 0 ] )", "( [SM 3 4 ] )"], "val": ["( [MED 1 5 8 ] )"],
+             "test": ["( ( [MIN 3 ( [SM 9 9 ] ) ] ) )"]}
+    for split, rows in trees.items():
+        (folder / f"basic_{split}.tsv").write_text("Source\tTarget\n" + "".join(f"{t}\t{evaluate_text(t)}\n" for t in rows))
+    monkeypatch.setenv("BENCH_LRA_DIR", str(tmp_path))  # the generated task ignores it
+    assert len(gen(LRAListOps(n_train=3, n_val=2, n_test=2), "test")["label"]) == 2
+    task = LRAListOps(data_dir=str(tmp_path))
+    d = gen(task, "train")
+    assert [[LISTOPS_VOCAB[i] for i in t] for t in d["tokens"]][1] == ["<start>", "[SM", "3", "4", "]", "<end>"]
+    assert list(d["label"]) == [9, 7] and list(d["length"]) == [9, 4]
+    for split in ("val", "test"):
+        got = gen(task, split)
+        assert all(evaluate([LISTOPS_VOCAB[i] for i in t]) == y for t, y in zip(got["tokens"], got["label"]))
+    from bench.tasks.lra import check_data
+
+    assert check_data("lra-listops", str(tmp_path)) == f"lra-listops: ok: LRA ListOps files in {folder} (train, val and test files)"
+    (folder / "basic_test.tsv").write_text("Source\tTarget\n( [MAX 2 x ] )\t2\n")
+    with pytest.raises(TaskError, match=r"basic_test\.tsv:2: unknown token 'x'"):
+        gen(task, "test")
+
+
+def evaluate_text(tree: str) -> int:
+    """The value of a tree written as LRA writes it (brackets ignored)."""
+    return evaluate(["<start>", *(t for t in tree.split() if t not in ("(", ")")), "<end>"])

@@ -9,11 +9,11 @@ from ..errors import UserError
 
 def cmd_data(args, registry) -> int:
     from ..tasks.base import TaskError
-    from ..tasks.lra import FILE_TASKS, check_data
+    from ..tasks.lra import CHECKABLE, FILE_TASKS, check_data
 
     tasks = list(FILE_TASKS) if args.task == "lra" else [args.task]
-    if args.task != "lra" and args.task not in FILE_TASKS:
-        raise UserError(f"--task {args.task!r} reads no files of yours; choose {', '.join(FILE_TASKS)}, or lra for all three")
+    if args.task != "lra" and args.task not in CHECKABLE:
+        raise UserError(f"--task {args.task!r} reads no files of yours; choose {', '.join(CHECKABLE)}, or lra for the first three")
     problems = []
     for task in tasks:
         try:
