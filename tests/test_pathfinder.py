@@ -4,7 +4,8 @@ from collections import deque
 import numpy as np
 import pytest
 
-from bench.tasks.pathfinder import DIFFICULTY, PIX0, SIZE, Pathfinder, render_batch
+from bench.tasks.base import TaskError
+from bench.tasks.pathfinder import DIFFICULTY, LRA_FILES, PIX0, SIZE, Pathfinder, render_batch
 
 
 def connected(img: np.ndarray, a, b) -> bool:
@@ -39,7 +40,7 @@ def test_label_matches_connectivity(difficulty):
 
 
 def test_task_tokens_and_determinism():
-    task = Pathfinder(n_train=40, n_val=10, n_test=10, difficulty="baseline")
+    task = Pathfinder(n_train=40, n_val=10, n_test=10, difficulty="intermediate")
     a = task.generate("train", np.random.default_rng(task.split_seed("train")))
     b = task.generate("train", np.random.default_rng(task.split_seed("train")))
     assert a["tokens"].shape == (40, SIZE * SIZE + 2)
@@ -47,3 +48,20 @@ def test_task_tokens_and_determinism():
     px = a["tokens"][:, 1:-1]
     assert set(np.unique(px)) <= {PIX0, PIX0 + 255}
     assert task.vocab_size == 3 + 256
+
+
+def test_difficulty_is_named_as_lra_names_its_sets():
+    """LRA's splits easy / intermediate / hard are its curv_baseline / curv_contour_length_9 / _14
+    files (lra_benchmarks/data/pathfinder.py); the LRA column is pathfinder32_hard, the default."""
+    assert LRA_FILES == {"easy": "curv_baseline", "intermediate": "curv_contour_length_9", "hard": "curv_contour_length_14"}
+    assert [DIFFICULTY[d][0] for d in LRA_FILES] == [6, 9, 14]  # pieces per path grow with LRA's contour length
+    assert Pathfinder().lra_name == "pathfinder32_hard"
+    assert Pathfinder(difficulty="intermediate").lra_name == "pathfinder32_inter"  # LRA's task_registry spelling
+    with pytest.raises(TaskError, match="'baseline' is ambiguous: LRA's curv_baseline files are its 'easy' split"):
+        Pathfinder(difficulty="baseline")
+
+
+def test_smaller_images_for_a_proxy():
+    task = Pathfinder(n_train=8, n_val=4, n_test=4, difficulty="easy", size=16)
+    d = task.generate("test", np.random.default_rng(0))
+    assert task.lra_name == "pathfinder16_easy" and d["tokens"].shape == (4, 16 * 16 + 2)

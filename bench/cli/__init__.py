@@ -1,4 +1,4 @@
-"""Command line: bench run | eval | generate | compare | reproduce | tune | curves | cost | list | validate | explain.
+"""Command line: bench run | eval | generate | compare | reproduce | tune | curves | cost | list | validate | explain | data.
 
 Bad input prints one line ("bench: error: ...") on stderr and exits with status 2. A run or grid
 stopped by SIGINT / SIGTERM checkpoints, says how to resume and exits with 130 / 143. Results
@@ -19,6 +19,7 @@ from ..parsing import check_launcher_env
 from ..registry import Registry
 from .common import notes_to_stderr
 from .cost import cmd_cost
+from .data import cmd_data
 from .evaluate import cmd_eval, cmd_generate
 from .info import cmd_curves, cmd_explain, cmd_list, cmd_validate
 from .parser import build_parser
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         "cost": cmd_cost,
         "tune": cmd_tune,
         "report": cmd_report,
+        "data": cmd_data,
     }
     args = None
     try:

@@ -269,6 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(Dodge et al. 2019) and score against lr (report.md, report.png)",
     )
 
+    da = sub.add_parser("data", help="check the files a task reads from you: bench data check --task lra-text --root PATH")
+    dsub = da.add_subparsers(dest="data_command", metavar="check", parser_class=_Parser, required=True)
+    dc = dsub.add_parser("check", help="say which layout of a task's files is under --root, or in one line what is missing")
+    dc.add_argument("--task", required=True, help="lra-text | lra-retrieval | lra-image, lra for those three; lra-listops (release files)")
+    dc.add_argument("--root", required=True, help="the folder you downloaded to (the one you give as $BENCH_LRA_DIR)")
+
     x = sub.add_parser("explain", help="every resolved value of a run's config and where it comes from")
     x.add_argument("--model", required=True, help="a registry model, e.g. rsa-transformer-I")
     x.add_argument("--task", required=True, help="a registry task, e.g. parity")

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..grid import plan_grid
+from ..grid_cell import Cell
 from ..registry import PRESETS
 from ..schema import suggest
 from . import writeup
@@ -53,11 +54,33 @@ def plan(table: Table, registry, preset: str, out: Path, rerun: bool = False) ->
     """(cells to train, incompatible (cell, why)) over the runs the table's cells read, one grid
     per (model, override set) (none for a table measured rather than trained: measure_cost)."""
     todo, incompatible = [], []
+    absent = absent_data(table, registry, preset)
     for (model, overrides), tasks in kind_of(table).runs(table, out, preset).items():
-        grid = plan_grid(registry, [model], list(dict.fromkeys(tasks)), table.seeds, preset, list(overrides), Path(out), rerun=rerun)
+        tasks = list(dict.fromkeys(tasks))
+        incompatible += [(Cell(model, t, preset, table.seeds[0], overrides), absent[t]) for t in tasks if t in absent]
+        tasks = [t for t in tasks if t not in absent]
+        if not tasks:
+            continue
+        grid = plan_grid(registry, [model], tasks, table.seeds, preset, list(overrides), Path(out), rerun=rerun)
         todo += grid.todo
         incompatible += grid.incompatible
     return todo, incompatible
+
+
+def absent_data(table: Table, registry, preset: str) -> dict[str, str]:
+    """{task: why} for the columns whose task reads files you supply (``needs_data``) and finds
+    none (the task's ``data_problem()``): their cells are skipped, saying why, not failed."""
+    from ..config import parse_overrides, resolve_task
+
+    absent = {}
+    for col in table.columns:
+        if not col.needs_data or col.task in absent:
+            continue
+        spec = resolve_task(registry, col.task, preset, parse_overrides([o for o in (*table.set, *col.set) if o.startswith("data.")]))
+        problem = getattr(spec.cls.build(spec.name, spec.params), "data_problem", lambda: None)()
+        if problem:
+            absent[col.task] = f"{problem} (then: {col.needs_data})"
+    return absent
 
 
 # ---- command --------------------------------------------------------------------------------

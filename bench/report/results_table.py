@@ -38,6 +38,7 @@ from .tuned import apply_tuned, waiting_rows, with_tuned_column
 
 log = logging.getLogger(__name__)
 PROXY_PRESETS = ("smoke", "small")
+NEEDS_DATA = "needs data"  # a cell without records whose task reads files you supply (a column's needs_data)
 BINOMIAL_METRICS = ("acc", "last_acc")  # one 0/1 outcome per example: a binomial standard error applies
 
 
@@ -154,7 +155,8 @@ def _cell(table: Table, row: Row, col: Column, paper, ok: list[dict], counts: tu
     d = _delta(center, paper, table.delta)
     examples = _examples(ok, col.split) if raw else None
     learned_seeds = learned(raw, majority) if majority and raw else None
-    text = "FAIL" if failed and not ok else _ours_text(raw, center, table, examples, table.metric_of(col), learned_seeds) + mark
+    text = ("FAIL" if failed and not ok else NEEDS_DATA if col.needs_data and not n_recs
+            else _ours_text(raw, center, table, examples, table.metric_of(col), learned_seeds) + mark)
     text += f" {CHANCE}" if chance else ""
     text += f" {OTHER_CODE}" if any(other_code(r) for r in ok) else ""
     if failed and ok:
@@ -296,6 +298,15 @@ def metrics_note(table: Table) -> str:
     return (f"metric {table.metric}, except " + "; ".join(f"{m} on {', '.join(labels)}" for m, labels in own.items()) + avg)
 
 
+def needs_data_note(table: Table) -> str:
+    """What a "needs data" cell means and the commands that fill its column (none: "")."""
+    cols = [c for c in table.columns if c.needs_data]
+    if not cols:
+        return ""
+    return (f"{NEEDS_DATA} = no record, and the task reads files you supply: "
+            + "; ".join(f"{c.label}: {c.needs_data}" for c in cols))
+
+
 STATE_NOTE = ("state = the bytes of the row's streaming state for one stream after the task's longest test length, at its "
               "width (the records' stream_state, bench/cost/state.py; * = measured now for records made before it was recorded)")
 
@@ -358,6 +369,7 @@ class ResultsTable(TableKind):
                            *([f"tuned: rows' models from the overlays of study {', '.join(table.overlays)} (bench tune)"]
                              if table.overlays else [])])
         built["note"] = "; ".join(part for part in (note(table, preset, built["present"], built["expected"], out), metrics_note(table),
+                                                    needs_data_note(table),
                                                     built["stale"], built["chance"], built["learned_rule"], built["other_code"], tuned,
                                                     STATE_NOTE if table.state else "") if part)
         built["csv"] = built["cells"]

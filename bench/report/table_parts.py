@@ -23,6 +23,7 @@ class ColumnEntry(Schema):
     label: Optional[str] = None
     set: Optional[list[str]] = None
     metric: Optional[str] = None
+    needs_data: Optional[str] = None
 
 
 @dataclass
@@ -65,6 +66,7 @@ class Column:
     label: str
     set: tuple[str, ...] = ()
     metric: str | None = None  # this column's metric, when not the table's
+    needs_data: str | None = None  # the task reads files you supply: the command that checks them (cells without records say so)
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,7 @@ def parse_columns(raw: dict, preset: str, where: str) -> list[Column]:
         cols = []
         for entry in raw["columns"]:
             c = ColumnEntry.from_mapping(entry, where, "a column is {task, split, label, set}")
-            cols.append(Column(c.task, c.split, c.label or f"{c.task}:{c.split}", tuple(c.set or ()), c.metric))
+            cols.append(Column(c.task, c.split, c.label or f"{c.task}:{c.split}", tuple(c.set or ()), c.metric, c.needs_data))
         return cols
     tasks, splits = raw.get("tasks"), raw.get("splits")
     if not tasks or not splits:

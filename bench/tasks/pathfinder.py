@@ -29,9 +29,14 @@ by at most ``max_turn`` radians per piece; pieces alternate drawn / skipped by t
 (``dash`` drawn, ``gap`` skipped). Paths never touch: a sample is redrawn when a path (with its
 dots) comes within ``sep`` pixels of another one or leaves the image, so the label equals
 pixel connectivity of the gap-free drawing (checked by the tests with a flood fill).
-``difficulty`` picks the contour length like LRA's curv_baseline / contour_length_9 / 14:
-easy = 6, baseline = 9, hard = 14 pieces of 1.5 px (with 2, 2 and 1 distractors: longer paths
-leave less room on a 32x32 canvas). Vectorised over whole batches of images.
+``difficulty`` takes LRA's names for its three Pathfinder sets (lra_benchmarks/data/pathfinder.py:
+split ``easy`` = the files curv_baseline, ``intermediate`` = curv_contour_length_9, ``hard`` =
+curv_contour_length_14) and draws paths of the matching contour length: 6, 9 and 14 pieces of
+1.5 px (with 2, 2 and 1 distractors: longer paths leave less room on a 32x32 canvas). The LRA
+column of [HALT Table 4] is ``pathfinder32_hard`` (LRA's task_registry name; the reference code
+reads curv_contour_length_14 only, preprocess/process_pathfinder_lra_sparse.py), this task's
+default; ``lra_name`` gives the name of an instance. ``size`` (default 32) draws smaller images
+for CPU proxies (``pathfinder16_*``: not an LRA set). Vectorised over whole batches of images.
 """
 from __future__ import annotations
 
@@ -42,8 +47,10 @@ from .base import Task, TaskError
 SIZE = 32
 VOCAB = ["<pad>", "<start>", "<end>", *[str(v) for v in range(256)]]
 PIX0, START, END = 3, 1, 2
-# difficulty -> (pieces per path, distractor paths); 14 pieces leave room for one distractor
-DIFFICULTY = {"easy": (6, 2), "baseline": (9, 2), "hard": (14, 1)}
+# difficulty (LRA's split names) -> (pieces per path, distractor paths); 14 pieces leave room
+# for one distractor; LRA_FILES: the release's folder of each split (pathfinder32/<folder>/)
+DIFFICULTY = {"easy": (6, 2), "intermediate": (9, 2), "hard": (14, 1)}
+LRA_FILES = {"easy": "curv_baseline", "intermediate": "curv_contour_length_9", "hard": "curv_contour_length_14"}
 
 
 def _dilate(m: np.ndarray, r: int) -> np.ndarray:
@@ -159,11 +166,17 @@ class Pathfinder(Task):
 
     def __init__(self, n_train: int = 160000, n_val: int = 20000, n_test: int = 20000,
                  difficulty: str = "hard", n_distractors: int | None = None, seg_len: float = 1.5,
-                 max_turn: float = 0.5, dash: int = 2, gap: int = 1, start_end: bool = True,
+                 max_turn: float = 0.5, dash: int = 2, gap: int = 1, size: int = SIZE, start_end: bool = True,
                  data_seed: int = 1234):
         super().__init__(data_seed)
+        if difficulty == "baseline":
+            raise TaskError("pathfinder: difficulty 'baseline' is ambiguous: LRA's curv_baseline files are its 'easy' split; "
+                            "the 9-piece contours (curv_contour_length_9) are 'intermediate'; choose easy, intermediate or hard")
         if difficulty not in DIFFICULTY:
-            raise TaskError(f"pathfinder: difficulty must be one of {list(DIFFICULTY)}")
+            raise TaskError(f"pathfinder: difficulty must be one of {list(DIFFICULTY)} (LRA's names), got {difficulty!r}")
+        if not 8 <= size <= 256:
+            raise TaskError(f"pathfinder: size is the image side in pixels, 8-256 (LRA: 32), got {size}")
+        self.difficulty, self.size = difficulty, size
         self.sizes = {"train": n_train, "val": n_val, "test": n_test}
         segments, distractors = DIFFICULTY[difficulty]
         if n_distractors is not None:
@@ -171,6 +184,11 @@ class Pathfinder(Task):
         self.draw = dict(segments=segments, n_distractors=distractors,
                          seg_len=seg_len, max_turn=max_turn, dash=dash, gap=gap)
         self.start_end = start_end
+
+    @property
+    def lra_name(self) -> str:
+        """LRA's name of this set, e.g. pathfinder32_hard (task_registry.py; 'inter' for intermediate)."""
+        return f"pathfinder{self.size}_{'inter' if self.difficulty == 'intermediate' else self.difficulty}"
 
     @property
     def vocab(self):
@@ -187,13 +205,13 @@ class Pathfinder(Task):
         for _ in range(1000):
             if got >= n:
                 break
-            img, lab, _, _ = render_batch(rng, 4096, **self.draw)
+            img, lab, _, _ = render_batch(rng, 4096, **self.draw, size=self.size)
             imgs.append(img)
             labels.append(lab)
             got += len(lab)
         else:
             raise TaskError(f"pathfinder: too few valid images for {self.draw}")
-        img = np.concatenate(imgs)[:n].reshape(n, SIZE * SIZE).astype(np.int16) + PIX0
+        img = np.concatenate(imgs)[:n].reshape(n, self.size * self.size).astype(np.int16) + PIX0
         if self.start_end:
             img = np.concatenate([np.full((n, 1), START, np.int16), img,
                                   np.full((n, 1), END, np.int16)], 1)
