@@ -196,11 +196,11 @@ def test_a_record_carries_the_token_chance_of_each_split_and_length(tmp_path):
         for label, entry in metrics["by_length"].items():
             mine = [a for a, n in zip(answers, data["length"]) if task.length_bin(int(n)) == label]
             assert entry["token_majority"] == pytest.approx(sum(a == guess for a in mine) / len(mine))
-    # scripts/history/backfill_majority.py writes the same values into a record made before they existed
+    # scripts/backfill_majority.py writes the same values into a record made before they existed
     import importlib.util
     import json
 
-    spec = importlib.util.spec_from_file_location("backfill_majority", ROOT / "scripts" / "history" / "backfill_majority.py")
+    spec = importlib.util.spec_from_file_location("backfill_majority", ROOT / "scripts" / "backfill_majority.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     older = json.loads(json.dumps(rec))

@@ -227,7 +227,7 @@ def test_list_names_every_table_with_its_record_count(tmp_path, capsys, registry
     assert all(name in printed for name in table_names())
     rsa = next(line for line in printed.splitlines() if line.startswith("rsa-table2 "))
     assert "2/72 cells (+2 † stale only)" in rsa  # a record fills bin 0 and bin 1; the d2 one is stale
-    assert "5 computed, 0/2 recorded, 1 n/i" in printed
+    assert "8 computed, 0/2 recorded, 0 n/i" in printed
     assert max(len(line) for line in printed.splitlines()) <= 100  # piped: fits 100 columns
     assert main(["reproduce", "--list", "--full", "--out", str(tmp_path)]) == 0
     assert any(t.title in capsys.readouterr().out for t in [load_table("halt-table1-cpu")])  # --full: whole titles

@@ -270,14 +270,14 @@ def test_aligned_outcomes_matches_examples_by_index():
 
 
 def test_backfill_majority_regenerates_the_share_a_run_recorded(tmp_path):
-    """scripts/history/backfill_majority.py on a committed record that has its shares, with them removed:
+    """scripts/backfill_majority.py on a committed record that has its shares, with them removed:
     it writes the same shares back, and nothing else changes."""
     import importlib.util
     import json
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("backfill_majority", root / "scripts" / "history" / "backfill_majority.py")
+    spec = importlib.util.spec_from_file_location("backfill_majority", root / "scripts" / "backfill_majority.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     original = (root / "results/runs/listops/small/gut/seed0-4295616f.json").read_text()

@@ -1,8 +1,8 @@
 """CPU seconds per training step of the halt-table4-cpu rows (docs/tasks.md, "The LRA table on the CPU").
 
-    OMP_NUM_THREADS=1 python scripts/lra_cpu_sizing.py TASK LENGTH MODELS [SECTION.KEY=VALUE ...]
-    e.g. python scripts/lra_cpu_sizing.py lra-listops 297 transformer,ut,gut,tlb,gutlb data.min_len=100 data.max_len=300
-         python scripts/lra_cpu_sizing.py lra-pathfinder 402 transformer,ut,gut,tlb,gutlb data.size=20 data.difficulty=easy
+    OMP_NUM_THREADS=1 python scripts/benchmarks/lra_cpu_sizing.py TASK LENGTH MODELS [SECTION.KEY=VALUE ...]
+    e.g. python scripts/benchmarks/lra_cpu_sizing.py lra-listops 297 transformer,ut,gut,tlb,gutlb data.min_len=100 data.max_len=300
+         python scripts/benchmarks/lra_cpu_sizing.py lra-pathfinder 402 transformer,ut,gut,tlb,gutlb data.size=20 data.difficulty=easy
 
 For each model: the training step `bench run` builds at the small preset with the reference init
 (bench/cost/step.py: TrainingStep; forward, head + loss, backward, clipping, optimizer), on a
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main(task: str, length: int, models: list[str], extra: list[str]) -> None:

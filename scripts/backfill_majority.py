@@ -17,8 +17,8 @@ must come out the same, or the record is left alone.
 Records whose task generator has changed since (another ``version``), whose kind has neither,
 or whose split sizes do not match are left alone and named.
 
-    python scripts/history/backfill_majority.py results/runs            # prints what it would write
-    python scripts/history/backfill_majority.py results/runs --write
+    python scripts/backfill_majority.py results/runs            # prints what it would write
+    python scripts/backfill_majority.py results/runs --write
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from bench.errors import UserError  # noqa: E402
 from bench.metrics import with_token_chance  # noqa: E402
 from bench.records import write_json_atomic  # noqa: E402
