@@ -147,6 +147,9 @@ def cell_status(cell: Cell, out: str, registry_path: str | None, trainer_args: d
     """Train the cell with ``run_cell`` and return ``bench run``'s exit status, with its last line
     saying what happened (the grid's FAIL line quotes it)."""
     from ..runner import run_cell  # here, not at the top: bench.grid is imported without Lightning (bench reproduce --list)
+    from ..runner.callbacks import GracefulStop
+
+    GracefulStop.ignore_late_signals = True  # this process ends with the cell: a late SIGTERM must not cut its last line
 
     def announce(plan):
         notes.info(f"bench: {plan.model} on {plan.task}, preset {plan.preset}, seed {plan.seed}: training into {plan.folder}")

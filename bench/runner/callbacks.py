@@ -82,6 +82,7 @@ class GracefulStop(Checkpoint):
     right after a validation then finds that validation's checkpoints already written."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    ignore_late_signals = False  # set by a grid's forked cell (bench/grid/local.py), a process that ends with its run
 
     def __init__(self, last_checkpoint: str):
         self.last_checkpoint = last_checkpoint
@@ -112,7 +113,11 @@ class GracefulStop(Checkpoint):
 
     def teardown(self, trainer, module, stage):
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+            # in a process that exits after this run (a grid's forked cell), a stop under way: a
+            # second SIGTERM with the default action (the grid forwards one, the fork server's
+            # death sends another) would end it before it says what it wrote, so it is ignored
+            stopping = self.ignore_late_signals and self.signum and handler == signal.SIG_DFL
+            signal.signal(sig, signal.SIG_IGN if stopping else handler)
         self._previous = {}
 
     def on_exception(self, trainer, module, exception):
