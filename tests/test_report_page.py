@@ -252,24 +252,29 @@ def test_page_in_headless_chromium_offline(chromium, built, tmp_path):
                 .map(a => decodeURIComponent(a.getAttribute('href').slice(1))).filter(id => !document.getElementById(id))""")
             assert missing == []
             page.click('a[href="#view-tables"]')
+            page.locator("#tbl-halt-table1-cpu").wait_for(state="visible", timeout=10_000)  # the view switches on hashchange
             assert page.locator("#tbl-halt-table1-cpu").is_visible() and not page.locator("#view-overview").is_visible()
             box = page.locator("#halt-table1-cpu-curve-listops").bounding_box()
             assert box and box["width"] > 300 and box["height"] > 150
             page.screenshot(path=str(tmp_path / "tables.png"))
             cell = page_data.cells[0]
             page.click(f'td[data-cell="{cell["id"]}"] a')
+            page.locator(f'tr[id="{cell["id"]}"]').wait_for(state="visible", timeout=10_000)
             assert page.locator(f'tr[id="{cell["id"]}"]').is_visible()
             rid = _cell_records(dest.read_text(), cell["id"])[0]
             page.click(f'tr[id="{cell["id"]}"] a[href="#{rid}"]')
             record = page.locator(f"details#{rid}")
+            page.wait_for_selector(f"details#{rid}[open]", state="visible", timeout=10_000)
             assert record.is_visible() and record.get_attribute("open") is not None
             button = record.locator("button.oc").first
             if button.count():
                 button.click()
+                record.locator("canvas.ocgrid").wait_for(timeout=10_000)
                 assert record.locator("canvas.ocgrid").count() == 1
                 assert re.search(r"\d+ of \d+ examples right", record.locator(".ocview p").inner_text())
             page.screenshot(path=str(tmp_path / "record.png"))
             page.click('header a[href="#fam-gut"]')
+            page.locator("#fam-gut").wait_for(state="visible", timeout=10_000)
             assert page.locator("#fam-gut").is_visible()
             page.screenshot(path=str(tmp_path / "family.png"))
         finally:
