@@ -181,6 +181,16 @@ def test_state_bytes_walks_nested_containers():
 
 
 # ---- the command ---------------------------------------------------------------------------------
+def test_without_task_the_models_are_sized_by_flipflop(tmp_path):
+    """The issue's command, `bench cost --models deltanet,mamba2,transformer --lengths 512,4096`, needs no
+    --task: flip-flop (a causal token task at any length) sizes the models, as results/cost/ does."""
+    args = ["cost", "--models", "deltanet,mamba2", "--lengths", "8", "--preset", "smoke", "--batch", "2", "--repeats", "1",
+            "--warmup", "0", "--quiet", "--out", str(tmp_path)]
+    assert main(args) == 0
+    rows = json.loads((tmp_path / "flipflop_smoke_train_cpu_T8.json").read_text())["rows"]
+    assert [r["model"] for r in rows] == ["transformer", "deltanet", "mamba2"]
+
+
 def test_ratios_to_the_transformer(tmp_path, capsys):
     assert main(["cost", "--models", "lstm", "--lengths", "8,16", *TINY, "--out", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "flipflop_smoke_train_cpu_T8-16.json").read_text())["rows"]

@@ -177,7 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="registry models, e.g. ut,gut,tlb (transformer, the reference, is always added); "
         "a model with its own settings: tlb:chunk_size=100[:memory_slots=10]",
     )
-    co.add_argument("--task", required=True, help="the task whose preset sizes the models and whose head and loss are used")
+    co.add_argument(
+        "--task",
+        default="flipflop",
+        help="the task whose preset sizes the models and whose head and loss are used (default flipflop: a causal "
+        "token task that runs at any length, the one of results/cost/)",
+    )
     co.add_argument("--preset", default="small", help="smoke | small | paper (default: small)")
     co.add_argument("--lengths", default="512", help="sequence lengths, e.g. 1024,2048,4096 (default 512)")
     co.add_argument("--batch", type=int, help="batch size (default: the preset's train.batch_size)")

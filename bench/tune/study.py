@@ -213,23 +213,31 @@ def requeue(study, trial_id: int) -> None:
         RetryHeartbeatStaleTrialCallback()(study, study._storage.get_trial(trial_id))
 
 
+def worker_alive(folder: Path, worker: str) -> bool:
+    """Whether the worker ``worker`` of the study in ``folder`` still lives: it holds its lock file
+    (``workers/<id>.lock``) while it lives, and the kernel frees the lock when it dies."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(folder / "workers" / f"{worker}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return True
+    lock.release()
+    return False
+
+
 def fail_stale(study, folder: Path) -> list[int]:
     """Mark FAIL every RUNNING trial whose worker is gone (its lock is free) and re-queue its
     values; returns the trial numbers. Called under ``ask.lock``, where a trial is asked and
     given its worker in one step."""
-    from filelock import FileLock, Timeout
     from optuna.trial import TrialState
 
     stale = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         worker = t.user_attrs.get("worker")
-        if worker:
-            lock = FileLock(str(folder / "workers" / f"{worker}.lock"))
-            try:
-                lock.acquire(timeout=0)
-            except Timeout:
-                continue  # its worker is alive
-            lock.release()
+        if worker and worker_alive(folder, worker):
+            continue
         study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
         requeue(study, t._trial_id)
         stale.append(t.number)
@@ -245,25 +253,22 @@ class _Stopped(BaseException):
     marked FAIL and re-queued); the worker raises the original."""
 
 
-class Worker:
-    """One worker of a study: runs trials of each model's study until it has ``target`` trials."""
+class StudyWorker:
+    """What every worker of a study shares: its id (host, pid, a random part), the study's meta, and
+    the lock file it holds while it lives; ``run`` works through each model in turn (``_model``)."""
 
-    def __init__(self, out: Path, name: str, registry=None, index: int = 0, threads: int | None = None, pruner=None,
+    def __init__(self, out: Path, name: str, registry=None, index: int = 0, threads: int | None = None,
                  trainer_kwargs: dict | None = None):
-        self.out, self.folder = Path(out), study_folder(out, name)
+        self.out, self.name, self.folder = Path(out), name, study_folder(out, name)
         self.meta = read_meta(self.folder)
         self.registry, self.index, self.threads, self.trainer_kwargs = registry, index, threads, trainer_kwargs or {}
-        self.pruner = pruner if pruner is not None else make_pruner(self.meta["pruner"])
-        self.params = space_of(self.meta)
         self.id = f"{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.trained = 0
 
     def run(self) -> int:
-        """Run trials until every model's study has its trials; returns how many runs it trained."""
-        import optuna
+        """Work on every model's study until it is done; returns how many runs this worker trained."""
         from filelock import FileLock
 
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
         (self.folder / "workers").mkdir(parents=True, exist_ok=True)
         me = FileLock(str(self.folder / "workers" / f"{self.id}.lock"))
         with me:
@@ -273,6 +278,25 @@ class Worker:
             finally:
                 Path(me.lock_file).unlink(missing_ok=True)
         return self.trained
+
+    def _model(self, model: str) -> None:
+        raise NotImplementedError
+
+
+class Worker(StudyWorker):
+    """One worker of an Optuna study: runs trials of each model's study until it has ``target`` trials."""
+
+    def __init__(self, out: Path, name: str, registry=None, index: int = 0, threads: int | None = None, pruner=None,
+                 trainer_kwargs: dict | None = None):
+        super().__init__(out, name, registry, index, threads, trainer_kwargs)
+        self.pruner = pruner if pruner is not None else make_pruner(self.meta["pruner"])
+        self.params = space_of(self.meta)
+
+    def run(self) -> int:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        return super().run()
 
     def _model(self, model: str) -> None:
         import optuna

@@ -28,16 +28,14 @@ import itertools
 import json
 import logging
 import math
-import os
 import time
-import uuid
 from pathlib import Path
 
 from ..config import canonical_text
 from ..errors import RunInterrupted, RunPaused, UserError
 from ..records import record_path, write_json_atomic
 from .protocol import edge_step, objective_value, rung_fractions, survivors, within_noise
-from .study import read_meta, space_of, study_folder, trial_overrides
+from .study import StudyWorker, space_of, trial_overrides, worker_alive
 
 log = logging.getLogger("bench.tune")
 
@@ -71,16 +69,12 @@ def new_bracket(meta: dict) -> dict:
             "decisions": [], "second": {}, "extension": None, "pick": None, "trained_steps": 0, "full_steps": None, "phase": "rungs"}
 
 
-class SyncWorker:
+class SyncWorker(StudyWorker):
     """One worker of a sync study: trains the tasks of each model's bracket until every bracket is done."""
 
     def __init__(self, out: Path, name: str, registry=None, index: int = 0, threads: int | None = None,
                  trainer_kwargs: dict | None = None):
-        self.out, self.name, self.folder = Path(out), name, study_folder(out, name)
-        self.meta = read_meta(self.folder)
-        self.registry, self.index, self.threads, self.trainer_kwargs = registry, index, threads, trainer_kwargs or {}
-        self.id = f"{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.trained = 0
+        super().__init__(out, name, registry, index, threads, trainer_kwargs)
         self.path = self.folder / "bracket.json"
 
     # ---- shared state ----------------------------------------------------------------------
@@ -94,30 +88,9 @@ class SyncWorker:
                             "(finished runs are read back, not trained again)") from None
 
     def _alive(self, worker: str | None) -> bool:
-        from filelock import FileLock, Timeout
-
         if not worker or worker == self.id:
             return worker == self.id
-        lock = FileLock(str(self.folder / "workers" / f"{worker}.lock"))
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            return True
-        lock.release()
-        return False
-
-    def run(self) -> int:
-        from filelock import FileLock
-
-        (self.folder / "workers").mkdir(parents=True, exist_ok=True)
-        me = FileLock(str(self.folder / "workers" / f"{self.id}.lock"))
-        with me:
-            try:
-                for model in self.meta["models"]:
-                    self._model(model)
-            finally:
-                Path(me.lock_file).unlink(missing_ok=True)
-        return self.trained
+        return worker_alive(self.folder, worker)
 
     def _model(self, model: str) -> None:
         from filelock import FileLock
