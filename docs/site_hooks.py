@@ -44,8 +44,10 @@ def _registry():
 
 
 def _module_doc(module: str) -> tuple[str, str]:
-    """(first line, whole docstring) of a module of the checkout, read without importing it."""
+    """(first line, whole docstring) of a module of the checkout (a package: its ``__init__.py``), read without importing it."""
     path = ROOT / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        path = ROOT / module.replace(".", "/") / "__init__.py"
     doc = ast.get_docstring(ast.parse(path.read_text())) or "" if path.exists() else ""
     first = " ".join(doc.split("\n\n", 1)[0].split())  # the first paragraph, on one line
     first = SENTENCE_END.split(first, 1)[0].rstrip(".") if first else module  # its first sentence

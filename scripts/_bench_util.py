@@ -1,8 +1,12 @@
-"""What the benchmark scripts share: timing one call on CPU or CUDA, and printing / saving a table."""
+"""What the benchmark scripts and tools share: timing one call on CPU or CUDA, printing / saving a
+table, and the walk of the backfill scripts over run records."""
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -26,3 +30,23 @@ def emit(table: str, out: str | None) -> None:
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text("# " + " ".join(["python"] + sys.argv) + "\n\n" + table + "\n")
+
+
+def backfill_args(doc: str) -> argparse.Namespace:
+    """The command line of a backfill script: the folders to walk, and --write (default: only print)."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("folders", nargs="+", type=Path)
+    p.add_argument("--write", action="store_true", help="write the records (default: only print)")
+    return p.parse_args()
+
+
+def run_records(folders: list[Path]) -> Iterator[tuple[Path, dict]]:
+    """(path, record) of every run record (``seed*.json``) under the folders, folder by folder in
+    path order; a file that cannot be read as JSON is passed over."""
+    for folder in folders:
+        for path in sorted(folder.rglob("seed*.json")):
+            try:
+                rec = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            yield path, rec

@@ -22,7 +22,6 @@ or whose split sizes do not match are left alone and named.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -35,6 +34,7 @@ from bench.errors import UserError  # noqa: E402
 from bench.metrics import with_token_chance  # noqa: E402
 from bench.records import write_json_atomic  # noqa: E402
 from bench.registry import import_task_class  # noqa: E402
+from scripts._bench_util import backfill_args, run_records  # noqa: E402
 
 
 def _with_majority(split_metrics: dict, share: float) -> dict:
@@ -132,25 +132,16 @@ def backfill(path: Path, cache: dict) -> tuple[dict | None, str]:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("folders", nargs="+", type=Path)
-    p.add_argument("--write", action="store_true", help="write the records (default: only print)")
-    args = p.parse_args()
+    args = backfill_args(__doc__)
     cache: dict = {}
-    for folder in args.folders:
-        for path in sorted(folder.rglob("seed*.json")):
-            try:
-                json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            rec, what = backfill(path, cache)
-            if rec is None and what == "nothing to write":
-                continue
-            print(f"{path}: {what}" + (" (written)" if rec is not None and args.write else ""))
-            if rec is not None and args.write:
-                write_json_atomic(path, rec)
+    for path, _ in run_records(args.folders):
+        rec, what = backfill(path, cache)
+        if rec is None and what == "nothing to write":
+            continue
+        print(f"{path}: {what}" + (" (written)" if rec is not None and args.write else ""))
+        if rec is not None and args.write:
+            write_json_atomic(path, rec)
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

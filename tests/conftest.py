@@ -18,11 +18,13 @@ torch.set_num_threads(max(1, min(2, (os.cpu_count() or 1) // int(os.environ.get(
 # PYTEST_ARGS="--durations=0"` on 2 idle cores, 2026-11-28). `make test` hands files to its two
 # processes in collection order (--dist loadfile --no-loadscope-reorder): the long ones first, so
 # that no process starts one while the other has nothing left (xdist's default order, by number of
-# tests, left the few-test, long kill and SLURM files to the end). The other files follow.
+# tests, left the few-test, long kill and SLURM files to the end). The other files follow. The
+# files split out of test_tune.py and test_inputs.py later stand where their slow tests put them.
 LONGEST_FILES_FIRST = (
-    "test_resume.py", "test_grid.py", "test_tune.py", "test_tune_processes.py", "test_harness.py",
+    "test_resume.py", "test_grid.py", "test_tune_workers.py", "test_tune_processes.py", "test_harness.py",
     "test_chunked.py", "test_grid_slurm.py", "test_ddp.py", "test_probes.py", "test_universal.py",
-    "test_speed.py", "test_inputs.py", "test_probes_table.py", "test_docs.py",
+    "test_speed.py", "test_inputs_cli.py", "test_tune.py", "test_inputs_reading.py", "test_tune_tables.py",
+    "test_probes_table.py", "test_docs.py",
 )
 
 

@@ -36,6 +36,15 @@ LAYERS = [
     ("plain parts", ["bench.errors", "bench.parsing", "bench.schema", "bench.spec", "bench.signature",
                      "bench.sampling", "bench.sizes", "bench.cpus", "bench.logs", "bench.grid_cell"]),
 ]
+#: the same rule inside the LRA package (bench/tasks/lra/): its names over ``check``, over the tasks,
+#: over what they share, over the readers of files; every module of it stands in one of these
+LRA_LAYERS = [
+    ("the package's names", ["bench.tasks.lra"]),
+    ("bench data check", ["bench.tasks.lra.check"]),
+    ("the tasks", ["bench.tasks.lra.listops", "bench.tasks.lra.text", "bench.tasks.lra.retrieval", "bench.tasks.lra.image"]),
+    ("what the tasks share", ["bench.tasks.lra.files"]),
+    ("the readers", ["bench.tasks.lra.layouts", "bench.tasks.lra.tfds"]),
+]
 #: known arrows back up, each to go: (importer, imported). None left.
 EXPECTED_BACK_ARROWS: set[tuple[str, str]] = set()
 
@@ -182,6 +191,15 @@ def test_every_module_stands_in_a_layer_and_imports_nothing_above_it():
     for importer, imported in EXPECTED_BACK_ARROWS:  # each known exception names real modules
         assert importer in every and imported in every
 
+
+
+def test_the_lra_package_reads_down_from_its_tasks_to_its_readers():
+    lra = {name: [imp for imp in found if layer_of(imp.target, LRA_LAYERS) is not None]
+           for name, found in graph().items() if layer_of(name, LRA_LAYERS) is not None}
+    placed = {room for _, rooms in LRA_LAYERS for room in rooms}
+    assert set(lra) == placed, f"modules of bench/tasks/lra/ in no layer of LRA_LAYERS: {', '.join(sorted(set(lra) - placed))}"
+    arrows = back_arrows(lra, LRA_LAYERS)
+    assert not arrows, "imports of a higher layer in bench/tasks/lra/:\n" + "\n".join(arrows)
 
 def test_the_checker_finds_what_it_looks_for(tmp_path):
     """The checker itself: relative imports resolve, function-level and type-only imports are

@@ -137,6 +137,15 @@ def test_lra_listops_lengths_and_labels():
         assert evaluate([LISTOPS_VOCAB[i] for i in t]) == y
 
 
+
+def test_the_tasks_keep_the_module_the_data_cache_and_the_registry_name():
+    """bench/tasks/lra/ is a package of modules, and each task class still says bench.tasks.lra, the
+    module its registry target names and its cached splits' fingerprints were made with."""
+    from bench.data import fingerprint
+
+    assert {cls.__module__ for cls in (LRAListOps, LRAText, LRARetrieval, LRAImage)} == {"bench.tasks.lra"}
+    assert fingerprint(LRAListOps(), "test") == "fd2b7cbb01f1dce6"  # as when the tasks were one file
+
 def test_text_with_too_few_reviews_to_hold_out_validation(tmp_path, monkeypatch, capsys):
     """One review per class: 10% of 2 files is 0, so validation would be empty. One line naming
     the folder and what is needed, for the task and for `bench run`; nothing cached or written."""

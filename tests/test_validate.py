@@ -25,7 +25,7 @@ BAD_MODELS = {
 PARITY = {"base": "parity"}
 BAD_TASKS = {
     "not-a-task": {"base": "_formal", "target": "bench.models.transformer:Transformer"},
-    "abstract": {"base": "_formal", "target": "bench.tasks.lra:_FileTask"},
+    "abstract": {"base": "_formal", "target": "bench.tasks.lra:FileTask"},
     "mistyped": {**PARITY, "params": {"n_train": "many"}},
     "bad-data": {**PARITY, "presets": {
         "smoke": {"data": {"bin_width": 2.5, "n_val": 10}},
@@ -77,7 +77,7 @@ def test_validate_reports_what_a_run_would_refuse_and_nothing_else(bad_registry)
         "(ValueError: unknown pos_encoding 'sideways'; choose one of xpos, rope, sinusoidal, learned, none)",
         "tasks.not-a-task: target 'bench.models.transformer:Transformer' is the class bench.models.transformer.Transformer; "
         "a task target must be a subclass of bench.tasks.base.Task",
-        "tasks.abstract: task class 'bench.tasks.lra:_FileTask' is abstract: it must implement generate, vocab",
+        "tasks.abstract: task class 'bench.tasks.lra:FileTask' is abstract: it must implement generate, vocab",
         "registry entry mistyped: data.n_train='many': expected int (like 10000), got str",
         "preset bad-data.smoke.data: data.bin_width=2.5: expected int (like 10), got float",
         "preset bad-data.small.data: data.colour: task 'bad-data' has no parameter 'colour'; valid: "

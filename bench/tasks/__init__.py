@@ -1,1 +1,1 @@
-"""Tasks: data, splits, kind and metrics. One task family per file."""
+"""Tasks: data, splits, kind and metrics. One task family per file (LRA: the package lra/, a file per task)."""

@@ -15,16 +15,14 @@ and so are files with several different versions.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from bench.records import write_json_atomic  # noqa: E402
+from scripts._bench_util import backfill_args, run_records  # noqa: E402
 
 VERSION = re.compile(r'^\s+version(?:\s*:\s*ClassVar\[str\])?\s*=\s*"([^"]+)"', re.M)
 
@@ -50,34 +48,25 @@ def version_at(commit: str, target: str, cache: dict) -> str | None:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("folders", nargs="+", type=Path)
-    p.add_argument("--write", action="store_true", help="write the records (default: only print)")
-    args = p.parse_args()
+    args = backfill_args(__doc__)
     cache: dict = {}
-    for folder in args.folders:
-        for path in sorted(folder.rglob("seed*.json")):
-            try:
-                rec = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            task = (rec.get("config") or {}).get("task")
-            commit = (rec.get("git") or {}).get("commit")
-            if not isinstance(task, dict) or "version" in task or "target" not in task:
-                continue
-            if not re.fullmatch(r"[0-9a-f]{7,40}", commit or ""):  # e.g. "HEAD" from a copy without history
-                print(f"skipped {path}: commit {commit!r} names no fixed revision")
-                continue
-            version = version_at(commit, task["target"], cache)
-            if version is None:
-                print(f"skipped {path}: no version readable at commit {commit[:7]}")
-                continue
-            print(f"{path}: data version {version} (commit {commit[:7]})")
-            if args.write:
-                task["version"] = version
-                write_json_atomic(path, rec)
+    for path, rec in run_records(args.folders):
+        task = (rec.get("config") or {}).get("task")
+        commit = (rec.get("git") or {}).get("commit")
+        if not isinstance(task, dict) or "version" in task or "target" not in task:
+            continue
+        if not re.fullmatch(r"[0-9a-f]{7,40}", commit or ""):  # e.g. "HEAD" from a copy without history
+            print(f"skipped {path}: commit {commit!r} names no fixed revision")
+            continue
+        version = version_at(commit, task["target"], cache)
+        if version is None:
+            print(f"skipped {path}: no version readable at commit {commit[:7]}")
+            continue
+        print(f"{path}: data version {version} (commit {commit[:7]})")
+        if args.write:
+            task["version"] = version
+            write_json_atomic(path, rec)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
