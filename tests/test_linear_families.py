@@ -1,9 +1,10 @@
-"""The matrix-state families (linear-transformer, deltanet, gated-deltanet, retnet, gla, mamba2 and
-the negative-eigenvalue entries) against forms written independently of the shared mechanism: the
+"""The matrix-state families (linear-transformer, deltanet, gated-deltanet, retnet, gla, mamba2, mlstm
+and the negative-eigenvalue entries) against forms written independently of the shared mechanism: the
 linear Transformer as normalised kernel attention [Katharopoulos eq. 4-6], RetNet's parallel form
 [Sun eq. 5], Mamba-2's scan of eq. (5) step by step, with and without negative transitions; the
 state bytes flat in the context; the beta range; bad settings. (Streaming = forward: test_streaming.py;
-forward / backward on every task and causality: test_models.py.)"""
+forward / backward on every task and causality: test_models.py; the mLSTM against the xLSTM paper's
+loops: test_mlstm.py.)"""
 import math
 
 import pytest
@@ -16,7 +17,7 @@ from bench.runner.stream_state import stream_state_bytes
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-FAMILIES = ["linear-transformer", "deltanet", "deltanet-neg", "gated-deltanet", "retnet", "gla", "mamba2", "mamba2-neg"]
+FAMILIES = ["linear-transformer", "deltanet", "deltanet-neg", "gated-deltanet", "retnet", "gla", "mamba2", "mamba2-neg", "mlstm"]
 
 
 def build(name, **kw):

@@ -1,5 +1,5 @@
 """The stack the matrix-state recurrences share: a Transformer with its attention replaced by a
-recurrent token mixer (linear-transformer, deltanet, gated-deltanet, retnet, gla, mamba2).
+recurrent token mixer (linear-transformer, deltanet, gated-deltanet, retnet, gla, mamba2, mlstm).
 
     x_0 = Embed(tokens)                                  (B, T, d), no positional encoding:
                                                          decays, rotations and causality carry order
