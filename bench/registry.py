@@ -229,8 +229,8 @@ REFERENCE_OPTIONS = {
     "init": "reference-full",  # every family
     "dropout_at": "reference",  # every family with feed-forwards
     "update_ffn": "d_model",  # TLB, GUTLB: memory update d -> d -> d
-    "classifier": "mlp",  # UT, GUT, TLB, GUTLB: Linear - ReLU - Linear on the pooled state
-    "final_norm": False,  # UT, GUT: no LayerNorm on S_L
+    "classifier": "mlp",  # UT, GUT, TLB, GUTLB: Linear - ReLU - Linear on the pooled state and on every position
+    "final_norm": False,  # UT, GUT, TLB, GUTLB: no LayerNorm on the per-token outputs (S_L, C_L)
     "norm": "reference",  # R-Transformer: unbiased std, eps outside the root
     "attn_bias": True,  # R-Transformer: biased attention projections
 }

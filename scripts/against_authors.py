@@ -21,6 +21,13 @@ The algorithm:
                   through the head's Linear - ReLU, and the ACT loss
     controls <- the same with bench's halt_rules set back to each value that drops one rule
     equal    <- the chunk models with as many memory slots as chunk tokens (their attention's causal quirk)
+    per token, for each pair whose config class configs/flipflop_configs.py has (UT, GUT, TLB, GUTLB):
+        theirs <- their flipflop_framework (classifier_block on every position) from that class, causal,
+                  at SIZES but its own bound and update layers; classes_num = bench's flipflop vocabulary
+        ours   <- bench's registry model with model.faithful=reference and bench's task head for flipflop
+                  (bench/runner/module.py: Head, the LM output layer), their classifier_block[2] copied into it
+        diff   <- max |theirs - ours| over the per-token states, the logits at every position, the ACT loss,
+                  on flip-flop sequences from bench's generator; controls: classifier=linear, final_norm=true
     results/against_authors.md: the table of diff per model x regime x dtype, pass where <= TOL
 
 Their classifier_framework's own forward is not called (it casts the embeddings to float16, for their
@@ -46,6 +53,7 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -54,6 +62,9 @@ from bench.config import parse_overrides, resolve_model  # noqa: E402
 from bench.models.layers.init import END, START  # noqa: E402
 from bench.registry import Registry  # noqa: E402
 from bench.runner.build import instantiate_model  # noqa: E402
+from bench.runner.module import Head  # noqa: E402
+from bench.tasks.flipflop import VOCAB as FLIPFLOP_VOCAB  # noqa: E402
+from bench.tasks.flipflop import FlipFlop, flipflop_batch  # noqa: E402
 
 MIRROR = "/work/.mirror/JRC1995+InvestigatingRecurrentTransformers/repo"
 COMMIT = "58026b2"  # the commit docs/depth_recurrence.md cites
@@ -152,6 +163,7 @@ class Pair:
     paper: str  # the paper's name
     theirs: str  # their config class (readme.md: "Model Nomenclature", codebase name == paper name)
     ours: str  # bench's registry model
+    flipflop: bool = False  # configs/flipflop_configs.py has the class (flip-flop, [HALT] Table 3)
 
     @property
     def chunked(self) -> bool:
@@ -163,13 +175,13 @@ class Pair:
 
 
 PAIRS = [
-    Pair("UT", "UT", "ut"),
-    Pair("GUT", "GUT_end", "gut"),
+    Pair("UT", "UT", "ut", flipflop=True),
+    Pair("GUT", "GUT_end", "gut", flipflop=True),
     Pair("GUT - Global Halt", "GUT_token_end", "gut-no-global-halt"),
     Pair("GUT - Gate", "GUT_nogate_end", "gut-no-gate"),
     Pair("GUT - Transition", "GUT_notrans_end", "gut-no-transition"),
-    Pair("TLB", "TLB", "tlb"),
-    Pair("GUTLB", "GUTLB", "gutlb"),
+    Pair("TLB", "TLB", "tlb", flipflop=True),
+    Pair("GUTLB", "GUTLB", "gutlb", flipflop=True),
 ]
 
 D, HEADS, FFN, CHUNK, SLOTS = 32, 2, 64, 4, 3
@@ -203,18 +215,48 @@ def their_model(pair: Pair, causal: bool = False, slots: int = SLOTS) -> nn.Modu
     return classifier_framework(data, their_config(pair, causal, slots))
 
 
-def our_spec(pair: Pair, mode: str | None, halt_rules: str | None = None, causal: bool = False, slots: int = SLOTS):
-    """bench's registry model with model.faithful=reference at the same sizes (``bench.build_model``'s path);
-    ``halt_rules``: that one option set apart (the controls)."""
-    sets = dict(d_model=D, n_heads=HEADS, d_ff=FFN, dropout=0.0, attn_dropout=0.0, faithful="reference", causal=causal)
+def flipflop_config(pair: Pair) -> dict:
+    """Their flip-flop config for ``pair`` (configs/flipflop_configs.py, as configLoader.py loads it for
+    ``--dataset flipflop --model_type flipflop``), then SIZES, the chunk models' FF_CHUNK and SLOTS; their
+    bounds (``layers``) and update layers as the class sets them."""
+    config = their_config(pair, dataset="flipflop", small=False)
+    config.update(SIZES, causal=True, model_chunk_size=FF_CHUNK, memory_size=SLOTS)
+    return config
+
+
+def flipflop_classes() -> list[str]:
+    """The model names configs/flipflop_configs.py defines (``<name>_config`` classes, less the base ones)."""
+    import configs.flipflop_configs as module
+
+    return [name.removesuffix("_config") for name, value in vars(module).items() if name.endswith("_config")
+            and isinstance(value, type) and name not in ("optimizer_config", "base_config")]
+
+
+def their_flipflop_model(pair: Pair) -> nn.Module:
+    """Their ``flipflop_framework`` (train.py line 47: ``{model_type}_framework``) on flip-flop sized data:
+    the vocabulary of bench's flipflop task, and ``classes_num`` that many, so that their classifier_block's
+    last Linear has the shape of bench's LM output layer (their own data has 2 classes, hence 1 output:
+    flipflop_framework.py line 15)."""
+    from models.flipflop_framework import flipflop_framework
+
+    data = {"classes_num": FF_VOCAB, "PAD_id": PAD, "UNK_id": None, "vocab_len": FF_VOCAB}
+    return flipflop_framework(data, flipflop_config(pair))
+
+
+def our_spec(pair: Pair, mode: str | None, config: dict, halt_rules: str | None = None, **options):
+    """bench's registry model with model.faithful=reference at the sizes of their ``config`` (``bench.build_model``'s
+    path): its causality, chunk size, memory slots, update layers, TLB's layers and the halting bound;
+    ``halt_rules`` and ``options`` (e.g. ``classifier``, ``final_norm``): set apart from the switch (the controls)."""
+    sets = dict(d_model=D, n_heads=HEADS, d_ff=FFN, dropout=0.0, attn_dropout=0.0, faithful="reference", causal=config["causal"])
     if halt_rules is not None:
         sets["halt_rules"] = halt_rules
     if pair.chunked:
-        sets.update(chunk_size=CHUNK, memory_slots=slots, update_layers=1)
+        sets.update(chunk_size=config["model_chunk_size"], memory_slots=config["memory_size"], update_layers=config["update_layers"])
     if pair.ours == "tlb":
-        sets["n_layers"] = 2  # TLB_config.layers
+        sets["n_layers"] = config["layers"]  # TLB_config.layers
     if pair.halting:
-        sets.update(max_layers=BOUND["gutlb" if pair.chunked else "depth"], mode=mode)
+        sets.update(max_layers=config["layers"], mode=mode)
+    sets.update(options)
     return resolve_model(Registry(), pair.ours, None, parse_overrides({f"model.{k}": v for k, v in sets.items()}))
 
 
@@ -263,23 +305,36 @@ def tlb_block_rules(theirs: str, ours: str, gated: bool) -> list[Rule]:
     return rules + (feedforward_rules(f"{theirs}.FFN_gate", f"{ours}.gate") if gated else [])
 
 
-def weight_map(pair: Pair, config: dict) -> tuple[list[Rule], dict, dict]:
-    """(rules, their parameters with no counterpart -> why, bench's parameters with none -> why)."""
+def weight_map(pair: Pair, config: dict, params: dict, per_token: bool = False) -> tuple[list[Rule], dict, dict]:
+    """(rules, their parameters with no counterpart -> why, bench's parameters with none -> why); ``params``:
+    bench's resolved model params (its ``classifier`` and ``final_norm`` decide the head's and ``ln_out``'s
+    rows); ``per_token``: bench's task head (``head.out``, the LM output layer) beside the backbone."""
     gated = config["block"].startswith("Gated")
-    head = [Rule("classifier_block.0", "classifier.0")]
-    their_only = {"classifier_block.2": "the head's last Linear: the task's output layer in bench, outside the backbone "
-                                        "(compared: the pooled state through classifier_block[:2])"}
+    head, their_only, bench_only = [], {}, {}
+    if params["classifier"] == "mlp":
+        head.append(Rule("classifier_block.0", "classifier.0"))
+    else:
+        their_only["classifier_block.0"] = "the head's first Linear: bench's head has none under classifier=linear (a control)"
+    if per_token:
+        head.append(Rule("classifier_block.2", "head.out"))
+    else:
+        their_only["classifier_block.2"] = ("the head's last Linear: the task's output layer in bench, outside the backbone "
+                                            "(compared: the pooled state through classifier_block[:2])")
+    if params.get("final_norm", True):
+        bench_only["ln_out"] = "bench's LayerNorm of the per-token outputs at its init (weight 1, bias 0): final_norm=true (a control)"
     halting = [Rule("encoder.halt_layers.0", "halting.unit.fc1"), Rule("encoder.halt_layers.2", "halting.unit.fc2")]
     if not pair.chunked:  # UniversalTransformerEncoder with TransformerBlock / GatedTransformerBlock
         block = "encoder.TransformerLayer"
-        rules = [Rule("word_embedding", "embed.embed"),
-                 Rule("encoder.START", "embed.embed.weight", "row", START), Rule("encoder.END", "embed.embed.weight", "row", END),
-                 Rule(f"{block}.LN1", "block.ln_attn"), *attention_rules(f"{block}.attention", "block.attn", xpos=True),
+        rules = [Rule("word_embedding", "embed.embed")]
+        if config["causal"]:  # their causal encoder adds no START / END: bench's rows 1, 2 are ordinary tokens (flip-flop's w, r)
+            why = "their START / END vectors: the causal encoder never adds them (UniversalTransformerEncoder.py:112-113)"
+            their_only.update(dict.fromkeys(("encoder.START", "encoder.END"), why))
+        else:  # after word_embedding (their parameters' order), over bench's embedding rows of the tasks' START / END ids
+            rules += [Rule("encoder.START", "embed.embed.weight", "row", START), Rule("encoder.END", "embed.embed.weight", "row", END)]
+        rules += [Rule(f"{block}.LN1", "block.ln_attn"), *attention_rules(f"{block}.attention", "block.attn", xpos=True),
                  Rule(f"{block}.LN2", "block.ln_ffn"), *feedforward_rules(f"{block}.FFN", "block.ffn")]
         rules += feedforward_rules(f"{block}.FFN_gate", "block.gate") if gated else []
-        return rules + halting + head, their_only, {}
-    bench_only = {"ln_out": "bench's LayerNorm of the per-token outputs; the code returns the chunk states without one "
-                            "(compared: its input)"}
+        return rules + halting + head, their_only, bench_only
     rules = [Rule("word_embedding", "embed"), *memory_rules(config)]
     if pair.ours == "tlb":
         for layer in range(config["layers"]):
@@ -295,11 +350,14 @@ def xpos_order(weight: Tensor, heads: int) -> Tensor:
     return weight.view(heads, hd, -1)[:, order].reshape(weight.shape)
 
 
-def copy_weights(theirs: nn.Module, ours: nn.Module, rules: list[Rule], their_only: dict, bench_only: dict) -> int:
-    """Every parameter of theirs into ours by ``rules``; stops if a rule matches nothing, a parameter of
-    theirs matches no rule (or two), or an element of a parameter of ours is written by none.
-    -> the number of their parameters copied."""
+def copy_weights(theirs: nn.Module, ours: nn.Module, rules: list[Rule], their_only: dict, bench_only: dict,
+                 head: nn.Module | None = None) -> int:
+    """Every parameter of theirs into ours (and bench's task ``head``, its parameters named ``head.*``) by
+    ``rules``; stops if a rule matches nothing, a parameter of theirs matches no rule (or two), or an
+    element of a parameter of ours is written by none. -> the number of their parameters copied."""
     mine = dict(ours.named_parameters())
+    if head is not None:
+        mine.update((f"head.{name}", p) for name, p in head.named_parameters())
     written = {name: torch.zeros_like(p, dtype=torch.bool) for name, p in mine.items()}
     used, copied = set(), 0
     for name, value in theirs.named_parameters():
@@ -414,10 +472,11 @@ class Row:
     act: float | None
     depth: str  # bench's halt_depth per sequence
     scale: float  # max |their per-token state| at real positions: what the differences compare to
+    logits: float | None = None  # the per-token regime: every position through the head (theirs: classifier_block)
 
     @property
     def worst(self) -> float:
-        return max(self.states, self.pooled or 0.0, self.act or 0.0)
+        return max(self.states, self.pooled or 0.0, self.act or 0.0, self.logits or 0.0)
 
 
 def randomise(model: nn.Module, generator: torch.Generator) -> None:
@@ -426,6 +485,28 @@ def randomise(model: nn.Module, generator: torch.Generator) -> None:
     with torch.no_grad():
         for p in model.parameters():
             p.add_(NOISE * torch.randn(p.shape, generator=generator))
+
+
+def set_halting(theirs: nn.Module, pair: Pair, regime: Regime) -> None:
+    if pair.halting:
+        with torch.no_grad():
+            theirs.encoder.halt_layers[2].weight.mul_(HALT_WEIGHT_SCALE)  # the bias sets the probability, the states move it
+            theirs.encoder.halt_layers[2].bias.fill_(regime.halt_bias)
+
+
+def run_ours(ours: nn.Module, tokens: Tensor, mask: Tensor):
+    """bench's forward -> (its output, the per-token states before ``ln_out``: S_L / C_L, as the code returns
+    them; ``ln_out`` is the identity under final_norm=false, a LayerNorm in the control)."""
+    captured = {}
+    hook = ours.ln_out.register_forward_hook(lambda m, args, y: captured.update(states=args[0]))
+    res = ours(tokens, mask)
+    hook.remove()
+    return res, captured["states"]
+
+
+def depth_of(res) -> str:
+    depth = res.stats.get("halt_depth")
+    return "—" if depth is None else ", ".join(f"{d:g}" for d in depth.double().round(decimals=2).tolist())
 
 
 def compare(pair: Pair, mode: str | None, regime: Regime, dtype: torch.dtype, halt_rules: str | None = None,
@@ -437,12 +518,11 @@ def compare(pair: Pair, mode: str | None, regime: Regime, dtype: torch.dtype, ha
     generator = torch.Generator().manual_seed(SEED)
     theirs = their_model(pair, regime.causal, slots)
     randomise(theirs, generator)
-    if pair.halting:
-        with torch.no_grad():
-            theirs.encoder.halt_layers[2].weight.mul_(HALT_WEIGHT_SCALE)  # the bias sets the probability, the states move it
-            theirs.encoder.halt_layers[2].bias.fill_(regime.halt_bias)
-    ours = instantiate_model(our_spec(pair, mode, halt_rules, regime.causal, slots), VOCAB)
-    rules, their_only, bench_only = weight_map(pair, their_config(pair, regime.causal, slots))
+    set_halting(theirs, pair, regime)
+    config = their_config(pair, regime.causal, slots)
+    spec = our_spec(pair, mode, config, halt_rules)
+    ours = instantiate_model(spec, VOCAB)
+    rules, their_only, bench_only = weight_map(pair, config, spec.params)
     copied = copy_weights(theirs, ours, rules, their_only, bench_only)
     theirs, ours = theirs.to(dtype).eval(), ours.to(dtype).eval()
     their_tokens, their_mask, our_tokens, our_mask = batch(pair, regime, generator)
@@ -451,21 +531,67 @@ def compare(pair: Pair, mode: str | None, regime: Regime, dtype: torch.dtype, ha
         out = theirs.encoder(theirs.word_embedding(their_tokens), their_mask.to(dtype))  # classifier_framework.forward's order
         their_pooled = theirs.classifier_block[1](theirs.classifier_block[0](out["global_state"]))
         their_act = None if out["aux_loss"] is None else out["aux_loss"].mean()
-
-        captured = {}
-        hook = ours.ln_out.register_forward_hook(lambda m, args, y: captured.update(states=args[0]))
-        res = ours(our_tokens, our_mask)
-        hook.remove()
-    our_states = captured["states"] if pair.chunked else res.hidden  # UT / GUT: ln_out is the identity (final_norm=False)
+        res, our_states = run_ours(ours, our_tokens, our_mask)
     real = our_mask.unsqueeze(-1)  # padding positions are never read (keys masked, pooled over real ones)
     their_states = torch.where(real, out["sequence"], 0)
     states = (their_states - torch.where(real, our_states, 0)).abs().max().item()
     pooled = None if res.pooled is None else (their_pooled - res.pooled).abs().max().item()
     act = None if their_act is None else (their_act - res.aux_loss).abs().item()
-    depth = res.stats.get("halt_depth")
-    depth = "—" if depth is None else ", ".join(f"{d:g}" for d in depth.double().round(decimals=2).tolist())
     scale = their_states.abs().max().item()
-    return Row(pair, mode, regime, str(dtype).removeprefix("torch."), states, pooled, act, depth, scale), copied
+    return Row(pair, mode, regime, str(dtype).removeprefix("torch."), states, pooled, act, depth_of(res), scale), copied
+
+
+# ---- the per-token regime: flip-flop ------------------------------------------------------------
+
+FF_VOCAB = len(FLIPFLOP_VOCAB)  # bench's flipflop task's tokens: <pad> w r i 0 1
+FF_CHUNK = 10  # >= their flip-flop bounds - 1, as their chunk of 100 is: GUTLB's per-chunk length cap does not bind
+FF_P_I = 0.8  # the probability of an ignore instruction: bench's (and the paper's) training distribution
+FLIPFLOP = Regime("flip-flop (per token)", (40, 40, 40), 40, 1.5, causal=True)
+#: bench's options that the regime needs, each set back to its default (the per-token controls)
+TOKEN_CONTROLS = {"classifier=linear": {"classifier": "linear"}, "final_norm=true": {"final_norm": True}}
+
+
+def flipflop_tokens(regime: Regime) -> Tensor:
+    """Flip-flop sequences from bench's own generator (bench/tasks/flipflop.py: w / r / i instructions and
+    their bits, the first a write, the last a read), all of the regime's length: no padding, as in both codes."""
+    tokens, _ = flipflop_batch(np.random.default_rng(SEED), len(regime.lengths), regime.padded, FF_P_I)
+    return torch.from_numpy(tokens).long()
+
+
+def compare_per_token(pair: Pair, mode: str | None, dtype: torch.dtype, options: dict | None = None) -> tuple[Row, int]:
+    """Their ``flipflop_framework`` (encoder, then ``classifier_block`` on every position) beside bench's registry
+    model with model.faithful=reference and bench's task head for flipflop (``Head`` of the task's kind, as
+    bench/runner/module.py builds it: the LM output layer on ``hidden``) -> (the row of differences: the
+    per-token states before bench's ``ln_out``, the logits at every position, the ACT loss; the number of
+    their parameters copied). ``options``: bench's options set apart from the switch (the controls)."""
+    regime = FLIPFLOP
+    torch.manual_seed(SEED)
+    generator = torch.Generator().manual_seed(SEED)
+    theirs = their_flipflop_model(pair)
+    randomise(theirs, generator)
+    set_halting(theirs, pair, regime)
+    config = flipflop_config(pair)
+    spec = our_spec(pair, mode, config, **(options or {}))
+    ours = instantiate_model(spec, FF_VOCAB)
+    head = Head(FlipFlop.kind, ours.d_model, FF_VOCAB, 0, 0)
+    rules, their_only, bench_only = weight_map(pair, config, spec.params, per_token=True)
+    copied = copy_weights(theirs, ours, rules, their_only, bench_only, head)
+    theirs, ours, head = theirs.to(dtype).eval(), ours.to(dtype).eval(), head.to(dtype).eval()
+    tokens = flipflop_tokens(regime)
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+
+    with torch.no_grad():  # flipflop_framework.forward's order (lines 44-57), its float16 cast left out
+        out = theirs.encoder(theirs.word_embedding(tokens), mask.to(dtype))
+        their_logits = theirs.classifier_block(out["sequence"])  # (B, T, FF_VOCAB)
+        their_act = None if out["aux_loss"] is None else out["aux_loss"].mean()
+        res, our_states = run_ours(ours, tokens, mask)
+        logits = head(res, mask)  # (B, T, FF_VOCAB)
+    states = (out["sequence"] - our_states).abs().max().item()
+    act = None if their_act is None else (their_act - res.aux_loss).abs().item()
+    scale = their_logits.abs().max().item()
+    row = Row(pair, mode, regime, str(dtype).removeprefix("torch."), states, None, act, depth_of(res), scale,
+              logits=(their_logits - logits).abs().max().item())
+    return row, copied
 
 
 # ---- the report ---------------------------------------------------------------------------------
@@ -479,7 +605,91 @@ CONTROL_RULES = ("paper", "length-cap", "undo-crossing")
 CONTROL_MODE, CONTROL_DTYPE = "halt", "float32"
 
 
-def report(rows: list[Row], meta: dict, controls: dict, equal_lengths: dict) -> str:
+def token_report(token_rows: list[Row], meta: dict, token_controls: dict) -> list[str]:
+    """The per-token (flip-flop) section of the report."""
+    ok = sum(r.worst <= TOL for r in token_rows)
+    regime = FLIPFLOP
+    lines = [
+        "",
+        "## Per-token heads: flip-flop",
+        "",
+        "For per-token tasks their code runs `flipflop_framework` (`--model_type flipflop`, readme.md; `train.py:47` builds "
+        "`{model_type}_framework`), which puts the same `classifier_block` = Linear(d, d) - ReLU - Linear(d, classes) on "
+        "every position of the encoder's `sequence` (`models/flipflop_framework.py:31-35`, `:57`); their encoders "
+        "return that `sequence` with no final LayerNorm (UT / GUT: the mixture, `UniversalTransformerEncoder.py:273`, "
+        "`:291`; TLB: the chunk outputs concatenated, `TLBEncoder.py:150`, `:158`, `:174`; GUTLB: `UTLBEncoder.py:300`, "
+        "`:308`, `:325`). bench's options for both, in `model.faithful=reference`: `classifier=mlp` (the Linear - ReLU "
+        "on every per-token output too: `bench/models/layers/feedforward.py: head_mlp`) and `final_norm=false` (UT / GUT "
+        "before; now TLB / GUTLB too: `ln_out` the identity).",
+        "",
+        "Their models: `flipflop_framework` with the flip-flop config classes (`configs/flipflop_configs.py`, the names "
+        "readme.md's model nomenclature gives), `causal=True` as there, set to the small sizes above except "
+        f"`model_chunk_size={FF_CHUNK}` (at least their bound - 1, as theirs, so GUTLB's per-chunk length cap, chunk + 1 "
+        f"iterations, does not bind) and `memory_size={SLOTS}` (not equal to the chunk size, as theirs); their bounds "
+        "(`layers`) and update layers as the classes set them (the table: committed, and as set here). `classes_num` is "
+        f"bench's flipflop vocabulary size ({FF_VOCAB}), so their last Linear has the shape of bench's LM output layer, "
+        f"the task head bench's harness puts on "
+        "`hidden` (`bench/runner/module.py: Head` of the flipflop task's kind `lm`), into which it is copied. bench's "
+        "models: the registry entries with `model.faithful=reference` at the same sizes.",
+        "",
+        "| paper | their config | encoder, block | committed | as set here | bench | per-token options set by `model.faithful=reference` |",
+        "|---|---|---|---|---|---|---|",
+        *meta["token_configs"],
+        "",
+        *(["Not compared per token: " + ", ".join(f"{pair.paper} (`{pair.theirs}`)" for pair in meta["no_flipflop"])
+           + ": `configs/flipflop_configs.py` has no config class for them (its classes: "
+           + ", ".join(f"`{name}`" for name in meta["flipflop_classes"])
+           + "), so their code does not run them on flip-flop ([HALT] Table 3 has none).", ""] if meta["no_flipflop"] else []),
+        f"Input: {len(regime.lengths)} flip-flop sequences of {regime.padded} tokens from bench's generator "
+        f"(`bench/tasks/flipflop.py: flipflop_batch`, p(ignore) = {FF_P_I:g}), no padding (all sequences of a flip-flop "
+        f"batch are equally long in both codes); the halting unit's output bias {regime.halt_bias:+g} "
+        f"(sigmoid {torch.sigmoid(torch.tensor(regime.halt_bias)).item():.2f}), its weights scaled by {HALT_WEIGHT_SCALE:g}, "
+        f"every parameter moved by N(0, {NOISE:g}^2) noise before the copy. Compared: the per-token states (bench: the input "
+        "of `ln_out`), the logits at every position (theirs: `classifier_block(sequence)`; bench: `Head(hidden)`), and the "
+        "ACT loss. Eval mode.",
+        "",
+        "| model | their parameters copied (head included) | bench's parameters (head included) |",
+        "|---|---|---|",
+        *(f"| {m} | {n} | {k} |" for m, (n, k) in meta["token_counts"].items()),
+        "",
+        f"### Results: {ok} of {len(token_rows)} rows within {TOL:g}",
+        "",
+        f"| model | mode | dtype | bench depth | max \\|logit\\| | states | logits | ACT loss | <= {TOL:g} |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in token_rows:
+        verdict = "pass" if r.worst <= TOL else "**FAIL**"
+        lines.append(f"| {r.pair.paper} | {r.mode or '—'} | {r.dtype} | {r.depth} | {r.scale:.3g} | {fmt(r.states)} | "
+                     f"{fmt(r.logits)} | {fmt(r.act)} | {verdict} |")
+    lines += [
+        "",
+        "### Each option is needed: controls",
+        "",
+        f"The same comparison (mode `{CONTROL_MODE}` where the model halts, {CONTROL_DTYPE}) with one of bench's options set "
+        "back to its default under the switch: `classifier=linear` (bench's head one Linear on the states; their "
+        "last Linear copied into it, their first left out) or `final_norm=true` (bench's `ln_out`, a LayerNorm at its "
+        "init, on the per-token outputs): the largest |theirs - bench| over the logits.",
+        "",
+        "| model | " + " | ".join(f"`{name}`" for name in TOKEN_CONTROLS) + " | both as the switch sets them |",
+        "|---|" + "---|" * (len(TOKEN_CONTROLS) + 1),
+    ]
+    for pair in dict.fromkeys(r.pair for r in token_rows):
+        reference = max(r.logits for r in token_rows if r.pair == pair and r.dtype == CONTROL_DTYPE
+                        and r.mode in (CONTROL_MODE, None))
+        lines.append(f"| {pair.paper} | " + " | ".join(fmt(token_controls[pair, name]) for name in TOKEN_CONTROLS)
+                     + f" | {fmt(reference)} |")
+    lines += [
+        "",
+        "Still different on flip-flop, and not an option: their output layer has `classes_num = 2` outputs, hence 1 "
+        "(`flipflop_framework.py:15`; `labels2idx = {\"0\": 0, \"1\": 1}`, `preprocess/process_flipflop.py:30`) trained "
+        "with a sigmoid / binary cross-entropy on the read positions (`agents/flipflop_agent.py:35-56`), where bench's "
+        f"flipflop task is a language model over its {FF_VOCAB} tokens with a softmax cross-entropy at the same positions "
+        "(the rows above use their `classes_num` at bench's width to compare the heads' layers).",
+    ]
+    return lines
+
+
+def report(rows: list[Row], meta: dict, controls: dict, equal_lengths: dict, token_rows: list[Row], token_controls: dict) -> str:
     ok = sum(r.worst <= TOL for r in rows)
     lines = [
         "# bench against the [HALT] authors' encoders",
@@ -538,8 +748,9 @@ def report(rows: list[Row], meta: dict, controls: dict, equal_lengths: dict) -> 
         f"their encoder adds itself); every parameter of theirs moved by N(0, {NOISE:g}^2) noise (seeded) before the copy, the halting "
         f"unit's output weights scaled by {HALT_WEIGHT_SCALE:g} and its bias set to the regime's. Compared: "
         "the per-token states at real positions (UT / GUT: S_L, START / END included; TLB / GUTLB: the chunk outputs "
-        "before bench's `ln_out`), the pooled state through the head's Linear - ReLU (GUT: END; UT: mean; TLB / "
-        "GUTLB: mean over slots of LN(memory)), and the ACT loss (beta times the mean ponder cost). Both in eval mode.",
+        "C_L; on bench's side the input of `ln_out`, the identity under `final_norm=false`), the pooled state through the "
+        "head's Linear - ReLU (GUT: END; UT: mean; TLB / GUTLB: mean over slots of LN(memory)), and the ACT loss (beta "
+        "times the mean ponder cost). Both in eval mode.",
         "",
         f"## Results: {ok} of {len(rows)} rows within {TOL:g}",
         "",
@@ -610,14 +821,11 @@ def report(rows: list[Row], meta: dict, controls: dict, equal_lengths: dict) -> 
                         for pair, c in meta["flipflop"].items())
             + ". bench does not copy this behaviour.",
         ]
+    lines += token_report(token_rows, meta, token_controls)
     lines += [
         "",
         "## Not compared here",
         "",
-        "- The heads of per-token tasks: their flip-flop framework puts `classifier_block` (Linear - ReLU - Linear) on "
-        "every position (`models/flipflop_framework.py`), bench's per-token tasks one Linear (`model.classifier=mlp` "
-        "shapes the pooled state only); and bench's TLB / GUTLB apply `ln_out` to their per-token outputs, which the "
-        "code does not (the rows above compare the states before it).",
         "- Training: dropout and gradients (dropout's placement: tests/test_faithful.py).",
         "- Padded lengths that are not a multiple of the chunk size: their `torch.chunk(sequence, ceil(S / g))` then "
         "cuts chunks of ceil(S / ceil(S / g)) tokens, bench fixed chunks of g (docs/chunk_recurrence.md); every batch "
@@ -636,17 +844,18 @@ def main() -> None:
     if not os.path.isdir(args.mirror):
         raise SystemExit(f"no mirror of the authors' code at {args.mirror}")
     torch.set_num_threads(1)
-    rows, controls, families = [], {}, set()
-    meta = {"command": " ".join(["python", *sys.argv]), "counts": {}, "configs": [], "regimes": [], "flipflop": {}}
+    rows, controls, families, token_rows, token_controls = [], {}, set(), [], {}
+    meta = {"command": " ".join(["python", *sys.argv]), "counts": {}, "configs": [], "regimes": [], "flipflop": {},
+            "token_configs": [], "token_counts": {}, "no_flipflop": []}
     with tempfile.TemporaryDirectory(prefix="halt-authors-") as folder:
         meta["einops"] = find_einops()
         meta["commit"] = extract_their_code(args.mirror, Path(folder))
         importlib.invalidate_caches()
         unmapped = {}
         for pair in pairs:
-            spec = our_spec(pair, "halt" if pair.halting else None)
-            meta["counts"][pair.paper] = [0, sum(1 for _ in instantiate_model(spec, VOCAB).parameters())]
             config = their_config(pair)
+            spec = our_spec(pair, "halt" if pair.halting else None, config)
+            meta["counts"][pair.paper] = [0, sum(1 for _ in instantiate_model(spec, VOCAB).parameters())]
             switched = ", ".join(f"`{k}={v}`" for k, v in spec.params.items() if spec.sources.get(k, "").startswith("model.faithful"))
             flags = ", ".join(f"`{k}={config[k]}`" for k in CONFIG_FLAGS if k in config)
             meta["configs"].append(f"| {pair.paper} | `{pair.theirs}_config` | {flags} | `{pair.ours}` | {switched} |")
@@ -657,15 +866,15 @@ def main() -> None:
                     f"| {family(pair)} | {r.name} | {', '.join(map(str, r.lengths))} | {r.padded} | "
                     + (f"{r.halt_bias:+g} ({torch.sigmoid(torch.tensor(r.halt_bias)).item():.2f})" if pair.halting else "—")
                     + f" | {length_caps(pair, r)} | {bound} |" for r in regimes(pair)]
-            rules, their_only, bench_only = weight_map(pair, config)
+            rules, their_only, bench_only = weight_map(pair, config, spec.params)
             unmapped.update({("theirs", k, v): None for k, v in their_only.items()})
-            unmapped.update({("bench (TLB, GUTLB)", k, v): None for k, v in bench_only.items()})
+            unmapped.update({("bench", k, v): None for k, v in bench_only.items()})
             for mode in ("halt", "upperbound") if pair.halting else (None,):
                 for dtype in (torch.float32, torch.float64):
                     for regime in regimes(pair):
                         row, copied = compare(pair, mode, regime, dtype)
                         rows.append(row)
-                        meta["counts"][pair.paper][0] = copied
+                        meta["counts"][pair.paper][0] = max(copied, meta["counts"][pair.paper][0])  # causal: no START / END
                         print(f"{pair.ours:20s} {mode or '-':10s} {row.dtype:8s} {regime.name:24s} depth {row.depth:22s} "
                               f"states {fmt(row.states)} pooled {fmt(row.pooled)} act {fmt(row.act)}", flush=True)
             for regime in regimes(pair) if pair.halting else ():
@@ -674,6 +883,35 @@ def main() -> None:
                     controls[pair, regime.name, rules] = compare(pair, CONTROL_MODE, regime, dtype, rules)[0].worst
                 print(f"{pair.ours:20s} controls {regime.name:24s} "
                       + " ".join(f"{rules} {fmt(controls[pair, regime.name, rules])}" for rules in CONTROL_RULES), flush=True)
+            if not pair.flipflop:
+                meta["no_flipflop"].append(pair)
+                continue
+            config = flipflop_config(pair)
+            spec = our_spec(pair, "halt" if pair.halting else None, config)
+            head = Head(FlipFlop.kind, D, FF_VOCAB, 0, 0)
+            _, their_only, bench_only = weight_map(pair, config, spec.params, per_token=True)
+            unmapped.update({("theirs (per token)", k, v): None for k, v in their_only.items()})
+            unmapped.update({("bench (per token)", k, v): None for k, v in bench_only.items()})
+            n_ours = sum(1 for _ in instantiate_model(spec, FF_VOCAB).parameters()) + sum(1 for _ in head.parameters())
+            committed = their_config(pair, dataset="flipflop", small=False)
+            structure = [", ".join(f"`{k}={c[k]}`" for k in ("layers", "update_layers", "model_chunk_size", "memory_size", "hidden_size")
+                                   if k in c and (pair.chunked or k in ("layers", "hidden_size"))) for c in (committed, config)]
+            switched = ", ".join(f"`{k}={v}`" for k, v in spec.params.items()
+                                 if k in ("classifier", "final_norm") and spec.sources.get(k, "").startswith("model.faithful"))
+            meta["token_configs"].append(f"| {pair.paper} | `{pair.theirs}_config` | `{config['encoder_type']}`, `{config['block']}` | "
+                                         f"{structure[0]} | {structure[1]} | `{pair.ours}` | {switched} |")
+            for mode in ("halt", "upperbound") if pair.halting else (None,):
+                for dtype in (torch.float32, torch.float64):
+                    row, copied = compare_per_token(pair, mode, dtype)
+                    token_rows.append(row)
+                    meta["token_counts"][pair.paper] = (copied, n_ours)
+                    print(f"{pair.ours:20s} {mode or '-':10s} {row.dtype:8s} {FLIPFLOP.name:24s} depth {row.depth:22s} "
+                          f"states {fmt(row.states)} logits {fmt(row.logits)} act {fmt(row.act)}", flush=True)
+            for name, options in TOKEN_CONTROLS.items():
+                mode = CONTROL_MODE if pair.halting else None
+                token_controls[pair, name] = compare_per_token(pair, mode, getattr(torch, CONTROL_DTYPE), options)[0].logits
+            print(f"{pair.ours:20s} per-token controls " + " ".join(f"{name} {fmt(token_controls[pair, name])}" for name in TOKEN_CONTROLS),
+                  flush=True)
         equal_lengths = {}
         for pair in (p for p in pairs if p.chunked):
             mode, dtype = CONTROL_MODE if pair.halting else None, getattr(torch, CONTROL_DTYPE)
@@ -683,11 +921,13 @@ def main() -> None:
             print(f"{pair.ours:20s} memory_size = chunk size: causal {fmt(equal_lengths[pair][0])}, "
                   f"bidirectional {fmt(equal_lengths[pair][1])}", flush=True)
         meta["unmapped"] = list(unmapped)
-    text = report(rows, meta, controls, equal_lengths)
+        meta["flipflop_classes"] = flipflop_classes()
+    text = report(rows, meta, controls, equal_lengths, token_rows, token_controls)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
-    print(f"\n{sum(r.worst <= TOL for r in rows)} of {len(rows)} rows within {TOL:g}; written to {args.out}")
-    if any(r.worst > TOL for r in rows):
+    print(f"\n{sum(r.worst <= TOL for r in rows)} of {len(rows)} rows within {TOL:g}, per token "
+          f"{sum(r.worst <= TOL for r in token_rows)} of {len(token_rows)}; written to {args.out}")
+    if any(r.worst > TOL for r in rows + token_rows):
         sys.exit(1)
 
 

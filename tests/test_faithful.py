@@ -1,6 +1,7 @@
 """``model.faithful=reference`` and the reference code's options it selects (bench/registry.py:
-REFERENCE_OPTIONS): the init's standard deviations, the heads, the memory update's width, dropout
-placement, R-Transformer's LayerNorm and biases, each on a hand-worked case; the switch's sources;
+REFERENCE_OPTIONS): the init's standard deviations, the heads (pooled and per token), the per-token
+outputs without a final LayerNorm, the memory update's width, dropout placement, R-Transformer's
+LayerNorm and biases, each on a hand-worked case; the switch's sources (and `bench explain`'s);
 streaming == forward with every option on; where the mirror of the authors' code is, bench against their
 own encoders (scripts/against_authors.py). (The halting rules: tests/test_halt_rules.py.)"""
 import glob
@@ -14,12 +15,14 @@ import pytest
 import torch
 
 import bench
+from bench.cli import main
 from bench.config import resolve_run
 from bench.errors import UserError
-from bench.models.layers.feedforward import FeedForward
+from bench.models.layers.feedforward import FeedForward, head_mlp
 from bench.models.layers.halting import HaltingUnit
 from bench.models.r_transformer import CodeLayerNorm
 from bench.registry import REFERENCE_OPTIONS, Registry
+from bench.runner.module import Head
 from streaming_helpers import TOL, build, stream, tokens_for
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -45,7 +48,7 @@ def test_the_switch_sets_every_option_the_model_takes_and_explain_says_so(model)
     if chunked:
         assert cfg.task.sources["start_end"] == "model.faithful=reference (--set)"
     want = {"ut": {"halt_rules", "classifier", "final_norm"}, "gut": {"halt_rules", "classifier", "final_norm"},
-            "tlb": {"update_ffn", "classifier"}, "gutlb": {"halt_rules", "update_ffn", "classifier"},
+            "tlb": {"update_ffn", "classifier", "final_norm"}, "gutlb": {"halt_rules", "update_ffn", "classifier", "final_norm"},
             "r-transformer": {"norm", "attn_bias"}, "transformer": set()}[model]
     assert want <= set(taken)
 
@@ -56,7 +59,17 @@ def test_set_wins_over_the_switch_and_the_defaults_are_the_papers():
     assert cfg.task.params.get("start_end", True) is True and cfg.task.sources["start_end"] == "--set"
     plain = run_config("gutlb").model.params
     assert (plain["faithful"], plain["halt_rules"], plain["init"], plain["dropout_at"]) == ("off", "paper", "default", "bench")
-    assert (plain["update_ffn"], plain["classifier"]) == ("d_ff", "linear")
+    assert (plain["update_ffn"], plain["classifier"], plain["final_norm"]) == ("d_ff", "linear", True)
+
+
+def test_explain_shows_the_per_token_options_of_tlb_on_flipflop(capsys):
+    """`bench explain --model tlb --task flipflop --set model.faithful=reference`: the per-token head and the
+    per-token outputs' norm, each with the switch as its source."""
+    assert main(["explain", "--model", "tlb", "--task", "flipflop", "--set", "model.faithful=reference"]) == 0
+    rows = {tuple(line.split()[:2]): line.split(None, 3)[2:] for line in capsys.readouterr().out.splitlines()[3:]}
+    assert rows["model", "classifier"] == ["mlp", "model.faithful=reference (--set)"]
+    assert rows["model", "final_norm"] == ["false", "model.faithful=reference (--set)"]
+    assert rows["model", "causal"][0] == "true"
 
 
 def test_bad_switch_values_say_what_would_be_right():
@@ -124,11 +137,81 @@ def test_ut_head_without_final_norm_is_linear_relu_on_the_end_state():
     mask = torch.tensor([[1] * 9, [1] * 5 + [0] * 4], dtype=torch.bool)
     with torch.no_grad():
         out, base = m(tokens, mask), ref(tokens, mask)
-        s_l = out.hidden  # S_L itself: no final LayerNorm
+        bare = bench.build_model("gut", vocab_size=20, causal=False, d_model=16, d_ff=32, final_norm=False).eval()
+        bare.load_state_dict({k: v for k, v in m.state_dict().items() if not k.startswith("classifier")})
+        s_l = bare(tokens, mask).hidden  # S_L itself: no final LayerNorm, no head
         torch.testing.assert_close(ref.ln_out(s_l), base.hidden)
         end = torch.stack([s_l[0, 8], s_l[1, 4]])  # the last real position of each sequence (END)
         lin = m.classifier[0]
         torch.testing.assert_close(out.pooled, torch.relu(end @ lin.weight.T + lin.bias))
+        torch.testing.assert_close(out.hidden, torch.relu(s_l @ lin.weight.T + lin.bias))  # per token: the same Linear - ReLU
+
+
+def test_head_mlp_by_hand():
+    """Linear - ReLU, then the task's Linear: the code's classifier_block on a 2-d input worked by hand."""
+    mlp = head_mlp(2, "mlp")
+    assert head_mlp(2, "linear") is None
+    out = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        mlp[0].weight.copy_(torch.tensor([[1.0, -1.0], [2.0, 0.0]]))
+        mlp[0].bias.copy_(torch.tensor([0.0, -1.0]))
+        out.weight.copy_(torch.tensor([[3.0, 1.0]]))
+        out.bias.fill_(0.5)
+        x = torch.tensor([[1.0, 2.0], [-1.0, 0.5]])
+        # row 1: W x + b = (1 - 2, 2 - 1) = (-1, 1) -> ReLU (0, 1) -> 3 * 0 + 1 + 0.5 = 1.5
+        # row 2: (-1 - 0.5, -2 - 1) = (-1.5, -3) -> (0, 0) -> 0.5
+        torch.testing.assert_close(out(mlp(x)), torch.tensor([[1.5], [0.5]]))
+
+
+@pytest.mark.parametrize("name", ["ut", "gut", "tlb", "gutlb"])
+def test_per_token_head_is_linear_relu_linear_on_every_position(name):
+    """classifier=mlp on a causal model (a per-token task: flip-flop): every position's output goes through
+    Linear - ReLU before the task's Linear, as the code's flipflop_framework puts classifier_block on every
+    position; the states are those of the same model without it (classifier=linear, the same weights)."""
+    sizes = dict(vocab_size=8, causal=True, d_model=16, n_heads=2, d_ff=32, dropout=0.0, final_norm=False)
+    if name in ("tlb", "gutlb"):
+        sizes.update(chunk_size=5, memory_slots=3)
+    torch.manual_seed(0)
+    m = bench.build_model(name, classifier="mlp", **sizes).eval()
+    plain = bench.build_model(name, **sizes).eval()
+    plain.load_state_dict({k: v for k, v in m.state_dict().items() if not k.startswith("classifier")})
+    head = Head("lm", 16, 8, 0, 0)
+    tokens = torch.randint(1, 8, (2, 12))
+    with torch.no_grad():
+        states = plain(tokens).hidden  # (B, T, d)
+        lin = m.classifier[0]
+        want = states @ lin.weight.T + lin.bias
+        want = torch.where(want > 0, want, 0.0) @ head.out.weight.T + head.out.bias  # Linear - ReLU - Linear, written out
+        torch.testing.assert_close(head(m(tokens), None), want)
+        assert not torch.allclose(head(plain(tokens), None), want)
+
+
+@pytest.mark.parametrize("name", ["tlb", "gutlb"])
+def test_chunk_models_per_token_outputs_with_and_without_ln_out(name):
+    """final_norm=False: the per-token outputs are C_L itself (TLBEncoder.py / UTLBEncoder.py return the chunk
+    states with no LayerNorm), ln_out has no parameters; final_norm=True (the default): LN(C_L), here written out
+    (mean and biased variance over d, eps 1e-5, weight 1, bias 0) on the first one's outputs."""
+    sizes = dict(vocab_size=10, causal=False, d_model=16, n_heads=2, d_ff=32, dropout=0.0, chunk_size=4, memory_slots=3)
+    torch.manual_seed(0)
+    normed = bench.build_model(name, **sizes).eval()
+    bare = bench.build_model(name, final_norm=False, **sizes).eval()
+    assert isinstance(bare.ln_out, torch.nn.Identity) and isinstance(normed.ln_out, torch.nn.LayerNorm)
+    assert sum(p.numel() for p in normed.parameters()) - sum(p.numel() for p in bare.parameters()) == 2 * 16
+    bare.load_state_dict({k: v for k, v in normed.state_dict().items() if not k.startswith("ln_out")})
+    tokens = torch.randint(3, 10, (2, 11))
+    mask = torch.tensor([[1] * 11, [1] * 6 + [0] * 5], dtype=torch.bool)
+    with torch.no_grad():
+        captured = {}
+        hook = normed.ln_out.register_forward_hook(lambda mod, args, y: captured.update(c_last=args[0]))
+        out = normed(tokens, mask)
+        hook.remove()
+        c_last = bare(tokens, mask).hidden
+        torch.testing.assert_close(c_last, captured["c_last"], atol=0, rtol=0)  # C_L, untouched
+        mean = c_last.mean(-1, keepdim=True)
+        var = ((c_last - mean) ** 2).mean(-1, keepdim=True)
+        torch.testing.assert_close(out.hidden, (c_last - mean) / torch.sqrt(var + 1e-5))
+        torch.testing.assert_close(out.pooled, bare(tokens, mask).pooled, atol=0, rtol=0)  # the summary reads the memory only
+        assert c_last.std(-1).sub(1).abs().max() > 0.1  # C_L is not already normalised
 
 
 def test_dropout_placement_before_the_activation_and_on_the_gate_logits():
@@ -201,8 +284,9 @@ def einops_reachable() -> bool:
 @pytest.mark.skipif(not einops_reachable(), reason="the authors' code imports einops, which is neither installed nor on disk")
 def test_gut_and_gutlb_agree_with_the_authors_encoders(tmp_path):
     """scripts/against_authors.py on GUT and GUTLB (their encoders, blocks, xPos and FlashMHA, shimmed for
-    the CPU, weights copied in): every regime and dtype within 1e-5 (exit status 0), and the controls
-    without the length cap or the undo rule far off in the regimes that exercise them."""
+    the CPU, weights copied in): every regime and dtype within 1e-5 (exit status 0), the per-token (flip-flop)
+    regime's logits through their flipflop_framework's head included, and the controls without the length cap,
+    the undo rule, the per-token Linear - ReLU or with the per-token LayerNorm far off."""
     out = tmp_path / "against_authors.md"
     run = subprocess.run([sys.executable, "scripts/against_authors.py", "--models", "gut,gutlb", "--out", str(out)],
                          cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=900)
@@ -214,3 +298,9 @@ def test_gut_and_gutlb_agree_with_the_authors_encoders(tmp_path):
     assert float(controls["GUT/shorter than the bound"][0]) > 1e-3  # paper: no length cap
     assert float(controls["GUT/early halting"][0]) > 1e-4  # paper: the crossing step kept
     assert float(controls["GUTLB/one-token chunks"][2]) > 1e-3  # undo-crossing alone: no cap per chunk
+    tokens = text.split("## Per-token heads")[1].split("\n## ")[0]
+    assert "### Results: 8 of 8 rows within 1e-05" in tokens  # GUT, GUTLB x halt, upperbound x float32, float64
+    controls_table = tokens.split("### Each option is needed")[1].splitlines()
+    per_token = {line.split(" | ")[0].strip("| "): line.split(" | ")[1:3] for line in controls_table if line.startswith("| GUT")}
+    assert set(per_token) == {"GUT", "GUTLB"}
+    assert all(float(x) > 1e-2 for cells in per_token.values() for x in cells)  # classifier=linear, final_norm=true

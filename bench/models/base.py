@@ -19,7 +19,7 @@ class StreamingUnsupported(RuntimeError):
 
 @dataclass
 class BackboneOutput:
-    hidden: Tensor  # (B, T, d), already final-normalised
+    hidden: Tensor  # (B, T, d) what a per-token head reads: final-normalised (unless final_norm=false; classifier=mlp: + Linear - ReLU)
     aux_loss: Tensor  # scalar; 0 when the model has none (ACT/ponder cost otherwise)
     stats: dict = field(default_factory=dict)  # e.g. halting depth, gate values (floats or tensors)
     pooled: Tensor | None = None  # (B, d) a model's own sequence summary (TLB memory, GUT END), if any

@@ -11,6 +11,11 @@ Alg. 2 (lines numbered as printed in [HALT], comments included):
     20         M^{t+1} = M^t_U
     per-token output: LN(C_L) of each chunk;  sequence summary: mean over slots of LN(M^final)
 
+Options the [HALT] authors' code takes (``model.faithful=reference``): ``final_norm=False``, the
+per-token output C_L itself (``TLBEncoder.py`` lines 150, 158, 174 and ``UTLBEncoder.py`` lines 300,
+308, 325 return the chunk states with no LayerNorm); ``classifier="mlp"``, the per-token outputs and
+the summary through Linear - ReLU before the task's Linear (``layers/feedforward.py: head_mlp``).
+
 A subclass gives the per-chunk stack (``chunk_stack``; streaming: ``stack_init_cache`` /
 ``stack_step``) and summarises its per-chunk statistics (``chunk_statistics``); everything else
 lives here once: the chunking, M^0, the memory update (``update_memory``), the output norms, the
@@ -56,7 +61,7 @@ from .base import Backbone, BackboneOutput, LazyPooled, StreamingUnsupported
 from .layers import Rotary, positions_from_mask, rsa_gate_stats
 from .layers.attention import stacked_qkv_weights
 from .layers.dropout import Dropout
-from .layers.feedforward import pooled_mlp
+from .layers.feedforward import head_mlp
 from .layers.memory import MemoryUpdate, init_slots, keep_where
 from .layers.positional import RotaryTables
 
@@ -80,11 +85,12 @@ class ChunkRecurrent(Backbone):
         self.embed = nn.Embedding(vocab_size, d_model)
 
     def build_memory(self, n_heads: int, d_ff: int, memory_slots: int, update_layers: int, *,
-                     update_ffn: str = "d_ff", classifier: str = "linear", **kw) -> None:
+                     update_ffn: str = "d_ff", classifier: str = "linear", final_norm: bool = True, **kw) -> None:
         """M^0, the U update layers (Alg. 2 lines 14-19), the output norms and the chunks' xPos; a
         subclass calls it where its parameters are initialised in order. ``update_ffn``: the memory
         update's FFN width, ``d_ff`` or ``d_model`` (d -> d -> d, the reference code's
-        ``CrossTransformerBlock.py`` lines 19-23); ``classifier``: ``pooled_mlp``'s. ``kw``: dropout,
+        ``CrossTransformerBlock.py`` lines 19-23); ``classifier``: ``head_mlp``'s; ``final_norm``: the
+        per-token outputs LayerNormed (``ln_out``) or, False, not (the code's). ``kw``: dropout,
         attn_dropout, backend."""
         d = self.d_model
         if update_ffn not in UPDATE_FFN:
@@ -93,10 +99,10 @@ class ChunkRecurrent(Backbone):
         self.updates = nn.ModuleList(MemoryUpdate(d, n_heads, width, **kw) for _ in range(update_layers))
         self.memory0 = init_slots(memory_slots, d)  # M^0
         self.drop = Dropout(kw["dropout"])
-        self.ln_out = nn.LayerNorm(d)
+        self.ln_out = nn.LayerNorm(d) if final_norm else nn.Identity()
         self.ln_mem = nn.LayerNorm(d)
         self.rotary = Rotary(d // n_heads, use_xpos=True)  # weightless: one for every layer
-        self.classifier = pooled_mlp(d, classifier)  # Linear - ReLU on the pooled memory, or None
+        self.classifier = head_mlp(d, classifier)  # Linear - ReLU on the pooled memory and per token, or None
 
     # ---- the per-chunk stack: a subclass's ------------------------------------------------------
     def chunk_stack(self, c0: Tensor, rope, mask: Tensor, memory: Tensor, a1: Tensor | None) -> tuple[Tensor, tuple]:
@@ -136,6 +142,12 @@ class ChunkRecurrent(Backbone):
         pooled = self.ln_mem(memory).mean(dim=1)
         return pooled if self.classifier is None else self.classifier(pooled)
 
+    def token_outputs(self, c_last: Tensor) -> Tensor:
+        """C_L rows (B, n, d) -> the per-token outputs a task's head reads: ``ln_out`` (LN, or with
+        ``final_norm=False`` C_L itself), through ``classifier``'s Linear - ReLU where it is ``mlp``."""
+        hidden = self.ln_out(c_last)
+        return hidden if self.classifier is None else self.classifier(hidden)
+
     def update_memory(
         self, memory: Tensor, c_last: Tensor, mask: Tensor | None = None, active: Tensor | None = None
     ) -> Tensor:
@@ -159,7 +171,7 @@ class ChunkRecurrent(Backbone):
         c0 = self.drop(self.embed(tokens))  # C_0 (B, g, d)
         rope = self.rotary.tables(positions_from_mask(mask))  # xPos restarts in every chunk
         c, new_memory, _ = self.chunk_step(c0, rope, mask, mask.any(-1), memory)
-        return self.ln_out(c), new_memory
+        return self.token_outputs(c), new_memory
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
         B, T = tokens.shape
@@ -173,7 +185,7 @@ class ChunkRecurrent(Backbone):
                 c_last, memory, chunk_stats = step(memory)  # C_L of chunk t (lines 7-13), M^{t+1} (lines 14-20)
                 outs.append(c_last)
                 per_chunk.append(chunk_stats)
-        hidden = self.ln_out(torch.cat(outs, dim=1)[:, :T])  # (B, T, d)
+        hidden = self.token_outputs(torch.cat(outs, dim=1)[:, :T])  # (B, T, d)
         pooled = self.summary(memory)  # (B, d) LN(final memory), mean over slots
         extra, aux = self.chunk_statistics(per_chunk, active)
         stats = {"n_chunks": float(len(outs)), **rsa_gate_stats(self), **extra}
@@ -272,7 +284,7 @@ class ChunkRecurrent(Backbone):
             rope, key_scale = self.rotary.continuing(pos, t, tokens.device)  # xPos restarts in every chunk
             c, cache = self.stack_step(self.drop(self.embed(piece)), cache, memory, rope, key_scale)  # C_L (B, t, d)
             chunk = torch.cat((chunk, c), dim=1)  # (B, pos + t, d)
-            outs.append(self.ln_out(c))
+            outs.append(self.token_outputs(c))
             pos, start = pos + t, start + t
             if pos == g:  # chunk complete: M^{t+1} = MemoryUpdate(M^t, C_L); the next chunk starts afresh
                 memory = self.update_memory(memory, chunk)

@@ -60,10 +60,12 @@ class GUTLB(DepthRecurrent, ChunkRecurrent):
         attn_backend: str = "sdpa",
         update_ffn: str = "d_ff",
         classifier: str = "linear",
+        final_norm: bool = True,
     ):
         super().__init__(vocab_size, causal, d_model, chunk_size)
         kw = {"dropout": dropout, "attn_dropout": attn_dropout, "backend": attn_backend}
-        self.build_memory(n_heads, d_ff, memory_slots, update_layers, update_ffn=update_ffn, classifier=classifier, **kw)
+        self.build_memory(n_heads, d_ff, memory_slots, update_layers, update_ffn=update_ffn, classifier=classifier,
+                          final_norm=final_norm, **kw)
         self.block = RecurrentBlock(d_model, n_heads, d_ff, gate=gate, read=True, **kw)  # xPos: self.rotary's
         self.halting = DepthHalting(
             d_model, max_layers, global_halt=global_halt, transition=transition, causal=causal,

@@ -44,6 +44,7 @@ class TLB(ChunkRecurrent):
         rsa: dict | None = None,
         update_ffn: str = "d_ff",
         classifier: str = "linear",
+        final_norm: bool = True,
     ):
         super().__init__(vocab_size, causal, d_model, chunk_size)
         kw = {"dropout": dropout, "attn_dropout": attn_dropout, "backend": attn_backend}
@@ -51,7 +52,8 @@ class TLB(ChunkRecurrent):
         self.layers = nn.ModuleList(
             TransformerBlock(d_model, n_heads, d_ff, rsa=rsa, read=True, **kw) for _ in range(n_layers)
         )
-        self.build_memory(n_heads, d_ff, memory_slots, update_layers, update_ffn=update_ffn, classifier=classifier, **kw)
+        self.build_memory(n_heads, d_ff, memory_slots, update_layers, update_ffn=update_ffn, classifier=classifier,
+                          final_norm=final_norm, **kw)
 
     def chunk_stack(self, c0: Tensor, rope, mask: Tensor, memory: Tensor, a1: Tensor | None) -> tuple[Tensor, tuple]:
         """Alg. 2 lines 8-13: C_0 (B, g, d) -> (C_L (B, g, d), no statistics). ``a1``: A_1 = C_0 +

@@ -70,7 +70,7 @@ class TLBFixedRecurrence(TLB):
         where = torch.where(mask, where, torch.zeros_like(where)).clamp(max=stacked.shape[1] - 1)
         hidden = stacked.gather(1, where.unsqueeze(-1).expand(-1, -1, stacked.shape[-1]))  # (B, T, d)
         hidden = hidden.masked_fill(~mask.unsqueeze(-1), 0.0)  # padding positions: zeros
-        pooled = self.ln_mem(memory).mean(dim=1)  # (B, d) LN(final memory), mean over slots
+        pooled = self.summary(memory)  # (B, d) LN(final memory), mean over slots, through ``classifier``
         stats = {"n_chunks": float(self.n_chunks), **rsa_gate_stats(self)}
         return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=stats, pooled=pooled)
 

@@ -8,8 +8,8 @@ GUT (Alg. 3) changes three things, each switchable for the ablations:
     global_halt alpha_hat_{l-1} = halt(mean(H_{l-1}))                       (eqs. 12-14; K, V = H_{l-1})
     transition  alpha_hat_{l-1} = halt([mean(H_{l-1}); mean(H_l)])          (eq. 17)
 The output is the halting mixture S (eqs. 7, 16), final-LayerNormed (``final_norm=False``: not,
-as the reference code; ``classifier="mlp"``: the pooled state through Linear - ReLU before the
-task's Linear, the code's head). Causal GUT uses prefix
+as the reference code; ``classifier="mlp"``: the pooled state and every position's output through
+Linear - ReLU before the task's Linear, the code's head on either). Causal GUT uses prefix
 means, one halting probability per position (see ``layers/halting.py``).
 
 The tasks add START/END tokens; a non-causal GUT pools the END position (the last real
@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from .base import Backbone, BackboneOutput, StreamingUnsupported
 from .depth import BlockIteration, DepthRecurrent
 from .layers import TokenEmbedding, make_rotary, positions_from_mask
-from .layers.feedforward import pooled_mlp
+from .layers.feedforward import head_mlp
 from .layers.gated import RecurrentBlock, mean_over_iterations
 from .layers.halting import DepthHalting
 
@@ -89,7 +89,7 @@ class UT(DepthRecurrent, Backbone):
         self.pool = pool
         # final_norm=False: S_L as the code returns it (UniversalTransformerEncoder.py lines 273-291: no norm)
         self.ln_out = nn.LayerNorm(d_model) if final_norm else nn.Identity()
-        self.classifier = pooled_mlp(d_model, classifier)  # Linear - ReLU before the task's Linear, or None
+        self.classifier = head_mlp(d_model, classifier)  # Linear - ReLU before the task's Linear, or None
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
         key_mask = None if (self.causal or mask is None) else mask.bool()  # no sync to skip an all-real mask
@@ -108,8 +108,15 @@ class UT(DepthRecurrent, Backbone):
                 mf = mask.unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mf).sum(1) / mf.sum(1).clamp_min(1.0)
             pooled = self.classifier(pooled)  # (B, d)
+        hidden = self.head_input(hidden)  # per-token tasks' head input, after pooling read S_L
         aux = self.beta * res.ponder.mean() if self.beta else self.zero_aux(hidden)
         return BackboneOutput(hidden=hidden, aux_loss=aux, stats=stats, pooled=pooled)
+
+    def head_input(self, hidden: Tensor) -> Tensor:
+        """The per-token outputs (B, T, d) as a per-token task's head reads them: through ``classifier``'s
+        Linear - ReLU (``model.classifier=mlp``: the code's ``flipflop_framework.py`` lines 31-35, 57), or
+        as they are."""
+        return hidden if self.classifier is None else self.classifier(hidden)
 
     def compile(self, *args, **kwargs) -> None:
         """``train.compile`` / ``bench cost --compile`` (in place): compiles one depth iteration
@@ -131,7 +138,7 @@ class UT(DepthRecurrent, Backbone):
         rope, key_scale = (None, None) if self.rotary is None else self.rotary.continuing(n, t, tokens.device)
         gates: list[tuple[Tensor, Tensor]] = []
         res, state = self.stream_block(h0, state, rope=rope, key_scale=key_scale, gates=gates)
-        hidden = self.ln_out(res.output)  # (B, t, d)
+        hidden = self.head_input(self.ln_out(res.output))  # (B, t, d)
         stats: dict = {"halt_depth": res.depth.detach(), "ponder": res.ponder.detach()}  # (B, t) each
         if gates:
             stats["gate_mean"] = mean_over_iterations(gates)

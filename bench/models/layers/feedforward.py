@@ -32,11 +32,14 @@ class FeedForward(nn.Module):
 CLASSIFIERS = ("linear", "mlp")  # model.classifier
 
 
-def pooled_mlp(d_model: int, classifier: str) -> nn.Module | None:
-    """``model.classifier``: ``linear`` (None: the task's Linear reads the pooled state as it is) or
-    ``mlp``: Linear(d, d) - ReLU on the pooled state, before the task's Linear, so the head is the
-    [HALT] authors' ``classifier_block`` = Linear - ReLU - Linear (``models/classifier_framework.py``
-    lines 36-40)."""
+def head_mlp(d_model: int, classifier: str) -> nn.Module | None:
+    """``model.classifier``: ``linear`` (None: the task's Linear reads the backbone's outputs as they are)
+    or ``mlp``: Linear(d, d) - ReLU, which the backbone applies to what the task's head reads, so that
+    with the task's Linear the head is the [HALT] authors' ``classifier_block`` = Linear - ReLU - Linear:
+    the pooled state (``models/classifier_framework.py`` lines 36-40, on ``global_state``: line 65) and
+    every position's output (``models/flipflop_framework.py`` lines 31-35, on ``sequence``: line 57;
+    ``models/seqlabel_framework.py`` lines 30-34, 56). One module for both: a task reads one of them,
+    as each of the code's frameworks has one ``classifier_block``."""
     if classifier not in CLASSIFIERS:
         raise ValueError(f"classifier must be one of {', '.join(CLASSIFIERS)}, not {classifier!r}")
     return nn.Sequential(nn.Linear(d_model, d_model), nn.ReLU()) if classifier == "mlp" else None
