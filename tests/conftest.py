@@ -22,7 +22,7 @@ torch.set_num_threads(max(1, min(2, (os.cpu_count() or 1) // int(os.environ.get(
 # files split out of test_tune.py and test_inputs.py later stand where their slow tests put them.
 LONGEST_FILES_FIRST = (
     "test_resume.py", "test_grid.py", "test_tune_workers.py", "test_tune_processes.py", "test_harness.py",
-    "test_chunked.py", "test_grid_slurm.py", "test_ddp.py", "test_probes.py", "test_universal.py",
+    "test_chunked.py", "test_grid_slurm.py", "test_ddp.py", "test_probes.py", "test_universal.py", "test_faithful.py",
     "test_speed.py", "test_inputs_cli.py", "test_tune.py", "test_inputs_reading.py", "test_tune_tables.py",
     "test_probes_table.py", "test_docs.py",
 )
