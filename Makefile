@@ -12,10 +12,10 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
-# the suite in parallel processes (pytest-xdist), one test file per process at a time (the longest first:
-# tests/conftest.py): module fixtures build once; `make test PYTEST_JOBS=0` runs it in this process (pdb, -s)
+# the suite in parallel processes (pytest-xdist), one test file per process at a time: module fixtures
+# build once; `make test PYTEST_JOBS=0` runs it in this process (pdb, -s)
 PYTEST_JOBS ?= 2
-XDIST := $(if $(filter 0,$(PYTEST_JOBS)),-p no:xdist,-n $(PYTEST_JOBS) --dist loadfile --no-loadscope-reorder)
+XDIST := $(if $(filter 0,$(PYTEST_JOBS)),-p no:xdist,-n $(PYTEST_JOBS) --dist loadfile)
 
 .PHONY: setup demo docs lint test test-fast report wheel-smoke gpu-check bench-overhead clean-cache
 

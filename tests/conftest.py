@@ -14,25 +14,6 @@ os.environ.setdefault("BENCH_DATA_DIR", str(ROOT / ".cache" / "test-data"))
 torch.set_num_threads(max(1, min(2, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))))
 
 
-# The files that take longest, longest first (seconds of test time summed per file, `make test
-# PYTEST_ARGS="--durations=0"` on 2 idle cores, 2026-11-28). `make test` hands files to its two
-# processes in collection order (--dist loadfile --no-loadscope-reorder): the long ones first, so
-# that no process starts one while the other has nothing left (xdist's default order, by number of
-# tests, left the few-test, long kill and SLURM files to the end). The other files follow. The
-# files split out of test_tune.py and test_inputs.py later stand where their slow tests put them.
-LONGEST_FILES_FIRST = (
-    "test_resume.py", "test_grid.py", "test_tune_workers.py", "test_tune_processes.py", "test_harness.py",
-    "test_chunked.py", "test_grid_slurm.py", "test_ddp.py", "test_probes.py", "test_universal.py", "test_faithful.py",
-    "test_speed.py", "test_inputs_cli.py", "test_tune.py", "test_inputs_reading.py", "test_tune_tables.py",
-    "test_probes_table.py", "test_docs.py",
-)
-
-
-def pytest_collection_modifyitems(items):
-    rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's own order kept
-
-
 @pytest.fixture(autouse=True)
 def clean_checkout(monkeypatch):
     """Records made in tests name a clean commit, whatever state the checkout is in: tables mark
