@@ -11,7 +11,7 @@ import numpy as np
 from ..base import TaskError
 from .files import BYTE0, END, START, FileTask, holdout
 from .layouts import Found, Layout
-from .tfds import parse_example, read_tfds, tfrecords
+from .tfds import check_first_record, read_tfds
 
 
 class ArraysOnly(pickle.Unpickler):
@@ -111,11 +111,5 @@ class LRAImage(FileTask):
         if found.layout is self.layouts[0]:
             data, _ = self._read_batch(found.files["test"][0])
             return f"5 training batches, test_batch of {len(data)} images"
-        rec = next(tfrecords(found.files["test"][0]), None)
-        try:
-            ex = parse_example(rec or b"")
-            ex["image"][0], ex["label"][0]
-        except (ValueError, KeyError, IndexError):
-            raise TaskError(f"{self.name}: {found.files['test'][0]}: its first record is not an Example with image and label; "
-                            "expected tfds' cifar10 shards") from None
+        check_first_record(self.name, found.files["test"][0], ("image", "label"), "tfds' cifar10 shards")
         return f"train {len(found.files['train'])} shard(s), test {len(found.files['test'])}"

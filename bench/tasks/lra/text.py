@@ -6,7 +6,7 @@ import numpy as np
 from ..base import TaskError
 from .files import BYTE_VOCAB, FileTask, encode_bytes, holdout
 from .layouts import Found, Layout
-from .tfds import parse_example, read_tfds, tfrecords
+from .tfds import check_first_record, read_tfds
 
 
 class LRAText(FileTask):
@@ -65,12 +65,6 @@ class LRAText(FileTask):
             counts = {part: sum(len(list((found.base / "aclImdb" / part / pol).glob("*.txt"))) for pol in ("pos", "neg"))
                       for part in ("train", "test")}
             return f"train {counts['train']} reviews, test {counts['test']}"
-        first = {part: next(tfrecords(found.files[part][0]), None) for part in ("train", "test")}
-        for part, rec in first.items():
-            try:
-                ex = parse_example(rec or b"")
-                ex["text"][0], ex["label"][0]
-            except (ValueError, KeyError, IndexError):
-                raise TaskError(f"{self.name}: {found.files[part][0]}: its first record is not an Example with text and label; "
-                                "expected tfds' imdb_reviews shards") from None
+        for part in ("train", "test"):
+            check_first_record(self.name, found.files[part][0], ("text", "label"), "tfds' imdb_reviews shards")
         return f"train {len(found.files['train'])} shard(s), test {len(found.files['test'])}"

@@ -86,6 +86,18 @@ def parse_example(buf: bytes) -> dict:
     return out
 
 
+def check_first_record(task: str, path: Path, features: tuple[str, ...], expected: str) -> None:
+    """``bench data check``: the first record of the shard ``path`` is a tf.train.Example holding
+    every one of ``features``; else TaskError naming the file and what was ``expected``."""
+    try:
+        ex = parse_example(next(tfrecords(path), None) or b"")
+        for name in features:
+            ex[name][0]
+    except (ValueError, KeyError, IndexError):
+        raise TaskError(f"{task}: {path}: its first record is not an Example with {' and '.join(features)}; "
+                        f"expected {expected}") from None
+
+
 def read_tfds(files: list[Path], features: tuple[str, ...], task: str) -> dict:
     """The named features of every Example in tfds shard files (in file order), one list each."""
     cols = {f: [] for f in features}
