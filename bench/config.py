@@ -59,7 +59,7 @@ class TrainConfig:
     patience: int = setting(0, AT_LEAST_0)  # early stopping on the validation metric, in validations; 0: off
     grad_clip: float = setting(1.0, AT_LEAST_0)
     accumulate_grad_batches: int = setting(1, AT_LEAST_1)
-    num_threads: int = setting(0, AT_LEAST_0, identity=False)  # 0: min(the CPUs this process may use, 8) (bench/cpus.py)
+    num_threads: int = setting(0, AT_LEAST_0, identity=False)  # 0: min(the CPUs this process may use, $OMP_NUM_THREADS, 8) (bench/cpus.py)
     precision: Precision = "32-true"
     deterministic: bool = True
     select: Select = "best_val"  # best_val: test the best-on-validation weights | last: the final weights

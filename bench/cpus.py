@@ -43,5 +43,9 @@ def available_cpus() -> int:
 
 def default_threads(limit: int = 8) -> int:
     """train.num_threads=0: the CPUs this process may use, at most ``limit`` (more rarely help the
-    small models here and slow down processes sharing the machine)."""
-    return min(available_cpus(), limit)
+    small models here and slow down processes sharing the machine), and at most $OMP_NUM_THREADS
+    where it is set (a whole number > 0): the usual way to say how many threads a process may take,
+    which torch itself reads."""
+    omp = os.environ.get("OMP_NUM_THREADS", "").strip()
+    cap = int(omp) if omp.isdigit() and int(omp) > 0 else limit
+    return min(available_cpus(), limit, cap)

@@ -3,15 +3,21 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
+
+# `make test` runs the suite in PYTEST_XDIST_WORKER_COUNT processes (pytest-xdist): the cores are shared
+# among them. $OMP_NUM_THREADS holds each worker's share, before torch is imported: torch's own default,
+# the runs' train.num_threads=0 (bench/cpus.py default_threads) and the processes the tests start read it.
+# Without it a run in a worker took every core beside the other worker (tiny ops then ran up to 80x slower).
+_SHARE = max(1, min(2, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+os.environ["OMP_NUM_THREADS"] = str(_SHARE)
+import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # One generated-data cache for the whole test session (never the user's).
 os.environ.setdefault("BENCH_DATA_DIR", str(ROOT / ".cache" / "test-data"))
-# `make test` runs the suite in PYTEST_XDIST_WORKER_COUNT processes (pytest-xdist): the cores are shared among them
-torch.set_num_threads(max(1, min(2, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))))
+torch.set_num_threads(_SHARE)
 
 
 @pytest.fixture(autouse=True)

@@ -81,17 +81,18 @@ def test_compiled_chunk_step_compiles_once_for_every_length():
 
 
 def test_gutlb_compiles_one_depth_iteration_for_every_iteration_chunk_and_length():
-    """GUTLB.compile compiles one depth iteration (block + halting update) and the memory update, each
-    once: every iteration of every chunk of every length reuses them (the depth loop and halt mode's
-    exit check run in Python between calls); the outputs are the eager ones (to float rounding; the
-    padding positions of the last chunk excepted: compiled, it is padded to g)."""
+    """GUTLB.compile (here by aot_eager: dynamo and AOTAutograd's graphs without inductor's codegen,
+    which the TLB test above runs) compiles one depth iteration (block + halting update) and the
+    memory update, each once: every iteration of every chunk of every length reuses them (the depth
+    loop and halt mode's exit check run in Python between calls); the outputs are the eager ones (to
+    float rounding; the padding positions of the last chunk excepted: compiled, it is padded to g)."""
     import torch._dynamo as dynamo
 
     for mode, causal in (("halt", True), ("upperbound", False)):  # per-position units; one per sequence (pool carried)
         torch.manual_seed(0)
         model = GUTLB(11, causal=causal, d_model=16, n_heads=4, d_ff=24, max_layers=4, chunk_size=5, memory_slots=3,
                       dropout=0.0, mode=mode).eval()
-        batches = eager_batches_then_compile(model)
+        batches = eager_batches_then_compile(model, backend="aot_eager")
         for tokens, mask, ref in batches:
             out = model(tokens, mask)  # grad enabled: the carry requires grad from iteration 1 on, as later
             torch.testing.assert_close(out.hidden[mask], ref.hidden[mask], rtol=1e-5, atol=1e-5)
@@ -104,9 +105,10 @@ def test_gutlb_compiles_one_depth_iteration_for_every_iteration_chunk_and_length
 
 @pytest.mark.slow
 def test_ut_gut_compile_one_depth_iteration():
-    """UT / GUT .compile compiles one depth iteration, reused by every iteration and batch of a length
-    (one graph); in halt mode, a batch that drops finished rows compiles it once more (dynamic batch
-    size); the outputs are the eager ones (to float rounding)."""
+    """UT / GUT .compile (here by aot_eager, as the GUTLB test) compiles one depth iteration, reused by
+    every iteration and batch of a length (one graph); in halt mode, a batch that drops finished
+    rows compiles it once more (dynamic batch size); the outputs are the eager ones (to float
+    rounding)."""
     import torch._dynamo as dynamo
 
     import bench
@@ -126,7 +128,7 @@ def test_ut_gut_compile_one_depth_iteration():
             batches.append((tokens, mask, model(tokens, mask)))
         dynamo.reset()
         dynamo.utils.counters.clear()
-        model.compile()
+        model.compile(backend="aot_eager")
         for tokens, mask, ref in batches:
             out = model(tokens, mask)
             torch.testing.assert_close(out.hidden[mask], ref.hidden[mask], rtol=1e-5, atol=1e-5)
@@ -160,9 +162,9 @@ def test_cpu_dropout_attention_is_sdpas():
                 torch.testing.assert_close(ga, gb, rtol=1e-5, atol=1e-6)
 
 
-def eager_batches_then_compile(model):
+def eager_batches_then_compile(model, backend="inductor"):
     """(tokens, mask, eager output) at two lengths (the second row padded), then a fresh compile
-    of ``model`` with dynamo's graph counter cleared of other tests' graphs."""
+    of ``model`` by ``backend`` with dynamo's graph counter cleared of other tests' graphs."""
     import torch._dynamo as dynamo
 
     batches = []
@@ -172,5 +174,5 @@ def eager_batches_then_compile(model):
         batches.append((tokens, mask, model(tokens, mask)))
     dynamo.reset()
     dynamo.utils.counters.clear()
-    model.compile()
+    model.compile(backend=backend)
     return batches

@@ -19,7 +19,7 @@ import bench
 from bench.cli import build_parser, main
 from bench.parsing import default_out
 from bench.config import canonical_overrides, parse_value, resolve_run
-from bench.cpus import _cgroup_quota, available_cpus
+from bench.cpus import _cgroup_quota, available_cpus, default_threads
 from bench.records import read_record, record_checkpoint, record_path
 from bench.registry import Registry
 
@@ -336,6 +336,26 @@ def test_threads_follow_the_cpus_this_process_may_use(monkeypatch, tmp_path):
     assert _cgroup_quota(tmp_path) == 3
     (tmp_path / "cpu.max").write_text("max 100000\n")
     assert _cgroup_quota(tmp_path) is None
+
+
+def test_default_threads_are_capped_by_omp_num_threads_and_a_run_gives_the_callers_count_back(monkeypatch, tmp_path):
+    monkeypatch.setattr("bench.cpus.available_cpus", lambda: 6)
+    for omp, expected in ((None, 6), ("4", 4), ("12", 6), ("0", 6), ("two", 6)):
+        if omp is None:
+            monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        else:
+            monkeypatch.setenv("OMP_NUM_THREADS", omp)
+        assert default_threads() == expected, omp
+    assert default_threads(limit=3) == 3
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        rec = bench.run(model="lstm", task="parity", preset="smoke", out=tmp_path, progress="none",
+                        overrides=["train.max_epochs=1", "train.num_threads=2"])
+        assert rec["device"]["threads"] == 2  # the run trained on its own count
+        assert torch.get_num_threads() == 1  # and the caller has its own back
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_a_grid_stopped_by_sigterm_exits_143(monkeypatch, capsys):

@@ -91,7 +91,9 @@ def run_plan(plan: RunPlan, progress: bool | str = "auto", logger: str = "csv", 
     """Carry out a planned run: a finished run (a record with status ok, made with the settings
     the plan resolves) is returned as it is, unless ``rerun``; otherwise build, fit, test and
     record. SIGINT / SIGTERM raise RunInterrupted after a checkpoint. ``on_start(plan)`` is called
-    once everything is checked and built, just before training (the CLI names the run there)."""
+    once everything is checked and built, just before training (the CLI names the run there). The
+    process's torch thread count is the caller's again afterwards."""
+    threads = torch.get_num_threads()  # the caller's, given back after the run (build sets train.num_threads)
     with quiet(), warnings.catch_warnings():  # Lightning's INFO lines and known warnings, for this run only
         for pattern in _QUIET_WARNINGS:
             warnings.filterwarnings("ignore", message=pattern)
@@ -103,6 +105,7 @@ def run_plan(plan: RunPlan, progress: bool | str = "auto", logger: str = "csv", 
             with run_lock(plan):
                 return _run_locked(plan, built, progress, logger, rerun, callbacks, on_start)
         finally:
+            torch.set_num_threads(threads)
             if logger == "wandb":
                 finish_wandb()
 
