@@ -47,6 +47,9 @@ OBJECTIVE = {"flipflop": "last_acc", "listops": "acc"}
 COST_TARGET, AGREE_TARGET = 2.0, 0.8
 T3 = ("t3cpu", "t3cpu-tlb3", "t3cpu-tlb25", "t3cpu-gutlb3", "t3cpu-gutlb25")
 T1 = ("t1cpu", "t1cpu-ablations")
+# the protocol's own studies of Table 3 (new runs, seeds 100-101) and the grid's study of the same rows
+T3_PROTOCOL = {"t3cpu2": "t3cpu", "t3cpu2-tlb3": "t3cpu-tlb3", "t3cpu2-tlb25": "t3cpu-tlb25", "t3cpu2-gutlb3": "t3cpu-gutlb3",
+               "t3cpu2-gutlb25": "t3cpu-gutlb25"}
 
 
 def label(model: str, meta: dict) -> str:
@@ -124,6 +127,64 @@ def old_search(out: Path, study: str) -> dict:
         found[model] = {"pick": best[model]["values"]["train.lr"] if model in best else None, "cost": steps / full if full else None,
                         "trace": ", ".join(trace), "meta": meta}
     return found
+
+
+def protocol_studies(grid: Path, search: Path) -> tuple[list[dict], list[str]]:
+    """The studies ``bench tune --pruner sync`` ran for Table 3's rows (new runs on seeds 100-101,
+    the bracket in their bracket.json) against the exhaustive grid's runs of the same rows (seed 0):
+    per row the pick, the grid's best on the table's metric, agreement (exact, or within 2 SE at the
+    validation's size), the steps the bracket trained in full runs (second seed and any edge
+    extension included), the values trained on the second seed. A study not finished yet is named."""
+    from bench.tune.sync import budget
+
+    rows, waiting = [], []
+    for study, grid_study in T3_PROTOCOL.items():
+        folder = search / "studies" / study
+        if not (folder / "best.json").exists():
+            waiting.append(study)
+            continue
+        meta, runs = grid_runs(grid, grid_study)
+        objective = OBJECTIVE[meta["task"]]
+        for model, b in json.loads((folder / "bracket.json").read_text()).items():
+            grid_final = {lr: objective_value(rec["metrics"]["val"], objective) for lr, rec in runs[model].items()}
+            best = max(grid_final, key=lambda lr: (grid_final[lr], -list(grid_final).index(lr)))
+            pick = b["configs"][b["pick"]]["values"]["train.lr"]
+            n = next(iter(runs[model].values()))["metrics"]["val"]["n"]
+            at = grid_final.get(pick)
+            tie = at is not None and at >= grid_final[best] - 2 * se(grid_final[best], at, n)
+            ext = b.get("extension") or {}
+            rows.append({"row": label(model, meta), "pick": pick, "best": best, "agree": pick == best, "tie": tie,
+                         "regret": None if at is None else grid_final[best] - at, "cost": budget(b)["full_runs"],
+                         "second": [b["configs"][k]["values"]["train.lr"] for k in sorted(b["second"])],
+                         "extension": ext.get("value"), "selection": b.get("selection") or {}, "configs": b["configs"]})
+    return rows, waiting
+
+
+def protocol_text(rows: list[dict], waiting: list[str]) -> str:
+    """The protocol's own studies against the grid: a summary line and a row each."""
+    from tabulate import tabulate
+
+    if not rows:
+        return "No study of the protocol has finished yet (" + ", ".join(waiting) + ")."
+    n = len(rows)
+    agree, ties = sum(r["agree"] for r in rows), sum(r["agree"] or r["tie"] for r in rows)
+    cheap = sum(r["cost"] <= COST_TARGET for r in rows)
+    both = sum(r["agree"] and r["cost"] <= COST_TARGET for r in rows)
+    mean = sum(r["cost"] for r in rows) / n
+    head = (f"Picks the grid's best: {agree}/{n} ({100 * agree / n:.0f}%); the grid's best or within 2 SE of it: {ties}/{n}; "
+            f"cost {mean:.2f} full runs per row on average (max {max(r['cost'] for r in rows):.2f}, {cheap}/{n} at <= {COST_TARGET:g}x); "
+            f"agrees at <= {COST_TARGET:g}x: {both}/{n}. Target (>= {AGREE_TARGET:.0%} of rows agree at <= {COST_TARGET:g}x): "
+            + ("met" if both / n >= AGREE_TARGET else "not met") + "."
+            + (f" Not finished: {', '.join(waiting)}." if waiting else ""))
+    body = [[r["row"], canonical_text(r["pick"]), canonical_text(r["best"]),
+             "yes" if r["agree"] else ("within 2 SE" if r["tie"] else ("not in the grid" if r["regret"] is None else "no")),
+             "—" if r["regret"] is None else f"{100 * r['regret']:.1f}", f"{r['cost']:.2f}",
+             ", ".join(canonical_text(x) for x in r["second"]) or "—",
+             ", ".join(f"{k.split('=', 1)[1]} {pct(v)}" for k, v in r["selection"].items()),
+             canonical_text(r["extension"]) if r["extension"] is not None else "—"] for r in rows]
+    headers = ["row", "the study picks", "grid's best (last-read, seed 0)", "agree", "regret on the grid (pts)", "cost (full runs)",
+               "2nd seed", "selected on (val last-read %)", "edge: added"]
+    return head + "\n\n" + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
 
 
 def run_s(rec: dict) -> float:
@@ -245,6 +306,11 @@ def main() -> None:
             + "\n\nThe re-tune of Tables 3 and 1 by the protocol with 5 final seeds, in CPU hours of one thread (a full run's wall "
               "time: the mean of its committed finished runs, a resumed one by its summed training time; on 2 shared cores):\n\n"
             + plan(rows, t1))
+    protocol_rows, waiting = protocol_studies(args.grid, args.search)
+    text += ("\n\nThe protocol's own studies of Table 3's rows (`bench tune --pruner sync`, new runs on seeds 100-101, "
+             "`scripts/retune_halt_cpu.sh 3`) against the same grid: exact at every rung (their curves hold the objective), "
+             "on other seeds than the grid's, so a pick within the noise of the grid's best is as good a pick as the grid can tell:"
+             "\n\n" + protocol_text(protocol_rows, waiting))
     print(text)
     if args.md:
         Path(args.md).write_text("# " + " ".join(["python", *sys.argv]) + "\n\n" + text + "\n")
