@@ -10,6 +10,11 @@ from .regimes import FF_P_I, FLIPFLOP, HALT_WEIGHT_SCALE, NOISE, REGIME_PURPOSE
 from .their_code import PATCHES, SHIMS
 
 
+
+def passed(worst: float) -> str:
+    """A row's verdict cell: its largest difference within TOL or not."""
+    return "pass" if worst <= TOL else "**FAIL**"
+
 def fmt(x: float | None) -> str:
     """A difference as the report prints it; None (no such quantity) as a dash."""
     return "—" if x is None else f"{x:.1e}"
@@ -68,7 +73,7 @@ def token_report(token_rows: list[Row], meta: dict, token_controls: dict) -> lis
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in token_rows:
-        verdict = "pass" if r.worst <= TOL else "**FAIL**"
+        verdict = passed(r.worst)
         lines.append(f"| {r.pair.paper} | {r.mode or '—'} | {r.dtype} | {r.depth} | {r.scale:.3g} | {fmt(r.states)} | "
                      f"{fmt(r.logits)} | {fmt(r.act)} | {verdict} |")
     lines += [
@@ -174,7 +179,7 @@ def report(rows: list[Row], meta: dict, controls: dict, equal_lengths: dict, tok
     for pair, regime in keys:
         group = [r for r in rows if r.pair == pair and r.regime.name == regime]
         worst = {dt: max(r.worst for r in group if r.dtype == dt) for dt in ("float32", "float64")}
-        verdict = "pass" if max(worst.values()) <= TOL else "**FAIL**"
+        verdict = passed(max(worst.values()))
         lines.append(f"| {pair.paper} (`{pair.ours}`) | {regime} | {fmt(worst['float32'])} | {fmt(worst['float64'])} | {verdict} |")
     lines += [
         "",
@@ -189,7 +194,7 @@ def report(rows: list[Row], meta: dict, controls: dict, equal_lengths: dict, tok
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        verdict = "pass" if r.worst <= TOL else "**FAIL**"
+        verdict = passed(r.worst)
         lines.append(f"| {r.pair.paper} | {r.mode or '—'} | {r.regime.name} | {r.dtype} | {r.depth} | {r.scale:.3g} | {fmt(r.states)} | "
                      f"{fmt(r.pooled)} | {fmt(r.act)} | {verdict} |")
     lines += [
