@@ -6,10 +6,11 @@ scores), the selected step and score, the steps run.
     python scripts/same_training.py --set data.n_test=1000 --out results mqar z60 modular-arithmetic
 
 A larger test set changes what a run is scored on, not what it learns (the test draws are apart
-from the training and validation streams, bench/tasks/draws.py); this checks it on the records, so
-that a table re-tested that way (bench/tables/probes-cpu-1000.yaml) can say its runs hold the same
-weights as the ones they replace. Prints one line per task (pairs, the same, differing) and each
-differing pair; exit status 1 if any pair differs.
+from the training and validation streams, bench/tasks/draws.py); but a run trained again need not
+repeat an older record bit for bit (bench/tables/probes-cpu-1000.yaml's header has a case), so
+which re-tested runs hold the same training as the ones they replace is read here from the
+records. Prints one line per task (pairs, the same, differing) and each differing pair; exit
+status 1 if any pair differs.
 """
 from __future__ import annotations
 

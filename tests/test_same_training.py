@@ -52,8 +52,8 @@ def test_a_missing_results_folder_is_one_line_and_status_2(tmp_path, capsys):
     assert capsys.readouterr().err.count("\n") == 1
 
 
-def test_the_test_size_does_not_change_training(tmp_path):
-    """Two real runs, the second with a larger test set: the script finds them the same."""
+def test_real_twins_that_differ_in_test_size_train_the_same(tmp_path):
+    """Two real runs in one process, the second with a larger test set: paired, and the same training."""
     import bench
 
     small = ["train.max_epochs=1", "data.train_mix=[[16,2,256]]", "data.n_val=32"]
