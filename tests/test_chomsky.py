@@ -197,12 +197,11 @@ def test_a_record_carries_the_token_chance_of_each_split_and_length(tmp_path):
             mine = [a for a, n in zip(answers, data["length"]) if task.length_bin(int(n)) == label]
             assert entry["token_majority"] == pytest.approx(sum(a == guess for a in mine) / len(mine))
     # scripts/backfill_majority.py writes the same values into a record made before they existed
-    import importlib.util
     import json
 
-    spec = importlib.util.spec_from_file_location("backfill_majority", ROOT / "scripts" / "backfill_majority.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from script_helpers import load_script
+
+    script = load_script("scripts/backfill_majority.py")
     older = json.loads(json.dumps(rec))
     for split in older["metrics"].values():
         split.pop("token_majority")

@@ -1,6 +1,5 @@
 """Formal-language generators checked against independent membership definitions."""
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,15 +111,10 @@ def test_error_positions_script_finds_each_wrong_position_and_its_triple():
     """scripts/error_positions.py: hand-made predictions for two strings of lengths 3 and 2 (one
     pad): string 0 wrong at position 1 only, string 1 wrong at position 0; an error in the pad
     is not counted."""
-    import importlib.util
-
     import torch
+    from script_helpers import load_script
 
-    spec = importlib.util.spec_from_file_location(
-        "error_positions", Path(__file__).resolve().parent.parent / "scripts" / "error_positions.py"
-    )
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("scripts/error_positions.py")
     labels = torch.tensor([[[1, 1], [0, 1], [1, 0]], [[1, 0], [0, 1], [0, 0]]])
     pred = labels.clone()
     pred[0, 1] = torch.tensor([1, 1])  # string 0, position 1: allows a symbol the target forbids

@@ -1,19 +1,16 @@
 """scripts/pruner_replay.py: Optuna's pruners replayed on recorded validation curves, checked
 against a search worked out by hand."""
-import importlib.util
 from pathlib import Path
 
 import pytest
+from script_helpers import load_script
 
 pytest.importorskip("optuna")
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("pruner_replay", ROOT / "scripts" / "pruner_replay.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/pruner_replay.py")
 
 
 META = {"task": "flipflop", "preset": "small", "models": ["transformer"], "seed": 0, "trials": 4,

@@ -1,18 +1,16 @@
 """scripts/same_training.py: records that differ only by a data setting paired with their twins,
 and what training decided compared; on hand-made records, and on two real runs whose only
 difference is the test size."""
-import importlib.util
 import json
 from pathlib import Path
+
+from script_helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("same_training", ROOT / "scripts" / "same_training.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/same_training.py")
 
 
 CURVE = [{"epoch": 0, "step": 125, "token_acc": 0.25}, {"epoch": 1, "step": 250, "token_acc": 0.5}]

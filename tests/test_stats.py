@@ -233,14 +233,9 @@ def test_paired_t_is_exact_on_integer_outcomes():
 
 def _calibration():
     """scripts/benchmarks/stats_calibration.py: the simulation the committed calibration table runs."""
-    import importlib.util
-    from pathlib import Path
+    from script_helpers import load_script
 
-    path = Path(__file__).resolve().parent.parent / "scripts" / "benchmarks" / "stats_calibration.py"
-    spec = importlib.util.spec_from_file_location("stats_calibration", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/benchmarks/stats_calibration.py")
 
 
 @pytest.mark.parametrize("seeds, n, sd, shared", [((2, 2), 100, 0.5, True), ((3, 3), 1000, 2.5, True), ((3, 3), 200, 1.0, True),
@@ -272,14 +267,12 @@ def test_aligned_outcomes_matches_examples_by_index():
 def test_backfill_majority_regenerates_the_share_a_run_recorded(tmp_path):
     """scripts/backfill_majority.py on a committed record that has its shares, with them removed:
     it writes the same shares back, and nothing else changes."""
-    import importlib.util
     import json
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("backfill_majority", root / "scripts" / "backfill_majority.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from script_helpers import ROOT as root
+    from script_helpers import load_script
+
+    script = load_script("scripts/backfill_majority.py")
     original = (root / "results/runs/listops/small/gut/seed0-4295616f.json").read_text()
     rec = json.loads(original)
     assert "majority" in rec["metrics"]["len500_600"]
