@@ -78,7 +78,7 @@ def stabiliser(log_f: Tensor, i_pre: Tensor, m0: Tensor) -> Tensor:
 
 
 def mlstm_cell(q: Tensor, k: Tensor, v: Tensor, i_pre: Tensor, f_pre: Tensor, *, S: Tensor | None = None,
-               m: Tensor | None = None, chunk_size: int = 64) -> tuple[Tensor, Tensor, Tensor]:
+               m: Tensor | None = None, chunk_size: int = 32) -> tuple[Tensor, Tensor, Tensor]:
     """Eq. (1)-(4) by their stabilised form (11)-(13) on ``gated_linear_attention``.
 
     q, k (B, H, T, dk), k already scaled by 1 / sqrt(dk); v (B, H, T, dv); i_pre, f_pre (B, H, T)
@@ -109,14 +109,18 @@ class BlockDiagonal(nn.Module):
         self.weight = nn.Parameter(torch.empty(channels // block, block, block))  # (blocks, out, in)
 
     def forward(self, x: Tensor) -> Tensor:
-        y = torch.einsum("...ni,noi->...no", x.unflatten(-1, (-1, self.block)), self.weight)
-        return y.flatten(-2)
+        # one dense (c, c) product with the blocks on the diagonal: a batch of (b, b) products has an inner
+        # dimension of b (4), which the CPU's matrix kernels run several times slower than this product's
+        n = self.weight.shape[0]
+        eye = torch.eye(n, dtype=self.weight.dtype, device=self.weight.device)
+        dense = torch.einsum("noi,nm->nomi", self.weight, eye).reshape(n * self.block, n * self.block)  # (c, c)
+        return F.linear(x, dense)
 
 
 class MLSTMLayer(nn.Module):
     """The mLSTM block's mixer: eq. (5)-(10) around the cell (1)-(4)."""
 
-    def __init__(self, d_model: int, n_heads: int, n_layers: int = 1, chunk_size: int = 64, proj_factor: float = 2.0,
+    def __init__(self, d_model: int, n_heads: int, n_layers: int = 1, chunk_size: int = 32, proj_factor: float = 2.0,
                  conv_size: int = 4, qkv_block: int = 4):
         super().__init__()
         d_inner = int(round(proj_factor * d_model))
@@ -153,7 +157,9 @@ class MLSTMLayer(nn.Module):
         c = F.silu(c)  # eq. (6)
         q, k, v = self.q(c), self.k(c), self.v(u)  # (B, T, d_in), eq. (7)
         gates = torch.cat((q, k, v), dim=-1)  # (B, T, 3 d_in)
-        i_pre, f_pre = self.igate(gates).transpose(1, 2), self.fgate(gates).transpose(1, 2)  # (B, H, T), eq. (8)
+        # both gates in one product (B, T, 2H): their backward's inner dimension is then 2H, not H (4: slow on the CPU)
+        weight, bias = torch.cat((self.igate.weight, self.fgate.weight)), torch.cat((self.igate.bias, self.fgate.bias))
+        i_pre, f_pre = F.linear(gates, weight, bias).transpose(1, 2).chunk(2, dim=1)  # (B, H, T) each, eq. (8)
         q, v = heads(q, self.n_heads), heads(v, self.n_heads)  # (B, H, T, d_h)
         k = heads(k, self.n_heads) / math.sqrt(self.head_dim)
         h, S, m = mlstm_cell(q, k, v, i_pre, f_pre, S=None if state is None else state["S"],
@@ -167,7 +173,7 @@ class MLSTM(LinearRecurrent):
     """mLSTM [Beck et al. 2024, xLSTM]: exponential input gate, sigmoid forget gate, normaliser, stabiliser m_t."""
 
     def __init__(self, vocab_size: int, causal: bool = True, d_model: int = 128, n_heads: int = 4, n_layers: int = 2,
-                 d_ff: int = 256, dropout: float = 0.1, chunk_size: int = 64, proj_factor: float = 2.0, conv_size: int = 4,
+                 d_ff: int = 256, dropout: float = 0.1, chunk_size: int = 32, proj_factor: float = 2.0, conv_size: int = 4,
                  qkv_block: int = 4):
         super().__init__(vocab_size, causal, d_model, n_layers, d_ff, dropout,
                          lambda: MLSTMLayer(d_model, n_heads, n_layers, chunk_size, proj_factor, conv_size, qkv_block))

@@ -37,7 +37,7 @@ from bench.cost.counters import SavedBytes  # noqa: E402
 from bench.models.layers import linear_recurrence as lr  # noqa: E402
 from scripts._bench_util import emit  # noqa: E402
 
-FAMILIES = ("linear-transformer", "deltanet", "gated-deltanet", "retnet", "gla", "mamba2")
+FAMILIES = ("linear-transformer", "deltanet", "gated-deltanet", "retnet", "gla", "mamba2", "mlstm")
 SIZES = {"d_model": 64, "n_heads": 4, "n_layers": 2, "d_ff": 128, "dropout": 0.0}
 VOCAB = 32
 

@@ -121,11 +121,11 @@ def gated_linear_attention(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor | 
     causal = _causal(C, q.device)
     transition = None
     if log_decay is None:
-        A = (q @ k.mT).masked_fill(~causal, 0.0)  # (B, H, N, C, C)
+        A = torch.where(causal, q @ k.mT, 0.0)  # (B, H, N, C, C)
         q_in, k_out = q, k  # queries reading S_0, keys as they reach S_C
     elif not per_channel:
         b = _chunked(log_decay.unsqueeze(-1), C, pad).squeeze(-1).cumsum(-1)  # (B, H, N, C) cumulative log decay
-        D = (b[..., :, None] - b[..., None, :]).masked_fill(~causal, -math.inf).exp()  # (B, H, N, C, C) e^{b_t - b_s}
+        D = torch.where(causal, b[..., :, None] - b[..., None, :], -math.inf).exp()  # (B, H, N, C, C) e^{b_t - b_s}
         if decay_sign is not None:  # prod of signs from s+1 to t = sigma_t sigma_s, sigma the running product
             sigma = _chunked(decay_sign.unsqueeze(-1), C, pad).squeeze(-1).to(q.dtype)
             sigma = torch.where(sigma < 0, -1.0, 1.0).to(q.dtype).cumprod(-1)  # (B, H, N, C); padding: +1
@@ -140,7 +140,7 @@ def gated_linear_attention(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor | 
             transition = transition * sigma[..., -1, None, None]
     else:
         b = _chunked(log_decay, C, pad).cumsum(-2)  # (B, H, N, C, dk)
-        D = (b[..., :, None, :] - b[..., None, :, :]).masked_fill(~causal[..., None], -math.inf).exp()  # (B, H, N, C, C, dk)
+        D = torch.where(causal[..., None], b[..., :, None, :] - b[..., None, :, :], -math.inf).exp()  # (B, H, N, C, C, dk)
         A = torch.einsum("bhntc,bhnsc,bhntsc->bhnts", q, k, D)
         q_in = q * b.exp()
         k_out = k * (b[..., -1:, :] - b).exp()
@@ -209,7 +209,7 @@ def delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay: Tensor 
         gamma = gamma_C = None
     else:
         b = _chunked(log_decay.unsqueeze(-1), C, pad).squeeze(-1).cumsum(-1)  # (B, H, N, C)
-        G = (b[..., :, None] - b[..., None, :]).masked_fill(~causal, -math.inf).exp()  # (B, H, N, C, C)
+        G = torch.where(causal, b[..., :, None] - b[..., None, :], -math.inf).exp()  # (B, H, N, C, C)
         gamma, gamma_C = b.exp()[..., None], b[..., -1].exp()  # (B, H, N, C, 1), (B, H, N)
     # the UT transform: (I + diag(beta) (K K^T * G)_strict) [U~, W] = [diag(beta) V, diag(beta e^b) K]
     L = (beta * (k @ k.mT) * G).tril(-1)  # (B, H, N, C, C); the unit diagonal is implied
