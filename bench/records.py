@@ -369,14 +369,38 @@ def versions() -> dict:
     }
 
 
+def cpu_model(cpuinfo: str | None = None) -> str:
+    """The processor as /proc/cpuinfo names it, with its family / model / stepping numbers (two
+    machines of one marketing name can be different generations, with different vector units):
+    e.g. "AMD EPYC (family 25, model 1, stepping 1)"; ``platform.processor()`` where there is no
+    /proc/cpuinfo. ``cpuinfo``: that file's text (tests)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return platform.processor() or platform.machine()
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            break  # the first processor's block is enough
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name") or platform.processor() or platform.machine()
+    numbers = [f"{k.replace('cpu ', '')} {fields[k]}" for k in ("cpu family", "model", "stepping") if fields.get(k)]
+    return f"{name} ({', '.join(numbers)})" if numbers else name
+
+
 def device_info(trainer=None) -> dict:
-    """Where a run ran: device type and names, processes (world size), CPU threads."""
+    """Where a run ran: device type and names, processes (world size); on the CPU its threads, the
+    processor (``cpu_model``) and the vector instructions torch's kernels use (``isa``: AVX2,
+    AVX512, ...): runs on two ISAs round differently, so they can part after many steps."""
     world = trainer.world_size if trainer is not None else 1
     on_cuda = trainer.strategy.root_device.type == "cuda" if trainer is not None else torch.cuda.is_available()
     if on_cuda:
         names = sorted({torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())})
         return {"type": "cuda", "name": names[0] if len(names) == 1 else names, "count": torch.cuda.device_count(), "world_size": world}
-    return {"type": "cpu", "name": platform.processor() or platform.machine(), "threads": torch.get_num_threads(), "world_size": world}
+    return {"type": "cpu", "name": platform.processor() or platform.machine(), "threads": torch.get_num_threads(), "world_size": world,
+            "cpu": cpu_model(), "isa": torch.backends.cpu.get_cpu_capability()}
 
 
 def base_record(model: str, task: str, preset: str, seed: int, overrides) -> dict:

@@ -9,8 +9,10 @@ A larger test set changes what a run is scored on, not what it learns (the test 
 from the training and validation streams, bench/tasks/draws.py); but a run trained again need not
 repeat an older record bit for bit (bench/tables/probes-cpu-1000.yaml's header has a case), so
 which re-tested runs hold the same training as the ones they replace is read here from the
-records. Prints one line per task (pairs, the same, differing) and each differing pair; exit
-status 1 if any pair differs.
+records. Prints one line per task (pairs, the same, differing) and each differing pair with the
+machines the two ran on where the records name them (``device.cpu`` / ``device.isa``: two vector
+units round differently, and a run can part from its twin after many steps); exit status 1 if any
+pair differs.
 """
 from __future__ import annotations
 
@@ -53,6 +55,17 @@ def differences(a: dict, b: dict) -> list[str]:
     return [field for field in DECIDED if a.get(field) != b.get(field)]
 
 
+def machines(a: dict, b: dict) -> str:
+    """Where two records ran, as far as they say: the same processor and ISA, what differs, or
+    which record does not name them (records made before bench wrote ``device.cpu`` / ``isa``)."""
+    da, db = a.get("device") or {}, b.get("device") or {}
+    missing = [name for name, d in (("record", da), ("twin", db)) if "isa" not in d]
+    if missing:
+        return f"not recorded in the {' and the '.join(missing)}"
+    diff = [f"{key} {da.get(key)} vs {db.get(key)}" for key in ("cpu", "isa") if da.get(key) != db.get(key)]
+    return "; ".join(diff) if diff else "the same cpu and isa"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tasks", nargs="+", help="tasks whose records to pair, e.g. mqar z60")
@@ -69,9 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     for task in args.tasks:
         same = 0
         for new, old in found.get(task, []):
-            diff = differences(json.loads(new.read_text()), json.loads(old.read_text()))
+            a, b = json.loads(new.read_text()), json.loads(old.read_text())
+            diff = differences(a, b)
             if diff:
-                differing.append([str(new.relative_to(out)), str(old.relative_to(out)), ", ".join(diff)])
+                differing.append([str(new.relative_to(out)), str(old.relative_to(out)), ", ".join(diff), machines(a, b)])
             else:
                 same += 1
         n = len(found.get(task, []))
@@ -81,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     print(tabulate(rows, headers=["task", "pairs", "the same", "differ"], tablefmt="github"))
     if differing:
         print()
-        print(tabulate(differing, headers=["record", "twin", "differs in"], tablefmt="github"))
+        print(tabulate(differing, headers=["record", "twin", "differs in", "machines"], tablefmt="github"))
     return 1 if differing else 0
 
 

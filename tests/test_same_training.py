@@ -45,6 +45,17 @@ def test_pairs_twins_by_everything_but_the_given_override(tmp_path, capsys):
     assert "runs/mqar/small/lstm/seed1-b.json" in shown and "val_history, best_val" in shown
 
 
+def test_a_differing_pair_says_on_which_machines_the_two_ran():
+    s = _script()
+    avx2 = {"device": {"type": "cpu", "cpu": "AMD EPYC (family 25, model 1, stepping 1)", "isa": "AVX2"}}
+    avx512 = {"device": {"type": "cpu", "cpu": "AMD EPYC (family 25, model 17, stepping 1)", "isa": "AVX512"}}
+    assert s.machines(avx2, avx512) == ("cpu AMD EPYC (family 25, model 1, stepping 1) vs AMD EPYC (family 25, model 17, "
+                                        "stepping 1); isa AVX2 vs AVX512")
+    assert s.machines(avx2, avx2) == "the same cpu and isa"
+    assert s.machines(avx2, {"device": {"type": "cpu", "threads": 1}}) == "not recorded in the twin"
+    assert s.machines({}, {}) == "not recorded in the record and the twin"
+
+
 def test_a_missing_results_folder_is_one_line_and_status_2(tmp_path, capsys):
     assert _script().main(["mqar", "--set", "data.n_test=1000", "--out", str(tmp_path / "none")]) == 2
     assert capsys.readouterr().err.count("\n") == 1

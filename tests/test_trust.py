@@ -354,8 +354,20 @@ def test_default_threads_are_capped_by_omp_num_threads_and_a_run_gives_the_calle
                         overrides=["train.max_epochs=1", "train.num_threads=2"])
         assert rec["device"]["threads"] == 2  # the run trained on its own count
         assert torch.get_num_threads() == 1  # and the caller has its own back
+        # and the vector unit its kernels used: records from an AVX2 and an AVX-512 machine round differently
+        assert rec["device"]["isa"] == torch.backends.cpu.get_cpu_capability()
     finally:
         torch.set_num_threads(before)
+
+
+def test_cpu_model_names_the_processor_by_its_first_block_with_family_model_and_stepping():
+    from bench.records import cpu_model
+
+    two_cpus = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+                "model name\t: AMD EPYC 9654 96-Core Processor\nstepping\t: 1\nflags\t\t: fpu avx512f\n\n"
+                "processor\t: 1\ncpu family\t: 6\nmodel name\t: another\n")
+    assert cpu_model(two_cpus) == "AMD EPYC 9654 96-Core Processor (family 25, model 17, stepping 1)"
+    assert cpu_model("processor\t: 0\nmodel name\t: AMD EPYC\n") == "AMD EPYC"  # no numbers given: the name alone
 
 
 def test_a_grid_stopped_by_sigterm_exits_143(monkeypatch, capsys):
