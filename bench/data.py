@@ -64,12 +64,27 @@ def split_path(task: Task, split: str) -> Path:
     return cache_root() / type(task).__name__.lower() / f"{split}-{fingerprint(task, split)}"
 
 
+def _tqdm_thread_lock() -> None:
+    """Give tqdm a thread lock before ``datasets.load_from_disk`` first uses it. Loading runs tqdm's
+    ``thread_map``, whose first use creates tqdm's class lock, by default a multiprocessing RLock:
+    a named POSIX semaphore the multiprocessing resource tracker watches. A grid cell stopped by a
+    signal can exit without releasing it, and the tracker (a child of the grid) then prints a
+    leaked-semaphore warning after the grid's last line. Loading needs threads only."""
+    import threading
+
+    from tqdm import tqdm
+
+    if getattr(tqdm, "_lock", None) is None:
+        tqdm.set_lock(threading.RLock())
+
+
 def _read(path: Path):
     """The cached split at ``path``, or None when it is missing or unreadable (truncated, corrupt)."""
     import datasets
 
     if not path.is_dir():
         return None
+    _tqdm_thread_lock()
     try:
         ds = datasets.load_from_disk(str(path))
         ds.data.validate(full=True)  # reads every buffer: a truncated file fails here, not mid-training

@@ -36,6 +36,27 @@ def test_cache_is_reused_and_keyed_by_parameters(tmp_path, monkeypatch):
     assert leftovers == []  # no half-written temporary folders
 
 
+def test_reading_a_cached_split_leaves_no_semaphore_for_the_resource_tracker(tmp_path, monkeypatch):
+    """datasets.load_from_disk runs tqdm's thread_map, which would create tqdm's lock as a
+    multiprocessing RLock (a named semaphore): a grid cell stopped by a signal could leave it
+    behind, and the tracker's warning would follow the grid's last line. Reading gives tqdm a
+    thread lock first: nothing is registered with the tracker, in a process with no tqdm lock yet."""
+    from multiprocessing import resource_tracker
+
+    from tqdm import tqdm
+    from tqdm.std import TqdmDefaultWriteLock
+
+    monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path))
+    task = Parity(max_len=12, **SMALL)
+    load_split(task, "train")  # generated and written
+    monkeypatch.delattr(tqdm, "_lock", raising=False)  # as in a fresh process
+    monkeypatch.delattr(TqdmDefaultWriteLock, "mp_lock", raising=False)
+    registered = []
+    monkeypatch.setattr(resource_tracker, "register", lambda name, rtype: registered.append(rtype))
+    load_split(task, "train")  # read from disk
+    assert registered == [] and not isinstance(tqdm.get_lock(), TqdmDefaultWriteLock)
+
+
 def test_a_default_is_part_of_the_key():
     """A parameter left at its default and the same value given explicitly are one entry; a
     different value of a parameter that was never passed is still seen (defaults are recorded)."""
