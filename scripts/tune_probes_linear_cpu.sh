@@ -9,7 +9,7 @@ set -euo pipefail
 BENCH=${BENCH:-python -m bench}
 OUT=${OUT:-results}
 JOBS=${JOBS:-2}
-MODELS=transformer,lstm,linear-transformer,deltanet,deltanet-neg,gated-deltanet,retnet,gla,mamba2,mamba2-neg,mlstm,ut,gut,tlb,gutlb
+MODELS=transformer,lstm,linear-transformer,deltanet,deltanet-neg,gated-deltanet,retnet,gla,mamba2,mamba2-neg,mlstm,rwkv7,ut,gut,tlb,gutlb
 B=($BENCH tune --preset small --set data.n_test=1000 --models "$MODELS" --grid "train.lr=[3e-4,1e-3,3e-3,1e-2]" --pruner sync --seed 100
    --jobs "$JOBS" --out "$OUT")
 "${B[@]}" --study pl-mqar --task mqar --objective token_acc

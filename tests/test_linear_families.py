@@ -1,10 +1,10 @@
-"""The matrix-state families (linear-transformer, deltanet, gated-deltanet, retnet, gla, mamba2, mlstm
-and the negative-eigenvalue entries) against forms written independently of the shared mechanism: the
+"""The matrix-state families (linear-transformer, deltanet, gated-deltanet, retnet, gla, mamba2, mlstm,
+rwkv7 and the negative-eigenvalue entries) against forms written independently of the shared mechanism: the
 linear Transformer as normalised kernel attention [Katharopoulos eq. 4-6], RetNet's parallel form
 [Sun eq. 5], Mamba-2's scan of eq. (5) step by step, with and without negative transitions; the
 state bytes flat in the context; the beta range; bad settings. (Streaming = forward: test_streaming.py;
 forward / backward on every task and causality: test_models.py; the mLSTM against the xLSTM paper's
-loops: test_mlstm.py.)"""
+loops: test_mlstm.py; RWKV-7 against its equations: test_rwkv7.py.)"""
 import math
 
 import pytest
@@ -13,11 +13,12 @@ import torch.nn.functional as F
 
 import bench
 from bench.models.linear_recurrent import LinearRecurrent, heads, merge
+from bench.models.rwkv7 import RWKV7
 from bench.runner.stream_state import stream_state_bytes
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-FAMILIES = ["linear-transformer", "deltanet", "deltanet-neg", "gated-deltanet", "retnet", "gla", "mamba2", "mamba2-neg", "mlstm"]
+FAMILIES = ["linear-transformer", "deltanet", "deltanet-neg", "gated-deltanet", "retnet", "gla", "mamba2", "mamba2-neg", "mlstm", "rwkv7"]
 
 
 def build(name, **kw):
@@ -35,7 +36,7 @@ def test_state_bytes_do_not_grow_with_the_context(name):
     model = build(name)
     short, long = stream_state_bytes(model, 50), stream_state_bytes(model, 700)
     assert short == long > 0
-    assert isinstance(model, LinearRecurrent)
+    assert isinstance(model, RWKV7 if name == "rwkv7" else LinearRecurrent)  # RWKV-7: its own stack (token shift, value residual)
 
 
 def test_linear_transformer_is_normalised_kernel_attention():

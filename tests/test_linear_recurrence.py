@@ -1,7 +1,7 @@
 """The matrix-state recurrences (bench/models/layers/linear_recurrence.py): the chunkwise-parallel
 form and the step form against the step-by-step reference loop, outputs, final states and
-gradients, for every decay kind (none, per head, per key channel, signed per head), with and
-without an initial state, T a multiple of the chunk and not.
+gradients, for every decay kind (none, per head, per key channel: factored and, for strong decays,
+exact; signed per head), with and without an initial state, T a multiple of the chunk and not.
 
 Float64: agreement to 1e-10; float32 (compared with the float64 reference, the truth): <= 1e-5 at
 T = 1024 and 1000. Inputs are what the families feed: L2-normalised q and k (DeltaNet, Gated
@@ -23,7 +23,7 @@ from bench.models.layers.linear_recurrence import (
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 B, H, DK, DV = 2, 2, 16, 8
-GLA_DECAYS = ["none", "head", "channel", "signed"]
+GLA_DECAYS = ["none", "head", "channel", "strong", "signed"]  # strong: per channel, up to -8 a step (the exact (C, C, dk) form)
 DELTA_DECAYS = ["none", "head"]
 
 
@@ -37,8 +37,8 @@ def make(T, decay, dtype=torch.float64, seed=0, state=True, delta=False):
         args["beta"] = 2 * torch.rand(B, H, T, generator=g, dtype=dtype)  # (0, 2): negative eigenvalues too
     if decay in ("head", "signed"):
         args["log_decay"] = -0.3 * torch.rand(B, H, T, generator=g, dtype=dtype)
-    elif decay == "channel":
-        args["log_decay"] = -torch.rand(B, H, T, DK, generator=g, dtype=dtype)
+    elif decay in ("channel", "strong"):
+        args["log_decay"] = -(8 if decay == "strong" else 1) * torch.rand(B, H, T, DK, generator=g, dtype=dtype)
     if decay == "signed":
         args["decay_sign"] = torch.where(torch.rand(B, H, T, generator=g) < 0.3, -1.0, 1.0).to(dtype)
     if state:

@@ -7,7 +7,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bench.models.layers.linear_recurrence import delta_rule, delta_rule_reference, gated_linear_attention, gated_linear_attention_reference
+from bench.models.layers.linear_recurrence import (
+    delta_rule,
+    delta_rule_reference,
+    dplr_delta_rule,
+    gated_linear_attention,
+    gated_linear_attention_reference,
+)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -59,5 +65,22 @@ def test_fla_kernels_equal_the_torch_forms(delta, decay):
         fo, fS = ops.chunk_simple_gla(q, k, v, args["log_decay"].transpose(1, 2).contiguous(), **common)
     else:
         fo, fS = ops.chunk_gla(q, k, v, _bthd(args["log_decay"]), **common)
+    torch.testing.assert_close(fo.transpose(1, 2).float(), o, atol=2e-3, rtol=2e-3)
+    torch.testing.assert_close(fS.float(), S, atol=2e-3, rtol=2e-3)
+
+
+def test_fla_dplr_kernel_equals_the_torch_form():
+    """fla's ``chunk_dplr_delta_rule`` (S_t = S_{t-1} read along a, written along b, its naive.py) against
+    ``dplr_delta_rule`` with RWKV-7's inputs: a = -kappa^, b = kappa^ * rate, a per-channel decay."""
+    pytest.importorskip("fla")
+    ops = pytest.importorskip("fla.ops.generalized_delta_rule")
+    args = inputs("channel", False)
+    g = torch.Generator().manual_seed(1)
+    kappa = F.normalize(torch.randn(B, H, T, D, generator=g), dim=-1).cuda()
+    rate = torch.rand(B, H, T, D, generator=g).cuda()
+    a, b = -kappa, kappa * rate
+    o, S = dplr_delta_rule(args["q"], args["k"], args["v"], a, b, args["log_decay"], initial_state=args["initial_state"])
+    fo, fS = ops.chunk_dplr_delta_rule(*(_bthd(x) for x in (args["q"], args["k"], args["v"], a, b, args["log_decay"])),
+                                       scale=1.0, initial_state=args["initial_state"], output_final_state=True)
     torch.testing.assert_close(fo.transpose(1, 2).float(), o, atol=2e-3, rtol=2e-3)
     torch.testing.assert_close(fS.float(), S, atol=2e-3, rtol=2e-3)

@@ -39,7 +39,7 @@ OWN = {"transformer", "nope", "transformer-star", "rsa-transformer", "rsa-transf
        "rsa-transformer-III", "rsa-transformer-IV", "xl", "rsa-xl", "brt", "brt-lstm-gate", "rsa-brt",
        "lstm", "gru", "r-transformer", "tlb", "rsa-tlb", "ut", "gut", "gut-no-global-halt", "gut-no-gate",
        "gut-no-transition", "gutlb", "linear-transformer", "deltanet", "deltanet-neg", "gated-deltanet", "retnet",
-       "gla", "mamba2", "mamba2-neg", "mlstm"}
+       "gla", "mamba2", "mamba2-neg", "mlstm", "rwkv7"}
 OTHERS: set = set()
 CANNOT = {"tlb-fr"}
 

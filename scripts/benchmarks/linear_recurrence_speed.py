@@ -37,7 +37,7 @@ from bench.cost.counters import SavedBytes  # noqa: E402
 from bench.models.layers import linear_recurrence as lr  # noqa: E402
 from scripts._bench_util import emit  # noqa: E402
 
-FAMILIES = ("linear-transformer", "deltanet", "gated-deltanet", "retnet", "gla", "mamba2", "mlstm")
+FAMILIES = ("linear-transformer", "deltanet", "gated-deltanet", "retnet", "gla", "mamba2", "mlstm", "rwkv7")
 SIZES = {"d_model": 64, "n_heads": 4, "n_layers": 2, "d_ff": 128, "dropout": 0.0}
 VOCAB = 32
 
@@ -68,6 +68,9 @@ def mechanism_inputs(kind: str, T: int, B=4, H=4, d=32):
     k = F.normalize(torch.randn(B, H, T, d, generator=g), dim=-1)
     v = torch.randn(B, H, T, d, generator=g)
     beta = torch.rand(B, H, T, generator=g) if kind.startswith("delta") else None
+    if kind.startswith("dplr"):  # RWKV-7's inputs: read along -kappa^, write along kappa^ * rate
+        kappa = F.normalize(torch.randn(B, H, T, d, generator=g), dim=-1)
+        beta = (-kappa, kappa * torch.rand(B, H, T, d, generator=g))
     log_decay = None
     if kind.endswith("head"):
         log_decay = -0.1 * torch.rand(B, H, T, generator=g)
@@ -83,6 +86,8 @@ def step_loop(q, k, v, beta, log_decay):
         ld = None if log_decay is None else log_decay[:, :, t]
         if beta is None:
             o, S = lr.gated_linear_attention_step(q[:, :, t], k[:, :, t], v[:, :, t], ld, S)
+        elif isinstance(beta, tuple):
+            o, S = lr.dplr_delta_rule_step(q[:, :, t], k[:, :, t], v[:, :, t], beta[0][:, :, t], beta[1][:, :, t], ld, S)
         else:
             o, S = lr.delta_rule_step(q[:, :, t], k[:, :, t], v[:, :, t], beta[:, :, t], ld, S)
         outs.append(o)
@@ -92,18 +97,24 @@ def step_loop(q, k, v, beta, log_decay):
 def chunked(q, k, v, beta, log_decay):
     if beta is None:
         return lr.gated_linear_attention(q, k, v, log_decay)
+    if isinstance(beta, tuple):  # (a, b) of the DPLR rule
+        return lr.dplr_delta_rule(q, k, v, *beta, log_decay)
     return lr.delta_rule(q, k, v, beta, log_decay)
+
+
+MECHANISMS = {"gla": "gated_linear_attention", "delta": "delta_rule", "dplr": "dplr_delta_rule"}
 
 
 def mechanism_rows(T: int, repeats: int) -> list:
     rows = []
-    for (batch, d), kind in itertools.product(((1, 16), (4, 32)), ("gla-none", "gla-head", "gla-channel", "delta-none", "delta-head")):
+    for (batch, d), kind in itertools.product(((1, 16), (4, 32)), ("gla-none", "gla-head", "gla-channel", "delta-none", "delta-head",
+                                                                               "dplr-channel")):
         args = mechanism_inputs(kind, T, B=batch, d=d)
         with torch.no_grad():
             t = interleaved({"step": lambda: step_loop(*args), "chunked": lambda: chunked(*args)}, repeats)
             err = (step_loop(*args)[0] - chunked(*args)[0]).abs().max().item()
         ratio = t["step"] / t["chunked"]
-        fn = "gated_linear_attention" if kind.startswith("gla") else "delta_rule"
+        fn = MECHANISMS[kind.split("-")[0]]
         rows.append([fn, kind.split("-")[1], batch, d, T, f"{1e3 * t['step']:.1f}", f"{1e3 * t['chunked']:.1f}", f"{ratio:.1f}",
                      "yes" if ratio >= 10 else "no", f"{err:.1e}"])
     return rows

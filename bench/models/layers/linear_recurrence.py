@@ -6,10 +6,13 @@ nothing is scaled inside (a family scales or normalises q, k itself).
     gated_linear_attention   S_t = diag(a_t) S_{t-1} + k_t v_t^T                  o_t = S_t^T q_t
     delta_rule               S_t = a_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T
                                                                                     o_t = S_t^T q_t
+    dplr_delta_rule          S_t = (diag(a_t) + b_t a~_t^T) S_{t-1} + k_t v_t^T     o_t = S_t^T q_t
+                             (diagonal plus rank one: the state is read along a~_t and written
+                             back along b_t; RWKV-7's generalised delta rule)
 
 with a_t = exp(log_decay_t) in (0, 1]: ``log_decay`` None (a_t = 1: linear attention / DeltaNet),
 (B, H, T) (one decay per head and step: RetNet, Mamba-2, Gated DeltaNet) or, for gated linear
-attention only, (B, H, T, dk) (one per key channel: GLA). Gated linear attention also takes
+attention and the DPLR rule, (B, H, T, dk) (one per key channel: GLA, RWKV-7). Gated linear attention also takes
 ``decay_sign`` (B, H, T) of +-1 beside a per-head decay: a_t = decay_sign_t exp(log_decay_t) in
 [-1, 1] (negative transitions, Grazzi et al. 2025).
 
@@ -32,14 +35,26 @@ Three forms of each, which agree (tests/test_linear_recurrence.py):
           O   = (Q * e^{b}) S_0 + (Q K^T * G)_causal U
           S_C = e^{b_C} S_0 + (K * e^{b_C - b})^T U                                   (DeltaNet §3.2)
 
+      DPLR rule (the same with a pseudo-value per step): u_t = a~_t^T S_{t-1}, so S_t =
+      diag(e^{b_t}) S_0 + sum_{i<=t} diag(e^{b_t - b_i}) (b_i u_i + k_i v_i^T), and the u_t solve
+      (I - L) U = (A~ * e^{b_{t-1}}) S_0 + M V with L_ti = a~_t . (e^{b_{t-1} - b_i} * b_i),
+      M_ti = a~_t . (e^{b_{t-1} - b_i} * k_i) (i < t): again U = U~ + W S_0, then
+          O   = (Q * e^{b}) S_0 + P_b U + P_k V,    (P_x)_ti = q_t . (e^{b_t - b_i} * x_i), i <= t
+          S_C = diag(e^{b_C}) S_0 + (B * e^{b_C - b})^T U + (K * e^{b_C - b})^T V
+
   A per-channel decay needs the (C, C, dk) tensor of e^{b_t - b_s}, so its chunks are at most 8
   steps (``PER_CHANNEL_CHUNK``); every exponent is of a difference b_t - b_s <= 0, never of b_s
-  alone, so no chunk overflows whatever the decays.
+  alone, so no chunk overflows whatever the decays. Where the decays are mild enough, a per-channel
+  decay instead factors e^{b_t - b_s} = e^{b_t} e^{-b_s} (plain (C, C) products, chunks up to
+  ``chunk_size``): while every b of a chunk stays above -``FACTORED_LOG_RANGE`` no factor exceeds
+  e^30; the chunk is shortened to keep it so, and below 8 steps the exact form is used
+  (``_per_channel_chunk``).
 * the step form (streaming, one token): ``*_step`` with q, k, v (B, H, d) and the state.
 * the step-by-step reference loop (``*_reference``): the defining recurrence literally, for tests.
 
-Where a CUDA device is present and flash-linear-attention is installed, ``fla_kernels`` offers its
-Triton kernels for the same functions (imported only there; ``pytest -m gpu`` compares them).
+Where a CUDA device is present and flash-linear-attention is installed, its Triton kernels compute
+the same functions (``pytest -m gpu``: tests/test_linear_recurrence_gpu.py compares them with
+these forms; fla is imported only there).
 """
 from __future__ import annotations
 
@@ -49,7 +64,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-PER_CHANNEL_CHUNK = 8  # a per-channel decay builds (C, C, dk) decay tensors: chunks of at most this (8: fastest on the CPU)
+PER_CHANNEL_CHUNK = 8  # the exact per-channel form builds (C, C, dk) decay tensors: chunks of at most this (8: fastest on the CPU)
+FACTORED_LOG_RANGE = 30.0  # a per-channel decay factors e^{b_t - b_i} = e^{b_t} e^{-b_i} while every b_i >= -this (e^30 ~ 1e13)
 
 
 # ---- checks ---------------------------------------------------------------------------------
@@ -81,20 +97,38 @@ def _causal(C: int, device, diagonal: int = 0) -> Tensor:
     return torch.ones(C, C, dtype=torch.bool, device=device).tril(diagonal)  # (C, C) [t, s]: s <= t (+ diagonal)
 
 
+def _per_channel_chunk(log_decay: Tensor, chunk_size: int, T: int) -> tuple[int, bool]:
+    """The chunk length for a per-channel decay (B, H, T, dk), and whether its decays factor inside a
+    chunk (e^{b_t - b_s} = e^{b_t} e^{-b_s}, plain (C, C) products): they do while every chunk's
+    cumulative log decay stays above -FACTORED_LOG_RANGE, so the chunk is cut to FACTORED_LOG_RANGE /
+    (the strongest decay) steps; below PER_CHANNEL_CHUNK steps the exact (C, C, dk) form is used."""
+    C = max(1, min(chunk_size, T))
+    strongest = -log_decay.min().item() if log_decay.numel() else 0.0
+    if strongest * C <= FACTORED_LOG_RANGE:
+        return C, True
+    if strongest * PER_CHANNEL_CHUNK <= FACTORED_LOG_RANGE:
+        return int(FACTORED_LOG_RANGE // strongest), True
+    return min(C, PER_CHANNEL_CHUNK), False
+
+
 def _pass_states(transition: Tensor | None, update: Tensor, initial_state: Tensor | None, matrix: bool = False):
     """The inter-chunk recurrence S_{n+1} = transition_n (*|@) S_n + update_n over chunks n = 0..N-1.
     update (B, H, N, dk, dv); transition None (identity), broadcastable to it (elementwise) or
     (B, H, N, dk, dk) (``matrix``). -> (the state entering each chunk (B, H, N, dk, dv), final state)."""
     S = update.new_zeros(update.shape[:2] + update.shape[3:]) if initial_state is None else initial_state.to(update.dtype)
+    # unbound once: indexing chunk n inside the loop would make each index's backward a zero tensor of
+    # the whole, N of them per call (measured: the largest cost of a training step at N = 16)
+    updates = update.unbind(2)
+    transitions = [None] * len(updates) if transition is None else transition.expand(*update.shape[:3], *transition.shape[3:]).unbind(2)
     entering = []
-    for n in range(update.shape[2]):
+    for T_n, U_n in zip(transitions, updates):
         entering.append(S)
-        if transition is None:
-            S = S + update[:, :, n]
+        if T_n is None:
+            S = S + U_n
         elif matrix:
-            S = transition[:, :, n] @ S + update[:, :, n]
+            S = T_n @ S + U_n
         else:
-            S = transition[:, :, n] * S + update[:, :, n]
+            S = T_n * S + U_n
     return torch.stack(entering, dim=2), S
 
 
@@ -114,7 +148,7 @@ def gated_linear_attention(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor | 
         raise ValueError("decay_sign goes with a per-head log_decay (B, H, T) of the same shape")
     B, H, T, dk = q.shape
     per_channel = log_decay is not None and log_decay.dim() == 4
-    C = max(1, min(chunk_size, T, PER_CHANNEL_CHUNK if per_channel else chunk_size))
+    C, factored = _per_channel_chunk(log_decay, chunk_size, T) if per_channel else (max(1, min(chunk_size, T)), False)
     N = -(-T // C)
     pad = N * C - T
     q, k, v = (_chunked(x, C, pad) for x in (q, k, v))  # (B, H, N, C, d)
@@ -140,8 +174,11 @@ def gated_linear_attention(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor | 
             transition = transition * sigma[..., -1, None, None]
     else:
         b = _chunked(log_decay, C, pad).cumsum(-2)  # (B, H, N, C, dk)
-        D = torch.where(causal[..., None], b[..., :, None, :] - b[..., None, :, :], -math.inf).exp()  # (B, H, N, C, C, dk)
-        A = torch.einsum("bhntc,bhnsc,bhntsc->bhnts", q, k, D)
+        if factored:  # e^{b_t - b_s} = e^{b_t} e^{-b_s}
+            A = torch.where(causal, (q * b.exp()) @ (k * (-b).exp()).mT, 0.0)
+        else:
+            D = torch.where(causal[..., None], b[..., :, None, :] - b[..., None, :, :], -math.inf).exp()  # (B, H, N, C, C, dk)
+            A = torch.einsum("bhntc,bhnsc,bhntsc->bhnts", q, k, D)
         q_in = q * b.exp()
         k_out = k * (b[..., -1:, :] - b).exp()
         transition = b[..., -1, :].exp()[..., None]  # (B, H, N, dk, 1)
@@ -249,5 +286,85 @@ def delta_rule_reference(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_deca
         kt, bt = k[:, :, t, :, None], beta[:, :, t, None, None]  # (B, H, dk, 1), (B, H, 1, 1)
         a = 1.0 if log_decay is None else log_decay[:, :, t, None, None].exp()
         S = a * (eye - bt * kt @ kt.mT) @ S + bt * kt @ v[:, :, t, None, :]
+        outs.append((S.mT @ q[:, :, t, :, None])[..., 0])
+    return torch.stack(outs, dim=2), S
+
+
+# ---- diagonal plus low rank (the generalised delta rule) ------------------------------------
+
+
+def dplr_delta_rule(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, log_decay: Tensor | None = None, *,
+                    initial_state: Tensor | None = None, chunk_size: int = 32) -> tuple[Tensor, Tensor]:
+    """S_t = (diag(exp(log_decay_t)) + b_t a_t^T) S_{t-1} + k_t v_t^T, o_t = S_t^T q_t, chunkwise-parallel
+    (module docstring): the state read along a_t (a_t^T S_{t-1}), written back along b_t. The delta rule
+    is a = k, b = -beta a k (times its decay a); RWKV-7 is a = -kappa^, b = kappa^ * in-context rate.
+
+    q, k, a, b (B, H, T, dk); v (B, H, T, dv); log_decay None, (B, H, T) or (B, H, T, dk), <= 0;
+    initial_state (B, H, dk, dv) or None. -> (o (B, H, T, dv), final state (B, H, dk, dv)).
+
+    Inside a chunk the decays e^{b_t - b_i} factor as e^{b_t} e^{-b_i} (plain matrix products) where
+    the chunk's cumulative log decay stays above -``FACTORED_LOG_RANGE`` (``_per_channel_chunk``:
+    RWKV-7's decays, >= -0.61 a step, keep chunks of 32), the exact (C, C, dk) form elsewhere."""
+    _check(q, k, v, log_decay, initial_state, chunk_size)
+    if a.shape != q.shape or b.shape != q.shape:
+        raise ValueError(f"a and b must be (B, H, T, dk) = {tuple(q.shape)}; got {tuple(a.shape)}, {tuple(b.shape)}")
+    B, H, T, dk = q.shape
+    dv = v.shape[-1]
+    if log_decay is None:
+        log_decay = q.new_zeros(B, H, T, dk)
+    elif log_decay.dim() == 3:
+        log_decay = log_decay[..., None].expand(B, H, T, dk)
+    C, factored = _per_channel_chunk(log_decay, chunk_size, T)
+    N = -(-T // C)
+    pad = N * C - T
+    q, k, v, a, b = (_chunked(x, C, pad) for x in (q, k, v, a, b))  # (B, H, N, C, d); padding: no read, no write
+    g = _chunked(log_decay, C, pad).cumsum(-2)  # (B, H, N, C, dk) b_t: cumulative log decay inside the chunk
+    g_prev = F.pad(g[..., :-1, :], (0, 0, 1, 0))  # b_{t-1}, b_0 = 0
+    causal, strict = _causal(C, q.device), _causal(C, q.device, -1)  # (C, C) [t, i]: i <= t, i < t
+    bk = torch.stack((b, k), dim=3)  # (B, H, N, 2, C, dk): what each step writes: b_i (times u_i), k_i (times v_i)
+    if factored:  # e^{b_t - b_i} = e^{b_t} e^{-b_i}: (C, C) products
+        bk_in = bk * (-g).exp()[:, :, :, None]
+        L, M = torch.where(strict, (a * g_prev.exp())[:, :, :, None] @ bk_in.mT, 0.0).unbind(3)  # (B, H, N, C, C) each
+        P_b, P_k = torch.where(causal, (q * g.exp())[:, :, :, None] @ bk_in.mT, 0.0).unbind(3)
+    else:  # the (C, C, dk) tensors of e^{b_t - b_i} and e^{b_{t-1} - b_i}
+        E = torch.where(causal[..., None], g[..., :, None, :] - g[..., None, :, :], -math.inf).exp()
+        E_prev = torch.where(strict[..., None], g_prev[..., :, None, :] - g[..., None, :, :], -math.inf).exp()
+        L, M = torch.einsum("bhntc,bhnxic,bhntic->xbhnti", a, bk, E_prev)
+        P_b, P_k = torch.einsum("bhntc,bhnxic,bhntic->xbhnti", q, bk, E)
+    eye = torch.eye(C, dtype=q.dtype, device=q.device)
+    rhs = torch.cat((M @ v, a * g_prev.exp()), dim=-1)  # (B, H, N, C, dv + dk)
+    U_tilde, W = torch.linalg.solve_triangular(eye - L, rhs, upper=False, unitriangular=True).split((dv, dk), dim=-1)
+    decay_out = (g[..., -1:, :] - g).exp()  # (B, H, N, C, dk) e^{b_C - b_i}
+    b_out, k_out = b * decay_out, k * decay_out
+    # U = U~ + W S_0:  O = P_b U~ + P_k V + (Q e^b + P_b W) S_0;  S_C = (diag(e^{b_C}) + B_out^T W) S_0 + B_out^T U~ + K_out^T V
+    transition = torch.diag_embed(g[..., -1, :].exp()) + b_out.mT @ W  # (B, H, N, dk, dk)
+    entering, final = _pass_states(transition, b_out.mT @ U_tilde + k_out.mT @ v, initial_state, matrix=True)
+    o = P_b @ U_tilde + P_k @ v + (q * g.exp() + P_b @ W) @ entering  # (B, H, N, C, dv)
+    return o.reshape(B, H, N * C, dv)[:, :, :T], final
+
+
+def dplr_delta_rule_step(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, log_decay: Tensor | None, state: Tensor
+                         ) -> tuple[Tensor, Tensor]:
+    """One step: q, k, a, b (B, H, dk), v (B, H, dv), log_decay None / (B, H) / (B, H, dk), state (B, H, dk, dv)
+    -> (o (B, H, dv), new state). S <- diag(w) S + b (a^T S) + k v^T."""
+    read = torch.einsum("bhk,bhkv->bhv", a, state)  # (B, H, dv) a^T S_{t-1}
+    if log_decay is not None:
+        w = log_decay.exp()
+        state = state * (w[..., None, None] if w.dim() == 2 else w[..., None])
+    state = state + b[..., :, None] * read[..., None, :] + k[..., :, None] * v[..., None, :]
+    return torch.einsum("bhk,bhkv->bhv", q, state), state
+
+
+def dplr_delta_rule_reference(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, log_decay: Tensor | None = None, *,
+                              initial_state: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """The recurrence step by step (tests), the transition written out as a (dk, dk) matrix."""
+    B, H, T, dk = q.shape
+    S = q.new_zeros(B, H, dk, v.shape[-1]) if initial_state is None else initial_state
+    outs = []
+    for t in range(T):
+        w = q.new_ones(B, H, dk) if log_decay is None else log_decay[:, :, t].exp()
+        w = w[..., None].expand(B, H, dk) if w.dim() == 2 else w
+        transition = torch.diag_embed(w) + b[:, :, t, :, None] @ a[:, :, t, None, :]  # (B, H, dk, dk)
+        S = transition @ S + k[:, :, t, :, None] @ v[:, :, t, None, :]
         outs.append((S.mT @ q[:, :, t, :, None])[..., 0])
     return torch.stack(outs, dim=2), S
