@@ -138,6 +138,7 @@ def test_host_sync_guard_catches_a_sync():
     ("ut", False, {**HALTING, "mode": "upperbound"}),
     ("gutlb", False, {**HALTING, **CHUNKS, "mode": "upperbound"}),
     ("r-transformer", False, {}),
+    ("rwkv7", True, {}),
 ], ids=_label)
 def test_forward_and_backward_never_read_device_values(case):
     name, causal, kw = case

@@ -89,8 +89,9 @@ class TimeMix(nn.Module):
         self.w1, self.w2 = lora(d, lora_rank)
         self.a0 = nn.Parameter(-0.19 + 0.3 * zig + 0.4 * lin)
         self.a1, self.a2 = lora(d, lora_rank)
-        self.v0 = nn.Parameter(0.73 - 0.4 * lin)
-        self.v1, self.v2 = lora(d, lora_rank)
+        if layer > 0:  # eq. (4): the value residual, from the second layer on
+            self.v0 = nn.Parameter(0.73 - 0.4 * lin)
+            self.v1, self.v2 = lora(d, lora_rank)
         self.g1, self.g2 = lora(d, lora_rank)
         self.xi = nn.Parameter(0.71 - 0.1 * lin)  # the removal key's channel scale (k_k in the code)
         self.alpha = nn.Parameter(torch.full((d,), 1.02))  # the replacement key's mix (k_a)
@@ -128,7 +129,8 @@ class TimeMix(nn.Module):
                                         log_w[:, :, 0], S0)
             o = o[:, :, None]
         else:
-            o, S = dplr_delta_rule(r, k, v, -kappa, kappa * a, log_w, initial_state=S0, chunk_size=self.chunk_size)
+            o, S = dplr_delta_rule(r, k, v, -kappa, kappa * a, log_w, initial_state=S0, chunk_size=self.chunk_size,
+                                   decay_floor=-math.exp(-0.5))  # eq. (3)'s bound: no host read of the decays
         o = self.ln_x(merge(o).reshape(B * T, d)).view(B, T, d)  # eq. (9)
         bonus = (r * self.rho[:, None] * k).sum(-1, keepdim=True) * v  # (B, H, T, N)
         o = o + merge(bonus)

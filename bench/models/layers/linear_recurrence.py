@@ -97,13 +97,18 @@ def _causal(C: int, device, diagonal: int = 0) -> Tensor:
     return torch.ones(C, C, dtype=torch.bool, device=device).tril(diagonal)  # (C, C) [t, s]: s <= t (+ diagonal)
 
 
-def _per_channel_chunk(log_decay: Tensor, chunk_size: int, T: int) -> tuple[int, bool]:
+def _per_channel_chunk(log_decay: Tensor, chunk_size: int, T: int, decay_floor: float | None = None) -> tuple[int, bool]:
     """The chunk length for a per-channel decay (B, H, T, dk), and whether its decays factor inside a
     chunk (e^{b_t - b_s} = e^{b_t} e^{-b_s}, plain (C, C) products): they do while every chunk's
     cumulative log decay stays above -FACTORED_LOG_RANGE, so the chunk is cut to FACTORED_LOG_RANGE /
-    (the strongest decay) steps; below PER_CHANNEL_CHUNK steps the exact (C, C, dk) form is used."""
+    (the strongest decay) steps; below PER_CHANNEL_CHUNK steps the exact (C, C, dk) form is used.
+    The strongest decay is read from the tensor (a host sync on a GPU) unless the caller guarantees a
+    ``decay_floor`` <= every entry (RWKV-7's -e^{-1/2})."""
     C = max(1, min(chunk_size, T))
-    strongest = -log_decay.min().item() if log_decay.numel() else 0.0
+    if decay_floor is not None:
+        strongest = -decay_floor
+    else:
+        strongest = -log_decay.min().item() if log_decay.numel() else 0.0
     if strongest * C <= FACTORED_LOG_RANGE:
         return C, True
     if strongest * PER_CHANNEL_CHUNK <= FACTORED_LOG_RANGE:
@@ -294,13 +299,15 @@ def delta_rule_reference(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_deca
 
 
 def dplr_delta_rule(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, log_decay: Tensor | None = None, *,
-                    initial_state: Tensor | None = None, chunk_size: int = 32) -> tuple[Tensor, Tensor]:
+                    initial_state: Tensor | None = None, chunk_size: int = 32,
+                    decay_floor: float | None = None) -> tuple[Tensor, Tensor]:
     """S_t = (diag(exp(log_decay_t)) + b_t a_t^T) S_{t-1} + k_t v_t^T, o_t = S_t^T q_t, chunkwise-parallel
     (module docstring): the state read along a_t (a_t^T S_{t-1}), written back along b_t. The delta rule
     is a = k, b = -beta a k (times its decay a); RWKV-7 is a = -kappa^, b = kappa^ * in-context rate.
 
     q, k, a, b (B, H, T, dk); v (B, H, T, dv); log_decay None, (B, H, T) or (B, H, T, dk), <= 0;
-    initial_state (B, H, dk, dv) or None. -> (o (B, H, T, dv), final state (B, H, dk, dv)).
+    initial_state (B, H, dk, dv) or None; decay_floor: a lower bound of log_decay the caller
+    guarantees (then it is not read from the tensor: no host sync). -> (o (B, H, T, dv), final state).
 
     Inside a chunk the decays e^{b_t - b_i} factor as e^{b_t} e^{-b_i} (plain matrix products) where
     the chunk's cumulative log decay stays above -``FACTORED_LOG_RANGE`` (``_per_channel_chunk``:
@@ -311,10 +318,10 @@ def dplr_delta_rule(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, log_d
     B, H, T, dk = q.shape
     dv = v.shape[-1]
     if log_decay is None:
-        log_decay = q.new_zeros(B, H, T, dk)
+        log_decay, decay_floor = q.new_zeros(B, H, T, dk), 0.0
     elif log_decay.dim() == 3:
         log_decay = log_decay[..., None].expand(B, H, T, dk)
-    C, factored = _per_channel_chunk(log_decay, chunk_size, T)
+    C, factored = _per_channel_chunk(log_decay, chunk_size, T, decay_floor)
     N = -(-T // C)
     pad = N * C - T
     q, k, v, a, b = (_chunked(x, C, pad) for x in (q, k, v, a, b))  # (B, H, N, C, d); padding: no read, no write
