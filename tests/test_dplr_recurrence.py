@@ -124,3 +124,19 @@ def test_bad_shapes_say_what_would_be_right():
     q = torch.zeros(1, 1, 5, 4)
     with pytest.raises(ValueError, match=r"a and b must be \(B, H, T, dk\)"):
         dplr_delta_rule(q, q, q, q, torch.zeros(1, 1, 5, 3))
+
+
+def test_the_chunk_and_form_follow_the_strongest_decay():
+    """Hand-computed from FACTORED_LOG_RANGE = 30: a chunk of C steps factors while C * (strongest
+    decay) <= 30, is cut to 30 // strongest steps down to 8, and takes the exact form beyond that;
+    a stated floor is used instead of reading the tensor."""
+    from bench.models.layers.linear_recurrence import FACTORED_LOG_RANGE, _per_channel_chunk
+
+    assert FACTORED_LOG_RANGE == 30.0
+    decays = lambda strongest: torch.full((1, 1, 100, 4), -0.1).index_fill_(2, torch.tensor([7]), -strongest)  # noqa: E731
+    assert _per_channel_chunk(decays(0.4), 64, 100) == (64, True)  # 64 * 0.4 = 25.6
+    assert _per_channel_chunk(decays(0.5), 64, 100) == (60, True)  # 64 * 0.5 = 32 > 30: 30 // 0.5 = 60
+    assert _per_channel_chunk(decays(3.0), 64, 100) == (10, True)
+    assert _per_channel_chunk(decays(4.0), 64, 100) == (8, False)  # 8 * 4 = 32 > 30: exact, chunks of 8
+    assert _per_channel_chunk(decays(4.0), 64, 5) == (5, True)  # a 5-step sequence: 5 * 4 = 20
+    assert _per_channel_chunk(decays(4.0), 64, 100, decay_floor=-0.25) == (64, True)  # the floor, not the tensor
