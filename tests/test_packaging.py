@@ -178,6 +178,21 @@ def test_light_commands_import_no_lightning(command):
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+@pytest.mark.parametrize("bad", [["--set", "data.group=q8"], ["--set", "model.d_model=-4"], ["--seeds", "0,x"], ["--logger", "nope"]])
+def test_bench_run_refuses_bad_input_before_loading_lightning(bad, tmp_path):
+    """Every check on a run's input is in its planning (bench/runner/planning.py), which needs no
+    Lightning: the one-line refusal comes before seconds of importing it, and nothing is written."""
+    argv = ["run", "--model", "lstm", "--task", "s5", "--preset", "smoke", "--out", str(tmp_path / "out"), *bad]
+    code = ("import sys\nfrom bench.cli import main\n"
+            f"code = main({argv!r})\n"
+            "heavy = [m for m in ('lightning', 'pytorch_lightning') if m in sys.modules]\n"
+            "assert code == 2, code\nassert not heavy, f'imported {heavy}'\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.json"))
+
+
 def test_list_reads_the_streaming_flags_as_the_classes_have_them(registry):
     from bench.registry import import_model_class, static_class_attrs
 

@@ -2,6 +2,7 @@
 input first), and the run carries out that plan, resolving nothing again; the plan's training
 settings are typed (TrainConfig)."""
 import bench.runner.lifecycle as lifecycle
+import bench.runner.planning as planning
 from bench.cli import main
 from bench.config import TrainConfig
 from bench.errors import UserError
@@ -9,7 +10,7 @@ from bench.errors import UserError
 
 def test_bench_run_plans_each_seed_once_and_runs_that_plan(tmp_path, monkeypatch, capsys):
     resolved, built = [], []
-    resolve_run = lifecycle.resolve_run
+    resolve_run = planning.resolve_run
 
     def counting(registry, model, task, preset, overrides=None):
         resolved.append((model, task, preset))
@@ -19,7 +20,7 @@ def test_bench_run_plans_each_seed_once_and_runs_that_plan(tmp_path, monkeypatch
         built.append(plan)
         raise UserError("stopped before building")
 
-    monkeypatch.setattr(lifecycle, "resolve_run", counting)
+    monkeypatch.setattr(planning, "resolve_run", counting)
     monkeypatch.setattr(lifecycle, "build", stop)
     argv = ["run", "--model", "lstm", "--task", "parity", "--preset", "smoke", "--seeds", "0,1", "--set", "train.lr=0.003",
             "--out", str(tmp_path)]

@@ -11,8 +11,8 @@ from .common import _check_names, _fit, _names, _print_summary, _trainer_kwargs,
 
 def cmd_run(args, registry) -> int:
     from ..grid_cell import Cell
-    from ..runner import plan_cell, run_plan
-    from ..runner.trainer import check_logger
+    from ..runner.cell import plan_cell
+    from ..runner.planning import check_logger
 
     seeds = parse_seeds(args)
     _check_names(registry, [args.model], [args.task])
@@ -25,6 +25,8 @@ def cmd_run(args, registry) -> int:
 
     def announce(plan):  # the first line of each run, once its input is checked: the preset it trains with
         note(f"bench: {plan.model} on {plan.task}, preset {plan.preset}{chosen}, seed {plan.seed}: training into {plan.folder}")
+    from ..runner.lifecycle import run_plan  # Lightning: loaded once every seed's input is checked
+
     records = []
     for plan in plans:
         rec = run_plan(plan, rerun=args.rerun, progress="none" if args.quiet else "auto", logger=args.logger, on_start=announce)

@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 
 from ..grid_cell import Cell
-from .lifecycle import plan_run, run_plan
 from .plan import RunPlan
-from .trainer import check_logger
+from .planning import check_logger, plan_run
 
 
 def plan_cell(cell: Cell, out: str | os.PathLike, *, registry=None, trainer_kwargs: dict | None = None,
               threads: int | None = None) -> RunPlan:
-    """The cell's run planned (``lifecycle.plan_run``: resolved and checked, nothing written).
+    """The cell's run planned (``planning.plan_run``: resolved and checked, nothing written; no Lightning).
     ``threads`` is a launcher's share of the CPU (``train.num_threads``, not part of the run's
     identity), unless the cell's own overrides set it."""
     overrides = [*cell.overrides, *cell.thread_overrides(threads)]
@@ -25,6 +24,8 @@ def run_cell(cell: Cell, out: str | os.PathLike, *, registry=None, trainer_kwarg
              threads: int | None = None, progress: bool | str = "auto", logger: str = "csv", on_start=None) -> dict:
     """Train one cell (resuming it, or returning its finished record: ``lifecycle.run_plan``) and
     return its record."""
+    from .lifecycle import run_plan
+
     check_logger(logger)
     plan = plan_cell(cell, out, registry=registry, trainer_kwargs=trainer_kwargs, threads=threads)
     return run_plan(plan, progress=progress, logger=logger, rerun=rerun, on_start=on_start)

@@ -1,5 +1,6 @@
 """The checks and guards around one run: its lock, storage errors, the resume checkpoint, whether
-its data fits in memory, the world size Lightning will run, and the finished record."""
+its data fits in memory, the world size Lightning will run, and the finished record. Lightning is
+imported only where a guard needs it (a run planned with bad input is refused before it loads)."""
 from __future__ import annotations
 
 import errno
@@ -7,7 +8,6 @@ import logging
 import os
 from pathlib import Path
 
-import lightning as L
 import torch
 from filelock import FileLock, Timeout
 
@@ -16,7 +16,6 @@ from ..errors import UserError
 from ..logs import quiet
 from ..records import read_record
 from ..sizes import CPU_MACS_PER_S, available_memory, check_fits, duration, forward_cost
-from .checkpoint_io import inspect_checkpoint
 from .plan import RunPlan
 
 log = logging.getLogger(__name__)
@@ -73,6 +72,8 @@ class storage_errors:
     def __exit__(self, kind, exc, tb):
         if not isinstance(exc, OSError) or exc.errno not in STORAGE_ERRNOS:
             return False
+        from .checkpoint_io import inspect_checkpoint
+
         last = self.plan.last_ckpt
         step = inspect_checkpoint(last)[0] if last.is_file() else None
         kept = (f"the last good checkpoint {last} (step {step}) is kept; run the same command again to resume from it"
@@ -85,6 +86,8 @@ class storage_errors:
 def check_resume_point(plan: RunPlan) -> int | None:
     """The step of the checkpoint the run resumes from (None: none, it starts fresh); a damaged
     one (truncated, not a checkpoint) stops the run here, with nothing changed."""
+    from .checkpoint_io import inspect_checkpoint
+
     if not plan.last_ckpt.is_file():
         return None
     step, problem = inspect_checkpoint(plan.last_ckpt)
@@ -201,6 +204,8 @@ def world_size_of(trainer_kwargs: dict) -> int:
     resolves 'auto', device lists and nodes exactly as the real run will)."""
     if not any(k in trainer_kwargs for k in ("accelerator", "devices", "num_nodes", "strategy")):
         return 1
+    import lightning as L
+
     try:
         with quiet():  # a probe: no "GPU available: ..." notes
             probe = L.Trainer(

@@ -1,7 +1,8 @@
 """One run, in named steps: plan -> build -> fit (resumable) -> test -> record.
 
     plan      resolve the configuration and the run's folder; every check on user input
-              happens here, before anything is written
+              happens here, before anything is written and before Lightning is loaded
+              (bench/runner/planning.py)
     build     threads, seed, task data (cached), backbone, LightningModule
     fit       a Lightning Trainer with checkpoints beside the record (best on validation, last at
               every validation and every train.checkpoint_every_min minutes); the same command
@@ -41,28 +42,25 @@ import os
 import shutil
 import time
 import warnings
-from pathlib import Path
 
 import lightning as L
 import torch
 
 from bench.tasks.base import TaskError
 
-from ..config import resolve_run
 from ..data import DATA_ENV, TaskData, cache_root
 from ..cpus import default_threads
 from ..errors import RunFailed, UserError
 from ..logs import quiet
 from ..metrics import write_outcomes
-from ..records import (base_record, config_changes, device_info, ensure_writable, outcomes_file, record_path, relative_checkpoint,
-                       write_json_atomic)
-from .build import _registry, check_attention_backend, instantiate_model, instantiate_task
+from ..records import base_record, config_changes, device_info, outcomes_file, relative_checkpoint, write_json_atomic
+from .build import check_attention_backend, instantiate_model, instantiate_task
 from .callbacks import RunInterrupted, TrialPruning, ValidationHistory, signals_stop
-from .guards import (check_resume_point, check_sizes, finished_record, run_lock, runs_on_cpu, storage_errors,
-                     world_size_of)
+from .guards import check_resume_point, finished_record, run_lock, storage_errors
 from .module import TaskModule
 from .plan import RunPlan
-from .trainer import check_logger, finish_wandb, make_trainer  # make_trainer: looked up here (tests wrap it)
+from .planning import check_logger, plan_run
+from .trainer import finish_wandb, make_trainer  # make_trainer: looked up here (tests wrap it)
 from .stream_state import longest_test_length, state_of
 
 __all__ = ["RunInterrupted", "RunPlan", "plan_run", "run", "run_plan"]
@@ -163,23 +161,6 @@ def say_estimate(plan: RunPlan, module: TaskModule, data: TaskData, device: torc
         logging.getLogger("bench.progress").info(f"bench: no time estimate ({type(exc).__name__}: {str(exc)[:120]})")
         return
     logging.getLogger("bench.progress").info(estimate_line(est, plan.preset, resumed=bool(resume_step)))
-
-
-# ---- plan ------------------------------------------------------------------------------------
-def plan_run(model: str, task: str, preset: str, seed: int, out: str | os.PathLike, overrides: list[str] | dict | None,
-             registry=None, trainer_kwargs: dict | None = None) -> RunPlan:
-    """The run's plan: its configuration resolved and checked (the seed, the data and a forward
-    fit in memory), its record's path, the output folder writable; nothing is written."""
-    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
-        raise UserError(f"seed must be a whole number from 0 to 4294967295, got {seed!r}")
-    config = resolve_run(_registry(registry), model, task, preset, overrides)
-    train = config.train
-    kwargs = dict(trainer_kwargs or {})
-    world = world_size_of(kwargs)
-    check_sizes(config, train, on_cpu=runs_on_cpu(kwargs))
-    path = record_path(Path(out), model, task, preset, seed, overrides, world)
-    ensure_writable(Path(out))
-    return RunPlan(model, task, preset, seed, overrides, config, train, path, kwargs, world)
 
 
 # ---- build -----------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import importlib.util
 import os
 import sys
 from datetime import timedelta
@@ -14,11 +13,11 @@ from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from ..data import TaskData
-from ..errors import UserError
 from .callbacks import GracefulStop, LineProgress, RNGState, ValidationHistory
 from .checkpoint_io import AtomicCheckpointIO, inspect_checkpoint
 from .guards import trainer_refused
 from .plan import RunPlan
+from .planning import check_logger
 
 
 def finish_wandb() -> None:
@@ -62,23 +61,6 @@ def make_trainer(plan: RunPlan, task_obj, data: TaskData, progress, logger: str,
         return L.Trainer(**kwargs)
     except Exception as exc:  # noqa: BLE001 - Lightning's MisconfigurationException, ValueError, ...
         raise trainer_refused(plan.trainer_kwargs, exc) from None
-
-
-#: --logger choices; csv and tensorboard come with Lightning, the others are optional extras
-LOGGERS = ("csv", "tensorboard", "wandb", "mlflow", "none")
-#: the package each logger needs (any of them) and how to install it
-LOGGER_PACKAGES = {"tensorboard": (("tensorboard", "tensorboardX"), "pip install tensorboard"),
-                   "wandb": (("wandb",), 'pip install "bench[wandb]"'), "mlflow": (("mlflow",), 'pip install "bench[mlflow]"')}
-
-
-def check_logger(kind: str) -> None:
-    """Refuse, before anything is written, a logger that is unknown or whose package is missing."""
-    if kind not in LOGGERS:
-        raise UserError(f"--logger {kind!r}: choose {', '.join(LOGGERS[:-1])} or none")
-    if kind in LOGGER_PACKAGES:
-        packages, install = LOGGER_PACKAGES[kind]
-        if all(importlib.util.find_spec(package) is None for package in packages):
-            raise UserError(f"--logger {kind} needs the {packages[0]} package ({install}); or use --logger csv")
 
 
 def make_loggers(plan: RunPlan, kind: str) -> list:
