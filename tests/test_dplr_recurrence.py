@@ -10,6 +10,7 @@ Float64: agreement to 1e-10; float32 against the float64 reference: <= 1e-5 at T
 import pytest
 import torch
 import torch.nn.functional as F
+from recurrence_helpers import float32_gradient_errors
 
 from bench.models.layers.linear_recurrence import delta_rule, dplr_delta_rule, dplr_delta_rule_reference, dplr_delta_rule_step
 
@@ -147,11 +148,5 @@ def test_float32_gradients_within_1e_5_of_the_float64_loop(decay):
     """The factored form multiplies factors up to e^30 and down to e^-30: its float32 gradients,
     relative to the largest of each input's, stay within 1e-5 of the float64 loop's (measured ~6e-7)."""
     args = make(200, decay, seed=7, state=False)
-    grads = {}
-    for name, dtype, fn in (("chunked", torch.float32, dplr_delta_rule), ("reference", torch.float64, dplr_delta_rule_reference)):
-        leaves = {n: x.to(dtype).requires_grad_(True) for n, x in args.items()}
-        o, S = fn(**leaves)
-        grads[name] = torch.autograd.grad(o.sum() + S.square().sum(), list(leaves.values()))
-    for n, got, ref in zip(args, grads["chunked"], grads["reference"]):
-        rel = (got.double() - ref).abs().max().item() / ref.abs().max().item()
+    for n, rel in float32_gradient_errors(dplr_delta_rule, dplr_delta_rule_reference, args).items():
         assert rel <= 1e-5, f"d/d{n}: {rel:.1e}"

@@ -10,6 +10,7 @@ Run with ``-s`` to see the largest differences."""
 import pytest
 import torch
 import torch.nn.functional as F
+from recurrence_helpers import float32_gradient_errors
 
 from bench.models.layers.linear_recurrence import (
     delta_rule,
@@ -187,12 +188,5 @@ def test_per_channel_float32_gradients_within_1e_5_of_the_float64_loop(decay):
     """A per-channel decay's factored form (factors up to e^30) and its exact form: float32 gradients,
     relative to the largest of each input's, within 1e-5 of the float64 loop's (measured ~9e-7)."""
     args = make(200, decay, seed=8, state=False)
-    grads = {}
-    for name, dtype, fn in (("chunked", torch.float32, gated_linear_attention), ("reference", torch.float64,
-                                                                               gated_linear_attention_reference)):
-        leaves = {n: x.to(dtype).requires_grad_(True) for n, x in args.items()}
-        o, S = fn(**leaves)
-        grads[name] = torch.autograd.grad(o.sum() + S.square().sum(), list(leaves.values()))
-    for n, got, ref in zip(args, grads["chunked"], grads["reference"]):
-        rel = (got.double() - ref).abs().max().item() / ref.abs().max().item()
+    for n, rel in float32_gradient_errors(gated_linear_attention, gated_linear_attention_reference, args).items():
         assert rel <= 1e-5, f"d/d{n}: {rel:.1e}"

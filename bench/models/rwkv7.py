@@ -56,6 +56,9 @@ from .layers.linear_recurrence import dplr_delta_rule, dplr_delta_rule_step
 from .linear_recurrent import heads, merge
 
 
+DECAY_SCALE = math.exp(-0.5)  # eq. (3): log w = -e^{-1/2} sigmoid(.), so every log w lies in (-DECAY_SCALE, 0)
+
+
 def token_shift(x: Tensor, last: Tensor | None) -> tuple[Tensor, Tensor]:
     """x (B, T, d), last (B, d) or None (zeros) -> (x' with x'_t = x_{t-1}, the new last input x_T)."""
     first = x.new_zeros(x.shape[0], 1, x.shape[2]) if last is None else last[:, None].to(x.dtype)
@@ -113,7 +116,7 @@ class TimeMix(nn.Module):
         shifted, last = token_shift(x, None if state is None else state["shift"])
         xr, xw, xk, xv, xa, xg = (x[:, :, None] + (shifted - x)[:, :, None] * self.mu).unbind(2)  # (B, T, d) each, eq. (1)
         r, k, v = self.receptance(xr), self.key(xk), self.value(xv)  # eq. (2)
-        log_w = -math.exp(-0.5) * torch.sigmoid(self.w0 + torch.tanh(xw @ self.w1) @ self.w2)  # (B, T, d), eq. (3): log w
+        log_w = -DECAY_SCALE * torch.sigmoid(self.w0 + torch.tanh(xw @ self.w1) @ self.w2)  # (B, T, d), eq. (3): log w
         if v_first is None:
             v_first = v
         else:
@@ -130,7 +133,7 @@ class TimeMix(nn.Module):
             o = o[:, :, None]
         else:
             o, S = dplr_delta_rule(r, k, v, -kappa, kappa * a, log_w, initial_state=S0, chunk_size=self.chunk_size,
-                                   decay_floor=-math.exp(-0.5))  # eq. (3)'s bound: no host read of the decays
+                                   decay_floor=-DECAY_SCALE)  # eq. (3)'s bound: no host read of the decays
         o = self.ln_x(merge(o).reshape(B * T, d)).view(B, T, d)  # eq. (9)
         bonus = (r * self.rho[:, None] * k).sum(-1, keepdim=True) * v  # (B, H, T, N)
         o = o + merge(bonus)

@@ -179,12 +179,12 @@ def gated_linear_attention(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor | 
             transition = transition * sigma[..., -1, None, None]
     else:
         b = _chunked(log_decay, C, pad).cumsum(-2)  # (B, H, N, C, dk)
+        q_in = q * b.exp()
         if factored:  # e^{b_t - b_s} = e^{b_t} e^{-b_s}
-            A = torch.where(causal, (q * b.exp()) @ (k * (-b).exp()).mT, 0.0)
+            A = torch.where(causal, q_in @ (k * (-b).exp()).mT, 0.0)
         else:
             D = torch.where(causal[..., None], b[..., :, None, :] - b[..., None, :, :], -math.inf).exp()  # (B, H, N, C, C, dk)
             A = torch.einsum("bhntc,bhnsc,bhntsc->bhnts", q, k, D)
-        q_in = q * b.exp()
         k_out = k * (b[..., -1:, :] - b).exp()
         transition = b[..., -1, :].exp()[..., None]  # (B, H, N, dk, 1)
     o = A @ v  # (B, H, N, C, dv) within each chunk
@@ -327,26 +327,27 @@ def dplr_delta_rule(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, log_d
     q, k, v, a, b = (_chunked(x, C, pad) for x in (q, k, v, a, b))  # (B, H, N, C, d); padding: no read, no write
     g = _chunked(log_decay, C, pad).cumsum(-2)  # (B, H, N, C, dk) b_t: cumulative log decay inside the chunk
     g_prev = F.pad(g[..., :-1, :], (0, 0, 1, 0))  # b_{t-1}, b_0 = 0
+    q_in, a_in = q * g.exp(), a * g_prev.exp()  # (B, H, N, C, dk): queries reading S_0, reads of S_0 at t - 1
     causal, strict = _causal(C, q.device), _causal(C, q.device, -1)  # (C, C) [t, i]: i <= t, i < t
     bk = torch.stack((b, k), dim=3)  # (B, H, N, 2, C, dk): what each step writes: b_i (times u_i), k_i (times v_i)
     if factored:  # e^{b_t - b_i} = e^{b_t} e^{-b_i}: (C, C) products
         bk_in = bk * (-g).exp()[:, :, :, None]
-        L, M = torch.where(strict, (a * g_prev.exp())[:, :, :, None] @ bk_in.mT, 0.0).unbind(3)  # (B, H, N, C, C) each
-        P_b, P_k = torch.where(causal, (q * g.exp())[:, :, :, None] @ bk_in.mT, 0.0).unbind(3)
+        L, M = torch.where(strict, a_in[:, :, :, None] @ bk_in.mT, 0.0).unbind(3)  # (B, H, N, C, C) each
+        P_b, P_k = torch.where(causal, q_in[:, :, :, None] @ bk_in.mT, 0.0).unbind(3)
     else:  # the (C, C, dk) tensors of e^{b_t - b_i} and e^{b_{t-1} - b_i}
         E = torch.where(causal[..., None], g[..., :, None, :] - g[..., None, :, :], -math.inf).exp()
         E_prev = torch.where(strict[..., None], g_prev[..., :, None, :] - g[..., None, :, :], -math.inf).exp()
         L, M = torch.einsum("bhntc,bhnxic,bhntic->xbhnti", a, bk, E_prev)
         P_b, P_k = torch.einsum("bhntc,bhnxic,bhntic->xbhnti", q, bk, E)
     eye = torch.eye(C, dtype=q.dtype, device=q.device)
-    rhs = torch.cat((M @ v, a * g_prev.exp()), dim=-1)  # (B, H, N, C, dv + dk)
+    rhs = torch.cat((M @ v, a_in), dim=-1)  # (B, H, N, C, dv + dk)
     U_tilde, W = torch.linalg.solve_triangular(eye - L, rhs, upper=False, unitriangular=True).split((dv, dk), dim=-1)
     decay_out = (g[..., -1:, :] - g).exp()  # (B, H, N, C, dk) e^{b_C - b_i}
     b_out, k_out = b * decay_out, k * decay_out
     # U = U~ + W S_0:  O = P_b U~ + P_k V + (Q e^b + P_b W) S_0;  S_C = (diag(e^{b_C}) + B_out^T W) S_0 + B_out^T U~ + K_out^T V
     transition = torch.diag_embed(g[..., -1, :].exp()) + b_out.mT @ W  # (B, H, N, dk, dk)
     entering, final = _pass_states(transition, b_out.mT @ U_tilde + k_out.mT @ v, initial_state, matrix=True)
-    o = P_b @ U_tilde + P_k @ v + (q * g.exp() + P_b @ W) @ entering  # (B, H, N, C, dv)
+    o = P_b @ U_tilde + P_k @ v + (q_in + P_b @ W) @ entering  # (B, H, N, C, dv)
     return o.reshape(B, H, N * C, dv)[:, :, :T], final
 
 
