@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 import bench
-from bench.models.linear_recurrent import LinearRecurrent, heads, merge
+from bench.models.layers.short_conv import ShortConv
+from bench.models.linear_recurrent import LinearRecurrent, head_norm, heads, merge
 from bench.models.rwkv7 import RWKV7
 from bench.runner.stream_state import stream_state_bytes
 
@@ -126,3 +127,38 @@ def test_bad_settings_say_what_would_be_right(name, bad, says):
 def test_the_families_are_causal_only():
     with pytest.raises(Exception, match="causal-only"):
         bench.build_model("deltanet", vocab_size=11, causal=False)
+
+
+def test_short_conv_is_the_causal_depthwise_sum_and_streams_in_pieces():
+    """y_t[c] = bias[c] + sum_j w[c, j] x_{t-K+1+j}[c], x_{<1} = 0: written out by hand at t = 1 and t = 5, and
+    at every t against torch's depthwise Conv1d over the left-padded sequence (float64); pieces of 3, 1 and
+    the rest from the carried window give the same outputs."""
+    torch.manual_seed(0)
+    conv = ShortConv(5, kernel_size=4).double()
+    x = torch.randn(2, 11, 5, dtype=torch.float64)
+    y, window = conv(x)
+    w, b = conv.conv.weight[:, 0, :], conv.conv.bias  # (c, K), (c)
+    assert torch.allclose(y[:, 0], b + w[:, 3] * x[:, 0], atol=1e-14)  # t = 1: only x_1 reaches it
+    assert torch.allclose(y[:, 4], b + w[:, 0] * x[:, 1] + w[:, 1] * x[:, 2] + w[:, 2] * x[:, 3] + w[:, 3] * x[:, 4],
+                          atol=1e-14)
+    ref = F.conv1d(F.pad(x.transpose(1, 2), (3, 0)), conv.conv.weight, b, groups=5).transpose(1, 2)
+    assert (y - ref).abs().max() < 1e-14
+    assert torch.equal(window, x[:, -3:])
+    outs, state = [], None
+    for piece in x.split([3, 1, 7], dim=1):
+        o, state = conv(piece, state)
+        outs.append(o)
+    assert (torch.cat(outs, 1) - y).abs().max() < 1e-14
+
+
+def test_head_norm_is_group_norm_with_a_group_per_head():
+    """The per-head norm of RetNet, the mLSTM and RWKV-7 equals torch's GroupNorm over (B * T, H * hd) with H
+    groups, with and without the affine, at RWKV-7's eps (float64)."""
+    x = torch.randn(2, 7, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 3 + 1
+    weight, bias = torch.randn(12, dtype=torch.float64), torch.randn(12, dtype=torch.float64)
+    flat = x.reshape(14, 12)
+    assert (head_norm(x, 3) - F.group_norm(flat, 3).view(2, 7, 12)).abs().max() < 1e-12
+    ref = F.group_norm(flat, 4, weight, bias, eps=64e-5).view(2, 7, 12)
+    assert (head_norm(x, 4, weight, bias, eps=64e-5) - ref).abs().max() < 1e-12
+    one_head = (x[..., :3] - x[..., :3].mean(-1, keepdim=True)) / (x[..., :3].var(-1, unbiased=False, keepdim=True) + 1e-5).sqrt()
+    assert (head_norm(x, 4)[..., :3] - one_head).abs().max() < 1e-12  # by hand: head 1's three channels

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .base import Backbone, BackboneOutput
@@ -38,6 +40,18 @@ def merge(x: Tensor) -> Tensor:
     """(B, H, T, hd) -> (B, T, H * hd)."""
     B, H, T, hd = x.shape
     return x.transpose(1, 2).reshape(B, T, H * hd)
+
+
+def head_norm(x: Tensor, n_heads: int, weight: Tensor | None = None, bias: Tensor | None = None,
+              eps: float = 1e-5) -> Tensor:
+    """GroupNorm with one group per head, at every position: x (B, T, H * hd) normalised over each head's hd
+    channels, then the per-channel affine (weight, bias (H * hd) or None). The same function as
+    ``F.group_norm(x.reshape(B * T, H * hd), H, weight, bias, eps)``, as a layer norm over (..., H, hd):
+    its backward runs ~2x faster on the CPU."""
+    y = F.layer_norm(x.unflatten(-1, (n_heads, -1)), (x.shape[-1] // n_heads,), eps=eps).flatten(-2)  # (B, T, H * hd)
+    if weight is not None and bias is not None:
+        return torch.addcmul(bias, y, weight)
+    return y if weight is None else y * weight
 
 
 def recurrence(q: Tensor, k: Tensor, v: Tensor, *, beta: Tensor | None = None, log_decay: Tensor | None = None,

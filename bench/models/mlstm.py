@@ -65,7 +65,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .layers.short_conv import ShortConv
-from .linear_recurrent import LinearRecurrent, heads, merge, recurrence
+from .linear_recurrent import LinearRecurrent, head_norm, heads, merge, recurrence
 
 
 def stabiliser(log_f: Tensor, i_pre: Tensor, m0: Tensor) -> Tensor:
@@ -164,7 +164,7 @@ class MLSTMLayer(nn.Module):
         k = heads(k, self.n_heads) / math.sqrt(self.head_dim)
         h, S, m = mlstm_cell(q, k, v, i_pre, f_pre, S=None if state is None else state["S"],
                              m=None if state is None else state["m"], chunk_size=self.chunk_size)  # eq. (1)-(4), (11)-(13)
-        h = F.group_norm(merge(h).reshape(B * T, -1), self.n_heads, self.norm_weight).view(B, T, -1)  # per head
+        h = head_norm(merge(h), self.n_heads, self.norm_weight)  # (B, T, d_in), per head
         h = (h + self.skip * c) * F.silu(z)  # eq. (9)
         return self.down(h), {"S": S, "m": m, "conv": conv_state}  # eq. (10)
 

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .layers.positional import Rotary, rotate
-from .linear_recurrent import LinearRecurrent, heads, merge, recurrence
+from .linear_recurrent import LinearRecurrent, head_norm, heads, merge, recurrence
 
 
 class MultiScaleRetention(nn.Module):
@@ -50,7 +50,7 @@ class MultiScaleRetention(nn.Module):
         log_decay = self.log_gamma.to(x.dtype)[None, :, None].expand(B, self.n_heads, T)  # (B, H, T)
         o, S = recurrence(q, k, v, log_decay=log_decay, state=None if state is None else state["S"],
                           chunk_size=self.chunk_size)  # eq. (2)
-        o = F.group_norm(merge(o).reshape(B * T, -1), self.n_heads).view(B, T, -1)  # eq. (4), per head
+        o = head_norm(merge(o), self.n_heads)  # (B, T, d), eq. (4), per head
         return self.out(F.silu(self.gate(x)) * o), {"S": S, "n": n + T}  # eq. (5)
 
 

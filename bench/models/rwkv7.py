@@ -53,7 +53,7 @@ from torch import Tensor, nn
 from .base import Backbone, BackboneOutput
 from .layers.dropout import Dropout
 from .layers.linear_recurrence import dplr_delta_rule, dplr_delta_rule_step
-from .linear_recurrent import heads, merge
+from .linear_recurrent import head_norm, heads, merge
 
 
 DECAY_SCALE = math.exp(-0.5)  # eq. (3): log w = -e^{-1/2} sigmoid(.), so every log w lies in (-DECAY_SCALE, 0)
@@ -134,7 +134,7 @@ class TimeMix(nn.Module):
         else:
             o, S = dplr_delta_rule(r, k, v, -kappa, kappa * a, log_w, initial_state=S0, chunk_size=self.chunk_size,
                                    decay_floor=-DECAY_SCALE)  # eq. (3)'s bound: no host read of the decays
-        o = self.ln_x(merge(o).reshape(B * T, d)).view(B, T, d)  # eq. (9)
+        o = head_norm(merge(o), self.n_heads, self.ln_x.weight, self.ln_x.bias, self.ln_x.eps)  # (B, T, d), eq. (9)
         bonus = (r * self.rho[:, None] * k).sum(-1, keepdim=True) * v  # (B, H, T, N)
         o = o + merge(bonus)
         return self.output(g * o), v_first, {"S": S, "shift": last}  # eq. (10)

@@ -8,7 +8,6 @@ sequence, so pieces of any size give the full forward's outputs.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 
@@ -28,5 +27,11 @@ class ShortConv(nn.Module):
         K = self.kernel_size
         past = x.new_zeros(x.shape[0], K - 1, x.shape[2]) if state is None else state.to(x.dtype)
         full = torch.cat((past, x), dim=1)  # (B, K-1+T, c)
-        y = F.conv1d(full.transpose(1, 2), self.conv.weight, self.conv.bias, groups=self.conv.groups)  # (B, c, T)
-        return y.transpose(1, 2), full[:, full.shape[1] - (K - 1):]
+        T = x.shape[1]
+        w = self.conv.weight[:, 0, :].t()  # (K, c): w[j] multiplies x_{t-K+1+j}
+        # the K shifted products summed, channels last: the same sum as F.conv1d(full^T, weight, groups=c), with no
+        # transposes and an elementwise backward (the depthwise convolution's backward is ~2x slower on the CPU)
+        y = self.conv.bias + full[:, :T] * w[0]  # (B, T, c)
+        for j in range(1, K):
+            y = y + full[:, j:j + T] * w[j]
+        return y, full[:, full.shape[1] - (K - 1):]
