@@ -93,8 +93,10 @@ def _chunked(x: Tensor, C: int, pad: int) -> Tensor:
     return x.reshape(*x.shape[:2], -1, C, *x.shape[3:])
 
 
-def _causal(C: int, device, diagonal: int = 0) -> Tensor:
-    return torch.ones(C, C, dtype=torch.bool, device=device).tril(diagonal)  # (C, C) [t, s]: s <= t (+ diagonal)
+def _causal(C: int, device, diagonal: int = 0, dtype=torch.bool) -> Tensor:
+    """(C, C) [t, s]: s <= t (+ diagonal). A float mask multiplies finite products (cheaper than ``torch.where`` on
+    the CPU, forward and backward); a boolean one selects where an exponent must become -inf."""
+    return torch.ones(C, C, dtype=dtype, device=device).tril(diagonal)
 
 
 def _per_channel_chunk(log_decay: Tensor, chunk_size: int, T: int, decay_floor: float | None = None) -> tuple[int, bool]:
@@ -160,7 +162,7 @@ def gated_linear_attention(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor | 
     causal = _causal(C, q.device)
     transition = None
     if log_decay is None:
-        A = torch.where(causal, q @ k.mT, 0.0)  # (B, H, N, C, C)
+        A = (q @ k.mT) * _causal(C, q.device, dtype=q.dtype)  # (B, H, N, C, C)
         q_in, k_out = q, k  # queries reading S_0, keys as they reach S_C
     elif not per_channel:
         b = _chunked(log_decay.unsqueeze(-1), C, pad).squeeze(-1).cumsum(-1)  # (B, H, N, C) cumulative log decay
@@ -181,7 +183,7 @@ def gated_linear_attention(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor | 
         b = _chunked(log_decay, C, pad).cumsum(-2)  # (B, H, N, C, dk)
         q_in = q * b.exp()
         if factored:  # e^{b_t - b_s} = e^{b_t} e^{-b_s}
-            A = torch.where(causal, q_in @ (k * (-b).exp()).mT, 0.0)
+            A = (q_in @ (k * (-b).exp()).mT) * _causal(C, q.device, dtype=q.dtype)
         else:
             D = torch.where(causal[..., None], b[..., :, None, :] - b[..., None, :, :], -math.inf).exp()  # (B, H, N, C, C, dk)
             A = torch.einsum("bhntc,bhnsc,bhntsc->bhnts", q, k, D)
@@ -332,8 +334,8 @@ def dplr_delta_rule(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, log_d
     bk = torch.stack((b, k), dim=3)  # (B, H, N, 2, C, dk): what each step writes: b_i (times u_i), k_i (times v_i)
     if factored:  # e^{b_t - b_i} = e^{b_t} e^{-b_i}: (C, C) products
         bk_in = bk * (-g).exp()[:, :, :, None]
-        L, M = torch.where(strict, a_in[:, :, :, None] @ bk_in.mT, 0.0).unbind(3)  # (B, H, N, C, C) each
-        P_b, P_k = torch.where(causal, q_in[:, :, :, None] @ bk_in.mT, 0.0).unbind(3)
+        L, M = (a_in[:, :, :, None] @ bk_in.mT * strict.to(q.dtype)).unbind(3)  # (B, H, N, C, C) each
+        P_b, P_k = (q_in[:, :, :, None] @ bk_in.mT * causal.to(q.dtype)).unbind(3)
     else:  # the (C, C, dk) tensors of e^{b_t - b_i} and e^{b_{t-1} - b_i}
         E = torch.where(causal[..., None], g[..., :, None, :] - g[..., None, :, :], -math.inf).exp()
         E_prev = torch.where(strict[..., None], g_prev[..., :, None, :] - g[..., None, :, :], -math.inf).exp()
