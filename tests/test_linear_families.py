@@ -131,8 +131,8 @@ def test_the_families_are_causal_only():
 
 def test_short_conv_is_the_causal_depthwise_sum_and_streams_in_pieces():
     """y_t[c] = bias[c] + sum_j w[c, j] x_{t-K+1+j}[c], x_{<1} = 0: written out by hand at t = 1 and t = 5, and
-    at every t against torch's depthwise Conv1d over the left-padded sequence (float64); pieces of 3, 1 and
-    the rest from the carried window give the same outputs."""
+    at every t against torch's depthwise Conv1d over the left-padded sequence (float64), values and gradients
+    (its written-out backward); pieces of 3, 1 and the rest from the carried window give the same outputs."""
     torch.manual_seed(0)
     conv = ShortConv(5, kernel_size=4).double()
     x = torch.randn(2, 11, 5, dtype=torch.float64)
@@ -143,6 +143,15 @@ def test_short_conv_is_the_causal_depthwise_sum_and_streams_in_pieces():
                           atol=1e-14)
     ref = F.conv1d(F.pad(x.transpose(1, 2), (3, 0)), conv.conv.weight, b, groups=5).transpose(1, 2)
     assert (y - ref).abs().max() < 1e-14
+    x.requires_grad_(True)  # gradients of the input, the weight and the bias against autograd through F.conv1d
+    grad = torch.randn(2, 11, 5, dtype=torch.float64)
+    params = (x, conv.conv.weight, conv.conv.bias)
+    ours = torch.autograd.grad(conv(x)[0], params, grad)
+    ref = F.conv1d(F.pad(x.transpose(1, 2), (3, 0)), conv.conv.weight, conv.conv.bias, groups=5).transpose(1, 2)
+    for g, r in zip(ours, torch.autograd.grad(ref, params, grad)):
+        assert (g - r).abs().max() < 1e-12
+    assert torch.autograd.gradcheck(lambda x: conv(x)[0], (x[:, :6],))
+    x = x.detach()
     assert torch.equal(window, x[:, -3:])
     outs, state = [], None
     for piece in x.split([3, 1, 7], dim=1):
