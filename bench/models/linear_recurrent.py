@@ -46,8 +46,8 @@ def head_norm(x: Tensor, n_heads: int, weight: Tensor | None = None, bias: Tenso
               eps: float = 1e-5) -> Tensor:
     """GroupNorm with one group per head, at every position: x (B, T, H * hd) normalised over each head's hd
     channels, then the per-channel affine (weight, bias (H * hd) or None). The same function as
-    ``F.group_norm(x.reshape(B * T, H * hd), H, weight, bias, eps)``, as a layer norm over (..., H, hd):
-    its backward runs ~2x faster on the CPU."""
+    ``F.group_norm(x.reshape(B * T, H * hd), H, weight, bias, eps)``, as a layer norm over (..., H, hd)
+    (whose backward is the cheaper on the CPU: docs/linear_recurrence.md, "Speed")."""
     y = F.layer_norm(x.unflatten(-1, (n_heads, -1)), (x.shape[-1] // n_heads,), eps=eps).flatten(-2)  # (B, T, H * hd)
     if weight is not None and bias is not None:
         return torch.addcmul(bias, y, weight)

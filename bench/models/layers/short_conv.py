@@ -5,9 +5,8 @@
 computed channels-last as K shifted products of the padded sequence, with its backward written out
 (``_ShiftedSum``): the same function as ``F.conv1d(x^T, weight, bias, groups=channels)`` over the
 left-padded sequence (tests/test_linear_families.py compares values and gradients), without the two
-transposes, and about 1.7x faster than it forward and backward on the CPU (one thread, (8, 512, c),
-c = 128-384, interleaved; autograd through the sliced products alone is slower than conv1d: each
-slice's backward fills a zero tensor of the whole sequence).
+transposes and without autograd through the slices (each slice's backward would fill a zero tensor of
+the whole sequence). Why, measured: docs/linear_recurrence.md, "Speed".
 
 Streaming: the state is the last K-1 inputs (B, K-1, channels); a forward from it continues the
 sequence, so pieces of any size give the full forward's outputs.
