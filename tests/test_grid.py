@@ -42,6 +42,22 @@ def test_compare_run_jobs_trains_cells_in_parallel_reports_failures_and_resumes(
 
 
 @pytest.mark.slow
+def test_a_forked_cell_finds_lightning_and_the_runner_already_imported():
+    """The fork server imports what a cell trains with once (Lightning, the runner): a forked cell that had
+    to import them itself would spend ~10 s of every cell on it (the lazy ``bench.runner`` package alone
+    loads nothing). The child runs the builtin ``exec`` (nothing of this test module is imported in it) and
+    exits 0 only when those modules are in its ``sys.modules`` from the start."""
+    import bench.grid.local as local
+
+    code = ("import os, sys; os._exit(0 if {'lightning', 'bench.runner.lifecycle', 'bench.runner.cell'} <= set(sys.modules) "
+            "else 3)")
+    local.start_fork_server()
+    child = local._fork_server().Process(target=exec, args=(code,))
+    child.start()
+    child.join(120)
+    assert child.exitcode == 0, "the fork server did not preload Lightning and the runner"
+
+
 def test_concurrent_first_use_of_a_fresh_data_cache(tmp_path):
     """Four processes generate the same splits at once into an empty cache that holds an orphan
     temporary folder (a generator killed mid-write): all succeed, one folder per split, no orphan."""

@@ -172,9 +172,14 @@ def cell_status(cell: Cell, out: str, registry_path: str | None, trainer_args: d
     return 0
 
 
+# what the fork server imports once for every cell it forks: the runner's modules that train (Lightning with
+# them); the package ``bench.runner`` alone would load nothing (its names load on first use)
+PRELOAD = ("bench.registry", "bench.runner.cell", "bench.runner.lifecycle", "bench.grid.local")
+
+
 def _fork_server():
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["bench.registry", "bench.runner", "bench.grid.local"])
+    context.set_forkserver_preload(list(PRELOAD))
     return context
 
 
