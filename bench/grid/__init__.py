@@ -55,7 +55,7 @@ def plan_grid(registry, models: list[str], tasks: list[str], seeds: list[int], p
 def prepare_data(registry, cells: list[Cell]) -> None:
     """Generate every split the cells need once, here, before any cell starts (the cache is
     safe under concurrency anyway; this only avoids generating the same split N times)."""
-    from ..runner import instantiate_task  # lazy: bench.runner imports Lightning, which planning a grid does not need
+    from ..runner import instantiate_task  # lazy: the runner (torch, the tasks) is not needed to plan a grid
 
     seen = set()
     for cell in cells:
