@@ -371,3 +371,21 @@ def test_cells_with_per_example_outcomes_are_compared_paired(tmp_path, monkeypat
     assert line[2] == "holds" and line[3].endswith("n 3 vs 3 seeds, paired t (seeds + examples)")
     # the records name outcome files that are not there: the test falls back to Welch's
     assert judged(tmp_path)["TLB beats the Transformer on 500-600"][3].endswith("Welch t")
+
+
+def test_learned_seeds_differ_by_share_not_by_count():
+    """The verdict line names a pair whose cells learned on different shares of their seeds: 4 of 4 against 3 of 3
+    (a seed not trained yet) and 0 of 3 against 0 of 4 are the same share and not named; 5 of 5 against 4 of 5 and
+    4 of 5 against 3 of 4 are named."""
+    from collections import namedtuple
+
+    from bench.report.claims import _learned_differ
+
+    Pair = namedtuple("Pair", "better than")
+    a, b = ("A", "c"), ("B", "c")
+    said = {}
+    for counts in [((4, 4), (3, 3)), ((0, 3), (0, 4)), ((5, 5), (4, 5)), ((4, 5), (3, 4))]:
+        said[counts] = _learned_differ([Pair(a, b)], {a: counts[0], b: counts[1]})
+    assert said[((4, 4), (3, 3))] == said[((0, 3), (0, 4))] == ""
+    assert said[((5, 5), (4, 5))] == "learned seeds differ: A 5 of 5 vs B 4 of 5 on c"
+    assert said[((4, 5), (3, 4))] == "learned seeds differ: A 4 of 5 vs B 3 of 4 on c"

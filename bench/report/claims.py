@@ -219,12 +219,15 @@ def _paper_verdict(tests: list, texts: list[str], digits: int, seeds: int | None
 
 def _learned_differ(pairs, learned: dict) -> str:
     """"learned seeds differ: A 5 of 5 vs B 3 of 5 on C; ..." over the pairs whose two cells differ
-    in how many of their seeds learned (cells.learned), else ""."""
+    in the share of their seeds that learned (cells.learned), else "". The share, not the count: 4 of
+    4 against 3 of 3 (a seed still missing) is no difference, 5 of 5 against 4 of 5 is."""
     said = []
     for p in pairs:
-        if p.better in learned and p.than in learned and learned[p.better] != learned[p.than]:
+        if p.better not in learned or p.than not in learned:
+            continue
+        (la, na), (lb, nb) = learned[p.better], learned[p.than]
+        if la * nb != lb * na:  # la / na != lb / nb, exactly
             (ra, ca), (rb, cb) = p.better, p.than
-            (la, na), (lb, nb) = learned[p.better], learned[p.than]
             said.append(f"{ra} {la} of {na} vs {rb} {lb} of {nb} on {ca if ca == cb else f'{ca} vs {cb}'}")
     return "learned seeds differ: " + "; ".join(said) if said else ""
 
