@@ -139,7 +139,8 @@ def test_host_sync_guard_catches_a_sync():
     ("gutlb", False, {**HALTING, **CHUNKS, "mode": "upperbound"}),
     ("r-transformer", False, {}),
     ("rwkv7", True, {}),
-], ids=_label)
+    *((name, True, {}) for name in ("linear-transformer", "deltanet", "gated-deltanet", "retnet", "mamba2", "mlstm")),
+], ids=_label)  # gla reads its decays once a call (the chunk choice: docs/linear_recurrence.md, the mechanism)
 def test_forward_and_backward_never_read_device_values(case):
     name, causal, kw = case
     model = build(name, causal, **kw).train()
