@@ -165,7 +165,7 @@ def test_nan_loss_gives_a_failed_record(tmp_path):
 @pytest.mark.slow
 def test_compare_run_trains_missing_and_prints_mean_std(tmp_path, capsys):
     code, out, err = run_cli(capsys, "compare", "--models", "transformer,lstm", "--tasks", "parity", "--preset", "smoke",
-                             "--run", "--seeds", "0,1", "--set", "train.max_epochs=2", "--out", str(tmp_path), "--quiet", "--plot")
+                             "--run", "--seeds", "0,1", "--set", "train.max_epochs=1", "--out", str(tmp_path), "--quiet", "--plot")
     assert code == 0, err
     assert "±" in out and "parity:bin0 acc ↑" in out
     assert len(list((tmp_path / "runs" / "parity" / "smoke").rglob("seed*.json"))) == 4
