@@ -188,6 +188,39 @@ def test_a_study_held_by_another_worker_is_not_reported_final(tmp_path, monkeypa
     assert not (folder.parent / "tuned.yaml").exists() and not (folder.parent / "best.json").exists()
 
 
+def test_a_worker_at_one_rows_barrier_trains_the_next_rows_configurations(tmp_path, monkeypatch):
+    """lstm's rung 1 waits for 3e-3, which another (live) worker trains: this worker is handed gru's
+    first configuration instead of waiting; once that worker is dead, its configuration is handed
+    out again, lstm (the earlier row) first; with every bracket done there is nothing to hand out."""
+    import copy
+
+    import bench.tune.sync as sync
+
+    fake_runs(monkeypatch, {"lstm": {1e-3: [0.5] * 4, 3e-3: [0.6] * 4}, "gru": {1e-3: [0.5] * 4, 3e-3: [0.6] * 4}}, [])
+    assert tune(tmp_path, "lstm,gru", "train.lr=[1e-3,3e-3]") == 0  # the study (its meta) exists
+    worker = sync.SyncWorker(tmp_path, "flipflop-smoke")
+    lstm = sync.new_bracket(worker.meta)
+    lstm["configs"]["train.lr=0.001"]["scores"]["0"] = 0.5
+    lstm["configs"]["train.lr=0.003"]["holder"] = "other"
+    waiting = {"lstm": lstm}
+    alive = {"other"}
+    monkeypatch.setattr(sync, "worker_alive", lambda folder, w: w in alive)
+
+    state = copy.deepcopy(waiting)
+    model, (kind, entry, rung), done = worker._task(state)
+    assert (model, kind, entry["values"], rung, done) == ("gru", "rung", {"train.lr": 0.001}, 0, [])
+    assert state["gru"]["configs"]["train.lr=0.001"]["holder"] == worker.id  # held for this worker
+    assert state["lstm"]["configs"]["train.lr=0.003"]["holder"] == "other"
+
+    alive.clear()  # the other worker was killed: its configuration goes to the next worker that asks
+    state = copy.deepcopy(waiting)
+    model, (kind, entry, rung), done = worker._task(state)
+    assert (model, entry["values"], rung) == ("lstm", {"train.lr": 0.003}, 0) and entry["holder"] == worker.id
+
+    finished = json.loads((tmp_path / "studies" / "flipflop-smoke" / "bracket.json").read_text())
+    assert worker._task(finished) == (None, None, ["lstm", "gru"])
+
+
 # ---- bad input -----------------------------------------------------------------------------------------
 
 def damage(kind: str, path: Path) -> None:

@@ -255,7 +255,8 @@ class _Stopped(BaseException):
 
 class StudyWorker:
     """What every worker of a study shares: its id (host, pid, a random part), the study's meta, and
-    the lock file it holds while it lives; ``run`` works through each model in turn (``_model``)."""
+    the lock file it holds while it lives; ``run`` works through each model in turn (``_model``;
+    a sync worker moves to the next model while one waits at its barrier)."""
 
     def __init__(self, out: Path, name: str, registry=None, index: int = 0, threads: int | None = None,
                  trainer_kwargs: dict | None = None):
@@ -273,11 +274,14 @@ class StudyWorker:
         me = FileLock(str(self.folder / "workers" / f"{self.id}.lock"))
         with me:
             try:
-                for model in self.meta["models"]:
-                    self._model(model)
+                self._work()
             finally:
                 Path(me.lock_file).unlink(missing_ok=True)
         return self.trained
+
+    def _work(self) -> None:
+        for model in self.meta["models"]:
+            self._model(model)
 
     def _model(self, model: str) -> None:
         raise NotImplementedError

@@ -10,6 +10,8 @@ configurations within the noise of the best are trained again on the study's sec
 best mean of the two seeds is the pick; a pick at the edge of a numeric axis brings the axis's
 next value through the same rungs (``protocol.edge_step``, checked against the setting's domain).
 Every row of a study has the same configurations and rungs, and each prints the steps it trained.
+A worker takes the first free task in the rows' order: while a row waits at its barrier for another
+worker's configuration, it trains the next row's (no worker idles while any row has work).
 
 Why not Optuna's pruners: SuccessiveHalvingPruner / HyperbandPruner are asynchronous (a trial is
 compared with the trials that reached the rung before it: with one worker the first trial always
@@ -92,28 +94,30 @@ class SyncWorker(StudyWorker):
             return worker == self.id
         return worker_alive(self.folder, worker)
 
-    def _model(self, model: str) -> None:
+    def _work(self) -> None:
+        """Train the models' brackets until all are done. A worker takes the first free task of the
+        first model that has one: while a model waits at its barrier for another worker's
+        configuration (a rung, the second seed), this worker trains the next model's instead of idling."""
         from filelock import FileLock
 
         ask = FileLock(str(self.folder / "ask.lock"))
+        recorded: set[str] = set()
         while True:
             with ask:
                 state = self._load()
-                b = state.setdefault(model, new_bracket(self.meta))
-                for c in [*b["configs"].values(), *b["second"].values()]:
-                    if c.get("holder") and not self._alive(c["holder"]):
-                        c["holder"] = None  # its worker was killed: the next worker resumes the run
-                task = None if b["done"] else self._next(model, b)
-                if task is not None:
-                    task[1]["holder"] = self.id
+                model, task, done = self._task(state)
                 write_json_atomic(self.path, state)
-                if b["done"]:
-                    record_trials(self.folder, self.meta, model, b)
-                    return
+                for m in done:
+                    if m not in recorded:
+                        record_trials(self.folder, self.meta, m, state[m])
+                        recorded.add(m)
             if task is None:
-                time.sleep(WAIT_S)  # the rung's barrier: another worker is training a configuration of it
+                if len(done) == len(self.meta["models"]):
+                    return
+                time.sleep(WAIT_S)  # every model waits at its barrier for other workers' configurations
                 continue
             kind, entry, rung = task
+            b = state[model]
             try:
                 result = self._train(model, entry["values"], entry.get("seed", self.meta["seed"]), b, rung if kind == "rung" else None)
             except BaseException:
@@ -129,6 +133,23 @@ class SyncWorker(StudyWorker):
                 e["holder"] = None
                 self._store(b, kind, e, rung, result)
                 write_json_atomic(self.path, state)
+
+    def _task(self, state: dict) -> tuple[str | None, tuple | None, list[str]]:
+        """(model, task, the models whose brackets are done): the first free task in the models'
+        order, held for this worker in ``state``; a killed worker's configurations are freed first."""
+        done = []
+        for model in self.meta["models"]:
+            b = state.setdefault(model, new_bracket(self.meta))
+            for c in [*b["configs"].values(), *b["second"].values()]:
+                if c.get("holder") and not self._alive(c["holder"]):
+                    c["holder"] = None  # its worker was killed: the next worker resumes the run
+            task = None if b["done"] else self._next(model, b)
+            if b["done"]:
+                done.append(model)
+            elif task is not None:
+                task[1]["holder"] = self.id
+                return model, task, done
+        return None, None, done
 
     @staticmethod
     def _entry(b: dict, kind: str, entry: dict) -> dict:  # the entry's current copy in ``b``
