@@ -255,8 +255,8 @@ class _Stopped(BaseException):
 
 class StudyWorker:
     """What every worker of a study shares: its id (host, pid, a random part), the study's meta, and
-    the lock file it holds while it lives; ``run`` works through each model in turn (``_model``;
-    a sync worker moves to the next model while one waits at its barrier)."""
+    the lock file it holds while it lives; ``run`` does the work (``_work``: each model in turn,
+    ``_model``; a sync worker moves to the next model while one waits at its barrier)."""
 
     def __init__(self, out: Path, name: str, registry=None, index: int = 0, threads: int | None = None,
                  trainer_kwargs: dict | None = None):
