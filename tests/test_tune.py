@@ -118,6 +118,22 @@ def test_a_pruned_trial_is_a_pruned_record_with_its_curve(tmp_path):
     assert Worker(tmp_path, "p", Registry(), pruner=AlwaysPrune()).run() == 0
 
 
+def test_continuing_a_study_adds_to_its_journal_only_the_models_it_lacks(tmp_path):
+    from bench.tune.study import create
+
+    folder = tmp_path / "studies" / "c"
+    meta = {"task": "flipflop", "preset": "smoke", "models": ["lstm", "gru"], "space": ["train.lr=[0.003]"],
+            "set": [], "seed": 0, "pruner": "none", "trials": 1}
+    create(folder, meta)
+    journal = (folder / "journal.log").read_text()
+    assert sorted(studies(tmp_path, "c")) == ["gru", "lstm"]
+    create(folder, meta)  # the same command again: nothing to add
+    assert (folder / "journal.log").read_text() == journal
+    create(folder, {**meta, "models": ["lstm", "gru", "transformer"]})  # one model more: one entry more
+    added = (folder / "journal.log").read_text()[len(journal):].splitlines()
+    assert len(added) == 1 and json.loads(added[0])["study_name"] == "transformer"
+
+
 def test_a_stopped_trial_is_requeued_with_its_values(tmp_path, monkeypatch):
     import bench.runner
     from bench.errors import RunInterrupted

@@ -130,8 +130,11 @@ def create(folder: Path, meta: dict) -> None:
     ensure_writable(folder)
     folder.mkdir(parents=True, exist_ok=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    journal = storage(folder)
+    have = {s.study_name for s in journal.get_all_studies()}  # a rerun appends no entry for a study that exists
     for model in meta["models"]:
-        optuna.create_study(study_name=model, storage=storage(folder), direction="maximize", load_if_exists=True)
+        if model not in have:
+            optuna.create_study(study_name=model, storage=journal, direction="maximize", load_if_exists=True)
     if not (folder / "study.json").exists():
         write_json_atomic(folder / "study.json", meta)
 
