@@ -297,6 +297,24 @@ def test_the_committed_replay_rebuilds_from_the_committed_curves():
     assert committed.split("\n", 2)[2].strip() == got.strip()
 
 
+def test_the_replays_rung_trace_marks_where_each_value_stopped():
+    """A finished bracket's rungs as the replay prints them (hand-written bracket): each rung's step,
+    the values that reached it with their scores in %, x where a value was stopped."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("protocol_replay", root / "scripts" / "benchmarks" / "protocol_replay.py")
+    replay = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replay)
+    b = {"steps": {"0": 100, "1": 200, "2": 400},
+         "configs": {"train.lr=0.001": {"values": {"train.lr": 0.001}, "alive": True, "scores": {"0": 0.5, "1": 0.6, "2": 0.7}},
+                     "train.lr=0.01": {"values": {"train.lr": 0.01}, "alive": False, "scores": {"0": 0.25}, "stopped_at": 100},
+                     "train.lr=0.003": {"values": {"train.lr": 0.003}, "alive": False, "scores": {"0": 0.5, "1": 0.525},
+                                        "stopped_at": 200}}}
+    assert replay.rung_trace(b) == ("step 100: 0.001 50.0, 0.01 25.0 x, 0.003 50.0; step 200: 0.001 60.0, 0.003 52.5 x; "
+                                    "step 400: 0.001 70.0")
+
+
 # ---- the re-tuned tables ---------------------------------------------------------------------------------
 
 def test_the_retuned_tables_seeds_are_apart_from_their_studies_seeds():

@@ -27,7 +27,8 @@ Per row (a study's model), the replay applies the protocol's own functions:
 Per row: the protocol's pick, the grid's best on the table's metric (last-read accuracy of the
 selected weights, seed 0), the cost in full runs (optimizer steps over one run's) without and with
 the second seed, the old search's pick and cost (the tuned tables' studies under SEARCH, picked on
-token accuracy), and for Table 1 (no exhaustive grid) the old search alone. Only reads.
+token accuracy), and for Table 1 (no exhaustive grid) the old search alone. Then the protocol's own
+studies against the grid (Table 3's rows) and beside the old search (Table 1's rows). Only reads.
 """
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ T1 = ("t1cpu", "t1cpu-ablations")
 # the protocol's own studies of Table 3 (new runs, seeds 100-101) and the grid's study of the same rows
 T3_PROTOCOL = {"t3cpu2": "t3cpu", "t3cpu2-tlb3": "t3cpu-tlb3", "t3cpu2-tlb25": "t3cpu-tlb25", "t3cpu2-gutlb3": "t3cpu-gutlb3",
                "t3cpu2-gutlb25": "t3cpu-gutlb25"}
+# the protocol's own studies of Table 1 (seeds 100-101) and the old search's study of the same rows
+T1_PROTOCOL = {"t1cpu2": "t1cpu", "t1cpu2-ablations": "t1cpu-ablations"}
 
 
 def label(model: str, meta: dict) -> str:
@@ -187,6 +190,49 @@ def protocol_text(rows: list[dict], waiting: list[str]) -> str:
     return head + "\n\n" + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
 
 
+def rung_trace(b: dict) -> str:
+    """A finished bracket's rungs: per rung step each configuration that reached it with its score
+    (x: stopped there)."""
+    parts = []
+    for r, step in sorted(b["steps"].items(), key=lambda kv: int(kv[0])):
+        here = [(c["values"]["train.lr"], c["scores"][r], not c["alive"] and c.get("stopped_at") == step)
+                for c in b["configs"].values() if r in c["scores"]]
+        if here:
+            parts.append(f"step {step}: " + ", ".join(f"{canonical_text(lr)} {pct(v)}{' x' if x else ''}" for lr, v, x in here))
+    return "; ".join(parts)
+
+
+def table1_studies(search: Path) -> str:
+    """The protocol's own studies of Table 1's rows (no exhaustive grid to check them against)
+    beside the old search of the same rows: per row the old pick and cost, the protocol's pick,
+    its cost in full runs (second seed and any edge extension included), its rungs, the values
+    trained on the second seed and the validation score each contender was selected on."""
+    from tabulate import tabulate
+
+    from bench.tune.sync import budget
+
+    body, waiting = [], []
+    for study, old_study in T1_PROTOCOL.items():
+        folder = search / "studies" / study
+        if not (folder / "best.json").exists():
+            waiting.append(study)
+            continue
+        old = old_search(search, old_study)
+        for model, b in json.loads((folder / "bracket.json").read_text()).items():
+            ext = b.get("extension") or {}
+            body.append([model, canonical_text(old[model]["pick"]), f"{old[model]['cost']:.2f}",
+                         canonical_text(b["configs"][b["pick"]]["values"]["train.lr"]), f"{budget(b)['full_runs']:.2f}", rung_trace(b),
+                         ", ".join(canonical_text(b["configs"][k]["values"]["train.lr"]) for k in sorted(b["second"])) or "—",
+                         ", ".join(f"{k.split('=', 1)[1]} {pct(v)}" for k, v in (b.get("selection") or {}).items()),
+                         canonical_text(ext["value"]) if ext.get("value") is not None else "—"])
+    if not body:
+        return "No study of the protocol for Table 1 has finished yet (" + ", ".join(waiting) + ")."
+    table = tabulate(body, headers=["row", "old pick", "old cost (full runs)", "the study picks", "cost (full runs)",
+                                    "rungs (val acc %, x: stopped)", "2nd seed", "selected on (val acc %, mean of 2 seeds)",
+                                    "edge: added"], tablefmt="github", disable_numparse=True)
+    return table + (f"\n\nNot finished: {', '.join(waiting)}." if waiting else "")
+
+
 def run_s(rec: dict) -> float:
     """A finished run's cost in seconds: its wall time, or, for a resumed run (whose wall time is its
     last part's), its training time summed over the parts."""
@@ -311,6 +357,9 @@ def main() -> None:
              "`scripts/retune_halt_cpu.sh 3`) against the same grid: exact at every rung (their curves hold the objective), "
              "on other seeds than the grid's, so a pick within the noise of the grid's best is as good a pick as the grid can tell:"
              "\n\n" + protocol_text(protocol_rows, waiting))
+    text += ("\n\nThe protocol's own studies of Table 1's rows (`bench tune --pruner sync`, seeds 100-101, "
+             "`scripts/retune_halt_cpu.sh 1`) beside the old search of the same rows (`--pruner asha`, seed 0, picked on "
+             "validation accuracy, which is Table 1's metric too): no exhaustive grid checks either:\n\n" + table1_studies(args.search))
     print(text)
     if args.md:
         Path(args.md).write_text("# " + " ".join(["python", *sys.argv]) + "\n\n" + text + "\n")
