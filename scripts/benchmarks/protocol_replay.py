@@ -202,11 +202,12 @@ def rung_trace(b: dict) -> str:
     return "; ".join(parts)
 
 
-def table1_studies(search: Path) -> str:
+def table1_studies(search: Path, old_t1: dict) -> str:
     """The protocol's own studies of Table 1's rows (no exhaustive grid to check them against)
     beside the old search of the same rows: per row the old pick and cost, the protocol's pick,
     its cost in full runs (second seed and any edge extension included), its rungs, the values
-    trained on the second seed and the validation score each contender was selected on."""
+    trained on the second seed and the validation score each contender was selected on. OLD_T1: the
+    old studies' ``old_search``, already read for the old picks' table."""
     from tabulate import tabulate
 
     from bench.tune.sync import budget
@@ -217,7 +218,7 @@ def table1_studies(search: Path) -> str:
         if not (folder / "best.json").exists():
             waiting.append(study)
             continue
-        old = old_search(search, old_study)
+        old = old_t1[old_study]
         for model, b in json.loads((folder / "bracket.json").read_text()).items():
             ext = b.get("extension") or {}
             body.append([model, canonical_text(old[model]["pick"]), f"{old[model]['cost']:.2f}",
@@ -307,8 +308,9 @@ def main() -> None:
                          "finals": ", ".join(f"{canonical_text(lr)} {pct(v)}" for lr, v in r["final"].items()),
                          "edge": r["edge"], "old": o["pick"], "old_cost": o["cost"], "old_agree": o["pick"] == best,
                          "old_trace": o["trace"], "grid": ", ".join(f"{canonical_text(lr)} {pct(v)}" for lr, v in grid_final.items())})
+    old_t1 = {study: old_search(args.search, study) for study in T1}
     for study in T1:
-        for model, o in old_search(args.search, study).items():
+        for model, o in old_t1[study].items():
             t1.append([label(model, o["meta"]), canonical_text(o["pick"]), f"{o['cost']:.2f}", o["trace"],
                        full_run_s(args.search, study, model)])
     n = len(rows)
@@ -359,7 +361,8 @@ def main() -> None:
              "\n\n" + protocol_text(protocol_rows, waiting))
     text += ("\n\nThe protocol's own studies of Table 1's rows (`bench tune --pruner sync`, seeds 100-101, "
              "`scripts/retune_halt_cpu.sh 1`) beside the old search of the same rows (`--pruner asha`, seed 0, picked on "
-             "validation accuracy, which is Table 1's metric too): no exhaustive grid checks either:\n\n" + table1_studies(args.search))
+             "validation accuracy, which is Table 1's metric too): no exhaustive grid checks either:\n\n"
+             + table1_studies(args.search, old_t1))
     print(text)
     if args.md:
         Path(args.md).write_text("# " + " ".join(["python", *sys.argv]) + "\n\n" + text + "\n")
