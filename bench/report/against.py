@@ -5,7 +5,7 @@ baseline, where below, where the seeds cannot tell. The block
 ``<!-- bench:against probes-cpu xl rsa-xl -->`` (ROWS: a comma-separated list, e.g. a mechanism
 against its host): where each kind of recurrence helped, said by the table's test rather than by
 prose. ``<!-- bench:against TABLE @OTHER [ROWS] -->`` compares each row with the same row of another
-table instead (``versus_block``: e.g. ``halt-table1-cpu-reference @halt-table1-cpu-tuned``, what the
+table instead (``versus_block``: e.g. ``halt-table1-cpu-reference @halt-table1-cpu-tuned2``, what the
 reference code's rules change).
 
 Read from what ``bench reproduce`` wrote for the table under OUT/reproduce/ (NAME.csv: each

@@ -31,7 +31,7 @@ Welch's test with Holm's correction; bench/report/against.py)::
 
 or each row against the same row of another table (``@``: a table and its copy at other settings)::
 
-    <!-- bench:against halt-table1-cpu-reference @halt-table1-cpu-tuned -->
+    <!-- bench:against halt-table1-cpu-reference @halt-table1-cpu-tuned2 -->
 
 Text outside the blocks is never changed. ``bench reproduce NAME`` fills the blocks of the table
 it just wrote, every value, verdicts and against block; ``bench reproduce --writeups --out results`` rebuilds every table a
