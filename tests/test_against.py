@@ -7,7 +7,7 @@ import pytest
 from scipy import stats as sps
 
 from bench.errors import UserError
-from bench.report.against import ABOVE, BELOW, NO_TEST, UNSURE, against_block, compare_rows
+from bench.report.against import ABOVE, BELOW, NO_TEST, UNSURE, _sentence, against_block, compare_rows
 from bench.report.writeup import fill_writeups
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,6 +34,21 @@ def test_each_cell_is_welch_two_sided_with_holm_over_the_row():
     assert found[0].effect == pytest.approx(10.0) and found[1].effect == pytest.approx(-10.0)
     lo, hi = found[0].ci
     assert lo > 0 and hi > 10 and (lo + hi) / 2 == pytest.approx(10.0)
+
+
+def test_every_tested_cell_says_its_effect_ci_and_p_inconclusive_ones_too():
+    """The row's sentence: the inconclusive column with its Δ, 95% Welch CI and Holm p (computed here
+    with scipy's Welch df), as the above / below columns carry theirs."""
+    cells = {("base", "a"): cell(50.0, 2.0, 5), ("fam", "a"): cell(60.0, 3.0, 5),
+             ("base", "c"): cell(50.0, 5.0, 3), ("fam", "c"): cell(52.0, 5.0, 3)}
+    (found,) = compare_rows(cells, ["base", "fam"], ["a", "c"], "base").values()
+    sentence = _sentence("fam", "base", ["a", "c"], found, 1)
+    se = (25 / 3 + 25 / 3) ** 0.5
+    df = (25 / 3 + 25 / 3) ** 2 / (2 * (25 / 3) ** 2 / 2)  # Welch-Satterthwaite, equal sides: 4
+    half = sps.t.ppf(0.975, df) * se
+    p_c = min(1.0, 1 * sps.ttest_ind_from_stats(52, 5, 3, 50, 5, 3, equal_var=False).pvalue)  # Holm: larger p, x1
+    assert f"inconclusive on c (Δ +2.0 [95% CI {2 - half:+.1f}, {2 + half:+.1f}], Holm p = {p_c:.3f})" in sentence
+    assert sentence.startswith("- **fam**: above base on a (Δ +10.0 [95% CI ")
 
 
 def test_cells_without_a_test():

@@ -14,8 +14,8 @@ baseline over seeds (two-sided: p = 2 x the smaller one-sided p of bench/report/
 effect Δ = mean_row - mean_baseline with its 95% CI; per row, Holm's correction over its tested
 columns; a cell is **above** / **below** when its adjusted p < 0.05, else inconclusive. A pair
 with < 2 seeds a side, or with both cells at chance, has no test. The block prints the Δ table
-(▲ above, ▼ below) and, per row, one generated sentence naming the columns of each kind with
-their effect, CI and adjusted p.
+(▲ above, ▼ below) and, per row, one generated sentence naming the columns of each kind, every
+tested one (inconclusive too) with its effect, CI and adjusted p.
 """
 from __future__ import annotations
 
@@ -89,14 +89,12 @@ def compare_rows(cells: dict, rows: list[str], columns: list[str], baseline: str
 
 def _sentence(row: str, baseline: str, columns: list[str], results: list[Compared], digits: int) -> str:
     parts = []
-    for verdict in (ABOVE, BELOW):
+    for verdict in (ABOVE, BELOW, UNSURE):
         named = [f"{col} ({effect_text(r.effect, r.ci, r.p, digits, p_label='Holm p', level=stats.LEVEL)})"
                  for col, r in zip(columns, results) if r.verdict == verdict]
         if named:
-            parts.append(f"{verdict} {baseline} on {'; '.join(named)}")
-    unsure = [col for col, r in zip(columns, results) if r.verdict == UNSURE]
-    if unsure:
-        parts.append(f"inconclusive on {', '.join(unsure)}")
+            parts.append(f"{verdict} on {'; '.join(named)}" if verdict == UNSURE
+                         else f"{verdict} {baseline} on {'; '.join(named)}")
     reasons = dict.fromkeys(r.why for r in results if r.verdict == NO_TEST)
     for why in reasons:
         parts.append(f"no test on {', '.join(col for col, r in zip(columns, results) if r.why == why)} ({why})")
