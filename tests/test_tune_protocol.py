@@ -364,3 +364,22 @@ def test_a_run_resumed_at_its_rung_pauses_again_without_training():
     pruning = TrialPruning(lambda step, value: "pause" if step >= 30 else False)  # a rung still ahead: training goes on
     pruning.on_train_start(SimpleNamespace(callbacks=[history, pruning], estimated_stepping_batches=40), None)
     assert pruning.total_steps == 40
+
+
+def test_the_summary_marks_a_best_setting_at_chance_on_validation():
+    """The tables' ~ rule on the best record's validation (ListOps-LRA's tuning run, lr 3e-3 seed
+    100: 500 trees, majority share 0.148): SE = sqrt(0.148 x 0.852 / 500) = 0.01588, so a score
+    within 0.0318 of 0.148 is at chance; 0.34 (its own score) is not."""
+    from bench.cli.tune import _val_chance, _val_text
+
+    out = Path(__file__).resolve().parent.parent / "results"
+    record = "runs/lra-listops/small/transformer/seed100-a35ce629.json"
+    found = _val_chance(out, {"record": record, "val": 0.34}, "acc")
+    assert found["p"] == pytest.approx(0.148) and found["n"] == 500 and not found["at_chance"]
+    assert _val_text({"val": 0.34, "val_chance": found}) == "34.0 (14.8)"
+    assert _val_chance(out, {"record": record, "val": 0.148 + 0.0315}, "acc")["at_chance"]
+    assert not _val_chance(out, {"record": record, "val": 0.148 + 0.0322}, "acc")["at_chance"]
+    assert _val_chance(out, {"record": record, "val": 0.148 - 0.0315}, "acc")["at_chance"]
+    low = {"val": 0.16, "val_chance": _val_chance(out, {"record": record, "val": 0.16}, "acc")}
+    assert _val_text(low) == "16.0 ~ (14.8)"
+    assert _val_chance(out, {"record": "runs/none.json", "val": 0.5}, "acc") is None  # no record: no mark

@@ -104,11 +104,20 @@ def cmd_tune(args, registry) -> int:
     launch(Path(args.out), name, registry, jobs=args.jobs, launcher=args.launcher, profile=profile)
     others = live_workers(Path(args.out), name)
     rows = results(Path(args.out), name)
-    print(tabulate([[r["model"], _values(r["best"]), f"{100 * r['val']:.1f}" if r["val"] is not None else "—",
+    for r in rows:
+        r["val_chance"] = _val_chance(Path(args.out), r, objective)
+    print(tabulate([[r["model"], _values(r["best"]), _val_text(r),
                      f"{r['complete'] + r['pruned'] + r['failed']} ({r['complete']} finished, {r['pruned']} pruned, {r['failed']} failed)",
                      r["record"] or "—"] for r in rows],
-                   headers=["model", "best setting", "val % ↑", "trials", "best record (under OUT)"], tablefmt="github",
+                   headers=["model", "best setting", "val % ↑ (chance)", "trials", "best record (under OUT)"], tablefmt="github",
                    disable_numparse=True))
+    if any(r["val_chance"] for r in rows):
+        from ..report.cells import CHANCE, CHANCE_SES
+
+        still = [r["model"] for r in rows if r["val_chance"] and r["val_chance"]["at_chance"]]
+        print(f"(chance: the best record's validation chance level, e.g. the majority-class share p; {CHANCE} = the best "
+              f"setting's validation score is within {CHANCE_SES} standard errors of p, SE = sqrt(p(1-p)/n), n = the "
+              f"validation examples){': at chance on validation: ' + ', '.join(still) if still else ''}")
     if pruner == "sync":
         _print_budget(folder, models)
     best = {r["model"]: r["best"] for r in rows if r["best"] is not None}
@@ -181,6 +190,34 @@ def _values(values: dict | None) -> str:
     from ..config import canonical_text
 
     return " ".join(f"{k}={canonical_text(v)}" for k, v in values.items()) if values else "—"
+
+
+def _val_chance(out: Path, row: dict, objective: str) -> dict | None:
+    """The best setting's validation score against its record's chance level on validation (the
+    tables' ``~`` rule, bench/report/cells.py): {"p", "n", "at_chance"}; None without a record or
+    a chance level (a metric without one, e.g. a loss)."""
+    from ..records import read_record
+    from ..report.cells import LENGTH_AVERAGED, at_chance, majority_share
+    from ..tune.protocol import parse_objective
+
+    if not row["record"] or row["val"] is None or not (out / row["record"]).exists():
+        return None
+    metric, how = parse_objective(objective)
+    level = majority_share([read_record(out / row["record"], quiet=True)], "val", LENGTH_AVERAGED + metric if how else metric)
+    if level is None:
+        return None
+    return {"p": level[0], "n": level[1], "at_chance": at_chance(row["val"], level)}
+
+
+def _val_text(row: dict) -> str:
+    if row["val"] is None:
+        return "—"
+    chance = row.get("val_chance")
+    if not chance:
+        return f"{100 * row['val']:.1f}"
+    from ..report.cells import CHANCE
+
+    return f"{100 * row['val']:.1f}{' ' + CHANCE if chance['at_chance'] else ''} ({100 * chance['p']:.1f})"
 
 
 def _report(folder: Path, name: str) -> int:

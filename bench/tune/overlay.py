@@ -72,8 +72,9 @@ def tuning_seeds(meta: dict) -> list[int]:
 
 def write_best(folder: Path, meta: dict, rows: list[dict]) -> Path:
     """best.json beside the overlay: per model its best values, validation score, trials and the
-    best trial's record (under OUT; its seed is the study's), for readers that need no Optuna (a
-    table's ``tuned:`` rows, bench/report/tuned.py)."""
+    best trial's record (under OUT; its seed is the study's) and, where the CLI measured it, the
+    validation's chance level and whether the best score is at it (``val_chance``), for readers
+    that need no Optuna (a table's ``tuned:`` rows, bench/report/tuned.py)."""
     from ..records import write_json_atomic
 
     path = folder / "best.json"
@@ -81,6 +82,7 @@ def write_best(folder: Path, meta: dict, rows: list[dict]) -> Path:
                              "space": meta["space"], "seed": meta["seed"], "objective": meta.get("objective"),
                              "tuning_seeds": tuning_seeds(meta), "pruner": meta.get("pruner"),
                              "models": {r["model"]: {"values": r["best"], "val": r["val"], "finished": r["complete"],
-                                                     "trials": r["complete"] + r["pruned"] + r["failed"], "record": r["record"]}
+                                                     "trials": r["complete"] + r["pruned"] + r["failed"], "record": r["record"],
+                                                     "val_chance": r.get("val_chance")}
                                         for r in rows if r["best"] is not None}})
     return path
