@@ -34,7 +34,7 @@ from .claims import run_claims
 from .leaderboard import OTHER_CODE, OTHER_CODE_RULE, cell_percent
 from .table_kind import TableKind
 from .table_parts import Column, Row, Table, load_cells, load_claims
-from .tuned import apply_tuned, waiting_rows, with_tuned_column
+from .tuned import apply_tuned, waiting_cells, with_tuned_column
 
 log = logging.getLogger(__name__)
 PROXY_PRESETS = ("smoke", "small")
@@ -345,18 +345,19 @@ class ResultsTable(TableKind):
 
     def runs(self, table, out, preset):
         apply_tuned(table, out, preset)  # tuned rows train at their study's best values
-        waiting = waiting_rows(table)
+        waiting = waiting_cells(table)
         if waiting:
             studies = ", ".join(table.tuned_missing)
             which = f"studies {studies} have" if len(table.tuned_missing) > 1 else f"study {studies} has"
-            log.warning(f"bench: not training {', '.join(waiting)}: {which} not finished (no best.json under {out}/studies) "
+            by_column = {col: [r for r, c in waiting if c == col] for col in dict.fromkeys(c for _, c in waiting)}
+            cells = "; ".join(f"{', '.join(rows)} on {col}" for col, rows in by_column.items())
+            log.warning(f"bench: not training {cells}: {which} not finished (no best.json under {out}/studies) "
                         f"and may tune them; finish bench tune, then run this command again")
         groups: dict = {}
         for row in table.rows:
-            if row.label in waiting:
-                continue
             for col in table.columns:
-                groups.setdefault((row.model, tuple(table.cell_set(row, col))), []).append(col.task)
+                if (row.label, col.label) not in waiting:
+                    groups.setdefault((row.model, tuple(table.cell_set(row, col))), []).append(col.task)
         return groups
 
     def build(self, table, registry, preset, out, stem):

@@ -100,6 +100,7 @@ def apply_tuned(table: Table, out: Path, preset: str) -> None:
         except (OSError, ValueError):
             missing.append(name)
     table.tuned_missing = tuple(missing)
+    table.tuned_pending = {name: _pending(out, name) for name in missing}
     for row in table.rows:
         if row.label in table.tuned_text:  # its model is an overlay's
             continue
@@ -149,13 +150,26 @@ def _seeds_text(study: dict, seeds) -> str:
             + (f"; seed(s) {','.join(map(str, both))} also tuned: not apart from the selection" if both else ""))
 
 
-def waiting_rows(table: Table) -> list[str]:
-    """The rows no study tuned while some study of the table has not finished (no best.json): it
-    may tune them, so they are not trained at the table's values yet (apply_tuned first)."""
-    if not table.tuned_missing:
-        return []
-    tuned = {label for label, _ in table.tuned_sets}
-    return [row.label for row in table.rows if row.label not in tuned]
+def _pending(out: Path, name: str) -> tuple[str, tuple[str, ...]] | None:
+    """An unfinished study's (task, models) from its study.json (written when bench tune starts
+    it); None when there is none to read: then it may tune any cell."""
+    try:
+        meta = json.loads((Path(out) / "studies" / name / "study.json").read_text())
+        return str(meta["task"]), tuple(meta["models"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def waiting_cells(table: Table) -> list[tuple[str, str]]:
+    """The (row label, column label) cells no study tuned that a study of the table which has not
+    finished (no best.json) may tune: one tuning the cell's task and the row's model, or one not
+    started (no study.json: it may tune anything). They are not trained at the table's values yet
+    (apply_tuned first); the other cells are, so one column's final seeds train while another
+    column's study runs."""
+    pending = list(table.tuned_pending.values())
+    return [(row.label, col.label) for row in table.rows for col in table.columns
+            if (row.label, col.label) not in table.tuned_sets
+            and any(p is None or (p[0] == col.task and row.model in p[1]) for p in pending)]
 
 
 def with_tuned_column(table: Table, headers: list[str], rows: list[list]) -> tuple[list[str], list[list]]:
