@@ -383,3 +383,21 @@ def test_the_summary_marks_a_best_setting_at_chance_on_validation():
     low = {"val": 0.16, "val_chance": _val_chance(out, {"record": record, "val": 0.16}, "acc")}
     assert _val_text(low) == "16.0 ~ (14.8)"
     assert _val_chance(out, {"record": "runs/none.json", "val": 0.5}, "acc") is None  # no record: no mark
+
+
+def test_a_pick_that_only_ties_at_the_edge_is_not_extended(tmp_path, monkeypatch, capsys):
+    """Every value at the same score on both seeds (a task every value leaves at chance: each run
+    predicts the majority class): all are kept and all get the second seed; the pick is the
+    grid's first value, an edge only by the tie-break, so no value beyond the grid is trained."""
+    flat = [0.522] * 4
+    curves = {"lstm": {1e-3: flat, 3e-3: flat, 1e-2: flat}}
+    calls = []
+    fake_runs(monkeypatch, curves, calls)
+    assert tune(tmp_path, "lstm", "train.lr=[1e-3,3e-3,1e-2]") == 0
+    assert {c[1] for c in calls} == {1e-3, 3e-3, 1e-2}  # nothing outside the grid
+    assert sorted({c[1] for c in calls if c[2] == 1}) == [1e-3, 3e-3, 1e-2]  # all in contention: all on seed 1
+    best = json.loads((tmp_path / "studies" / "flipflop-smoke" / "best.json").read_text())["models"]["lstm"]
+    assert best["values"] == {"train.lr": 0.001} and best["val"] == pytest.approx(0.522)
+    assert "ties with train.lr=0.003, train.lr=0.01" in capsys.readouterr().err
+    state = json.loads((tmp_path / "studies" / "flipflop-smoke" / "bracket.json").read_text())["lstm"]
+    assert state["extension"] == {"none": "the pick ties with train.lr=0.003, train.lr=0.01"}

@@ -14,7 +14,8 @@ replay benchmark, scripts/benchmarks/protocol_replay.py, applies them to recorde
     contention   at the last rung, the configurations within the noise of the best: compared again
                  on a second seed (the mean of the two selects)
     extension    a best value at the edge of a numeric grid axis: the axis's next value one step out
-                 (the grid's own ratio, or its own difference when a value is <= 0)
+                 (the grid's own ratio, or its own difference when a value is <= 0); not when the
+                 pick ties another configuration (then the tie-break by grid order put it there)
 
 Standard error of a difference of two accuracies a, b on n examples each (independent binomials; the
 two runs are scored on the same validation examples, whose correlation makes the true SE smaller,

@@ -8,7 +8,8 @@ apply ``protocol.survivors`` (top 1/eta, ties and every configuration within the
 best kept); the others are stopped (their checkpoints stay, unused). At the last rung the
 configurations within the noise of the best are trained again on the study's second seed, and the
 best mean of the two seeds is the pick; a pick at the edge of a numeric axis brings the axis's
-next value through the same rungs (``protocol.edge_step``, checked against the setting's domain).
+next value through the same rungs (``protocol.edge_step``, checked against the setting's domain),
+unless the pick only ties another configuration (every one at chance: first by the grid's order).
 Every row of a study has the same configurations and rungs, and each prints the steps it trained.
 A worker takes the first free task in the rows' order: while a row waits at its barrier for another
 worker's configuration, it trains the next row's (no worker idles while any row has work).
@@ -252,6 +253,12 @@ class SyncWorker(StudyWorker):
         kept at each only if it would have survived it (and through the second seed when in
         contention); False when there is nothing to extend (said in the log and bracket.json)."""
         if b["pick"] is None:
+            return False
+        tied = [k for k, v in (b.get("selection") or {}).items() if k != b["pick"] and v >= b["selection"][b["pick"]]]
+        if tied:  # its place at the edge is the grid order's (the tie-break), not its score's
+            b["extension"] = {"none": f"the pick ties with {', '.join(tied)}"}
+            log.info(f"tune: {model}: the pick {b['pick']} ties with {', '.join(tied)} (the same objective): "
+                     "it is first by the grid's order, not ahead, so the grid is not extended")
             return False
         values = b["configs"][b["pick"]]["values"]
         for p in space_of(self.meta):
