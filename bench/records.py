@@ -329,8 +329,10 @@ def command_line(argv: list[str] | None = None, cwd: str | None = None) -> str:
 
 def git_commit(root: Path | None = None) -> dict:
     """The code a run is made from: the checkout's commit and whether its tracked files differ from
-    it; when they do, ``diff_sha256``, the SHA-256 of ``git diff HEAD --binary`` (the tree is that
-    commit plus the diff with this hash). Tables mark such records (bench/report/cells.py)."""
+    it, results/ aside (records, study journals and write-ups, which runs and studies write as they
+    go, are not code); when they do, ``diff_sha256``, the SHA-256 of ``git diff HEAD --binary`` over
+    the same files (the code is that commit plus the diff with this hash). Tables mark such records
+    (bench/report/cells.py)."""
     root = Path(root) if root else Path(__file__).resolve().parent.parent
     if not (root / "pyproject.toml").is_file():  # an installed bench (site-packages): no checkout to name
         return {"commit": None, "dirty": None}
@@ -340,8 +342,9 @@ def git_commit(root: Path | None = None) -> dict:
 
     try:
         commit = git("rev-parse", "HEAD").decode().strip()
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
-        diff = git("diff", "HEAD", "--binary") if dirty else b""
+        code = ["--", ".", ":(exclude)results"]  # results/ holds records and write-ups, written by the runs themselves
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no", *code).strip())
+        diff = git("diff", "HEAD", "--binary", *code) if dirty else b""
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
     return {"commit": commit or None, "dirty": dirty, **({"diff_sha256": hashlib.sha256(diff).hexdigest()} if dirty else {})}

@@ -162,10 +162,18 @@ def test_git_commit_names_the_diff_of_a_dirty_tree(tmp_path):
     assert real_git_commit(tmp_path) == {"commit": head, "dirty": False}
     (tmp_path / "untracked.txt").write_text("not code yet\n")
     assert real_git_commit(tmp_path) == {"commit": head, "dirty": False}  # untracked files are not the tree's code
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "bracket.json").write_text("{}\n")
+    git("add", "results/bracket.json")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a study's file")
+    head = git("rev-parse", "HEAD").decode().strip()
+    (tmp_path / "results" / "bracket.json").write_text('{"rung": 1}\n')  # a study writing its tracked state
+    assert real_git_commit(tmp_path) == {"commit": head, "dirty": False}  # results/ is not the tree's code
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'y'\n")
     diff = b"diff --git a/pyproject.toml b/pyproject.toml\n"
     got = real_git_commit(tmp_path)
-    assert got["dirty"] is True and got["diff_sha256"] == hashlib.sha256(git("diff", "HEAD", "--binary")).hexdigest()
+    code_diff = git("diff", "HEAD", "--binary", "--", ".", ":(exclude)results")
+    assert got["dirty"] is True and got["diff_sha256"] == hashlib.sha256(code_diff).hexdigest()
     assert git("diff", "HEAD", "--binary").startswith(diff) and b"-name = 'x'\n+name = 'y'" in git("diff", "HEAD", "--binary")
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'z'\n")
     assert real_git_commit(tmp_path)["diff_sha256"] != got["diff_sha256"]  # another diff, another hash
