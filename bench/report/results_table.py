@@ -347,8 +347,8 @@ class ResultsTable(TableKind):
         apply_tuned(table, out, preset)  # tuned rows train at their study's best values
         waiting = waiting_cells(table)
         if waiting:
-            studies = ", ".join(table.tuned_missing)
-            which = f"studies {studies} have" if len(table.tuned_missing) > 1 else f"study {studies} has"
+            studies = ", ".join(table.tuned_pending)
+            which = f"studies {studies} have" if len(table.tuned_pending) > 1 else f"study {studies} has"
             by_column = {col: [r for r, c in waiting if c == col] for col in dict.fromkeys(c for _, c in waiting)}
             cells = "; ".join(f"{', '.join(rows)} on {col}" for col, rows in by_column.items())
             log.warning(f"bench: not training {cells}: {which} not finished (no best.json under {out}/studies) "

@@ -120,8 +120,8 @@ class Table:
     tuned: tuple[str, ...] = ()  # the studies named by ``tuned:``
     tuned_sets: dict = field(default_factory=dict)  # (row label, column label) -> the study's best values as overrides (apply_tuned)
     tuned_text: dict = field(default_factory=dict)  # row label -> its tuned setting, or why it has none
-    tuned_missing: tuple[str, ...] = ()  # the studies named by ``tuned:`` without a best.json (not finished)
-    tuned_pending: dict = field(default_factory=dict)  # such a study -> (its task, its models) from study.json, or None (unknown)
+    tuned_pending: dict = field(default_factory=dict)  # a study named by ``tuned:`` without a best.json (not finished) ->
+    # (its task, its models) from its study.json, or None (unknown)
     overlays: tuple[str, ...] = ()  # the studies whose registry overlays (tuned.yaml) give rows their models (``overlays:``)
     paper_seeds: int | None = None  # runs behind each of the paper's mean ± std
     state: tuple[str, ...] = ()  # tasks whose streaming state bytes are printed as a column (``state:``)

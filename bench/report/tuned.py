@@ -89,7 +89,7 @@ def apply_tuned(table: Table, out: Path, preset: str) -> None:
     by bench tune): each cell a study tuned (the module docstring) gets the study's best values as
     overrides (``cell_set``), its row the values in the tuned column; every other row is marked
     not tuned, saying why. Two studies tuning one cell is a UserError."""
-    table.tuned_sets, table.tuned_text, table.tuned_missing = {}, {}, ()
+    table.tuned_sets, table.tuned_text, table.tuned_pending = {}, {}, {}
     _overlay_texts(table, out)
     if not table.tuned:
         return
@@ -99,7 +99,6 @@ def apply_tuned(table: Table, out: Path, preset: str) -> None:
             found.append(json.loads((Path(out) / "studies" / name / "best.json").read_text()))
         except (OSError, ValueError):
             missing.append(name)
-    table.tuned_missing = tuple(missing)
     table.tuned_pending = {name: _pending(out, name) for name in missing}
     for row in table.rows:
         if row.label in table.tuned_text:  # its model is an overlay's
