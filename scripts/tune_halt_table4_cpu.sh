@@ -8,7 +8,7 @@
 # The rule of docs/tasks.md ("The LRA table on the CPU") applied once: the Pathfinder study at
 # n_train 10,000 (t4cpu-pathfinder) left every row at chance on validation, so the column's
 # data.n_train doubled to 20,000 and its study is t4cpu-pathfinder20k.
-# CPU hours: docs/tasks.md, "The LRA table on the CPU" (~5 tuning, ~15 final seeds).
+# CPU hours: docs/tasks.md, "The LRA table on the CPU" (the plan, and what each study and column took).
 set -euo pipefail
 BENCH=${BENCH:-python -m bench}
 OUT=${OUT:-results}
