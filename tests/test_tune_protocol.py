@@ -271,6 +271,18 @@ def test_bad_tune_arguments_are_one_line_exit_2_nothing_written(tmp_path, capsys
     assert not (tmp_path / "out").exists()
 
 
+def test_an_objective_may_be_any_rate_validation_records(registry):
+    """Parity's tables show acc (every prefix right), but probes-linear-cpu reports its per-prefix
+    token_acc, which every split records: a study may select on it; a metric no split records is refused."""
+    from bench.cli.tune import _objective
+
+    assert _objective(registry, "lstm", "parity", "small", [], None) == "acc"
+    assert _objective(registry, "lstm", "parity", "small", [], "token_acc") == "token_acc"
+    assert _objective(registry, "lstm", "modular-arithmetic", "small", [], "token_acc@lengths") == "token_acc@lengths"
+    with pytest.raises(UserError, match="parity's validation reports acc, token_acc, last_acc; name one"):
+        _objective(registry, "lstm", "parity", "small", [], "length_avg_token_acc")
+
+
 def test_sync_needs_a_grid(tmp_path, capsys):
     assert main(["tune", *TASK, "--models", "lstm", "--space", "train.lr=loguniform(1e-4,1e-2)", "--pruner", "sync",
                  "--out", str(tmp_path / "o")]) == 2

@@ -146,16 +146,19 @@ def cmd_tune(args, registry) -> int:
 
 def _objective(registry, model: str, task: str, preset: str, fixed: list[str], given: str | None) -> str:
     """The study's objective: --objective, else the metric the task's tables report (its first
-    report metric, e.g. flip-flop's last_acc), checked against the metrics its validation has."""
+    report metric, e.g. flip-flop's last_acc), checked against the metrics its validation has
+    (its report metrics, then the rates every split records: a table may report parity's
+    per-prefix token_acc though parity's own tables show acc)."""
     import importlib
 
     from ..config import resolve_run
+    from ..metrics import SPLIT_RATES
     from ..tune.protocol import parse_objective
 
     target = resolve_run(registry, model, task, preset, fixed).task.target
     module, _, cls = target.partition(":")
     task_cls = getattr(importlib.import_module(module), cls)
-    known = list(dict.fromkeys([*getattr(task_cls, "report_metrics", ()), task_cls.metric]))
+    known = list(dict.fromkeys([*getattr(task_cls, "report_metrics", ()), task_cls.metric, *SPLIT_RATES]))
     if given is None:
         return known[0]
     metric, _ = parse_objective(given)
