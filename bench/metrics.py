@@ -254,11 +254,6 @@ def contradiction(arrays: dict[str, np.ndarray], metrics: dict) -> str | None:
     return None
 
 
-#: the rates every split records, whatever the task's kind (``_rates``): a tag task's ``token_acc`` is
-#: per position, a classify task's equals its ``acc``
-SPLIT_RATES = ("acc", "token_acc", "last_acc")
-
-
 def _rates(cat: dict, idx: np.ndarray) -> dict:
     """acc, token_acc and last_acc of the examples ``idx``. Examples without a scored position
     (an LM sequence whose targets are all IGNORE) count in none of them; a metric with nothing

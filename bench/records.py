@@ -235,8 +235,11 @@ def record_problem(rec) -> str | None:
     return None
 
 
+#: the accuracies every split records, whatever the task's kind (bench/metrics.py ``_rates``): a tag
+#: task's ``token_acc`` is per position, a classify task's equals its ``acc``
+SPLIT_RATES = ("acc", "token_acc", "last_acc")
 #: the metrics a record holds as fractions of examples (bench/metrics.py): each in [0, 1]
-RATES = ("acc", "token_acc", "last_acc", "majority", "token_majority", "last_majority")
+RATES = (*SPLIT_RATES, "majority", "token_majority", "last_majority")
 
 
 def _rates_problem(where: str, result: dict, primary: str | None) -> str | None:

@@ -152,7 +152,7 @@ def _objective(registry, model: str, task: str, preset: str, fixed: list[str], g
     import importlib
 
     from ..config import resolve_run
-    from ..metrics import SPLIT_RATES
+    from ..records import SPLIT_RATES
     from ..tune.protocol import parse_objective
 
     target = resolve_run(registry, model, task, preset, fixed).task.target
