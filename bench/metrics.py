@@ -4,9 +4,9 @@ A split's metrics: ``n`` (examples), ``acc``, ``token_acc``, ``last_acc``; for k
 class label per example (classify, pair_classify) also ``majority``: the share of the split's
 examples whose label is its most frequent label (the accuracy of always guessing that label),
 counted over every example evaluated, on all ranks (outcomes are gathered before summarizing);
-for kinds with token targets (lm) ``token_majority`` (``with_token_chance``): the share of the
-split's scored positions whose target is its most frequent target token (the ``token_acc`` of
-always guessing that token), and ``last_majority``: the share of examples whose last scored
+for kinds with token targets (lm; tag, a position's target its whole label vector)
+``token_majority`` (``with_token_chance``): the share of the split's scored positions whose target
+is its most frequent target (the ``token_acc`` of always guessing that target), and ``last_majority``: the share of examples whose last scored
 target is the most frequent one (the ``last_acc`` of always guessing it), in the split's metrics
 and, for those same guesses, in each length bin.
 

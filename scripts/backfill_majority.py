@@ -9,7 +9,8 @@ project's own code, generates each split the record has metrics for that lacks t
 (``Task.generate`` with the split's own seed, as bench/data.py:load_split does), checks that the
 split has the record's number of examples, and writes the share into ``metrics[split]`` (after
 ``last_acc``, where a new record has it), nothing else; each record is rewritten atomically.
-Records of tasks with token targets (kind lm) get ``token_majority`` and ``last_majority`` (the
+Records of tasks with token targets (kind lm, and kind tag: the formal languages, whose position
+is scored by its whole label vector) get ``token_majority`` and ``last_majority`` (the
 share of the most frequent last scored target: the chance level of ``last_acc``, flip-flop's
 last read) the same way, in each split and in each of its per-length bins
 (bench/metrics.py:with_token_chance, what a new record gets); a ``token_majority`` already there
@@ -35,6 +36,9 @@ from bench.metrics import with_token_chance  # noqa: E402
 from bench.records import write_json_atomic  # noqa: E402
 from bench.registry import import_task_class  # noqa: E402
 from scripts._bench_util import backfill_args, run_records  # noqa: E402
+
+
+TOKEN_KINDS = ("lm", "tag")  # kinds whose token_acc has a token-level chance level (TaskKind.scored_targets)
 
 
 def _with_majority(split_metrics: dict, share: float) -> dict:
@@ -81,7 +85,7 @@ def _lacks_token_chance(m) -> bool:
 
 def backfill_tokens(rec: dict, task_config: dict, cache: dict) -> tuple[dict | None, str]:
     """The record with ``token_majority`` and ``last_majority`` written into every split lacking
-    one (lm kinds); a value already there is computed again the same way and kept in its place."""
+    one (TOKEN_KINDS); a value already there is computed again the same way and kept in its place."""
     metrics = rec["metrics"]
     todo = [s for s, m in metrics.items() if _lacks_token_chance(m)]
     if not todo:
@@ -89,8 +93,8 @@ def backfill_tokens(rec: dict, task_config: dict, cache: dict) -> tuple[dict | N
     done = []
     for split in todo:
         task, columns = generated(task_config, split, cache)
-        if len(columns["targets"]) != metrics[split]["n"]:
-            return None, f"split sizes differ: {split} ({len(columns['targets'])} generated, {metrics[split]['n']} in the record)"
+        if len(columns["tokens"]) != metrics[split]["n"]:
+            return None, f"split sizes differ: {split} ({len(columns['tokens'])} generated, {metrics[split]['n']} in the record)"
         had = metrics[split].get("token_majority")
         metrics[split] = with_token_chance(metrics[split], task.kind, columns, task.length_bin)
         now = metrics[split]["token_majority"]
@@ -113,14 +117,14 @@ def backfill(path: Path, cache: dict) -> tuple[dict | None, str]:
         cls = task_class(task)
     except UserError as exc:
         return None, f"task class not found: {exc}"
-    if cls.kind not in ("classify", "pair_classify", "lm"):
+    if cls.kind not in ("classify", "pair_classify", *TOKEN_KINDS):
         return None, f"kind {cls.kind}: no label per example and no token targets"
     lacking = [s for s, m in metrics.items() if _lacks_token_chance(m)]
-    if not (lacking if cls.kind == "lm" else todo):
+    if not (lacking if cls.kind in TOKEN_KINDS else todo):
         return None, "nothing to write"
     if str(task.get("version", "1")) != str(cls.version):
         return None, f"made by generator version {task.get('version', '1')}, the code's is {cls.version}: other data"
-    if cls.kind == "lm":
+    if cls.kind in TOKEN_KINDS:
         return backfill_tokens(rec, task, cache)
     shares = majority_shares(task, todo, cache)
     wrong = [f"{s} ({shares[s][1]} generated, {metrics[s]['n']} in the record)" for s in todo if shares[s][1] != metrics[s]["n"]]

@@ -130,6 +130,16 @@ def test_token_chance_is_the_accuracy_of_always_guessing_the_split_s_most_freque
     assert with_token_chance({"n": 1}, "classify", {"tokens": [[1]], "label": [0]}, bins.get) == {"n": 1}  # labels: ``majority``
 
 
+def test_tag_token_chance_guesses_the_split_s_most_frequent_label_vector():
+    """A tag position is right iff its whole label vector is, so chance guesses the most frequent
+    vector: positions [0,1] [1,0] | [0,1] [0,1] [1,1] | [0,1]: [0,1] four times of six -> 4/6;
+    last vectors [1,0], [1,1], [0,1]: each once -> 1/3."""
+    columns = {"tokens": [[1, 2], [1, 2, 3], [1]],
+               "labels": [[[0, 1], [1, 0]], [[0, 1], [0, 1], [1, 1]], [[0, 1]]]}
+    out = with_token_chance({"n": 3, "token_acc": 0.5}, "tag", columns, lambda n: None)
+    assert out == {"n": 3, "token_acc": 0.5, "token_majority": pytest.approx(4 / 6), "last_majority": pytest.approx(1 / 3)}
+
+
 def test_bin_labels_sort_by_their_first_number():
     labels = [">2000", "1001-2000", "T1024", "T512", "ops12", "ops7", "none"]
     assert [_bin_start(x) for x in labels] == [2000, 1001, 1024, 512, 12, 7, math.inf]

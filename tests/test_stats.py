@@ -283,3 +283,33 @@ def test_backfill_majority_regenerates_the_share_a_run_recorded(tmp_path):
     filled, what = script.backfill(path, {})
     assert "len500_600 " in what
     assert json.dumps(filled, indent=2) + "\n" == original
+
+
+def test_backfill_majority_counts_parity_s_chance_from_its_strings(tmp_path):
+    """scripts/backfill_majority.py on a committed parity record (kind tag) with its token shares
+    removed writes them back unchanged; and the bin1 share is what always guessing the most frequent
+    prefix parity scores, counted here from the generated strings themselves."""
+    import json
+
+    from script_helpers import ROOT as root
+    from script_helpers import load_script
+
+    script = load_script("scripts/backfill_majority.py")
+    found = sorted((root / "results/runs/parity/small/deltanet").glob("seed0-*.json"))
+    original = next(p for p in found if json.loads(p.read_text())["config"]["task"]["params"].get("bin1_max_len") == 128).read_text()
+    rec = json.loads(original)
+    cfg = rec["config"]["task"]
+    for m in rec["metrics"].values():
+        for entry in [m, *(m.get("by_length") or {}).values()]:
+            entry.pop("token_majority"), entry.pop("last_majority")
+    path = tmp_path / "seed0.json"
+    path.write_text(json.dumps(rec, indent=2) + "\n")
+    filled, what = script.backfill(path, {})
+    assert what.startswith("token_majority val ")
+    assert json.dumps(filled, indent=2) + "\n" == original
+    task = script.task_class(cfg).build(cfg["name"], dict(cfg["params"]))
+    strings = task.generate("bin1", np.random.default_rng(task.split_seed("bin1")))["tokens"]
+    ones = [np.cumsum(np.asarray(t) == task.vocab.index("1")) for t in strings]  # 1s read after each prefix
+    even, total = sum(int((c % 2 == 0).sum()) for c in ones), sum(len(c) for c in ones)
+    assert filled["metrics"]["bin1"]["token_majority"] == pytest.approx(max(even, total - even) / total)
+    assert filled["metrics"]["bin1"]["last_majority"] == 1.0  # every string is in the language: its last prefix is even

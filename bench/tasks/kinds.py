@@ -190,6 +190,11 @@ class Tag(TaskKind):
         last = pos_ok.gather(1, (n - 1).clamp_min(0).unsqueeze(1)).squeeze(1).float()
         return {"correct": tok == n, "tok_correct": tok, "n_scored": n, "last_correct": last}
 
+    def scored_targets(self, columns):
+        """Each position's label vector as one integer (label j is bit j): a position is right iff
+        its whole vector is, so the chance guess is the split's most frequent vector."""
+        return [np.asarray(labels, dtype=np.int64) @ (1 << np.arange(np.shape(labels)[-1])) for labels in columns["labels"]]
+
     def random_batch(self, task, batch, tokens, gen, device):
         B, T = batch["tokens"].shape
         batch["labels"] = torch.randint(0, 2, (B, T, task.num_labels), generator=gen).float().to(device)
