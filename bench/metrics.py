@@ -6,9 +6,10 @@ examples whose label is its most frequent label (the accuracy of always guessing
 counted over every example evaluated, on all ranks (outcomes are gathered before summarizing);
 for kinds with token targets (lm; tag, a position's target its whole label vector)
 ``token_majority`` (``with_token_chance``): the share of the split's scored positions whose target
-is its most frequent target (the ``token_acc`` of always guessing that target), and ``last_majority``: the share of examples whose last scored
-target is the most frequent one (the ``last_acc`` of always guessing it), in the split's metrics
-and, for those same guesses, in each length bin.
+is its most frequent target (the ``token_acc`` of always guessing that target), and
+``last_majority``: the share of examples whose last scored target is the most frequent one (the
+``last_acc`` of always guessing it), in the split's metrics and, for those same guesses, in each
+length bin.
 
 Rates are exact ratios of whole counts (acc = right examples / scored examples, token_acc =
 right positions / scored positions, in float64), so the per-example outcomes kept beside a record
