@@ -35,10 +35,12 @@ from bench.errors import UserError  # noqa: E402
 from bench.metrics import with_token_chance  # noqa: E402
 from bench.records import write_json_atomic  # noqa: E402
 from bench.registry import import_task_class  # noqa: E402
+from bench.tasks.kinds import KINDS, TaskKind  # noqa: E402
 from scripts._bench_util import backfill_args, run_records  # noqa: E402
 
 
-TOKEN_KINDS = ("lm", "tag")  # kinds whose token_acc has a token-level chance level (TaskKind.scored_targets)
+#: the kinds whose token_acc has a token-level chance level: those that say which targets it scores
+TOKEN_KINDS = tuple(name for name, kind in KINDS.items() if type(kind).scored_targets is not TaskKind.scored_targets)
 
 
 def _with_majority(split_metrics: dict, share: float) -> dict:
