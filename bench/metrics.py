@@ -3,7 +3,8 @@
 A split's metrics: ``n`` (examples), ``acc``, ``token_acc``, ``last_acc``; for kinds with one
 class label per example (classify, pair_classify) also ``majority``: the share of the split's
 examples whose label is its most frequent label (the accuracy of always guessing that label),
-counted over every example evaluated, on all ranks (outcomes are gathered before summarizing);
+counted over every example evaluated, on all ranks (outcomes are gathered before summarizing), and
+``predicted_classes``: how many distinct classes the model predicted on the split (1: collapsed);
 for kinds with token targets (lm; tag, a position's target its whole label vector)
 ``token_majority`` (``with_token_chance``): the share of the split's scored positions whose target
 is its most frequent target (the ``token_acc`` of always guessing that target), and
@@ -30,6 +31,8 @@ from .records import Record, RecordError, outcomes_file, run_folder, write_atomi
 
 #: the per-example arrays kept for every split (``OutcomeBuffer.arrays``, ``bench.load_outcomes``)
 OUTCOME_FIELDS = ("index", "correct", "token_correct", "tokens", "length")
+#: kept beside them by runs made since: whether the last scored target is right (1 / 0; -1: no scored target)
+LAST_CORRECT = "last_correct"
 
 
 def smallest_int(values: np.ndarray) -> np.ndarray:
@@ -75,14 +78,18 @@ class OutcomeBuffer:
         that holds it: ``index`` (the example's index in the split's dataset; 0, 1, ... when the
         batches carried none), ``correct`` (0/1, as ``acc`` counts it), ``token_correct`` and
         ``tokens`` (scored positions right / scored; one per example for classification kinds),
-        ``length``. An example with no scored position (``tokens`` 0) counts in no rate."""
+        ``length``, and ``last_correct`` (LAST_CORRECT: the last scored position right, 1 / 0, -1
+        without one: what ``last_acc`` averages). An example with no scored position (``tokens``
+        0) counts in no rate."""
         if not self.parts:
             return {}
         cat = {k: torch.cat(v).numpy() for k, v in self.parts.items()}
         n = len(cat["correct"])
+        last = cat["last_correct"]
         columns = {"index": cat["index"] if "index" in cat else np.arange(n), "correct": cat["correct"] * (cat["n_scored"] > 0),
-                   "token_correct": cat["tok_correct"], "tokens": cat["n_scored"], "length": cat["length"]}
-        return {name: smallest_int(columns[name]) for name in OUTCOME_FIELDS}
+                   "token_correct": cat["tok_correct"], "tokens": cat["n_scored"], "length": cat["length"],
+                   LAST_CORRECT: np.where(np.isnan(last) | (cat["n_scored"] == 0), -1, last)}
+        return {name: smallest_int(columns[name]) for name in (*OUTCOME_FIELDS, LAST_CORRECT)}
 
     def summarize(self, length_bin) -> dict:
         if not self.parts:
@@ -91,6 +98,8 @@ class OutcomeBuffer:
         out = {"n": int(len(cat["correct"])), **_rates(cat, np.arange(len(cat["correct"])))}
         if "label" in cat:  # one class label per example: the share of the most frequent one (always guessing it)
             out["majority"] = float(np.unique(cat["label"], return_counts=True)[1].max() / len(cat["label"]))
+        if "prediction" in cat:  # how many classes the model predicts (1: it collapsed to one class)
+            out["predicted_classes"] = int(len(np.unique(cat["prediction"])))
         stats = {}
         for name, vals in self.scalar_stats.items():
             w = sum(b for _, b in vals)
@@ -224,8 +233,9 @@ def read_outcomes(file: Path, splits: list[str], again: str) -> dict[str, dict[s
         with np.load(file, allow_pickle=False) as saved:
             if not hasattr(saved, "files"):
                 raise ValueError("one array, not an .npz archive of arrays")
-            out = {split: {name: np.asarray(saved[f"{split}/{name}"]) for name in OUTCOME_FIELDS} for split in splits
-                   if f"{split}/correct" in saved.files}
+            out = {split: {name: np.asarray(saved[f"{split}/{name}"]) for name in OUTCOME_FIELDS
+                           + ((LAST_CORRECT,) if f"{split}/{LAST_CORRECT}" in saved.files else ())}
+                   for split in splits if f"{split}/correct" in saved.files}
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if "pickle" in text:  # numpy's own words would advise loading it unsafely

@@ -15,6 +15,10 @@ share of the most frequent last scored target: the chance level of ``last_acc``,
 last read) the same way, in each split and in each of its per-length bins
 (bench/metrics.py:with_token_chance, what a new record gets); a ``token_majority`` already there
 must come out the same, or the record is left alone.
+Every record also gets ``chance`` where a split lacks it: the chance levels of acc, token_acc and
+last_acc, each the score of the best trivial strategy on the split and the strategy's name, in the
+split's metrics and in each of its per-length bins (bench/tasks/trivial.py:with_levels, what a new
+record gets).
 Records whose task generator has changed since (another ``version``), whose kind has neither,
 or whose split sizes do not match are left alone and named.
 
@@ -36,6 +40,7 @@ from bench.metrics import with_token_chance  # noqa: E402
 from bench.records import write_json_atomic  # noqa: E402
 from bench.registry import import_task_class  # noqa: E402
 from bench.tasks.kinds import KINDS, TaskKind  # noqa: E402
+from bench.tasks.trivial import levels as trivial_levels, with_levels  # noqa: E402
 from scripts._bench_util import backfill_args, run_records  # noqa: E402
 
 
@@ -85,6 +90,17 @@ def _lacks_token_chance(m) -> bool:
     return isinstance(m, dict) and bool(m.get("n")) and not {"token_majority", "last_majority"} <= set(m)
 
 
+def _chance_last(split_metrics: dict) -> dict:
+    """The split's metrics (and its bins') with ``chance`` last, where a new record has it."""
+    def last(entry: dict) -> dict:
+        return {**{k: v for k, v in entry.items() if k != "chance"}, **({"chance": entry["chance"]} if "chance" in entry else {})}
+
+    out = last(split_metrics)
+    if out.get("by_length"):
+        out["by_length"] = {label: last(entry) for label, entry in out["by_length"].items()}
+    return out
+
+
 def backfill_tokens(rec: dict, task_config: dict, cache: dict) -> tuple[dict | None, str]:
     """The record with ``token_majority`` and ``last_majority`` written into every split lacking
     one (TOKEN_KINDS); a value already there is computed again the same way and kept in its place."""
@@ -98,7 +114,7 @@ def backfill_tokens(rec: dict, task_config: dict, cache: dict) -> tuple[dict | N
         if len(columns["tokens"]) != metrics[split]["n"]:
             return None, f"split sizes differ: {split} ({len(columns['tokens'])} generated, {metrics[split]['n']} in the record)"
         had = metrics[split].get("token_majority")
-        metrics[split] = with_token_chance(metrics[split], task.kind, columns, task.length_bin)
+        metrics[split] = _chance_last(with_token_chance(metrics[split], task.kind, columns, task.length_bin))
         now = metrics[split]["token_majority"]
         if had is not None and had != now and not (had != had and now != now):  # NaN only where both are NaN
             return None, f"{split}: token_majority {had} in the record, {metrics[split]['token_majority']} from the data: other data"
@@ -107,8 +123,28 @@ def backfill_tokens(rec: dict, task_config: dict, cache: dict) -> tuple[dict | N
                  + "; last_majority " + ", ".join(f"{s} {x:.3f}" for s, _, x in done))
 
 
+def backfill_chance(rec: dict, task_config: dict, cache: dict) -> tuple[dict | None, str]:
+    """The record with ``chance`` (bench/tasks/trivial.py:with_levels) written into every split
+    lacking it, and into its per-length bins."""
+    metrics = rec["metrics"]
+    todo = [s for s, m in metrics.items() if isinstance(m, dict) and m.get("n") and "chance" not in m]
+    if not todo:
+        return None, "nothing to write"
+    levels = cache.setdefault("levels", {})
+    for split in todo:
+        task, columns = generated(task_config, split, cache)
+        if len(columns["tokens"]) != metrics[split]["n"]:
+            return None, f"split sizes differ: {split} ({len(columns['tokens'])} generated, {metrics[split]['n']} in the record)"
+        key = (json.dumps(task_config, sort_keys=True), split)
+        if key not in levels:
+            levels[key] = trivial_levels(task, columns, task.length_bin)
+        metrics[split] = with_levels(metrics[split], task, columns, levels[key])
+    return rec, "chance " + ", ".join(f"{s} " + "/".join(f"{m} {v['level']:.3f} ({v['strategy']})" for m, v in metrics[s]["chance"].items())
+                                      for s in todo)
+
+
 def backfill(path: Path, cache: dict) -> tuple[dict | None, str]:
-    """(the record with the shares written, or None, what was done or why not)."""
+    """(the record with the shares and chance levels written, or None, what was done or why not)."""
     rec = json.loads(path.read_text())
     metrics = rec.get("metrics") or {}
     task = (rec.get("config") or {}).get("task") or {}
@@ -122,12 +158,28 @@ def backfill(path: Path, cache: dict) -> tuple[dict | None, str]:
     if cls.kind not in ("classify", "pair_classify", *TOKEN_KINDS):
         return None, f"kind {cls.kind}: no label per example and no token targets"
     lacking = [s for s, m in metrics.items() if _lacks_token_chance(m)]
-    if not (lacking if cls.kind in TOKEN_KINDS else todo):
+    no_chance = [s for s, m in metrics.items() if isinstance(m, dict) and m.get("n") and "chance" not in m]
+    if not (lacking if cls.kind in TOKEN_KINDS else todo) and not no_chance:
         return None, "nothing to write"
     if str(task.get("version", "1")) != str(cls.version):
         return None, f"made by generator version {task.get('version', '1')}, the code's is {cls.version}: other data"
-    if cls.kind in TOKEN_KINDS:
-        return backfill_tokens(rec, task, cache)
+    said = []
+    if lacking if cls.kind in TOKEN_KINDS else todo:
+        written, what = backfill_tokens(rec, task, cache) if cls.kind in TOKEN_KINDS else backfill_shares(rec, task, todo, cache)
+        if written is None:
+            return None, what
+        said.append(what)
+    if no_chance:
+        written, what = backfill_chance(rec, task, cache)
+        if written is None:
+            return None, what
+        said.append(what)
+    return rec, "; ".join(said)
+
+
+def backfill_shares(rec: dict, task: dict, todo: list[str], cache: dict) -> tuple[dict | None, str]:
+    """The record with ``majority`` written into the splits ``todo`` (one label per example)."""
+    metrics = rec["metrics"]
     shares = majority_shares(task, todo, cache)
     wrong = [f"{s} ({shares[s][1]} generated, {metrics[s]['n']} in the record)" for s in todo if shares[s][1] != metrics[s]["n"]]
     if wrong:

@@ -14,7 +14,7 @@ from bench.cli import main
 from bench.config import resolve_run
 from bench.data import TaskData
 from bench.errors import UserError
-from bench.metrics import OUTCOME_FIELDS, OutcomeBuffer, example_outcomes
+from bench.metrics import LAST_CORRECT, OUTCOME_FIELDS, OutcomeBuffer, example_outcomes
 from bench.records import record_path, run_folder
 from bench.runner.build import instantiate_task
 from bench.tasks.base import IGNORE
@@ -46,8 +46,9 @@ def assert_outcomes_give_metrics(outcomes: dict, metrics: dict) -> None:
     assert list(outcomes) == list(metrics)  # val and every test split, in the record's order
     for split, m in metrics.items():
         o = outcomes[split]
-        assert set(o) == set(OUTCOME_FIELDS)
+        assert set(o) == {*OUTCOME_FIELDS, LAST_CORRECT}
         assert all(len(v) == m["n"] for v in o.values())
+        assert o[LAST_CORRECT].mean() == pytest.approx(m["last_acc"], abs=1e-6)  # the record's last_acc averages float32 values
         np.testing.assert_array_equal(o["index"], np.arange(m["n"]))  # each example once, in the split's order
         assert o["correct"].mean() == m["acc"]  # exactly: the record's number, from the kept outcomes
         assert o["token_correct"].sum() / o["tokens"].sum() == m["token_acc"]

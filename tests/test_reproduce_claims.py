@@ -3,6 +3,7 @@ inconclusive by bench/report/stats.py's tests; cells at chance), beside fake run
 import csv
 import dataclasses
 
+import numpy as np
 import pytest
 
 from bench.cli import main
@@ -179,42 +180,65 @@ def chance_runs(folder, majority):
     return folder
 
 
-def test_at_chance_is_within_two_standard_errors_of_the_majority_share():
-    from bench.report.cells import at_chance, majority_share
+def test_at_chance_is_below_the_level_plus_the_practical_margin():
+    """margin = max(2 SE, 0.1 x (1 - p)): at p 0.493, n 1000, 2 SE = 0.0316 < 0.1 x 0.507 = 0.0507."""
+    from bench.report.cells import at_chance, chance_level, margin
 
-    assert at_chance(0.524, (0.493, 1000)) and not at_chance(0.525, (0.493, 1000))  # 2 SE = 0.0316
-    assert at_chance(0.462, (0.493, 1000)) and not at_chance(0.461, (0.493, 1000))  # on either side
+    assert margin((0.493, 1000)) == pytest.approx(0.0507)
+    assert at_chance(0.5436, (0.493, 1000)) and not at_chance(0.5438, (0.493, 1000))
+    assert at_chance(0.30, (0.493, 1000))  # below the level is at chance: no trivial strategy beaten
+    # near the ceiling the standard errors set it: p 0.99, n 100: 2 SE = 2 x 0.00995 = 0.0199 > 0.001
+    assert margin((0.99, 100)) == pytest.approx(0.0199, abs=1e-4)
     recs = [
         {"metrics": {"test": {"n": 1000, "acc": 0.5, "majority": 0.49}}},
         {"metrics": {"test": {"n": 998, "acc": 0.5, "majority": 0.51}}},
     ]
-    assert majority_share(recs, "test") == (pytest.approx(0.5), 998)  # the mean share, the smallest split
-    assert majority_share([*recs, {"metrics": {"test": {"n": 1000, "acc": 0.5}}}], "test") is None  # one older record
+    # records made before the best strategy was kept: the majority guess's level, the smallest split
+    assert chance_level(recs, "test") == (pytest.approx(0.5), 998, "most frequent target")
+    assert chance_level([*recs, {"metrics": {"test": {"n": 1000, "acc": 0.5}}}], "test") is None  # one older record
+
+
+def test_the_chance_level_is_the_best_trivial_strategy_a_record_keeps():
+    """A split's ``chance`` (bench/tasks/trivial.py) wins over its majority shares; a
+    length-averaged metric reads the split's own length_avg entry (one strategy over the bins),
+    else averages the bins' levels."""
+    from bench.report.cells import chance_level
+
+    split = {"n": 96, "token_acc": 0.3, "token_majority": 0.01,
+             "chance": {"token_acc": {"level": 0.125, "strategy": "guess a value of the context"},
+                        "length_avg_token_acc": {"level": 0.2, "strategy": "repeat the previous token"}},
+             "by_length": {"L1": {"n": 32, "chance": {"token_acc": 0.1}}, "L2": {"n": 64, "chance": {"token_acc": 0.4}}}}
+    recs = [{"metrics": {"ood": split}}]
+    assert chance_level(recs, "ood", "token_acc") == (0.125, 96, "guess a value of the context")
+    assert chance_level(recs, "ood", "length_avg_token_acc") == (0.2, 96, "repeat the previous token")
+    without = {**split, "chance": {"token_acc": split["chance"]["token_acc"]}}
+    assert chance_level([{"metrics": {"ood": without}}], "ood", "length_avg_token_acc") == (pytest.approx(0.25), 96, "best per length bin")
+    assert chance_level(recs, "ood", "acc") is None  # no level kept for acc, no majority share
 
 
 def test_token_accuracies_are_at_chance_near_the_majority_token_share():
-    """token_acc reads ``token_majority``; the length-averaged token accuracy averages its bins'
-    values (the one guess's length-averaged accuracy) over all the bins' examples."""
-    from bench.report.cells import at_chance, majority_share
+    """Records made before ``chance``: token_acc reads ``token_majority``; the length-averaged
+    token accuracy averages its bins' values over all the bins' examples."""
+    from bench.report.cells import at_chance, chance_level
 
     split = {"n": 96, "token_acc": 0.3, "token_majority": 0.25,
              "by_length": {"L1": {"n": 32, "token_majority": 0.2}, "L2": {"n": 64, "token_majority": 0.3}}}
     recs = [{"metrics": {"ood": split}}]
-    assert majority_share(recs, "ood", "token_acc") == (0.25, 96)
-    assert majority_share(recs, "ood", "length_avg_token_acc") == (pytest.approx(0.25), 96)  # (0.2 + 0.3) / 2, 32 + 64
-    assert majority_share(recs, "ood", "acc") is None  # no class labels: no majority-class share
-    assert majority_share(recs, "ood", "last_acc") is None  # no chance level recorded
+    assert chance_level(recs, "ood", "token_acc") == (0.25, 96, "most frequent target")
+    assert chance_level(recs, "ood", "length_avg_token_acc")[:2] == (pytest.approx(0.25), 96)  # (0.2 + 0.3) / 2, 32 + 64
+    assert chance_level(recs, "ood", "acc") is None  # no class labels: no majority-class share
+    assert chance_level(recs, "ood", "last_acc") is None  # no chance level recorded
     # last-read accuracy (flip-flop): the last target's majority share; length-averaged: its bins' shares averaged
     flip = {"n": 96, "last_acc": 0.5, "last_majority": 0.52,
             "by_length": {"T128": {"n": 48, "last_majority": 0.5}, "T256": {"n": 48, "last_majority": 0.6}}}
-    assert majority_share([{"metrics": {"val": flip}}], "val", "last_acc") == (0.52, 96)
-    assert majority_share([{"metrics": {"val": flip}}], "val", "length_avg_last_acc") == (pytest.approx(0.55), 96)
+    assert chance_level([{"metrics": {"val": flip}}], "val", "last_acc") == (0.52, 96, "most frequent last target")
+    assert chance_level([{"metrics": {"val": flip}}], "val", "length_avg_last_acc")[:2] == (pytest.approx(0.55), 96)
     # a classification record's last_acc is its acc: its chance level is the majority-class share
-    assert majority_share([{"metrics": {"test": {"n": 10, "acc": 0.5, "majority": 0.6}}}], "test", "last_acc") == (0.6, 10)
+    assert chance_level([{"metrics": {"test": {"n": 10, "acc": 0.5, "majority": 0.6}}}], "test", "last_acc")[:2] == (0.6, 10)
     older = {"metrics": {"ood": {"n": 96, "token_acc": 0.3, "by_length": {"L1": {"n": 96}}}}}
-    assert majority_share([*recs, older], "ood", "token_acc") is None
-    assert majority_share([*recs, older], "ood", "length_avg_token_acc") is None
-    # 2 SE at p 0.25, n 96 = 0.0884
+    assert chance_level([*recs, older], "ood", "token_acc") is None
+    assert chance_level([*recs, older], "ood", "length_avg_token_acc") is None
+    # 2 SE at p 0.25, n 96 = 0.0884 > 0.1 x 0.75
     assert at_chance(0.338, (0.25, 96)) and not at_chance(0.339, (0.25, 96))
 
 
@@ -222,32 +246,35 @@ def test_cells_at_chance_are_marked_and_their_claims_inconclusive(tmp_path):
     folder = chance_runs(tmp_path, majority=0.493)
     result = build(load_table("t", folder=folder / "tables"), folder, "paper")
     # sd 1.53 -> ± 4.303 x 1.53 / sqrt(3) = ± 3.8; se = sqrt(p(1-p)/1000) = 1.6 at 49%, 1.5 at 62%
-    assert cell(result, "gut", "test")[0] == "49.3 ± 3.8 (3, 0 learned, se 1.6) ~"  # no seed 2 SE (3.2) above 49.3
-    assert cell(result, "ut", "test")[0] == "51.7 ± 3.8 (3, 1 learned, se 1.6) ~"  # .53 is 0.037 above: that seed learned
+    # margin: 0.1 x (1 - 0.493) = 5.07 points (> 2 SE): a seed learned at >= 54.37%
+    assert cell(result, "gut", "test")[0] == "49.3 ± 3.8 (3, 0 learned, se 1.6) ~"
+    assert cell(result, "ut", "test")[0] == "51.7 ± 3.8 (3, 0 learned, se 1.6) ~"  # .53 is 3.7 points above: within the margin
     assert cell(result, "transformer", "test")[0] == "62.0 ± 5.0 (3, 3 learned, se 1.5)"  # well above chance: no mark
-    assert result["at_chance"] == {("gut", "test"): pytest.approx(49.3), ("ut", "test"): pytest.approx(49.3)}
-    assert result["chance"] == (
-        "~ = at chance: the mean accuracy over seeds is within 2 standard errors of the split's "
-        "majority-class share p (SE = sqrt(p(1-p)/n), n = the split's examples)"
-    )
+    assert {k: v[0] for k, v in result["at_chance"].items()} == {("gut", "test"): pytest.approx(49.3), ("ut", "test"): pytest.approx(49.3)}
+    assert result["chance"].startswith("~ = at chance: the mean over seeds does not clear the chance level p by the margin, "
+                                       "max(2 SE, 0.1 x (1 - p))")
     rows = judged(folder)
     # both cells at chance: no test, inconclusive
     assert rows["UT beats GUT"][2:4] == [
         "inconclusive",
-        "ut 51.7 ± 3.8 (3) vs gut 49.3 ± 3.8 (3) on test: both at chance (majority 49.3%): no test; "
-        "learned seeds differ: ut 1 of 3 vs gut 0 of 3 on test",
+        "ut 51.7 ± 3.8 (3) vs gut 49.3 ± 3.8 (3) on test: both at chance (chance 49.3%: most frequent target): no test",
     ]
     # one cell above chance: tested, 62.0 - 51.7 = +10.3, t = 10.33 / sqrt(4/3 + 2.33/3) = 7.1 at 3.7 df
     held = rows["the Transformer beats UT"]
     assert held[2] == "holds" and held[3].startswith("transformer 62.0 ± 5.0 (3) vs ut 51.7 ± 3.8 (3) on test: Δ +10.3 [90% CI")
-    assert held[3].endswith("; learned seeds differ: transformer 3 of 3 vs ut 1 of 3 on test")
-    assert result["learned"] == {("gut", "test"): (0, 3), ("ut", "test"): (1, 3), ("transformer", "test"): (3, 3)}
+    # 0 of 3 seeds failed: the failure rate it leaves open is 1 - 0.05^(1/3) = 63%
+    assert held[3].endswith("; learned seeds differ: transformer 3 of 3 vs ut 0 of 3 on test; what its seeds leave open: "
+                            "transformer on test: 0 of 3 seeds failed: a failure rate up to 63% is not excluded (95%)")
+    assert result["learned"] == {("gut", "test"): (0, 3), ("ut", "test"): (0, 3), ("transformer", "test"): (3, 3)}
+    # the chance row names the level and the strategy that sets it
+    chance_row = [r for r in result["rows"] if r[0] == "chance (trivial strategy)"]
+    assert chance_row == [["chance (trivial strategy)", "49.3 (most frequent target)", "", ""]]
 
 
 def test_a_reliability_claim_is_fishers_exact_test_on_the_learned_seeds(tmp_path):
-    """fails_less: the transformer's 3 of 3 learned against ut's 1 of 3: one-sided Fisher p =
-    P(the transformer holds all 3 of the 4 learned | margins) = C(3,3) C(3,1) / C(6,4) = 3/15 = 0.2;
-    reverse p (ut learns more often) = 1."""
+    """fails_less: the transformer's 3 of 3 learned against ut's 0 of 3: one-sided Fisher p =
+    P(the transformer holds all 3 of the 3 learned | margins) = C(3,3) C(3,0) / C(6,3) = 1/20 = 0.05
+    (not below 0.05: inconclusive); reverse p (ut learns more often) = 1."""
     from bench.report.claims import run_claims
 
     folder = chance_runs(tmp_path, majority=0.493)
@@ -257,8 +284,8 @@ def test_a_reliability_claim_is_fishers_exact_test_on_the_learned_seeds(tmp_path
     result = build(table, folder, "paper")
     judged = run_claims(table, result["values"], at_chance=result["at_chance"], learned=result["learned"])
     line = judged["csv"][0]
-    assert line["ours"] == "inconclusive" and line["p"] == pytest.approx(0.2) and line["test"] == "Fisher exact on learned seeds"
-    assert "learned 3 of 3 vs 1 of 3 seeds, Δ +66.7 points, p = 0.200" in line["why"] and "Fisher's exact test" in judged["rule"]
+    assert line["ours"] == "inconclusive" and line["p"] == pytest.approx(0.05) and line["test"] == "Fisher exact on learned seeds"
+    assert "learned 3 of 3 vs 0 of 3 seeds, Δ +100.0 points, p = 0.050" in line["why"] and "Fisher's exact test" in judged["rule"]
     assert "learned seeds differ" not in line["why"]  # said once, by the test itself
 
 
@@ -285,7 +312,7 @@ def test_the_cli_explains_the_chance_mark_and_rule(tmp_path, capsys, monkeypatch
     monkeypatch.setattr(reproduce, "load_table", lambda name, preset=None: load_table(name, preset, folder=folder / "tables"))
     assert main(["reproduce", "t", "--out", str(folder)]) == 0
     printed = capsys.readouterr().out
-    assert printed.count("~ = at chance: the mean accuracy over seeds is within 2 standard errors") == 1
+    assert printed.count("~ = at chance: the mean over seeds does not clear the chance level p by the margin") == 1
     assert "or whose cells are both at chance (~), has no test" in printed
     assert printed_row(printed, "UT beats GUT")[2] == "inconclusive"
     md = (folder / "reproduce" / "t.md").read_text()
@@ -345,8 +372,10 @@ def test_a_record_check_is_a_welch_test_not_a_comparison_of_means(tmp_path, regi
 
 def test_cells_with_per_example_outcomes_are_compared_paired(tmp_path, monkeypatch):
     """Where every record of both cells has per-example outcomes (bench.metrics.load_outcomes), the pair
-    is tested by the paired bootstrap on the examples both were scored on."""
+    is tested by the paired t test on the examples both were scored on."""
     import json
+
+    from bench.records import outcomes_file, record_path
 
     import numpy as np
 
@@ -358,8 +387,12 @@ def test_cells_with_per_example_outcomes_are_compared_paired(tmp_path, monkeypat
     for model, share in examples.items():
         for seed in range(3):
             correct = (rng.random(200) < share).astype(float)
-            write_record(tmp_path, model, "listops", seed, {"len500_600": float(correct.mean())}, n=200, outcomes={"file": "x"})
-            outcomes[model, seed] = {"len500_600": {"index": np.arange(200), "correct": correct}}
+            write_record(tmp_path, model, "listops", seed, {"len500_600": float(correct.mean())}, n=200, outcomes="x")
+            kept = outcomes_file(record_path(tmp_path, model, "listops", "paper", seed, []))
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_bytes(b"")  # served by the stand-in loader below
+            outcomes[model, seed] = {"len500_600": {"index": np.arange(200), "correct": correct, "token_correct": correct,
+                                                    "tokens": np.ones(200, dtype=int)}}
 
     def load_outcomes(path):
         rec = json.loads(open(path).read())
@@ -368,9 +401,14 @@ def test_cells_with_per_example_outcomes_are_compared_paired(tmp_path, monkeypat
     with monkeypatch.context() as patch:
         patch.setattr("bench.metrics.load_outcomes", load_outcomes)
         line = judged(tmp_path)["TLB beats the Transformer on 500-600"]
-    assert line[2] == "holds" and line[3].endswith("n 3 vs 3 seeds, paired t (seeds + examples)")
-    # the records name outcome files that are not there: the test falls back to Welch's
+    assert line[2].startswith("holds") and line[3].endswith("n 3 vs 3 seeds, paired t (seeds + examples)")
+    # outcomes that cannot be read (the files are empty): Welch's test on the seed means
     assert judged(tmp_path)["TLB beats the Transformer on 500-600"][3].endswith("Welch t")
+    # the records name outcome files that are not there: the cells are marked and the pair has no test
+    for seed in range(3):
+        outcomes_file(record_path(tmp_path, "tlb", "listops", "paper", seed, [])).unlink()
+    line = judged(tmp_path)["TLB beats the Transformer on 500-600"]
+    assert line[2] == "inconclusive" and line[3].endswith("outcomes files missing: tlb on len500_600 (seeds 0,1,2): no test")
 
 
 def test_learned_seeds_differ_by_share_not_by_count():
@@ -389,3 +427,39 @@ def test_learned_seeds_differ_by_share_not_by_count():
     assert said[((4, 4), (3, 3))] == said[((0, 3), (0, 4))] == ""
     assert said[((5, 5), (4, 5))] == "learned seeds differ: A 5 of 5 vs B 4 of 5 on c"
     assert said[((4, 5), (3, 4))] == "learned seeds differ: A 4 of 5 vs B 3 of 4 on c"
+
+
+def test_every_metric_has_per_example_scores_whose_mean_is_the_metric():
+    """bench/report/cells.py: example_scores, by hand: 4 examples (two of length 2, two of length 5),
+    scored positions 1, 3, 2, 2 of which 1, 2, 0, 2 right; last scored position right 1, 0, 0, 1."""
+    from bench.report.cells import example_scores
+
+    arrays = {"index": np.arange(4), "correct": np.array([1, 0, 0, 1]), "token_correct": np.array([1, 2, 0, 2]),
+              "tokens": np.array([1, 3, 2, 2]), "length": np.array([2, 2, 5, 5]), "last_correct": np.array([1, 0, 0, 1])}
+    scores, unit = example_scores(arrays, "acc")
+    assert scores.tolist() == [1, 0, 0, 1] and unit == 1.0
+    scores, unit = example_scores(arrays, "token_acc")  # 5 of 8 positions; unit 4 / 8
+    assert scores.tolist() == [1, 2, 0, 2] and unit == 0.5 and unit * scores.mean() == 5 / 8
+    assert example_scores(arrays, "last_acc")[0].tolist() == [1, 0, 0, 1]
+    bins = ["1-2", "1-2", "3-5", "3-5"]
+    # per bin: token_acc 3/4 and 2/4, averaged 0.625; acc 1/2 and 1/2
+    scores, unit = example_scores(arrays, "length_avg_token_acc", bins)
+    assert scores.mean() * unit == pytest.approx((3 / 4 + 2 / 4) / 2)
+    assert example_scores(arrays, "length_avg_acc", bins)[0].mean() == pytest.approx(0.5)
+    # without last_correct (outcomes kept before it was): only where every example has one scored target
+    older = {k: v for k, v in arrays.items() if k != "last_correct"}
+    assert example_scores(older, "last_acc") is None
+    assert example_scores({**older, "tokens": np.ones(4, dtype=int)}, "last_acc")[0].tolist() == [1, 0, 0, 1]
+    assert example_scores(older, "length_avg_acc") is None  # no bins given
+
+
+def test_cells_pair_only_on_the_same_data_and_unit():
+    """Two cells of different splits share example indices but not examples: never paired."""
+    from bench.report.claims import _paired
+
+    seeds = [{"index": np.arange(3), "score": np.array([1, 0, 1])}] * 2
+    a = {"seeds": seeds, "unit": 1.0, "data": "mqar 8 pairs"}
+    assert _paired(a, dict(a))[0] == 1.0
+    assert _paired(a, {**a, "data": "mqar 16 pairs"}) is None
+    assert _paired(a, {**a, "unit": 0.5}) is None
+    assert _paired(a, None) is None

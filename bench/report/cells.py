@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
 
 from ..config import resolve_run
 from ..errors import UserError
@@ -11,12 +14,15 @@ from ..records import config_changes, overrides_tag
 from .leaderboard import load_records
 
 MISSING, NOT_REPORTED, STALE, CHANCE, NOT_ITS_COMMIT = "—", "n/r", "†", "~", "‡"
-CHANCE_SES = 2  # a mean accuracy this many standard errors or less from the majority share is at chance
-CHANCE_RULE = (f"{CHANCE} = at chance: the mean accuracy over seeds is within {CHANCE_SES} standard errors of the split's "
-               "majority-class share p (SE = sqrt(p(1-p)/n), n = the split's examples)")
-TOKEN_CHANCE_RULE = ("; for a token accuracy p is the accuracy of always guessing the split's most frequent target "
-                     "token, for a last-read accuracy (last_acc) the share of the most frequent last target (length-averaged "
-                     "as the metric is; n = the examples of all its length bins)")
+CHANCE_SES = 2  # the margin above the chance level is at least this many binomial standard errors
+LEARNED_SHARE = 0.1  # ... and at least this share of the gap from the chance level to 100%
+CHANCE_RULE = (f"{CHANCE} = at chance: the mean over seeds does not clear the chance level p by the margin, max({CHANCE_SES} SE, "
+               f"{LEARNED_SHARE:g} x (1 - p)), SE = sqrt(p(1-p)/n), n = the split's examples; p = the score of the best trivial "
+               "strategy on the split's own test examples (bench/tasks/trivial.py: the most frequent target, a guess among the "
+               "context's values, a copy of the current, previous or first token, ...), named per column in the chance row")
+CHANCE_ROW = "chance (trivial strategy)"  # the row of a results table that prints each column's chance level
+TOKEN_CHANCE_RULE = ("; for a length-averaged metric p is each length bin's best strategy's score, averaged as the metric is "
+                     "(n = the examples of all its length bins)")
 
 
 NOT_ITS_COMMIT_RULE = (f"{NOT_ITS_COMMIT} = records made from code their named commit does not give (a dirty tree: the record's "
@@ -47,59 +53,86 @@ def record_value(rec: dict, split: str, metric: str):
     return split_metrics.get(metric)
 
 
-def majority_share(records: list[dict], split: str, metric: str = "acc") -> tuple[float, int] | None:
-    """(p, n) of a cell on ``split``: the chance level of ``metric`` (the records' mean) and the
-    split's size (the smallest); None unless every record has one (older records) or for a
-    metric without one. The chance level of ``acc`` is the majority-class share (classification
-    kinds), of ``token_acc`` the majority-token share (``token_majority``: kinds with token
-    targets), of ``last_acc`` the majority share of the last scored target (``last_majority``:
-    flip-flop's last read; for classification kinds, whose last_acc is acc, ``majority``), of a
-    ``length_avg_<metric>`` that guess's length-averaged accuracy, the bins' levels averaged as
+class Chance(NamedTuple):
+    """A cell's chance level on a split: ``level`` (a fraction: the best trivial strategy's score),
+    ``n`` (the split's examples) and ``strategy`` (the strategy that sets it)."""
+    level: float
+    n: int
+    strategy: str
+
+
+def chance_level(records: list[dict], split: str, metric: str = "acc") -> Chance | None:
+    """The chance level of ``metric`` on ``split`` over a cell's records (their mean level, the
+    smallest split size); None unless every record has one. A record's level is its split's
+    ``chance`` (bench/tasks/trivial.py: the best trivial strategy's score of acc, token_acc or
+    last_acc); records made before it was kept have only the majority guess's (``majority``,
+    ``token_majority``, ``last_majority``). A ``length_avg_<metric>`` averages the bins' levels as
     the metric averages the bins (n: the examples of all bins)."""
-    shares = [_chance_level(rec.get("metrics", {}).get(split, {}), metric) for rec in records]
-    if not shares or any(s is None for s in shares):
+    levels = [_chance_level(rec.get("metrics", {}).get(split, {}), metric) for rec in records]
+    if not levels or any(c is None for c in levels):
         return None
-    return sum(p for p, _ in shares) / len(shares), min(n for _, n in shares)
+    strategies = " / ".join(dict.fromkeys(c.strategy for c in levels))
+    return Chance(sum(c.level for c in levels) / len(levels), min(c.n for c in levels), strategies)
 
 
+#: the levels of records made before ``chance`` was kept: the majority guess's score per metric
 CHANCE_KEYS = {"acc": ("majority",), "token_acc": ("token_majority",), "last_acc": ("last_majority", "majority")}
+MAJORITY_GUESS = "most frequent target"
+BEST_PER_BIN = "best per length bin"
 
 
-def _level(metrics: dict, metric: str) -> tuple[float, int] | None:
-    """(chance level of ``metric``, examples) in one split's (or bin's) metrics: the first of its
-    CHANCE_KEYS recorded; None without one."""
+def _level(metrics: dict, metric: str, in_bin: bool = False) -> Chance | None:
+    """The chance level of ``metric`` in one split's (or bin's) metrics: its ``chance`` entry,
+    else the first of its CHANCE_KEYS recorded; None without either."""
+    n = metrics.get("n")
+    if not n:
+        return None
+    kept = (metrics.get("chance") or {}).get(metric)
+    if kept is not None:
+        level, strategy = (kept, BEST_PER_BIN) if in_bin else (kept["level"], kept["strategy"])
+        if level == level:
+            return Chance(level, n, strategy)
+        return None
     for key in CHANCE_KEYS.get(metric, ()):
-        p, n = metrics.get(key), metrics.get("n")
-        if p is not None and p == p and n:
-            return p, n
+        p = metrics.get(key)
+        if p is not None and p == p:
+            return Chance(p, n, "most frequent last target" if key == "last_majority" else MAJORITY_GUESS)
     return None
 
 
-def _chance_level(split_metrics: dict, metric: str) -> tuple[float, int] | None:
-    """One record's (chance level of ``metric``, examples) on a split (None: none recorded)."""
-    if metric.startswith(LENGTH_AVERAGED):
-        levels = [_level(b, metric[len(LENGTH_AVERAGED):]) for b in (split_metrics.get("by_length") or {}).values()]
+def _chance_level(split_metrics: dict, metric: str) -> Chance | None:
+    """One record's chance level of ``metric`` on a split (None: none recorded): a length-averaged
+    metric's is the split's (the best strategy's score averaged over the bins), else, for records
+    made before the split kept one, the bins' levels averaged."""
+    if metric.startswith(LENGTH_AVERAGED) and metric not in (split_metrics.get("chance") or {}):
+        levels = [_level(b, metric[len(LENGTH_AVERAGED):], in_bin=True) for b in (split_metrics.get("by_length") or {}).values()]
         if not levels or any(x is None for x in levels):
             return None
-        return sum(p for p, _ in levels) / len(levels), sum(n for _, n in levels)
+        strategy = BEST_PER_BIN if any(c.strategy == BEST_PER_BIN for c in levels) else levels[0].strategy
+        return Chance(sum(c.level for c in levels) / len(levels), sum(c.n for c in levels), strategy)
     return _level(split_metrics, metric)
 
 
-def at_chance(mean_acc: float, majority: tuple[float, int]) -> bool:
-    """Whether a mean accuracy is within CHANCE_SES standard errors of the majority share p of n examples."""
-    p, n = majority
-    return abs(mean_acc - p) <= CHANCE_SES * math.sqrt(p * (1 - p) / n)
+def margin(chance) -> float:
+    """How far above the chance level p (of n examples) a score must be to count as learned:
+    max(CHANCE_SES binomial standard errors, LEARNED_SHARE of the gap to 100%)."""
+    p, n = chance[0], chance[1]
+    return max(CHANCE_SES * math.sqrt(max(p * (1 - p), 0.0) / n), LEARNED_SHARE * (1 - p))
 
 
-LEARNED_RULE = (f"k learned = the seeds whose own accuracy is more than {CHANCE_SES} standard errors above the chance level p "
-                "(the ~ rule applied to each seed)")
+def at_chance(mean_acc: float, chance) -> bool:
+    """Whether a cell's mean score (a fraction) stays below its chance level ``chance`` ((p, n, ...))
+    plus the margin (``margin``): at the level, below it, or too little above it to count."""
+    return mean_acc < chance[0] + margin(chance)
 
 
-def learned(values: list[float], majority: tuple[float, int]) -> int:
-    """How many of a cell's per-seed accuracies (fractions) are above chance: more than CHANCE_SES
-    standard errors above the chance level p of n examples (``at_chance``'s rule, one seed at a time)."""
-    p, n = majority
-    return sum(v - p > CHANCE_SES * math.sqrt(p * (1 - p) / n) for v in values)
+LEARNED_RULE = (f"k learned = the seeds whose own score clears the chance level p by the margin, max({CHANCE_SES} SE, "
+                f"{LEARNED_SHARE:g} x (1 - p)) (the ~ rule applied to each seed)")
+
+
+def learned(values: list[float], chance) -> int:
+    """How many of a cell's per-seed scores (fractions) clear the chance level by the margin."""
+    return sum(not at_chance(v, chance) for v in values)
 
 
 def cell_records(out: Path, model: str, task: str, preset: str, overrides: list[str], seeds: list[int]) -> list[dict]:
@@ -119,3 +152,50 @@ def current_config(registry, model: str, task: str, preset: str, overrides: list
 def stale(rec: dict, current: dict | None) -> str | None:
     """The settings the record was made with that the registry no longer gives (None if none)."""
     return config_changes(rec.get("config"), current)
+
+
+def example_scores(arrays: dict, metric: str, bins: list | None = None) -> tuple[np.ndarray, float] | None:
+    """One run's per-example scores on a split whose mean over the split's examples, times ``unit``,
+    is its record's ``metric`` (every example scored, as in every built-in task): (scores, unit),
+    the scores whole numbers where the metric allows, so a paired test on them is exact; None where
+    the outcomes cannot give the metric. From ``arrays`` (bench.load_outcomes: one split's):
+
+    - ``acc``: ``correct`` (0/1), unit 1;
+    - ``token_acc``: ``token_correct`` (positions right), unit n / (all scored positions): the
+      examples weighted by their scored positions, as token_acc pools them;
+    - ``last_acc``: ``last_correct`` (0/1, kept by runs made since it existed), or ``correct`` where
+      every example has one scored target (classification: last_acc is acc); unit 1;
+    - ``length_avg_<metric>``: the metric's per-example score weighted so that each length bin
+      (``bins``: the bin of each example, in the arrays' order) counts 1 / (number of bins), as
+      the metric averages its bins: float scores, unit 1."""
+    from ..metrics import LAST_CORRECT
+
+    n = len(arrays["correct"])
+    if not n or (np.asarray(arrays["tokens"]) <= 0).any():
+        return None
+    if metric.startswith(LENGTH_AVERAGED):
+        if bins is None or len(bins) != n:
+            return None
+        base = example_scores(arrays, metric[len(LENGTH_AVERAGED):])
+        if base is None:
+            return None
+        scores, _ = base
+        labels = np.asarray(bins)
+        names, at = np.unique(labels, return_inverse=True)
+        if metric == LENGTH_AVERAGED + "token_acc":
+            weight = np.bincount(at, weights=np.asarray(arrays["tokens"], float))  # scored positions per bin
+        else:
+            weight = np.bincount(at).astype(float)  # examples per bin
+        return n * np.asarray(scores, float) / (len(names) * weight[at]), 1.0
+    if metric == "acc":
+        return np.asarray(arrays["correct"]), 1.0
+    if metric == "token_acc":
+        tokens = np.asarray(arrays["tokens"], dtype=np.int64)
+        return np.asarray(arrays["token_correct"]), n / int(tokens.sum())
+    if metric == "last_acc":
+        last = arrays.get(LAST_CORRECT)
+        if last is not None and (np.asarray(last) >= 0).all():
+            return np.asarray(last), 1.0
+        if (np.asarray(arrays["tokens"]) == 1).all():
+            return np.asarray(arrays["correct"]), 1.0
+    return None

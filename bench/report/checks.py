@@ -45,8 +45,8 @@ from .cells import (
     STALE,
     at_chance,
     cell_records,
+    chance_level,
     current_config,
-    majority_share,
     record_value,
     stale,
 )
@@ -200,7 +200,7 @@ def _record_check(spec: dict, table, out: Path, preset: str, registry=None):
         per_side.append(values)
         now = current_config(registry, model, r["task"], preset, []) if registry is not None and ok else None
         whys = sorted({why for why in (stale(x, now) for x in ok) if why}) if now else []
-        majority = majority_share(ok, r["split"], r["metric"]) if values else None
+        majority = chance_level(ok, r["split"], r["metric"]) if values else None
         majorities.append(majority if majority and at_chance(sum(values) / len(values) / 100, majority) else None)
         mark = f" {STALE} ({'; '.join(whys)})" if whys else ""
         texts.append(cell_text(model, values, 1) + mark + (f" {CHANCE}" if majorities[-1] else ""))
@@ -208,7 +208,7 @@ def _record_check(spec: dict, table, out: Path, preset: str, registry=None):
     if not all(per_side):
         return measured, "missing records"
     if all(majorities):
-        return f"{measured}: {both_at_chance(100 * majorities[0][0], 100 * majorities[1][0], 1)}", UNSURE
+        return f"{measured}: {both_at_chance(*(m._replace(level=100 * m.level) for m in majorities), 1)}", UNSURE
     test = stats.welch(*per_side)
     if test is None:
         return f"{measured}: n = {len(per_side[0])} vs {len(per_side[1])} (< 2 seeds a side): no test", UNSURE

@@ -7,8 +7,8 @@ test's one-sided 95% bound: a pair holds exactly when the CI is above 0); a clai
 several pairs holds when every pair holds at alpha 0.05, does not hold when some pair is
 significant the other way after Holm's correction over the pairs, and is inconclusive otherwise.
 
-A pair whose two cells are both at chance (``~`` in the table: mean accuracy within 2 binomial
-standard errors of the split's majority-class share, bench/report/cells.py:at_chance) is
+A pair whose two cells are both at chance (``~`` in the table: the mean does not clear the split's
+chance level, the best trivial strategy's score, by the margin of bench/report/cells.py:at_chance) is
 inconclusive, whatever its p: the difference of two cells at chance is noise.
 
 The paper's own numbers are judged by the same test from its printed mean ± std and its number
@@ -33,6 +33,11 @@ Any table kind with cells judges its claims here (``run_claims``); the texts of 
 bench/report/checks.py.
 """
 from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from scipy.stats import norm
 
 from . import stats
 from .cells import STALE
@@ -117,10 +122,12 @@ def cell_text(row: str, values: list[float], digits: int) -> str:
     return f"{row} {m:.{digits}f}" + ("" if half is None else f" ± {half:.{digits}f}") + f" ({len(values)})"
 
 
-def both_at_chance(majority_a: float, majority_b: float, digits: int) -> str:
-    """Why a pair of cells at chance has no test, with their majority-class shares."""
-    shares = " / ".join(dict.fromkeys(f"{m:.{digits}f}%" for m in (majority_a, majority_b)))
-    return f"both at chance (majority {shares}): no test"
+def both_at_chance(chance_a, chance_b, digits: int) -> str:
+    """Why a pair of cells at chance has no test, with their chance levels in % (numbers, or
+    cells.Chance in display units, whose strategies are named)."""
+    levels = " / ".join(dict.fromkeys(f"{float(c[0] if isinstance(c, tuple) else c):.{digits}f}%" for c in (chance_a, chance_b)))
+    names = " / ".join(dict.fromkeys(c.strategy for c in (chance_a, chance_b) if hasattr(c, "strategy")))
+    return f"both at chance (chance {levels}{': ' + names if names else ''}): no test"
 
 
 def _aggregate(tests: list, texts: list[str], digits: int, over: str, ratio_to: float | None) -> tuple[str, str, dict]:
@@ -170,6 +177,23 @@ def _paper_test(a, b, claim, seeds: int | None):
     return stats.welch_from_stats(a, b, seeds, claim.lower_is_better), ""
 
 
+def _scaled(test: stats.PairTest | None, factor: float) -> stats.PairTest | None:
+    """A test of scores in one unit expressed in another (effect and interval times ``factor`` > 0;
+    p is the same: the test is scale-equivariant)."""
+    if test is None:
+        return None
+    return dataclasses.replace(test, effect=test.effect * factor, ci=(test.ci[0] * factor, test.ci[1] * factor))
+
+
+def _paired(a: dict | None, b: dict | None) -> tuple[float, np.ndarray, np.ndarray] | None:
+    """(unit, A's seeds x examples scores, B's) of two cells with per-example scores on the same data
+    and the same unit, aligned on the examples both scored (results_table._outcomes); None otherwise."""
+    if not a or not b or "missing" in a or "missing" in b or a["data"] != b["data"] or a["unit"] != b["unit"]:
+        return None
+    both = stats.aligned_outcomes(a["seeds"], b["seeds"], key="score")
+    return None if both is None else (a["unit"], *both)
+
+
 def _judge_pair(pair, claim, values: dict, depths: dict, at_chance: dict, outcomes: dict, digits: int, scale: float,
                 over: str, learned: dict | None = None) -> tuple[stats.PairTest | None, str]:
     """(our test of one pair or None, the text naming its cells, with why it has no test)."""
@@ -197,9 +221,12 @@ def _judge_pair(pair, claim, values: dict, depths: dict, at_chance: dict, outcom
             why = "no chance level recorded: the seeds that learned are not counted"
     elif pair.better in at_chance and pair.than in at_chance:
         why = both_at_chance(at_chance[pair.better], at_chance[pair.than], digits)
-    elif pair.better in outcomes and pair.than in outcomes and (both := stats.aligned_outcomes(outcomes[pair.better],
-                                                                                                outcomes[pair.than])):
-        test = stats.paired_t(both[0] * scale, both[1] * scale, claim.lower_is_better)
+    elif lost := [f"{cell[0]} on {cell[1]} ({outcomes[cell]['missing']})" for cell in (pair.better, pair.than)
+                  if "missing" in (outcomes.get(cell) or {})]:
+        why = f"outcomes files missing: {'; '.join(lost)}: no test"
+    elif (both := _paired(outcomes.get(pair.better), outcomes.get(pair.than))) is not None:
+        unit, a, b = both
+        test = _scaled(stats.paired_t(a, b, claim.lower_is_better), unit * scale)
     else:
         test = stats.welch(va, vb, claim.lower_is_better)
     if test is None and not why:
@@ -232,6 +259,40 @@ def _learned_differ(pairs, learned: dict) -> str:
     return "learned seeds differ: " + "; ".join(said) if said else ""
 
 
+POWER_EFFECT = 3.0  # points: the effect whose power an inconclusive claim prints
+
+
+def _not_excluded(pairs, learned: dict) -> str:
+    """What the seeds of a claim's better cells cannot exclude: per better cell, how many of its
+    seeds failed (did not learn) and the highest failure rate those seeds leave possible
+    (stats.failure_text): a family that fails on a share of seeds below that bound could hold the
+    claim by the luck of its draws."""
+    said = []
+    for cell in dict.fromkeys(p.better for p in pairs):
+        if cell in learned:
+            k, n = learned[cell]
+            said.append(f"{cell[0]} on {cell[1]}: {stats.failure_text(n - k, n)}")
+    return "what its seeds leave open: " + "; ".join(said) if said else ""
+
+
+def _power(ours: list, pairs, values: dict, scale: float) -> str:
+    """The power of the deciding tested pair of an inconclusive claim to find A ``POWER_EFFECT``
+    points better at its cells' own seed spreads and test-set noise (stats.power_at), or ""."""
+    tested = [(t, p) for (t, _), p in zip(ours, pairs) if t is not None and t.test != stats.FISHER]
+    if not tested or scale != 100.0:
+        return ""
+    test, pair = max(tested, key=lambda tp: tp[0].p)
+    (va, _), (vb, _) = values[pair.better], values[pair.than]
+    if len(va) < 2 or len(vb) < 2:
+        return ""
+    sd_a, sd_b = float(np.std(va, ddof=1)), float(np.std(vb, ddof=1))
+    seeds2 = sd_a ** 2 / len(va) + sd_b ** 2 / len(vb)
+    se = (test.ci[1] - test.ci[0]) / (2 * norm.ppf(0.5 + stats.PAIR_LEVEL / 2))  # the test's own standard error
+    examples_se = max(0.0, se ** 2 - seeds2) ** 0.5
+    power = stats.power_at(POWER_EFFECT, sd_a, len(va), sd_b, len(vb), examples_se)
+    return f"power to find +{POWER_EFFECT:g} points at these spreads: {100 * power:.0f}%"
+
+
 def run_claims(table, values: dict, depths: dict | None = None, over: str = "seeds", at_chance: dict | None = None,
                outcomes: dict | None = None, learned: dict | None = None) -> dict:
     """Each claim of a table judged on ``values`` ({(row label, column label): (per-seed values in
@@ -239,7 +300,8 @@ def run_claims(table, values: dict, depths: dict | None = None, over: str = "see
     Comparisons naming a row the table no longer has (``--models``) are left out; a claim left
     with none is not shown. ``depths``: {(row, column): mean halting depth} for ratio claims'
     premises (cost tables); ``over``: what the values are samples of (seeds, or a cost table's
-    timed repeats); ``at_chance``: {(row, column): majority-class share} of the cells at chance;
+    timed repeats); ``at_chance``: {(row, column): chance level in display units (a number, or
+    cells.Chance naming its strategy)} of the cells at chance;
     ``outcomes``: {(row, column): [per-seed {"index", "correct"}, ...]} where every seed has
     per-example outcomes (then a pair of such cells on the same examples is tested paired);
     ``learned``: {(row, column): (seeds that learned, seeds)} of the cells whose metric has a chance
@@ -272,6 +334,10 @@ def run_claims(table, values: dict, depths: dict | None = None, over: str = "see
             pverdict, pwhy = _paper_verdict([t for t, _ in theirs], [x for _, x in theirs], digits, seeds)
         differ = _learned_differ(pairs, learned or {})
         why = f"{why}; {differ}" if differ and not claim.fails_less else why
+        if not claim.question and not claim.fails_less and claim.ratio_at_most is None:
+            caveat = (_not_excluded(pairs, learned or {}) if verdict == HOLDS
+                      else _power(ours, pairs, values, scale) if verdict == UNSURE else "")
+            why = f"{why}; {caveat}" if caveat else why
         short = _short_of_plan(pairs, values, planned)
         shown, why = (f"{verdict} ({PROVISIONAL})", f"{PROVISIONAL}: {short}; {why}") if short else (verdict, why)
         rows.append([claim.text, claim.source, shown, why, pverdict, ""])

@@ -25,11 +25,11 @@ import math
 from pathlib import Path
 
 from ..errors import UserError
-from ..records import other_code, overrides_tag
+from ..records import other_code, outcomes_file, overrides_tag
 from . import stats
 from .stats import mean_std
-from .cells import (CHANCE, CHANCE_RULE, LEARNED_RULE, LENGTH_AVERAGED, MISSING, NOT_REPORTED, STALE, TOKEN_CHANCE_RULE, at_chance,
-                    cell_records, current_config, learned, majority_share, record_value, stale)
+from .cells import (CHANCE, CHANCE_ROW, CHANCE_RULE, LEARNED_RULE, LENGTH_AVERAGED, MISSING, NOT_REPORTED, STALE, TOKEN_CHANCE_RULE,
+                    at_chance, cell_records, chance_level, current_config, example_scores, learned, record_value, stale)
 from .claims import run_claims
 from .leaderboard import OTHER_CODE, OTHER_CODE_RULE, cell_percent
 from .table_kind import TableKind
@@ -40,6 +40,13 @@ log = logging.getLogger(__name__)
 PROXY_PRESETS = ("smoke", "small")
 NEEDS_DATA = "needs data"  # a cell without records whose task reads files you supply (a column's needs_data)
 BINOMIAL_METRICS = ("acc", "last_acc")  # one 0/1 outcome per example: a binomial standard error applies
+TROUBLE_RULE = ("k collapsed / diverged / stuck = seeds whose run went wrong (their records' trouble, bench/runner/health.py): "
+                "collapsed, the tested weights predict one class on every split; diverged, the training loss ended above its "
+                "first value; stuck, it fell by less than 2% of it; the CSV's trouble column names the seeds")
+LOST = "§"
+LOST_RULE = (f"{LOST} = some of the cell's records name a per-example outcomes file that is not in the results tree ({{cells}} cells): "
+             "its claims' pairs are not tested (no paired test is possible, and Welch's on the seed means is not calibrated where "
+             "the shared test set dominates); train those runs again at their records' commit to recover them")
 
 
 # ---- cells ----------------------------------------------------------------------------------
@@ -55,11 +62,12 @@ def _summary(values: list[float], stat: str) -> float | None:
 
 
 def _ours_text(values: list[float], center: float | None, table: Table, examples: int | None = None, metric: str | None = None,
-               learned_seeds: int | None = None) -> str:
+               learned_seeds: int | None = None, troubled: dict | None = None) -> str:
     """values as recorded (fractions, or minutes): the mean ± the half-width of its 95% t interval
     over seeds (stats.mean_ci), or the median, with n and, where the metric has a chance level,
-    how many seeds learned (``learned_seeds``: cells.learned); beside an accuracy, the test set's
-    binomial standard error of one run (``examples``: the split's size)."""
+    how many seeds learned (``learned_seeds``: cells.learned), how many seeds' runs went wrong
+    (``troubled``: {collapsed | diverged | stuck: seeds}, the records' ``trouble``); beside an
+    accuracy, the test set's binomial standard error of one run (``examples``: the split's size)."""
     if center is None:
         return MISSING
     scale, digits = (100.0, 1) if table.unit == "%" else (1.0, 2)
@@ -70,9 +78,22 @@ def _ours_text(values: list[float], center: float | None, table: Table, examples
     text = f"{scale * mean:.{digits}f}" + ("" if half is None else f" ± {scale * half:.{digits}f}") + f" ({len(values)}"
     if learned_seeds is not None:
         text += f", {learned_seeds} learned"
+    if troubled:
+        text += "".join(f", {k} {kind}" for kind, k in troubled.items())
     if examples and (metric or table.metric) in BINOMIAL_METRICS:
         text += f", se {scale * stats.binomial_se(min(max(mean, 0.0), 1.0), examples):.{digits}f}"
     return text + ")"
+
+
+def troubled_seeds(records: list[dict]) -> dict[str, int]:
+    """{kind: seeds} of the records whose run went wrong (their ``trouble``, bench/runner/health.py),
+    each seed counted once, by its first trouble's kind (collapsed, diverged, stuck)."""
+    found: dict[str, int] = {}
+    for r in records:
+        if r.get("trouble"):
+            kind = str(r["trouble"][0]).split(":")[0]
+            found[kind] = found.get(kind, 0) + 1
+    return found
 
 
 def _examples(records: list[dict], split: str) -> int | None:
@@ -81,20 +102,59 @@ def _examples(records: list[dict], split: str) -> int | None:
     return min(sizes) if sizes and all(sizes) else None
 
 
-def _outcomes(out: Path, table: Table, row, col, preset: str, records: list[dict]) -> list[dict] | None:
-    """Per-seed outcomes of one cell's split ({"index", "correct"}), where bench keeps them and
-    every record has them (a paired test on the same examples); None otherwise."""
+def _outcomes(out: Path, table: Table, row, col, preset: str, records: list[dict]) -> dict | None:
+    """One cell's per-example scores on its split where bench keeps outcomes and every record has
+    them (then a pair of such cells on the same data is tested paired): {"seeds": per seed
+    {"index", "score"} (cells.example_scores: whole numbers where the metric allows), "unit": what
+    a score's mean is multiplied by to give the metric, "data": the records' task configuration
+    (two cells pair only on the same data)}; {"missing": the seeds} where a record names an
+    outcomes file that is not there (its cell is marked and its pairs are not tested); None
+    otherwise."""
+    import json
+
     from ..metrics import load_outcomes
 
-    if table.metric_of(col) != "acc" or len(records) < 2 or not all("outcomes" in r for r in records):
-        return None
+    metric = table.metric_of(col)
     tag = overrides_tag(table.cell_set(row, col))
     folder = Path(out) / "runs" / col.task / preset / row.model
+    lost = [r["seed"] for r in records if "outcomes" in r
+            and not outcomes_file(folder / f"seed{r['seed']}{'-' + tag if tag else ''}.json").is_file()]
+    if lost:
+        return {"missing": f"seed{'s' if len(lost) > 1 else ''} {','.join(map(str, lost))}"}
+    if metric == "minutes_per_epoch" or len(records) < 2 or not all("outcomes" in r for r in records):
+        return None
     try:
         per_seed = [load_outcomes(folder / f"seed{r['seed']}{'-' + tag if tag else ''}.json").get(col.split) for r in records]
     except UserError:
         return None
-    return per_seed if all(o is not None and "index" in o and "correct" in o for o in per_seed) else None
+    if not all(o is not None and "index" in o for o in per_seed):
+        return None
+    bins = [None] * len(per_seed)
+    if metric.startswith(LENGTH_AVERAGED):
+        task = _task_of(records[0])
+        if task is None:
+            return None
+        bins = [[task.length_bin(int(x)) for x in o["length"]] for o in per_seed]
+    scored = [example_scores(o, metric, b) for o, b in zip(per_seed, bins)]
+    if any(s is None for s in scored) or len({u for _, u in scored}) != 1:
+        return None
+    data = {json.dumps((r.get("config") or {}).get("task"), sort_keys=True) for r in records}
+    if len(data) != 1:
+        return None
+    return {"seeds": [{"index": o["index"], "score": s} for o, (s, _) in zip(per_seed, scored)], "unit": scored[0][1],
+            "data": data.pop()}
+
+
+def _task_of(rec: dict):
+    """The task a record was made on, built from its resolved configuration (None: not buildable)."""
+    from ..registry import import_task_class
+
+    task = (rec.get("config") or {}).get("task") or {}
+    try:
+        cls = import_task_class(task["target"], f"tasks.{task['name']}")
+        return cls.build(task["name"], dict(task.get("params") or {}))
+    except (KeyError, UserError, TypeError, ValueError):
+        return None
 
 
 def _paper_text(paper) -> str:
@@ -143,9 +203,9 @@ def _raw(table: Table, col: Column, ok: list[dict]) -> list[float]:
 
 
 def _cell(table: Table, row: Row, col: Column, paper, ok: list[dict], counts: tuple[int, int], mark: str,
-          majority, chance: bool) -> tuple[list[str], dict]:
+          level, chance: bool) -> tuple[list[str], dict]:
     """One cell's (ours, paper, Δ) texts and its CSV line, from its records (``counts``: its failed
-    runs and its records in all; ``majority``: the split's majority share (p, n) or None;
+    runs and its records in all; ``level``: the split's chance level (cells.Chance) or None;
     ``chance``: whether the cell is at chance)."""
     failed, n_recs = counts
     scale = 100.0 if table.unit == "%" else 1.0
@@ -154,9 +214,10 @@ def _cell(table: Table, row: Row, col: Column, paper, ok: list[dict], counts: tu
     center = _summary(values, table.stat)
     d = _delta(center, paper, table.delta)
     examples = _examples(ok, col.split) if raw else None
-    learned_seeds = learned(raw, majority) if majority and raw else None
+    learned_seeds = learned(raw, level) if level and raw else None
+    troubled = troubled_seeds(ok)
     text = ("FAIL" if failed and not ok else NEEDS_DATA if col.needs_data and not n_recs
-            else _ours_text(raw, center, table, examples, table.metric_of(col), learned_seeds) + mark)
+            else _ours_text(raw, center, table, examples, table.metric_of(col), learned_seeds, troubled) + mark)
     text += f" {CHANCE}" if chance else ""
     text += f" {OTHER_CODE}" if any(other_code(r) for r in ok) else ""
     if failed and ok:
@@ -167,8 +228,9 @@ def _cell(table: Table, row: Row, col: Column, paper, ok: list[dict], counts: tu
             "binomial_se": (scale * stats.binomial_se(min(max(sum(raw) / len(raw), 0.0), 1.0), examples)
                             if examples and raw and table.metric_of(col) in BINOMIAL_METRICS else None),
             "paper": None if paper is None else paper[0], "paper_std": None if paper is None else paper[1], "delta": d,
-            "stale": bool(mark), "majority": None if majority is None else majority[0] * scale, "at_chance": chance,
-            "learned": learned_seeds}
+            "stale": bool(mark), "chance_level": None if level is None else level.level * scale,
+            "chance_strategy": None if level is None else level.strategy, "at_chance": chance, "learned": learned_seeds,
+            "trouble": "; ".join(f"seed {r['seed']}: {', '.join(r['trouble'])}" for r in ok if r.get("trouble")) or None}
     return [text, _paper_text(paper), _delta_text(d, table.delta)], line
 
 
@@ -184,7 +246,9 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     with several splits each (RSA Table 2) is printed long instead, one row per (task, row)
     and (ours, paper, Δ) per split, as the papers print it."""
     texts, cells, present, expected, stale_runs, values_by_cell, chance_by_cell, outcomes = {}, [], set(), set(), {}, {}, {}, {}
+    lost_cells = 0  # cells with a record whose outcomes file is missing
     learned_by_cell = {}  # (row, column) -> (seeds that learned, seeds), where the metric has a chance level
+    levels = {}  # column -> the chance levels of its cells (cells.Chance)
     records = {}  # (model, task) -> the ok records of its cells (the state column reads them)
     token_chance = False  # a cell of a token accuracy is at chance (the rule then says what p is for it)
     scale = 100.0 if table.unit == "%" else 1.0
@@ -197,19 +261,25 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
             present.update((*run, r["seed"]) for r in ok if not mark)
             raw = _raw(table, col, ok)
             values_by_cell[row.label, col.label] = ([v * scale for v in raw], bool(mark))
-            majority = majority_share(ok, col.split, table.metric_of(col)) if raw else None
-            chance = bool(majority) and at_chance(sum(raw) / len(raw), majority)
-            if majority:
-                learned_by_cell[row.label, col.label] = (learned(raw, majority), len(raw))
+            level = chance_level(ok, col.split, table.metric_of(col)) if raw else None
+            chance = bool(level) and at_chance(sum(raw) / len(raw), level)
+            if level:
+                learned_by_cell[row.label, col.label] = (learned(raw, level), len(raw))
+                levels.setdefault(col.label, []).append(level)
             if chance:
-                chance_by_cell[row.label, col.label] = majority[0] * scale
-                token_chance = token_chance or table.metric_of(col) != "acc"
+                chance_by_cell[row.label, col.label] = level._replace(level=level.level * scale)
+                token_chance = token_chance or table.metric_of(col).startswith(LENGTH_AVERAGED)
             per_seed = _outcomes(out, table, row, col, preset, ok) if raw else None
             if per_seed:
                 outcomes[row.label, col.label] = per_seed
-            texts[row.label, col.label], line = _cell(table, row, col, paper, ok, (failed, n_recs), mark, majority, chance)
+            texts[row.label, col.label], line = _cell(table, row, col, paper, ok, (failed, n_recs), mark, level, chance)
+            if per_seed and "missing" in per_seed:
+                texts[row.label, col.label][0] += f" {LOST}"
+                line["outcomes_missing"] = per_seed["missing"]
+                lost_cells += 1
             cells.append(line)
-    headers, rows = _layout(table, texts)
+    chance_row = _chance_row(table, levels, scale)
+    headers, rows = _layout(table, texts, chance_row)
     only_stale = [run for run, by_seed in stale_runs.items() if all(by_seed.values())]
     reasons = sorted({why for run in only_stale for why in stale_runs[run].values() if why})
     return {"headers": headers, "rows": rows, "cells": cells, "values": values_by_cell, "records": records, "at_chance": chance_by_cell,
@@ -217,24 +287,57 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
             "chance": CHANCE_RULE + (TOKEN_CHANCE_RULE if token_chance else "") if chance_by_cell else "",
             "present": len(present), "expected": len(expected) * len(table.seeds),
             "other_code": OTHER_CODE_RULE if any(f" {OTHER_CODE}" in t[0] for t in texts.values()) else "",
+            "lost": LOST_RULE.format(cells=lost_cells) if lost_cells else "",
+            "trouble": TROUBLE_RULE if any(troubled_seeds(recs) for recs in records.values()) else "",
             "stale": (f"{STALE} = only records made with settings the registry no longer gives for that cell "
                       f"({len(only_stale)} of {len(expected)} (model, task) cells; {'; '.join(reasons[:3])}): "
                       "rerun them to compare the current setting; they do not count as present") if reasons else ""}
 
 
-def _layout(table: Table, texts: dict) -> tuple[list[str], list[list[str]]]:
+def _chance_row(table: Table, levels: dict, scale: float) -> dict:
+    """{column label: the chance level's text}: the best trivial strategy's score on the column's
+    split and its name ("—" where no record holds a level); empty when no column has one."""
+    if not levels:
+        return {}
+    texts = {}
+    for col in table.columns:
+        found = levels.get(col.label)
+        if not found:
+            texts[col.label] = MISSING
+            continue
+        lo, hi = min(c.level for c in found), max(c.level for c in found)
+        value = f"{scale * lo:.1f}" if round(scale * lo, 1) == round(scale * hi, 1) else f"{scale * lo:.1f}-{scale * hi:.1f}"
+        texts[col.label] = f"{value} ({' / '.join(dict.fromkeys(c.strategy for c in found))})"
+    return texts
+
+
+def _layout(table: Table, texts: dict, chance_row: dict | None = None) -> tuple[list[str], list[list[str]]]:
+    """The printed table: ``texts`` per (row, column) as (ours, paper, Δ), and last the chance row
+    (``chance_row``: {column label: text}) where any column has a chance level."""
+    chance_row = chance_row or {}
     tasks = list(dict.fromkeys(c.task for c in table.columns))
     if not any(p is not None for r in table.rows for p in r.paper):  # no paper numbers (our own table): ours per column
-        return ["row", *(c.label for c in table.columns)], [[r.label, *(texts[r.label, c.label][0] for c in table.columns)]
-                                                            for r in table.rows]
+        rows = [[r.label, *(texts[r.label, c.label][0] for c in table.columns)] for r in table.rows]
+        if chance_row:
+            rows.append([CHANCE_ROW, *(chance_row[c.label] for c in table.columns)])
+        return ["row", *(c.label for c in table.columns)], rows
     if len(tasks) == 1 or len(table.columns) == len(tasks):  # wide: a column per (task, split)
         headers = ["row"] + [f"{c.label} {what}" for c in table.columns for what in ("ours", "paper", "Δ")]
-        return headers, [[r.label] + [t for c in table.columns for t in texts[r.label, c.label]] for r in table.rows]
+        rows = [[r.label] + [t for c in table.columns for t in texts[r.label, c.label]] for r in table.rows]
+        if chance_row:
+            rows.append([CHANCE_ROW] + [t for c in table.columns for t in (chance_row[c.label], "", "")])
+        return headers, rows
     splits = list(dict.fromkeys(c.split for c in table.columns))
     label = {(c.task, c.split): c.label for c in table.columns}
     headers = ["task", "row"] + [f"{split} {what}" for split in splits for what in ("ours", "paper", "Δ")]
-    rows = [[task, r.label] + [t for split in splits for t in texts.get((r.label, label.get((task, split))), ["", "", ""])]
-            for task in tasks for r in table.rows]
+    rows = []
+    for task in tasks:
+        rows += [[task, r.label] + [t for split in splits for t in texts.get((r.label, label.get((task, split))), ["", "", ""])]
+                 for r in table.rows]
+        if chance_row:
+            rows.append([task, CHANCE_ROW] + [t for split in splits
+                                              for t in ((chance_row.get(label.get((task, split)), ""), "", "")
+                                                        if (task, split) in label else ("", "", ""))])
     return headers, rows
 
 
@@ -371,7 +474,8 @@ class ResultsTable(TableKind):
                              if table.overlays else [])])
         built["note"] = "; ".join(part for part in (note(table, preset, built["present"], built["expected"], out), metrics_note(table),
                                                     needs_data_note(table),
-                                                    built["stale"], built["chance"], built["learned_rule"], built["other_code"], tuned,
+                                                    built["stale"], built["chance"], built["learned_rule"], built["other_code"],
+                                                    built["lost"], built["trouble"], tuned,
                                                     STATE_NOTE if table.state else "") if part)
         built["csv"] = built["cells"]
         return built

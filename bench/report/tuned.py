@@ -25,6 +25,7 @@ from ..config import canonical_text
 from ..errors import UserError
 from ..records import identity_overrides, record_path
 from ..schema import load_yaml
+from .cells import CHANCE_ROW
 from .table_parts import Table
 
 TUNED_HEADER = "tuned"
@@ -176,4 +177,4 @@ def with_tuned_column(table: Table, headers: list[str], rows: list[list]) -> tup
     if not table.tuned and not table.overlays:
         return headers, rows
     at = headers.index("row")
-    return [*headers, TUNED_HEADER], [[*r, table.tuned_text.get(r[at], "not tuned")] for r in rows]
+    return [*headers, TUNED_HEADER], [[*r, table.tuned_text.get(r[at], "" if r[at] == CHANCE_ROW else "not tuned")] for r in rows]

@@ -57,6 +57,7 @@ from ..records import base_record, config_changes, device_info, outcomes_file, r
 from .build import check_attention_backend, instantiate_model, instantiate_task
 from .callbacks import RunInterrupted, TrialPruning, ValidationHistory, signals_stop
 from .guards import check_resume_point, finished_record, run_lock, storage_errors
+from .health import losses_of, troubles
 from .module import TaskModule
 from .plan import RunPlan
 from .planning import check_logger, plan_run
@@ -241,6 +242,7 @@ def summarize(plan: RunPlan, trainer: L.Trainer, module: TaskModule, tested: dic
         "last_val": history.entries[-1][history.metric],
         "val_history": history.entries,
         "learned": module.backbone.learned(),  # e.g. RSA gates and REM parameters of the tested weights
+        "trouble": troubles(tested, losses_of(curve_rows(trainer))),  # collapsed, diverged or stuck (health.py)
         "epochs_run": trainer.current_epoch, "steps_run": trainer.global_step,
         "resumed_from": module.resumed_from,
         "wall_time_s": wall,  # this session's; train_time_s adds up every session of the run
@@ -253,6 +255,13 @@ def summarize(plan: RunPlan, trainer: L.Trainer, module: TaskModule, tested: dic
         "checkpoint": relative_checkpoint(plan.record, plan.best_ckpt if plan.train.select == "best_val" else plan.last_ckpt),
         "outcomes": relative_checkpoint(plan.record, outcomes_file(plan.record)),
     }
+
+
+def curve_rows(trainer: L.Trainer) -> list[dict]:
+    """The rows the run's CSV logger holds (one per validation: train_loss, val_metric, ...)."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    return next((list(lg.experiment.metrics) for lg in trainer.loggers if isinstance(lg, CSVLogger)), [])
 
 
 def stream_state(plan: RunPlan, task_obj) -> dict:

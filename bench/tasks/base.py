@@ -185,6 +185,15 @@ class Task(abc.ABC):
         """Label of the length bucket an example falls in, for per-length accuracy; None = skip."""
         return None
 
+    # --- chance ---------------------------------------------------------------------------
+    def trivial_strategies(self) -> dict:
+        """The strategies that score on this task without solving it, by name (bench/tasks/trivial.py):
+        its kind's; a task adds its own (``{**super().trivial_strategies(), name: function}``).
+        The best of them on a split is its chance level."""
+        from .kinds import kind_of
+
+        return dict(kind_of(self.kind).trivial_strategies())
+
 
 Task.__init__ = _recording_constructor(Task, Task.__init__)
 

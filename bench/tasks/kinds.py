@@ -8,7 +8,8 @@ class per kind. A ``TaskKind`` owns
 - ``loss``: the training loss from the logits and the batch;
 - ``outcomes``: per-example correctness (``correct``, ``tok_correct``, ``n_scored``,
   ``last_correct``), from which bench/metrics.py computes acc / token_acc / last_acc, and, for
-  kinds with one class label per example, the ``label`` (the split's ``majority`` share);
+  kinds with one class label per example, the ``label`` (the split's ``majority`` share) and the
+  ``prediction`` (how many classes the model predicts: ``predicted_classes``);
 - ``random_batch``: a batch of random data of the kind (``bench cost``).
 
 Defining a subclass with a ``name`` registers it in ``KINDS``; a task class names its kind by
@@ -24,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import trivial
 from .base import IGNORE, PAD
 
 #: every kind by name (filled by TaskKind.__init_subclass__)
@@ -99,6 +101,23 @@ class TaskKind:
         kind has no token targets)."""
         return None
 
+    def example_targets(self, columns: dict) -> list | None:
+        """Per example of a split, every target its scoring compares with, as integers (the
+        ``scored_targets``; a label per example for classification kinds): what the trivial
+        strategies answer (bench/tasks/trivial.py)."""
+        return self.scored_targets(columns)
+
+    def scored_inputs(self, columns: dict, offset: int = 0) -> list:
+        """Per example, the input token at each scored position shifted by ``offset`` (0: the
+        token read there, -1: the one before it; -1 where there is none), aligned with
+        ``example_targets``; empty for kinds with no scored position (one label per example)."""
+        return [np.zeros(0, dtype=np.int64) for _ in columns["tokens"]]
+
+    def trivial_strategies(self) -> dict:
+        """The strategies that score on every task of the kind without solving it, by name
+        (bench/tasks/trivial.py; a task adds its own: Task.trivial_strategies)."""
+        return {}
+
     # ---- cost ----------------------------------------------------------------------------
     def random_batch(self, task, batch: dict, tokens, gen: torch.Generator, device) -> None:
         """Adds random targets of the kind to ``batch`` (uniform ``tokens()`` and a full mask)."""
@@ -126,7 +145,13 @@ class Classify(TaskKind):
         correct = logits.argmax(-1) == batch["label"]
         ones = torch.ones_like(correct, dtype=torch.long)
         return {"correct": correct, "tok_correct": correct.long(), "n_scored": ones, "last_correct": correct.float(),
-                "label": batch["label"]}
+                "label": batch["label"], "prediction": logits.argmax(-1)}
+
+    def example_targets(self, columns):
+        return [np.asarray([int(x)]) for x in columns["label"]]
+
+    def trivial_strategies(self):
+        return {trivial.MOST_FREQUENT: trivial.most_frequent_target}
 
     def random_batch(self, task, batch, tokens, gen, device):
         batch["label"] = torch.randint(0, task.num_classes, (batch["tokens"].shape[0],), generator=gen).to(device)
@@ -195,6 +220,17 @@ class Tag(TaskKind):
         its whole vector is, so the chance guess is the split's most frequent vector."""
         return [np.asarray(labels, dtype=np.int64) @ (1 << np.arange(np.shape(labels)[-1])) for labels in columns["labels"]]
 
+    def scored_inputs(self, columns, offset=0):
+        out = []
+        for tokens, labels in zip(columns["tokens"], columns["labels"]):
+            tokens = np.asarray(tokens, dtype=np.int64)[len(tokens) - len(labels):]  # "<s>" is scored with the first label
+            out.append(trivial.shifted(tokens, np.arange(len(tokens)), offset))
+        return out
+
+    def trivial_strategies(self):
+        return {trivial.MOST_FREQUENT: trivial.most_frequent_target, trivial.MOST_FREQUENT_LAST: trivial.most_frequent_last_target,
+                trivial.TOKEN_LOOKUP: trivial.best_label_of_symbol}
+
     def random_batch(self, task, batch, tokens, gen, device):
         B, T = batch["tokens"].shape
         batch["labels"] = torch.randint(0, 2, (B, T, task.num_labels), generator=gen).float().to(device)
@@ -228,6 +264,14 @@ class LM(TaskKind):
 
     def scored_targets(self, columns):
         return [np.asarray(t)[np.asarray(t) != IGNORE] for t in columns["targets"]]
+
+    def scored_inputs(self, columns, offset=0):
+        return [trivial.shifted(np.asarray(tokens, dtype=np.int64), np.flatnonzero(np.asarray(targets) != IGNORE), offset)
+                for tokens, targets in zip(columns["tokens"], columns["targets"])]
+
+    def trivial_strategies(self):
+        return {trivial.MOST_FREQUENT: trivial.most_frequent_target, trivial.MOST_FREQUENT_LAST: trivial.most_frequent_last_target,
+                trivial.REPEAT_TOKEN: trivial.repeat_current_token, trivial.REPEAT_PREVIOUS: trivial.repeat_previous_token}
 
     def random_batch(self, task, batch, tokens, gen, device):
         batch["targets"] = tokens()

@@ -134,6 +134,29 @@ class MQAR(LMTask):
     def length_bin(self, length: int) -> str:
         return f"L{length}"
 
+    def trivial_strategies(self) -> dict:
+        """The kind's, and a uniform guess among the values of the context's pairs: right with
+        probability 1/N at each query of a sequence of N pairs (N distinct value tokens precede
+        the queries), what a model scores that knows a value is asked but not which."""
+        return {**super().trivial_strategies(), GUESS_CONTEXT_VALUE: guess_context_value}
+
+
+GUESS_CONTEXT_VALUE = "guess a value of the context"
+
+
+def guess_context_value(task: MQAR, columns: dict) -> list[np.ndarray]:
+    """Per sequence, 1/N at each query (N: the distinct value tokens before the first query)."""
+    out = []
+    for tokens, targets in zip(columns["tokens"], columns["targets"]):
+        tokens, where = np.asarray(tokens), np.flatnonzero(np.asarray(targets) != IGNORE)
+        if not where.size:
+            out.append(np.zeros(0))
+            continue
+        context = tokens[:where[0]]
+        values = np.unique(context[context >= 2 + task.n_keys])
+        out.append(np.full(where.size, 1.0 / max(len(values), 1)))
+    return out
+
 
 # Zoology's MQAR sweep as Based (Arora et al. 2024) runs it (zoology/experiments/paper_configs/
 # arxiv24_based_figure2/configs.py): train on a mix of (L, N, examples), test up to L 1024 with 256 pairs

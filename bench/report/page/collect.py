@@ -25,7 +25,7 @@ from ...parsing import parse_names, parse_seeds
 from ...records import Record, RecordError, overrides_tag, read_record, record_path, warn
 from .. import claims as claims_mod
 from .. import reproduce, stats
-from ..cells import majority_share
+from ..cells import chance_level
 from ..outputs import command_of, output_stem
 from ..results_table import _fresh_records
 from ..tables import kind_of
@@ -192,7 +192,8 @@ def _curves(table, cells: list[CellView], records: dict[str, RecordView]) -> dic
     """Per task of the table, per row: the metric per length bin pooled over the task's columns'
     splits and the cell's records (weighted by the bin's examples; x = the bin's first length),
     and the chance level per bin pooled the same way where every record's bin carries it (its
-    majority share), else the split's majority share (bench/report/cells.py: majority_share)."""
+    best trivial strategy's score, or for older records its majority share), else the split's
+    (bench/report/cells.py: chance_level)."""
     curves = {}
     for col_label, task, split in table_columns(table):
         metric = table.metric_of(next(c for c in table.columns if c.label == col_label))
@@ -207,7 +208,7 @@ def _curves(table, cells: list[CellView], records: dict[str, RecordView]) -> dic
             if not recs:
                 continue
             sums = by_task["_sums"].setdefault(cell.row, {})
-            split_chance = majority_share(recs, split, metric)
+            split_chance = chance_level(recs, split, metric)
             for rec in recs:
                 for key, b in (rec.get("metrics", {}).get(split, {}).get("by_length") or {}).items():
                     value, n = b.get(metric), b.get("n") or 0
@@ -216,8 +217,9 @@ def _curves(table, cells: list[CellView], records: dict[str, RecordView]) -> dic
                     x = _bin_start(str(key))
                     total = sums.setdefault(x, [0.0, 0])
                     total[0], total[1] = total[0] + value * n, total[1] + n
-                    share = b.get({"acc": "majority", "token_acc": "token_majority"}.get(metric, ""))
-                    share = share if share is not None else split_chance[0] if split_chance else None
+                    share = (b.get("chance") or {}).get(metric)
+                    share = share if share is not None else b.get({"acc": "majority", "token_acc": "token_majority"}.get(metric, ""))
+                    share = share if share is not None else split_chance.level if split_chance else None
                     if share is not None:
                         c = by_task["_chance_sums"].setdefault(x, [0.0, 0])
                         c[0], c[1] = c[0] + share * n, c[1] + n

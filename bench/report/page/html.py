@@ -87,9 +87,29 @@ def _matrix(t: TableView) -> str:
                 tds.append(f'<td class="num paper">{e(_paper(c.line, d))}</td><td class="num">'
                            f'{"—" if delta is None else f"{delta:+.1f}"}</td>')
         body.append(f'<tr><th><a href="#fam-{e(family_of(model))}">{e(row)}</a></th>{"".join(tds)}</tr>')
+    body += _chance_row(t, labels, paper)
     sub_row = f"<tr><th></th>{sub}</tr>" if paper else ""
     return (f'<div class="scroll"><table class="matrix"><thead><tr><th>row</th>{head}</tr>{sub_row}</thead>'
             f'<tbody>{"".join(body)}</tbody></table></div>')
+
+
+def _chance_row(t: TableView, labels: list[str], paper: bool) -> list[str]:
+    """The row under the table's rows: per column the chance level (the best trivial strategy's
+    score, the cells' ``chance_level``) and the strategy that sets it; none when no cell has one."""
+    levels: dict[str, list] = {}
+    for c in t.cells:
+        if finite(c.line.get("chance_level")):
+            levels.setdefault(c.column, []).append((c.line["chance_level"], c.line.get("chance_strategy") or ""))
+    if not levels:
+        return []
+    d = _digits(t)
+    tds = []
+    for label in labels:
+        found = levels.get(label)
+        text = "—" if not found else (f"{num(min(v for v, _ in found), d)} ("
+                                      + " / ".join(dict.fromkeys(s for _, s in found)) + ")")
+        tds.append(f'<td class="num chance">{e(text)}</td>' + ('<td></td><td></td>' if paper else ""))
+    return [f'<tr><th>chance (trivial strategy)</th>{"".join(tds)}</tr>']
 
 
 def _cell_lines(t: TableView) -> str:
@@ -346,15 +366,18 @@ def _record(report: Report, view) -> str:
            if s in view.outcomes else "no outcomes kept")
         + "</td></tr>" for s, m in (r.get("metrics") or {}).items() if isinstance(m, dict))
     tag = r.get("overrides") or []
+    said = f" · {e(str(r['trouble'][0]).split(':')[0])}" if r.get("trouble") else ""  # collapsed, diverged, stuck
     return (f'<details class="record" id="{rid}"><summary>{rid}: {e(r.get("model"))} · {e(r.get("task"))} · {e(r.get("preset"))} · '
-            f'seed {e(r.get("seed"))}{" · " + e(" ".join(tag)) if tag else ""}</summary>'
+            f'seed {e(r.get("seed"))}{" · " + e(" ".join(tag)) if tag else ""}{said}</summary>'
             f'<dl><dt>file</dt><dd><code>{e(view.path)}</code></dd><dt>seed</dt><dd>{e(r.get("seed"))}</dd>'
             f'<dt>commit</dt><dd><code>{e(git.get("commit", "?"))}</code>{" (dirty tree)" if git.get("dirty") else ""}'
             f'{" — " + e(git["note"]) if git.get("note") else ""}</dd><dt>date</dt><dd>{e(r.get("date", ""))}</dd>'
             f'<dt>made by</dt><dd><code>{e(r.get("command", ""))}</code></dd>'
             f'<dt>train it again</dt><dd><code>{e(view.rerun(report.out))}</code></dd>'
             f'<dt>outcomes in Python</dt><dd><code>bench.load_outcomes({e(repr(view.path))})</code></dd>'
-            f'<dt>params</dt><dd>{num(r.get("param_count"), 0)}</dd><dt>train time</dt><dd>{num(r.get("train_time_s"), 0)} s</dd></dl>'
+            f'<dt>params</dt><dd>{num(r.get("param_count"), 0)}</dd><dt>train time</dt><dd>{num(r.get("train_time_s"), 0)} s</dd>'
+            + (f'<dt>trouble</dt><dd class="trouble">{e("; ".join(r["trouble"]))}</dd>' if r.get("trouble") else "")
+            + '</dl>'
             f'<table class="metrics"><thead><tr><th>split</th><th>n</th><th>acc</th><th>token acc</th><th>per example</th></tr>'
             f'</thead><tbody>{metrics}</tbody></table><div class="ocview"></div>'
             f'<details><summary>config</summary><pre>{e(json.dumps(r.get("config"), indent=1))}</pre></details></details>')
