@@ -14,7 +14,7 @@ from bench.config import canonical_text, resolve_run
 from bench.records import read_record, record_path
 from bench.registry import Registry
 from bench.tune.report import expected_max
-from tune_helpers import TASK, studies, trial_record
+from tune_helpers import TASK, studies, trial_record, without_chance
 
 
 def val(rec: dict) -> float:
@@ -158,7 +158,8 @@ GRID = ["--models", "lstm,transformer", *TASK, "--set", "train.max_epochs=1", "-
 
 
 @pytest.mark.slow
-def test_smoke_study_prints_best_writes_overlay_that_compare_uses(tmp_path, capsys):
+def test_smoke_study_prints_best_writes_overlay_that_compare_uses(tmp_path, capsys, monkeypatch):
+    without_chance(monkeypatch)
     out = tmp_path / "out"
     assert main(["tune", *GRID, "--out", str(out)]) == 0
     printed = capsys.readouterr().out

@@ -15,7 +15,23 @@ optuna = pytest.importorskip("optuna")
 
 from bench.cli import main
 from bench.errors import RunPaused, UserError
-from bench.tune.protocol import edge_step, objective_value, parse_objective, rung_fractions, rung_steps, se, survivors, within_noise
+from bench.tune.protocol import (
+    collapsed,
+    diverged,
+    edge_step,
+    grid_neighbours,
+    loss_rose,
+    nothing_above_chance,
+    objective_value,
+    parse_objective,
+    rung_fractions,
+    rung_steps,
+    rung_survivors,
+    se,
+    stable_pick,
+    survivors,
+    within_noise,
+)
 
 TASK = ["--task", "flipflop", "--preset", "smoke"]
 
@@ -71,12 +87,18 @@ def test_a_best_value_at_the_edge_extends_the_grid_one_step():
 VALIDATIONS = [10, 20, 30, 40]
 
 
-def fake_runs(monkeypatch, curves, calls, n=300):
+def fake_runs(monkeypatch, curves, calls, n=300, chance=None, losses=None):
     """bench.runner.run replaced by a stand-in: a run of (model, lr, seed) reports curves[model][lr][seed
     or 0] (its objective's value at each validation; the last is the selected weights') through
-    the TrialPruning callback it is given, resumes where it paused, and pauses when told."""
+    the TrialPruning callback it is given, resumes where it paused, and pauses when told. The
+    validation's chance level is ``chance`` ((level, n, strategy); None: none known, the rules
+    that need one are off), not the smoke split's. ``losses[model][lr]``: the run's training loss
+    at each validation, written to the metrics.csv beside its record as the CSV logger does."""
     import bench.runner
+    import bench.tune.sync
+    from bench.records import record_path, run_folder
 
+    monkeypatch.setattr(bench.tune.sync, "validation_chance", lambda registry, meta, model: chance)
     progress = {}
 
     def run(model, task, preset, seed, out, overrides, callbacks=(), **kw):
@@ -86,11 +108,17 @@ def fake_runs(monkeypatch, curves, calls, n=300):
         curve = curves[model].get(lr, [0.1] * 4)  # a value not given (an extension of the grid): far behind
         values = curve[seed] if isinstance(curve, dict) else curve
         at = progress.get((model, lr, seed), 0)
+        loss = (losses or {}).get(model, {}).get(lr)
         for step, value in zip(VALIDATIONS, values):
             if step <= at:
                 continue
             calls.append((model, lr, seed, step))
             progress[model, lr, seed] = step
+            if loss is not None:
+                folder = run_folder(record_path(out, model, task, preset, seed, overrides))
+                folder.mkdir(parents=True, exist_ok=True)
+                rows = [f"{s},{x}" for s, x in zip(VALIDATIONS, loss) if s <= step]
+                (folder / "metrics.csv").write_text("global_step,train_loss\n" + "\n".join(rows) + "\n")
             got = cb.objective({"n": n, "last_acc": value, "token_acc": 1 - value})  # the objective, not the primary metric
             verdict = cb.report(step, got)
             if verdict == "pause" and step < VALIDATIONS[-1]:
@@ -380,8 +408,9 @@ def test_a_run_resumed_at_its_rung_pauses_again_without_training():
 
 def test_the_summary_marks_a_best_setting_at_chance_on_validation():
     """The tables' ~ rule on the best record's validation (ListOps-LRA's tuning run, lr 3e-3 seed
-    100: 500 trees, majority share 0.148): SE = sqrt(0.148 x 0.852 / 500) = 0.01588, so a score
-    within 0.0318 of 0.148 is at chance; 0.34 (its own score) is not."""
+    100: 500 trees, chance level 0.148, the most frequent target): the margin is max(2 SE, 0.1 x
+    (1 - p)) = max(2 sqrt(0.148 x 0.852 / 500), 0.0852) = max(0.0318, 0.0852) = 0.0852, so a score
+    below 0.2332 is at chance; 0.34 (its own score) is not."""
     from bench.cli.tune import _val_chance, _val_text
 
     out = Path(__file__).resolve().parent.parent / "results"
@@ -389,8 +418,8 @@ def test_the_summary_marks_a_best_setting_at_chance_on_validation():
     found = _val_chance(out, {"record": record, "val": 0.34}, "acc")
     assert found["p"] == pytest.approx(0.148) and found["n"] == 500 and not found["at_chance"]
     assert _val_text({"val": 0.34, "val_chance": found}) == "34.0 (14.8)"
-    assert _val_chance(out, {"record": record, "val": 0.148 + 0.0315}, "acc")["at_chance"]
-    assert not _val_chance(out, {"record": record, "val": 0.148 + 0.0322}, "acc")["at_chance"]
+    assert _val_chance(out, {"record": record, "val": 0.148 + 0.0845}, "acc")["at_chance"]
+    assert not _val_chance(out, {"record": record, "val": 0.148 + 0.0860}, "acc")["at_chance"]
     assert _val_chance(out, {"record": record, "val": 0.148 - 0.0315}, "acc")["at_chance"]
     low = {"val": 0.16, "val_chance": _val_chance(out, {"record": record, "val": 0.16}, "acc")}
     assert _val_text(low) == "16.0 ~ (14.8)"
@@ -413,3 +442,276 @@ def test_a_pick_that_only_ties_at_the_edge_is_not_extended(tmp_path, monkeypatch
     assert "ties with train.lr=0.003, train.lr=0.01" in capsys.readouterr().err
     state = json.loads((tmp_path / "studies" / "flipflop-smoke" / "bracket.json").read_text())["lstm"]
     assert state["extension"] == {"none": "the pick ties with train.lr=0.003, train.lr=0.01"}
+
+
+# ---- the rules against the trivial level, by hand ------------------------------------------------------
+
+MQAR = (0.107, 300, "guess a value of the context")  # MQAR's token_acc chance level on 300 validation examples
+LISTOPS = (0.148, 500, "most frequent target")  # ListOps-LRA's acc on 500 validation trees
+
+
+def test_a_rung_where_nothing_clears_the_trivial_level_stops_nobody():
+    """MQAR's Transformer at step 250 of 1,000 (pl-mqar): every lr still on the plateau. The margin is
+    max(2 sqrt(0.107 x 0.893 / 300), 0.1 x 0.893) = max(0.0357, 0.0893) = 0.0893: a score must reach
+    0.1963 to count. All four are below: all four go on, and the reason is said. With 3e-3 at 0.20 the
+    rung is not passed: the top half (0.20, 0.1029) goes on and 0.20 - 0.1029 = 0.097 > 2 se(0.20, 0.1029,
+    300) = 0.058 keeps nobody else."""
+    scores = {"3e-4": 0.0093, "1e-3": 0.01, "3e-3": 0.0943, "1e-2": 0.1029}
+    assert survivors(scores, 300) == ["3e-3", "1e-2"]  # the old rule: the two lowest stopped on the plateau
+    kept, why = rung_survivors(scores, 300, MQAR)
+    assert kept == ["3e-4", "1e-3", "3e-3", "1e-2"] and "no configuration above the trivial level (10.7%" in why
+    assert "clear it by 8.9 points" in why
+    kept, why = rung_survivors({**scores, "3e-3": 0.20}, 300, MQAR)
+    assert kept == ["3e-3", "1e-2"] and why is None
+    assert rung_survivors(scores, 300, None) == (["3e-3", "1e-2"], None)  # no level known: the rule is off
+    assert nothing_above_chance([0.1963 - 1e-4, 0.0], MQAR) and not nothing_above_chance([0.1963 + 1e-4], MQAR)
+    assert not nothing_above_chance([], MQAR) and not nothing_above_chance([0.0], None)
+
+
+def test_a_run_diverges_when_it_fails_its_loss_rises_or_its_validation_falls_back():
+    """ListOps: the level 0.148 is cleared at 0.148 + 0.0852 = 0.2332; a last validation at most
+    0.148 + 2 sqrt(0.148 x 0.852 / 500) = 0.1798 is back at it, when the fall is beyond the noise
+    (0.30 -> 0.17: 0.13 > 2 se(0.30, 0.17, 500) = 0.053). Parity's token_acc (level 0.532 on 300: cleared
+    at 0.5896, back at it below 0.5896): 0.603 -> 0.578 falls 0.025 < 2 se = 0.080, noise. A loss rose
+    when its last value is above its first: 2.40 -> 2.41 rose, 2.40 -> 2.40 did not."""
+    assert collapsed([0.17, 0.26, 0.30, 0.17], LISTOPS) == (0.30, 0.17)
+    assert collapsed([0.17, 0.26, 0.30, 0.17, 0.30], LISTOPS) is None  # fell and recovered: it ended learned
+    assert collapsed([0.17, 0.26, 0.20], LISTOPS) is None  # 0.20 > 0.1798: lower, not back at the level
+    assert collapsed([0.15, 0.23, 0.15], LISTOPS) is None  # 0.23 never cleared the level
+    assert collapsed([0.603, 0.578], (0.532, 300, "most frequent target")) is None
+    assert collapsed([0.30, 0.17], None) is None
+    assert loss_rose([2.40, 2.10, 2.41]) and not loss_rose([2.40, 2.10, 2.40]) and not loss_rose([2.4])
+    assert loss_rose([2.4, float("nan")])
+    assert diverged([0.3], [], LISTOPS, "non-finite training loss before step 40") == \
+        "the run failed (non-finite training loss before step 40)"
+    assert diverged([0.3, 0.3], [2.4, float("inf")], LISTOPS) == "a non-finite training loss"
+    assert diverged([0.3, 0.3], [2.40, 2.43], LISTOPS) == "its training loss ended above its first value (2.43 > 2.4)"
+    assert diverged([0.25, 0.30, 0.15], [2.4, 2.2, 2.3], LISTOPS) == \
+        "its validation fell back to the trivial level (15.0% after 30.0%, chance 14.8%)"
+    assert diverged([0.148], [2.407], LISTOPS) is None  # one validation at chance, one loss: nothing to tell a divergence by
+
+
+def test_a_pick_beside_a_diverged_neighbour_is_flagged_and_gives_way_to_a_stable_one_within_the_noise():
+    """Grid neighbours along lr (the extension included); at n = 500, 2 se(0.34, 0.32) = 2 sqrt((0.2244 +
+    0.2176) / 500) = 0.0595: 0.32 is within the noise of 0.34, 0.27 is not."""
+    configs = {"a": {"train.lr": 3e-4}, "b": {"train.lr": 1e-3}, "c": {"train.lr": 3e-3}, "d": {"train.lr": 1e-2},
+               "e": {"train.lr": 3.33e-2}}
+    assert grid_neighbours(configs, "c") == ["b", "d"] and grid_neighbours(configs, "e") == ["d"] and grid_neighbours(configs, "a") == ["b"]
+    two = {f"{lr}-{k}": {"train.lr": lr, "model.k": k} for lr in (1e-3, 3e-3, 1e-2) for k in (2, 4)}
+    assert grid_neighbours(two, "0.003-2") == ["0.001-2", "0.01-2", "0.003-4"]
+    assert stable_pick("c", {"b": 0.32, "c": 0.34}, 500, configs, {}) == ("c", [])
+    pick, flags = stable_pick("c", {"b": 0.32, "c": 0.34}, 500, configs, {"d": "its loss rose"})
+    assert pick == "b"
+    assert flags == ["its grid neighbour d diverged: its loss rose", "b, stable and within the noise of c, is taken instead"]
+    pick, flags = stable_pick("c", {"b": 0.27, "c": 0.34}, 500, configs, {"d": "its loss rose"})
+    assert pick == "c" and flags[-1] == "no stable neighbour within the noise of c: it stays the pick, flagged"
+    pick, flags = stable_pick("c", {"b": 0.32, "c": 0.34}, 500, configs, {"d": "x", "b": "y"})  # both neighbours diverged
+    assert pick == "c" and len(flags) == 3
+    pick, flags = stable_pick("c", {"a": 0.33, "b": 0.20, "c": 0.34}, 500, configs, {"c": "it fell back"})  # the pick itself
+    assert pick == "a" and flags[0] == "the pick c diverged: it fell back"
+
+
+# ---- the rules in the bracket, over simulated runs --------------------------------------------------------
+
+def test_mqar_like_plateau_every_lr_goes_on_and_the_finalists_get_two_seeds(tmp_path, monkeypatch, capsys):
+    """MQAR's Transformer (pl-mqar) in small: at rung 1 every lr is on the plateau under the trivial level.
+    The old rule stopped 3e-4 and 1e-3 there and picked 3e-3 from one seed; here all four go on (the
+    rung is passed, said in the budget table), 1e-3 and 3e-3 both learn, end within the noise of each
+    other, and get the second seed, where 3e-3 stays on the plateau (a failed seed): 1e-3 is picked on
+    the mean of its two seeds, 99.95 against (1.0 + 0.15) / 2."""
+    curves = {"transformer": {3e-4: [0.01, 0.05, 0.09, 0.10], 1e-3: {0: [0.01, 0.95, 0.99, 0.999], 1: [0.01, 0.90, 0.99, 1.0]},
+                              3e-3: {0: [0.09, 0.99, 1.0, 1.0], 1: [0.09, 0.10, 0.12, 0.15]}, 1e-2: [0.10, 0.10, 0.10, 0.10]}}
+    old_calls, calls = [], []
+    fake_runs(monkeypatch, curves, old_calls)  # no chance level known: the old rule
+    assert tune(tmp_path / "old", "transformer", "train.lr=[3e-4,1e-3,3e-3,1e-2]") == 0
+    old = json.loads((tmp_path / "old" / "studies" / "flipflop-smoke" / "best.json").read_text())["models"]["transformer"]
+    assert old["values"] == {"train.lr": 0.003} and {c[1] for c in old_calls if c[3] == 20} == {3e-3, 1e-2}
+    assert old["evidence"]["pick"]["seeds"] == {"0": 1.0}  # one seed: nothing else within the noise
+    fake_runs(monkeypatch, curves, calls, chance=MQAR)
+    capsys.readouterr()
+    assert tune(tmp_path / "new", "transformer", "train.lr=[3e-4,1e-3,3e-3,1e-2]") == 0
+    assert {c[1] for c in calls if c[3] == 20 and c[2] == 0} == {3e-4, 1e-3, 3e-3, 1e-2}  # nobody stopped at rung 1
+    assert {c[1] for c in calls if c[3] == 40 and c[2] == 0} == {1e-3, 3e-3}  # the top half of rung 2
+    assert sorted({c[1] for c in calls if c[2] == 1}) == [1e-3, 3e-3]
+    folder = tmp_path / "new" / "studies" / "flipflop-smoke"
+    best = json.loads((folder / "best.json").read_text())["models"]["transformer"]
+    assert best["values"] == {"train.lr": 0.001} and best["val"] == pytest.approx((0.999 + 1.0) / 2)
+    assert best["evidence"]["pick"]["seeds"] == {"0": 0.999, "1": 1.0}
+    assert [(e["config"], e["seeds"]) for e in best["evidence"]["contenders"]] == [("train.lr=0.003", {"0": 1.0, "1": 0.15})]
+    state = json.loads((folder / "bracket.json").read_text())["transformer"]
+    assert [bool(d.get("passed")) for d in state["decisions"]] == [True, False] and state["decisions"][0]["kept"] == list(state["configs"])
+    out = capsys.readouterr().out
+    assert next(line for line in out.splitlines() if line.startswith("| transformer") and "10: 4" in line).split("|")[3].strip() == "10"
+    assert "train.lr=0.001 (seed 0 99.9, seed 1 100.0; mean 100.0); beside train.lr=0.003 (seed 0 100.0, seed 1 15.0; mean 57.5)" in out
+
+
+def test_a_single_seed_configuration_within_the_noise_of_the_best_mean_gets_its_second_seed(tmp_path, monkeypatch):
+    """At the end (n = 300): A 0.90 and B 0.88 within the noise (2 se = 0.051), C 0.80 not (2 se(0.90, 0.80)
+    = 0.0577 < 0.10): A and B get seed 1, where A drops to 0.66 and B to 0.74 (means 0.78 and 0.81). C's
+    0.80 is now within the noise of the best, 0.81 (2 se = 0.0647): it gets seed 1 too (0.84, mean 0.82)
+    and is picked; the old rule picked B among the first contenders, C on one seed beside it."""
+    curves = {"lstm": {1e-3: {0: [0.6, 0.7, 0.8, 0.90], 1: [0.6, 0.7, 0.6, 0.66]},
+                       3e-3: {0: [0.6, 0.7, 0.8, 0.80], 1: [0.6, 0.7, 0.8, 0.84]},
+                       1e-2: {0: [0.6, 0.7, 0.8, 0.88], 1: [0.6, 0.7, 0.7, 0.74]}}}
+    calls = []
+    fake_runs(monkeypatch, curves, calls)
+    assert tune(tmp_path, "lstm", "train.lr=[1e-3,3e-3,1e-2]") == 0
+    assert sorted({c[1] for c in calls if c[2] == 1}) == [1e-3, 3e-3, 1e-2]
+    best = json.loads((tmp_path / "studies" / "flipflop-smoke" / "best.json").read_text())["models"]["lstm"]
+    assert best["values"] == {"train.lr": 0.003} and best["val"] == pytest.approx(0.82)
+    assert {e["config"]: e["seeds"]["1"] for e in best["evidence"]["contenders"]} == {"train.lr=0.001": 0.66, "train.lr=0.01": 0.74}
+
+
+def test_a_pick_whose_neighbour_collapsed_gives_way_to_the_stable_neighbour(tmp_path, monkeypatch, capsys):
+    """ListOps-like (n = 500, chance 0.148): 1e-2 clears the level (0.25, 0.30) and falls back to 0.15, so
+    it diverged; 3e-3 (mean 0.34) is picked beside it, and 1e-3 (mean 0.33, within 2 se = 0.0597) is taken
+    instead, flagged."""
+    curves = {"gut": {1e-3: [0.24, 0.30, 0.31, 0.33], 3e-3: [0.26, 0.31, 0.33, 0.34], 1e-2: [0.25, 0.30, 0.15, 0.15]}}
+    fake_runs(monkeypatch, curves, [], n=500, chance=LISTOPS)
+    assert tune(tmp_path, "gut", "train.lr=[1e-3,3e-3,1e-2]") == 0
+    folder = tmp_path / "studies" / "flipflop-smoke"
+    best = json.loads((folder / "best.json").read_text())["models"]["gut"]
+    assert best["values"] == {"train.lr": 0.001} and best["val"] == pytest.approx(0.33)
+    assert best["flags"][0] == ("its grid neighbour train.lr=0.01 diverged: its validation fell back to the trivial level "
+                                "(15.0% after 30.0%, chance 14.8%)")
+    assert best["flags"][1] == "train.lr=0.001, stable and within the noise of train.lr=0.003, is taken instead"
+    state = json.loads((folder / "bracket.json").read_text())["gut"]
+    assert state["unstable_pick"] == "train.lr=0.003" and state["configs"]["train.lr=0.01"]["diverged"].startswith("its validation")
+    assert "FLAGGED: its grid neighbour train.lr=0.01 diverged" in capsys.readouterr().out
+
+
+def test_an_extension_whose_loss_rose_flags_the_edge_pick(tmp_path, monkeypatch):
+    """GUT on ListOps (t4cpu-listops) as it would be with a diverging extension: 3e-3 leads 1e-3 beyond the
+    noise at rung 1 (0.29 - 0.22 = 0.07 > 2 se = 0.055) and is picked alone, at the grid's edge: 9e-3
+    joins, its training loss rising (2.40 -> 2.45), at the level, and stops at rung 1. The pick is
+    flagged; no stable neighbour finished, so it stays."""
+    curves = {"gut": {1e-3: [0.20, 0.22, 0.25, 0.30], 3e-3: [0.26, 0.29, 0.32, 0.34], 9e-3: [0.148] * 4}}
+    fake_runs(monkeypatch, curves, [], n=500, chance=LISTOPS, losses={"gut": {9e-3: [2.40, 2.45, 2.5, 2.6]}})
+    assert tune(tmp_path, "gut", "train.lr=[1e-3,3e-3]") == 0
+    folder = tmp_path / "studies" / "flipflop-smoke"
+    best = json.loads((folder / "best.json").read_text())["models"]["gut"]
+    assert best["values"] == {"train.lr": 0.003} and best["evidence"]["pick"]["seeds"] == {"0": 0.34}
+    assert best["flags"] == ["its grid neighbour train.lr=0.009 diverged: its training loss ended above its first value (2.45 > 2.4)",
+                             "no stable neighbour within the noise of train.lr=0.003: it stays the pick, flagged"]
+    state = json.loads((folder / "bracket.json").read_text())["gut"]
+    ext = state["configs"]["train.lr=0.009"]
+    assert ext["stopped_at"] == 20 and ext["losses"] == {"10": 2.4, "20": 2.45}
+
+
+def test_a_model_that_learned_nothing_gets_no_pick_and_a_table_reads_it_as_not_tuned(tmp_path, monkeypatch, capsys):
+    """Every score of lstm at the level (0.5 on 300: cleared at 0.5577): no rung stops anything, no second
+    seed is trained, nothing is picked: best.json's models leave lstm out and its nothing_learned names
+    it, the overlay has gru-tuned only, and a table with both rows reads lstm as not tuned (its cells at
+    the table's own settings) and gru at its pick."""
+    from bench.report.tables import load_table
+    from bench.report.tuned import apply_tuned
+
+    flat = [0.50, 0.51, 0.52, 0.52]
+    curves = {"lstm": {1e-3: flat, 3e-3: flat, 1e-2: [0.5, 0.55, 0.5, 0.5]},
+              "gru": {1e-3: [0.5, 0.6, 0.7, 0.9], 3e-3: [0.5, 0.55, 0.6, 0.6], 1e-2: [0.5, 0.5, 0.5, 0.5]}}
+    calls = []
+    fake_runs(monkeypatch, curves, calls, chance=(0.5, 300, "most frequent target"))
+    assert tune(tmp_path, "lstm,gru", "train.lr=[1e-3,3e-3,1e-2]") == 0
+    assert not [c for c in calls if c[0] == "lstm" and c[2] == 1] and {c[1] for c in calls if c[0] == "lstm" and c[3] == 40} == {
+        1e-3, 3e-3, 1e-2}
+    folder = tmp_path / "studies" / "flipflop-smoke"
+    best = json.loads((folder / "best.json").read_text())
+    assert list(best["models"]) == ["gru"] and best["models"]["gru"]["values"] == {"train.lr": 0.001}
+    assert best["nothing_learned"]["lstm"]["best_val"] == pytest.approx(0.52)
+    assert "no score of any configuration at any rung clears the trivial level (50.0%" in best["nothing_learned"]["lstm"]["why"]
+    overlay = (folder / "tuned.yaml").read_text()
+    assert "gru-tuned" in overlay and "lstm-tuned" not in overlay
+    printed = capsys.readouterr()
+    assert "bench: lstm: nothing learned: no score" in printed.err
+    assert next(line for line in printed.out.splitlines() if line.startswith("| lstm ")).split("|")[2].strip() == "nothing learned"
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "toy.yaml").write_text(
+        "title: toy\nsource: none\npreset: smoke\nseeds: [2]\nmetric: last_acc\nset: [train.max_epochs=4]\n"
+        "tuned: [flipflop-smoke]\ntasks: [flipflop]\nsplits: [T32_p1]\nrows:\n"
+        "  - {model: lstm, paper: [90]}\n  - {model: gru, paper: [90]}\n")
+    table = load_table("toy", folder=tmp_path / "tables")
+    apply_tuned(table, tmp_path, "smoke")
+    assert table.tuned_text["lstm"] == "not tuned" and ("lstm", "flipflop") not in table.tuned_sets
+    assert table.tuned_text["gru"].startswith("train.lr=0.001 (4 trials") and table.tuned_pending == {}  # the grid's 3 and 3.33e-4
+
+
+def test_every_model_at_chance_writes_best_json_and_no_overlay(tmp_path, monkeypatch, capsys):
+    """With the exhaustive grid (--pruner none, Optuna's trials), the same rule reads the trials' scores
+    against the chance level of the best trial's record: none clears it, so nothing is picked; best.json
+    is still written (the study is finished: a table does not wait for it), tuned.yaml is not."""
+    import bench.tune.validation
+
+    fake_runs(monkeypatch, {"lstm": {1e-3: [0.5] * 4, 3e-3: [0.52] * 4}}, [])
+    monkeypatch.setattr(bench.tune.validation, "record_chance", lambda out, record, objective: (0.5, 300, "most frequent target"))
+    assert tune(tmp_path, "lstm", "train.lr=[1e-3,3e-3]", ["--pruner", "none"]) == 0
+    folder = tmp_path / "studies" / "flipflop-smoke"
+    best = json.loads((folder / "best.json").read_text())
+    assert best["models"] == {} and best["nothing_learned"]["lstm"]["best_val"] == pytest.approx(0.52)
+    assert not (folder / "tuned.yaml").exists()
+    assert "no score of any trial clears the trivial level" in capsys.readouterr().err
+
+
+def test_a_validation_under_1000_examples_is_one_line_naming_its_setting_and_the_reason_is_recorded(tmp_path, monkeypatch, capsys):
+    """flip-flop's smoke validation: 8 sequences per test distribution, 32 in all, set by data.n_val_each;
+    2 SE of a difference near 50% is 200 sqrt(0.5 / 32) = 25.0 points. The study records the size and,
+    given with --val-reason, why it goes on."""
+    fake_runs(monkeypatch, {"lstm": {1e-3: [0.5] * 4, 3e-3: [0.6] * 4}}, [])
+    assert tune(tmp_path, "lstm", "train.lr=[1e-3,3e-3]") == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "validation split has" in line]
+    assert lines == ["bench: the validation split has 32 examples, under the 1,000 a tuned table should select on (2 SE of a difference "
+                     "near 50% is 25.0 points at this size): raise it with --set data.n_val_each=..., or give --val-reason TEXT to "
+                     "record why the study goes on at this size"]
+    folder = tmp_path / "studies" / "flipflop-smoke"
+    assert json.loads((folder / "study.json").read_text())["validation"] == {"n": 32, "minimum": 1000, "settings": ["data.n_val_each"],
+                                                                             "reason": None}
+    assert tune(tmp_path, "lstm", "train.lr=[1e-3,3e-3]", ["--val-reason", "a smoke test of the plumbing"]) == 0
+    err = capsys.readouterr().err
+    assert "32 examples, under the 1,000 a tuned table should select on (2 SE of a difference near 50% is 25.0 points at this size); " \
+           "going on, because: a smoke test of the plumbing (recorded in study.json)" in err
+    assert json.loads((folder / "study.json").read_text())["validation"]["reason"] == "a smoke test of the plumbing"
+    assert json.loads((folder / "best.json").read_text())["validation"]["reason"] == "a smoke test of the plumbing"
+    assert tune(tmp_path, "lstm", "train.lr=[1e-3,3e-3]", ["--val-reason", " "]) == 2
+
+
+# ---- the rules replayed on the committed studies -----------------------------------------------------------
+
+def replay_module():
+    import importlib.util
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("protocol_replay", root / "scripts" / "benchmarks" / "protocol_replay.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_rules_replay_runs_a_recorded_bracket_again_and_names_the_run_it_lacks(tmp_path):
+    """pl-mqar's Transformer bracket as recorded (hand-written here): with no chance level the rules
+    replay the same pick, 3e-3; with MQAR's level the first rung is passed and 3e-4 and 1e-3 would
+    go on to step 500, runs the study never trained: the new pick needs them."""
+    replay = replay_module()
+    meta = {"task": "mqar", "preset": "small", "models": ["transformer"], "space": ["train.lr=[0.0003,0.001,0.003,0.01]"],
+            "set": ["data.n_test=1000"], "seed": 100, "pruner": "sync", "trials": 4, "objective": "token_acc"}
+    old = {"fractions": [0.25, 0.5, 1.0], "steps": {"0": 250, "1": 500, "2": 1000}, "n": 300, "full_steps": 1000, "second": {},
+           "configs": {"train.lr=0.0003": {"values": {"train.lr": 0.0003}, "scores": {"0": 0.0093}, "stopped_at": 250},
+                       "train.lr=0.001": {"values": {"train.lr": 0.001}, "scores": {"0": 0.01}, "stopped_at": 250},
+                       "train.lr=0.003": {"values": {"train.lr": 0.003}, "scores": {"0": 0.0943, "1": 0.9996, "2": 1.0}},
+                       "train.lr=0.01": {"values": {"train.lr": 0.01}, "scores": {"0": 0.1029, "1": 0.1039}, "stopped_at": 500}}}
+    same = replay.replay_bracket(tmp_path, meta, "transformer", old, None)
+    assert same["pick"] == "train.lr=0.003" and same["evidence"]["pick"]["seeds"] == {"100": 1.0}
+    new = replay.replay_bracket(tmp_path, meta, "transformer", old, MQAR)
+    assert new["needs"] == ("train.lr=0.0003 to step 500 (the old bracket stopped it at step 250); "
+                            "train.lr=0.001 to step 500 (the old bracket stopped it at step 250)")
+    assert new["decisions"][0]["passed"] and new["decisions"][0]["kept"] == list(old["configs"])
+    row = replay.rules_row("pl-mqar", "transformer", {"train.lr": 0.003}, old, new, MQAR)
+    assert (row["old"], row["new"], row["changed"], row["passed"]) == ("train.lr=0.003", "needs training", None, "250")
+
+
+def test_the_committed_rules_replay_rebuilds_from_the_committed_studies():
+    """results/protocol-rules-replay.md is what protocol_replay.py --rules writes from results/studies and
+    the records (no number typed)."""
+    root = Path(__file__).resolve().parent.parent
+    committed = (root / "results" / "protocol-rules-replay.md").read_text()
+    got = subprocess.run([sys.executable, "scripts/benchmarks/protocol_replay.py", "--rules"], cwd=root, capture_output=True, text=True,
+                         check=True).stdout
+    assert committed.split("\n", 2)[2].strip() == got.strip()

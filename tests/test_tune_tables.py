@@ -10,7 +10,7 @@ from bench.config import resolve_run
 from bench.errors import UserError
 from bench.records import read_record, record_path
 from bench.registry import Registry
-from tune_helpers import TASK
+from tune_helpers import TASK, without_chance
 
 
 # ---- tables that say "tuned" ------------------------------------------------------------------
@@ -152,13 +152,14 @@ def test_overlays_of_several_studies_combine_and_carry_the_studies_settings(tmp_
 
 
 @pytest.mark.slow
-def test_a_tuned_rows_seed_0_is_its_studys_best_trial_read_not_trained(tmp_path):
+def test_a_tuned_rows_seed_0_is_its_studys_best_trial_read_not_trained(tmp_path, monkeypatch):
     """Two studies of one model at two settings, run by bench tune; a table with a row for each:
     each row's seed 0 is its study's best trial record (the tuned column says so), and --run
     plans only the other seeds, at the study's best value and the row's settings."""
     from bench.report.reproduce import plan, reproduce
     from bench.report.tables import load_table
 
+    without_chance(monkeypatch)
     out = tmp_path / "out"
     for name, chunk in (("c4", 4), ("c8", 8)):
         assert main(["tune", *TASK, "--models", "tlb", "--grid", "train.lr=[3e-3]", "--set", "train.max_epochs=1",

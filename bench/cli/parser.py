@@ -256,6 +256,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the validation metric selected on: the one the table reports, e.g. last_acc, or METRIC@lengths for its mean over the "
         "validation's length bins (default: the task's reported metric)",
     )
+    tu.add_argument(
+        "--val-reason",
+        dest="val_reason",
+        metavar="TEXT",
+        help="why the study selects on a validation split under 1,000 examples (bench tune warns below it): recorded in study.json",
+    )
     tu.add_argument("--study", help="the study's name: OUT/studies/NAME (default TASK-PRESET)")
     tu.add_argument(
         "--launcher", default="local", choices=["local", "slurm"], help="where workers run (slurm: --jobs jobs through submitit)"

@@ -13,6 +13,8 @@ from .common import _check_names, _names, note
 MAX_TRIALS = 10_000
 #: where and since when the running bench tune writes (the line a stopped command ends with)
 TUNE_STARTED: dict = {}
+#: what the summary says of a model whose every score is at the validation's chance level (no pick)
+NOTHING_LEARNED = "nothing learned"
 
 
 def cmd_tune(args, registry) -> int:
@@ -89,11 +91,14 @@ def cmd_tune(args, registry) -> int:
         from ..tune.sync import brackets
 
         brackets(folder)  # a damaged bracket.json, alike
+    meta["validation"] = _validation(registry, meta, models[0], args.val_reason)  # its size: one line when under 1,000
     create(folder, meta)
-    if continued and read_meta(folder)["trials"] != trials:
+    have = read_meta(folder)
+    if continued and (have["trials"] != trials or have.get("validation") != meta["validation"]):
         from ..records import write_json_atomic
 
-        write_json_atomic(folder / "study.json", meta)  # more (or fewer) trials: the same study, continued
+        # more (or fewer) trials: the same study, continued; the validation's size or reason alone: only that key
+        write_json_atomic(folder / "study.json", meta if have["trials"] != trials else {**have, "validation": meta["validation"]})
     how = (f"synchronous successive halving (rungs at {', '.join(f'{f:g}' for f in rung_fractions(size))} of a run, eta "
            f"{meta['protocol']['eta']}, stopped only beyond {meta['protocol']['z']:g} SE of the best; seeds {meta['protocol']['seeds']})"
            if pruner == "sync" else f"pruner {pruner}")
@@ -106,20 +111,27 @@ def cmd_tune(args, registry) -> int:
     rows = results(Path(args.out), name)
     for r in rows:
         r["val_chance"] = _val_chance(Path(args.out), r, objective)
-    print(tabulate([[r["model"], _values(r["best"]), _val_text(r),
+    print(tabulate([[r["model"], NOTHING_LEARNED if r.get("nothing_learned") else _values(r["best"]), _val_text(r),
                      f"{r['complete'] + r['pruned'] + r['failed']} ({r['complete']} finished, {r['pruned']} pruned, {r['failed']} failed)",
                      r["record"] or "—"] for r in rows],
                    headers=["model", "best setting", "val % ↑ (chance)", "trials", "best record (under OUT)"], tablefmt="github",
                    disable_numparse=True))
     if any(r["val_chance"] for r in rows):
-        from ..report.cells import CHANCE, CHANCE_SES
+        from ..report.cells import CHANCE, CHANCE_SES, LEARNED_SHARE
 
         still = [r["model"] for r in rows if r["val_chance"] and r["val_chance"]["at_chance"]]
-        print(f"(chance: the best record's validation chance level, e.g. the majority-class share p; {CHANCE} = the best "
-              f"setting's validation score is within {CHANCE_SES} standard errors of p, SE = sqrt(p(1-p)/n), n = the "
-              f"validation examples){': at chance on validation: ' + ', '.join(still) if still else ''}")
+        print(f"(chance: the best record's validation chance level p, the best trivial strategy's score; {CHANCE} = the best "
+              f"setting's validation score does not clear p by max({CHANCE_SES} SE, {LEARNED_SHARE:g} x (1 - p)), SE = sqrt(p(1-p)/n), "
+              f"n = the validation examples){': at chance on validation: ' + ', '.join(still) if still else ''}")
     if pruner == "sync":
         _print_budget(folder, models)
+    _print_evidence(rows)
+    nothing = [r["model"] for r in rows if r.get("nothing_learned")]
+    for r in rows:
+        if r.get("nothing_learned"):
+            note(f"bench: {r['model']}: {NOTHING_LEARNED}: {r['nothing_learned']['why']}; no tuned value is written for it "
+                 "(tuned.yaml and best.json's models leave it out, best.json's nothing_learned names it: a table reads its row "
+                 "as not tuned)")
     best = {r["model"]: r["best"] for r in rows if r["best"] is not None}
     if others:
         note(f"bench: study {name} is still held by {others} other worker(s) (another bench tune on it): the table above is not final "
@@ -138,7 +150,12 @@ def cmd_tune(args, registry) -> int:
         write_overlay(path, overlay(registry, meta, best, name), meta, command)
         write_best(folder, meta, rows)
         print(f"wrote {path}; train the final seeds at the tuned settings with:\n  {command}")
-    missing = [r["model"] for r in rows if r["best"] is None]
+    elif nothing:
+        from ..tune.overlay import write_best
+
+        (folder / "tuned.yaml").unlink(missing_ok=True)  # no model learned: no tuned setting to give
+        print(f"wrote {write_best(folder, meta, rows)} (no model has a tuned value)")
+    missing = [r["model"] for r in rows if r["best"] is None and not r.get("nothing_learned")]
     if missing:
         note(f"bench: no finished trial for {', '.join(missing)} (see the study's logs); run the same command to go on")
     return 0 if not missing else 1
@@ -167,6 +184,41 @@ def _objective(registry, model: str, task: str, preset: str, fixed: list[str], g
     return given.strip()
 
 
+def _validation(registry, meta: dict, model: str, reason: str | None) -> dict | None:
+    """The validation split's size against MIN_VAL (bench/tune/validation.py): one line when it is
+    smaller, naming the data setting that raises it, and what the study records ({"n", "minimum",
+    "settings", "reason"}; None when the split cannot be read here, which the runs will then say)."""
+    from ..tune.validation import MIN_VAL, resolved, size_warning, val_columns, val_size_settings
+
+    if reason is not None and not reason.strip():
+        raise UserError("--val-reason is empty; say why the study selects on a validation split under 1,000 examples")
+    config = resolved(registry, meta, model)
+    try:
+        n = val_columns(config)[2]
+    except (UserError, OSError, ValueError, ZeroDivisionError, IndexError) as exc:  # the runs will say it in their words
+        note(f"bench: the validation split's size cannot be read before the runs ({exc})")
+        return None
+    settings = val_size_settings(config)
+    line = size_warning(n, settings, reason and reason.strip())
+    if line:
+        note(line)
+    return {"n": n, "minimum": MIN_VAL, "settings": settings, "reason": (reason.strip() if reason and n < MIN_VAL else None)}
+
+
+def _print_evidence(rows: list[dict]) -> None:
+    """Per model, what its pick rests on: seeds and scores (bench/tune/sync.py: evidence_text), and its flags."""
+    from ..tune.sync import evidence_text
+
+    lines = []
+    for r in rows:
+        found = {"pick": None, "nothing_learned": r["nothing_learned"]} if r.get("nothing_learned") else r.get("evidence")
+        if found:
+            lines.append(f"  {r['model']}: {evidence_text(found)}")
+    if lines:
+        print("\nWhat each pick rests on (validation objective, %, per tuning seed):")
+        print("\n".join(lines))
+
+
 def _print_budget(folder: Path, models: list[str]) -> None:
     """Per row: the rungs (step: configurations that reached it), the second seed's configurations,
     the grid's extension and the steps trained, in full runs: the same rungs for every row."""
@@ -182,11 +234,11 @@ def _print_budget(folder: Path, models: list[str]) -> None:
         b = budget(state[model])
         ext = b["extension"] or {}
         extended = f"{ext['key']}={ext['value']}" + (" (refused: outside the domain)" if "refused" in ext else "") if "key" in ext else "—"
-        body.append([model, ", ".join(f"{s}: {n}" for s, n in b["rungs"]), ", ".join(b["second"]) or "—", extended,
-                     str(b["steps"]), f"{b['full_runs']:.2f}"])
+        body.append([model, ", ".join(f"{s}: {n}" for s, n in b["rungs"]), ", ".join(str(s) for s in b["passed"]) or "—",
+                     ", ".join(b["second"]) or "—", extended, str(b["steps"]), f"{b['full_runs']:.2f}"])
     print("\nBudget per row (every row: the same configurations and rungs):")
-    print(tabulate(body, headers=["model", "rungs (step: configurations)", "second seed", "grid extended", "steps trained",
-                                  "full runs"], tablefmt="github", disable_numparse=True))
+    print(tabulate(body, headers=["model", "rungs (step: configurations)", "passed (none above chance)", "second seed", "grid extended",
+                                  "steps trained", "full runs"], tablefmt="github", disable_numparse=True))
 
 
 def _values(values: dict | None) -> str:
@@ -200,13 +252,13 @@ def _val_chance(out: Path, row: dict, objective: str) -> dict | None:
     tables' ``~`` rule, bench/report/cells.py): {"p", "n", "at_chance"}; None without a record or
     a chance level (a metric without one, e.g. a loss)."""
     from ..records import read_record
-    from ..report.cells import LENGTH_AVERAGED, at_chance, majority_share
+    from ..report.cells import LENGTH_AVERAGED, at_chance, chance_level
     from ..tune.protocol import parse_objective
 
     if not row["record"] or row["val"] is None or not (out / row["record"]).exists():
         return None
     metric, how = parse_objective(objective)
-    level = majority_share([read_record(out / row["record"], quiet=True)], "val", LENGTH_AVERAGED + metric if how else metric)
+    level = chance_level([read_record(out / row["record"], quiet=True)], "val", LENGTH_AVERAGED + metric if how else metric)
     if level is None:
         return None
     return {"p": level[0], "n": level[1], "at_chance": at_chance(row["val"], level)}

@@ -71,10 +71,14 @@ def tuning_seeds(meta: dict) -> list[int]:
 
 
 def write_best(folder: Path, meta: dict, rows: list[dict]) -> Path:
-    """best.json beside the overlay: per model its best values, validation score, trials and the
-    best trial's record (under OUT; its seed is the study's) and, where the CLI measured it, the
+    """best.json beside the overlay: per model its best values, validation score, trials, the best
+    trial's record (under OUT; its seed is the study's), what the pick rests on (``evidence``: its
+    seeds and scores, the other contenders', ``flags``) and, where the CLI measured it, the
     validation's chance level and whether the best score is at it (``val_chance``), for readers
-    that need no Optuna (a table's ``tuned:`` rows, bench/report/tuned.py)."""
+    that need no Optuna (a table's ``tuned:`` rows, bench/report/tuned.py). A model that learned
+    nothing (every score at the validation's chance level) has no entry in ``models`` (a table reads
+    its row as not tuned) and one in ``nothing_learned``, saying why; ``validation`` is the
+    validation split's size and the reason recorded for going on under 1,000 examples."""
     from ..records import write_json_atomic
 
     path = folder / "best.json"
@@ -83,6 +87,11 @@ def write_best(folder: Path, meta: dict, rows: list[dict]) -> Path:
                              "tuning_seeds": tuning_seeds(meta), "pruner": meta.get("pruner"),
                              "models": {r["model"]: {"values": r["best"], "val": r["val"], "finished": r["complete"],
                                                      "trials": r["complete"] + r["pruned"] + r["failed"], "record": r["record"],
-                                                     "val_chance": r.get("val_chance")}
-                                        for r in rows if r["best"] is not None}})
+                                                     "val_chance": r.get("val_chance"), "evidence": r.get("evidence"),
+                                                     "flags": r.get("flags") or []}
+                                        for r in rows if r["best"] is not None},
+                             "nothing_learned": {r["model"]: {**r["nothing_learned"], "best_val": r["val"], "record": r["record"],
+                                                              "trials": r["complete"] + r["pruned"] + r["failed"]}
+                                                 for r in rows if r.get("nothing_learned")},
+                             "validation": meta.get("validation")})
     return path

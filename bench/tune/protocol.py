@@ -17,6 +17,22 @@ replay benchmark, scripts/benchmarks/protocol_replay.py, applies them to recorde
                  (the grid's own ratio, or its own difference when a value is <= 0); not when the
                  pick ties another configuration (then the tie-break by grid order put it there)
 
+Against the trivial level (the validation's chance level: the best trivial strategy's score,
+bench/tasks/trivial.py, as a tuple (level, n, strategy) like bench/report/cells.py's Chance; a
+score is at it when it does not clear it by the tables' margin, cells.at_chance):
+
+    passed rung  a rung where no configuration's score clears the level stops nobody
+                 (``rung_survivors``): on a task that learns abruptly every value is still on its
+                 plateau there, and the plateau does not rank them
+    nothing      every score the study has for a model at the level (``nothing_above_chance``):
+    learned      it picks nothing
+    diverged     a run that failed (a non-finite training loss), whose validation ended back at the
+                 level after clearing it (``collapsed``), or whose training loss ended above its
+                 first value (``loss_rose``): ``diverged`` says which
+    stability    a pick that diverged, or whose numeric grid neighbour did (``grid_neighbours``,
+                 the edge extension included), is flagged, and a stable neighbour within the noise
+                 of it is taken instead (``stable_pick``)
+
 Standard error of a difference of two accuracies a, b on n examples each (independent binomials; the
 two runs are scored on the same validation examples, whose correlation makes the true SE smaller,
 so the rule keeps more than it must, never fewer):
@@ -26,6 +42,7 @@ so the rule keeps more than it must, never fewer):
 from __future__ import annotations
 
 import math
+from typing import Iterable
 
 from ..errors import UserError
 
@@ -117,3 +134,135 @@ def edge_step(values: list, picked):
     else:
         out = float(f"{out:.6g}")
     return out
+
+
+# ---- the trivial level ------------------------------------------------------------------------------
+
+#: binomial standard errors above the chance level within which a later validation counts as fallen back to it
+COLLAPSE_SES = 2
+
+
+def at_chance(score: float, chance) -> bool:
+    """Whether ``score`` does not clear the chance level ``chance`` ((level, n, strategy)) by the
+    tables' margin (bench/report/cells.py: ``at_chance``, ``margin``); False when no level is known."""
+    if chance is None:
+        return False
+    from ..report.cells import at_chance as below_margin
+
+    return below_margin(score, chance)
+
+
+def nothing_above_chance(scores: Iterable[float], chance) -> bool:
+    """Whether no score clears the chance level (every one at it); False when no level is known or
+    there is no score."""
+    scores = [v for v in scores if v is not None]
+    return chance is not None and bool(scores) and all(at_chance(v, chance) for v in scores)
+
+
+def chance_text(chance) -> str:
+    """The chance level as the study's output says it: level (%), strategy, and the margin a score must clear."""
+    from ..report.cells import margin
+
+    return f"{100 * chance[0]:.1f}% by {chance[2]}, a score must clear it by {100 * margin(chance):.1f} points"
+
+
+def rung_survivors(scores: dict, n: int, chance=None, eta: int = 2, z: float = 2.0) -> tuple[list, str | None]:
+    """Who goes on from a rung, and the reason when nobody is stopped: ``survivors``, unless no
+    configuration's score clears the trivial level (``nothing_above_chance``); then every one goes
+    on (the rung is passed) and the reason says so."""
+    if nothing_above_chance(scores.values(), chance):
+        return list(scores), f"no configuration above the trivial level ({chance_text(chance)}): the rung is passed, nobody stopped"
+    return survivors(scores, n, eta, z), None
+
+
+def collapsed(curve: list[float], chance, z: float = 2.0) -> tuple[float, float] | None:
+    """Whether a validation curve (its scores in order) ended back at the trivial level after
+    clearing it: (the best earlier score, the last), or None. An earlier validation cleared the
+    level by the tables' margin (``at_chance``), the last is at most COLLAPSE_SES binomial standard
+    errors above the level, sqrt(p (1 - p) / n), or below it, and the fall from the best is beyond
+    the validation's noise (more than ``z`` se of the difference): a score that barely cleared the
+    level and wobbles back is noise, and a run that fell and recovered ended where it recovered."""
+    if chance is None or len(curve) < 2:
+        return None
+    p, n = chance[0], chance[1]
+    cleared = [v for v in curve[:-1] if not at_chance(v, chance)]
+    last = curve[-1]
+    if not cleared or last > p + COLLAPSE_SES * math.sqrt(max(p * (1 - p), 0.0) / n):
+        return None
+    top = max(cleared)
+    return (top, last) if top - last > z * se(top, last, n) else None
+
+
+def loss_rose(losses: list[float]) -> bool:
+    """Whether a run's training loss (the mean since the previous validation, at each validation,
+    in order) ended above its first value, or is not finite (bench/runner/health.py reads a
+    finished run's curve by the same rule)."""
+    if any(not math.isfinite(x) for x in losses):
+        return True
+    return len(losses) >= 2 and losses[-1] > losses[0]
+
+
+def diverged(curve: list[float], losses: list[float], chance, failed: str | None = None) -> str | None:
+    """Why a run counts as diverged, or None: it failed (the runs' only failure is a non-finite
+    training loss), its training loss is not finite or ended above its first value (``loss_rose``),
+    or its validation ended back at the trivial level after clearing it (``collapsed``)."""
+    if failed:
+        return f"the run failed ({failed})"
+    if any(not math.isfinite(x) for x in losses):
+        return "a non-finite training loss"
+    if loss_rose(losses):
+        return f"its training loss ended above its first value ({losses[-1]:.4g} > {losses[0]:.4g})"
+    fell = collapsed(curve, chance)
+    if fell is not None:
+        return (f"its validation fell back to the trivial level ({100 * fell[1]:.1f}% after {100 * fell[0]:.1f}%, "
+                f"chance {100 * chance[0]:.1f}%)")
+    return None
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def grid_neighbours(configs: dict, key) -> list:
+    """The configurations next to ``key`` along each numeric axis: for each numeric setting, the
+    nearest smaller and the nearest larger value among ``configs`` ({key: values}; the grid's and
+    its extension's) whose other settings equal ``key``'s."""
+    values = configs[key]
+    out = []
+    for axis, v in values.items():
+        if not _number(v):
+            continue
+        line = {k: c[axis] for k, c in configs.items()
+                if k != key and _number(c.get(axis)) and all(c.get(a) == values[a] for a in values if a != axis)}
+        below = [k for k, x in line.items() if x < v]
+        above = [k for k, x in line.items() if x > v]
+        if below:
+            out.append(max(below, key=lambda k: line[k]))
+        if above:
+            out.append(min(above, key=lambda k: line[k]))
+    return out
+
+
+def stable_pick(pick, selection: dict, n: int, configs: dict, unstable: dict, z: float = 2.0) -> tuple:
+    """(the pick, the flags): a pick that diverged itself (in ``unstable``, {key: reason}) gives way
+    to the best stable configuration of ``selection`` (those with a full-run score, {key: score})
+    within ``z`` SE of it; a pick one of whose ``grid_neighbours`` diverged is flagged and gives way
+    to its best stable neighbour within the noise of it; else it stays, flagged. Ties: the order
+    of ``configs``."""
+    def near(k):
+        return k in selection and selection[k] >= selection[pick] - z * se(selection[pick], selection[k], n)
+
+    order = list(configs)
+    if pick in unstable:
+        flags = [f"the pick {pick} diverged: {unstable[pick]}"]
+        stable = [k for k in selection if k != pick and k not in unstable and near(k)]
+    else:
+        neighbours = grid_neighbours(configs, pick)
+        flags = [f"its grid neighbour {k} diverged: {unstable[k]}" for k in neighbours if k in unstable]
+        if not flags:
+            return pick, []
+        stable = [k for k in neighbours if k not in unstable and near(k)]
+    if stable:
+        new = max(stable, key=lambda k: (selection[k], -order.index(k)))
+        return new, [*flags, f"{new}, stable and within the noise of {pick}, is taken instead"]
+    return pick, [*flags, f"no stable neighbour within the noise of {pick}: it stays the pick, flagged"]

@@ -390,12 +390,22 @@ def _values_text(values: dict) -> str:
 
 
 def results(out: Path, name: str) -> list[dict]:
-    """Per model: its trials by state, the best trial's values and validation score, its record."""
+    """Per model: its trials by state, the best trial's values and validation score, its record,
+    what the pick rests on (``evidence``: seeds and scores; a sync bracket's, with its contenders and
+    ``flags``), and ``nothing_learned`` (then ``best`` is None: no pick) when no score the study
+    has for the model clears the validation's chance level: a sync bracket's verdict, else every
+    finished trial's score, every pruned trial's reported scores and every second seed's at the
+    level of the best trial's record (bench/report/cells.py)."""
     import optuna
     from optuna.trial import TrialState
 
+    from .protocol import chance_text, nothing_above_chance
+    from .sync import brackets, evidence
+    from .validation import record_chance
+
     folder = study_folder(out, name)
     meta, store, rows = read_meta(folder), storage(folder), []
+    state = brackets(folder) if meta.get("pruner") == "sync" else {}
     for model in meta["models"]:
         study = optuna.load_study(study_name=model, storage=store)
         trials = study.get_trials(deepcopy=False)
@@ -403,10 +413,35 @@ def results(out: Path, name: str) -> list[dict]:
         done = [t for t in trials if t.state == TrialState.COMPLETE]
         picked = [t for t in done if t.user_attrs.get("picked")]  # a sync bracket's pick (its selection may be a two-seed mean)
         best = picked[0] if picked else (max(done, key=lambda t: (t.value, -t.number)) if done else None)
-        rows.append({"model": model, "complete": count[TrialState.COMPLETE], "pruned": count[TrialState.PRUNED],
-                     "failed": sum(t.user_attrs.get("outcome") == "failed" for t in trials),
-                     "best": dict(best.params) if best else None,
-                     "val": best.user_attrs.get("selection", best.value) if best else None,
-                     "record": best.user_attrs.get("record") if best else None,
-                     "trials": [(dict(t.params), t.value) for t in done]})
+        b = state.get(model) or {}
+        row = {"model": model, "complete": count[TrialState.COMPLETE], "pruned": count[TrialState.PRUNED],
+               "failed": sum(t.user_attrs.get("outcome") == "failed" for t in trials),
+               "best": dict(best.params) if best else None,
+               "val": best.user_attrs.get("selection", best.value) if best else None,
+               "record": best.user_attrs.get("record") if best else None,
+               "trials": [(dict(t.params), t.value) for t in done], "flags": list(b.get("flags") or []),
+               "diverged": {_values_text(t.params): t.user_attrs["diverged"] for t in trials if t.user_attrs.get("diverged")},
+               "evidence": b.get("evidence") or (evidence(meta, b) if b.get("done") and b.get("pick") else None) or _one_seed(meta, best),
+               "nothing_learned": b.get("nothing_learned")}
+        if row["nothing_learned"] is None and best is not None:
+            chance = record_chance(out, row["record"], meta.get("objective"))
+            scores = [v for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+                      for v in [t.value, *t.intermediate_values.values(), t.user_attrs.get("second_seed")]]
+            if nothing_above_chance(scores, chance):
+                row["nothing_learned"] = {"chance": {"level": chance[0], "n": chance[1], "strategy": chance[2]},
+                                          "best": max(v for v in scores if v is not None),
+                                          "why": f"no score of any trial clears the trivial level ({chance_text(chance)})"}
+        if row["nothing_learned"] is not None:
+            if best is None and done:  # a sync bracket that picked nothing: its best score, shown beside the chance level
+                top = max(done, key=lambda t: (t.value, -t.number))
+                row["val"], row["record"] = top.value, top.user_attrs.get("record")
+            row["best"] = None
+        rows.append(row)
     return rows
+
+
+def _one_seed(meta: dict, best) -> dict | None:
+    """The evidence of a pick made on one trial (another pruner's study): its values and its score on the study's seed."""
+    if best is None:
+        return None
+    return {"pick": {"config": _values_text(best.params), "seeds": {str(meta["seed"]): best.value}, "selection": best.value}}

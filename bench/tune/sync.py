@@ -4,12 +4,21 @@ with bench runs, by one or more workers sharing ``OUT/studies/<study>/bracket.js
 Per model (a table's row) the grid's configurations form one bracket. At each rung every live
 configuration trains to the rung's step (its run pauses there with RunPaused, after its
 checkpoint) and reports the study's objective; only when every one has reported does a worker
-apply ``protocol.survivors`` (top 1/eta, ties and every configuration within the noise of the
-best kept); the others are stopped (their checkpoints stay, unused). At the last rung the
-configurations within the noise of the best are trained again on the study's second seed, and the
-best mean of the two seeds is the pick; a pick at the edge of a numeric axis brings the axis's
-next value through the same rungs (``protocol.edge_step``, checked against the setting's domain),
-unless the pick only ties another configuration (every one at chance: first by the grid's order).
+apply ``protocol.rung_survivors`` (top 1/eta, ties and every configuration within the noise of the
+best kept; nobody stopped at a rung where no configuration clears the validation's chance level,
+which ``validation.validation_chance`` computes from the split once per bracket); the others are
+stopped (their checkpoints stay, unused). At the last rung, when no score the bracket has clears
+the chance level the model has learned nothing: no second seed, no pick. Otherwise the
+configurations within the noise of the best are trained again on the study's second seed, and
+again until every configuration within the noise of the best mean has both seeds; the best mean
+is the pick. A pick at the edge of a numeric axis brings the axis's next value through the same
+rungs (``protocol.edge_step``, checked against the setting's domain), unless the pick only ties
+another configuration (every one at chance: first by the grid's order). When the bracket is done,
+each run is checked for divergence (``protocol.diverged``: a failed run, a training loss ending
+above its first value, read from the run's metrics.csv, a validation fallen back to the chance
+level): a pick that diverged, or whose grid neighbour did, is flagged and gives way to a stable
+neighbour within the noise of it (``protocol.stable_pick``); the pick's evidence (its seeds and
+scores, the other contenders', the flags) is kept in the bracket.
 Every row of a study has the same configurations and rungs, and each prints the steps it trained.
 A worker takes the first free task in the rows' order: while a row waits at its barrier for another
 worker's configuration, it trains the next row's (no worker idles while any row has work).
@@ -37,8 +46,19 @@ from pathlib import Path
 from ..config import canonical_text
 from ..errors import RunInterrupted, RunPaused, UserError
 from ..records import record_path, write_json_atomic
-from .protocol import edge_step, objective_value, rung_fractions, survivors, within_noise
+from .protocol import (
+    chance_text,
+    diverged,
+    edge_step,
+    nothing_above_chance,
+    objective_value,
+    rung_fractions,
+    rung_survivors,
+    stable_pick,
+    within_noise,
+)
 from .study import StudyWorker, space_of, trial_overrides, worker_alive
+from .validation import validation_chance
 
 log = logging.getLogger("bench.tune")
 
@@ -174,13 +194,15 @@ class SyncWorker(StudyWorker):
                 if r < last:
                     self._decide(model, b, r, live)
                     continue
-                self._contention(b)
+                self._contention(model, b)
                 b["phase"] = "second"
             elif phase == "second":
                 pending = [c for c in b["second"].values() if "score" not in c]
                 if pending:
                     free = [c for c in pending if not c["holder"]]
                     return ("second", free[0], None) if free else None
+                if self._more_contenders(model, b):
+                    continue
                 self._pick(model, b)
                 b["phase"] = "extension" if b["extension"] is None else "done"
             elif phase == "extension":
@@ -193,60 +215,145 @@ class SyncWorker(StudyWorker):
                     return None if ext["holder"] else ("rung", ext, r)
                 if r < last:
                     scores = {k: c["scores"][str(r)] for k, c in b["configs"].items() if str(r) in c["scores"]}
-                    if ext_key(ext) not in survivors(scores, b["n"], ETA, Z):
+                    if ext_key(ext) not in rung_survivors(scores, b["n"], self._chance(model, b), ETA, Z)[0]:
                         ext["alive"], ext["stopped_at"] = False, b["steps"].get(str(r))
                         log.info(f"tune: {model}: the extension {ext_key(ext)} is stopped at rung {r + 1} (step {b['steps'].get(str(r))})")
                         b["phase"] = "done"
                     else:
                         ext["rung"] = r + 1
                     continue
-                self._contention(b)
+                self._contention(model, b)
                 b["phase"] = "second"
             else:
+                self._settle(model, b)
                 b["done"] = True
                 return None
 
+    def _chance(self, model: str, b: dict):
+        """The chance level of the objective on the bracket's validation, (level, n, strategy), or
+        None: computed once from the split (``validation_chance``) and kept in ``b["chance"]``."""
+        if "chance" not in b:
+            found = validation_chance(self.registry, self.meta, model)
+            b["chance"] = None if found is None else {"level": found[0], "n": found[1], "strategy": found[2]}
+            if found is not None:
+                log.info(f"tune: {model}: the validation's chance level of {self.meta['objective']}: {chance_text(found)}")
+        c = b["chance"]
+        return None if c is None else (c["level"], b.get("n") or c["n"], c["strategy"])
+
     def _decide(self, model: str, b: dict, r: int, live: dict) -> None:
         scores = {k: c["scores"][str(r)] for k, c in live.items()}
-        kept = survivors(scores, b["n"], ETA, Z)
+        kept, passed = rung_survivors(scores, b["n"], self._chance(model, b), ETA, Z)
         best = max(scores.values())
         for k in live:
             if k not in kept:
                 b["configs"][k]["alive"] = False
                 b["configs"][k]["stopped_at"] = b["steps"].get(str(r))
-        b["decisions"].append({"rung": r, "step": b["steps"].get(str(r)), "scores": scores, "kept": kept, "n": b["n"], "z": Z, "eta": ETA})
-        log.info(f"tune: {model}: rung {r + 1} (step {b['steps'].get(str(r))}): all {len(scores)} configuration(s) reported; "
-                 f"{len(kept)} go on ({', '.join(kept)}), {len(scores) - len(kept)} stopped "
-                 f"(outside the top 1/{ETA} and more than {Z:g} SE of the difference below the best, {100 * best:.1f}, at n={b['n']})")
+        decision = {"rung": r, "step": b["steps"].get(str(r)), "scores": scores, "kept": kept, "n": b["n"], "z": Z, "eta": ETA}
+        if passed:
+            decision["passed"] = passed
+        b["decisions"].append(decision)
+        if passed:
+            log.info(f"tune: {model}: rung {r + 1} (step {b['steps'].get(str(r))}): all {len(scores)} configuration(s) reported; {passed}")
+        else:
+            log.info(f"tune: {model}: rung {r + 1} (step {b['steps'].get(str(r))}): all {len(scores)} configuration(s) reported; "
+                     f"{len(kept)} go on ({', '.join(kept)}), {len(scores) - len(kept)} stopped "
+                     f"(outside the top 1/{ETA} and more than {Z:g} SE of the difference below the best, {100 * best:.1f}, at n={b['n']})")
         b["rung"] = r + 1
 
-    def _contention(self, b: dict) -> None:
-        """At the last rung: the configurations within the noise of the best get the second seed."""
+    def _selection(self, b: dict) -> dict:
+        """Each configuration with a full-run score (the last rung's, not failed): the mean of its
+        seeds' scores (one seed, or the study's two)."""
         last = str(len(b["fractions"]) - 1)
-        scores = {k: c["scores"][last] for k, c in b["configs"].items() if last in c["scores"] and not c.get("failed")}
-        near = within_noise(scores, b["n"], Z) if scores else []
+        out = {}
+        for k, c in b["configs"].items():
+            if last not in c["scores"] or c.get("failed"):
+                continue
+            second = b["second"].get(k, {}).get("score")
+            out[k] = c["scores"][last] if second is None else (c["scores"][last] + second) / 2
+        return out
+
+    def _contention(self, model: str, b: dict) -> None:
+        """At the last rung: nothing learned when no score of the bracket (any configuration, any
+        rung) clears the chance level; else the configurations within the noise of the best get the
+        second seed (``_more_contenders``)."""
+        last = str(len(b["fractions"]) - 1)
+        finished = {k: c["scores"][last] for k, c in b["configs"].items() if last in c["scores"] and not c.get("failed")}
+        every = [v for c in b["configs"].values() if not c.get("failed") for v in c["scores"].values()]
+        chance = self._chance(model, b)
+        if finished and nothing_above_chance(every, chance):
+            b["contention"] = []
+            b["nothing_learned"] = {"chance": b["chance"], "best": max(finished.values()),
+                                    "why": f"no score of any configuration at any rung clears the trivial level ({chance_text(chance)})"}
+            log.info(f"tune: {model}: nothing learned: {b['nothing_learned']['why']}; best {100 * max(finished.values()):.1f}: "
+                     "no second seed, no pick")
+            return
+        self._more_contenders(model, b)
+
+    def _more_contenders(self, model: str, b: dict) -> bool:
+        """The configurations within the noise of the best selection (``_selection``: a seed's
+        score, or the two seeds' mean) that lack the second seed get it, when more than one is
+        within the noise: a pick is never final on one seed while another configuration is within
+        the noise of it. True when any was added (their runs come next)."""
+        if b.get("nothing_learned"):
+            return False
+        selection = self._selection(b)
+        near = within_noise(selection, b["n"], Z) if selection else []
         b["contention"] = near
         seed = tuning_seeds(self.meta)[1]
-        for k in near if len(near) > 1 else []:
-            b["second"].setdefault(k, {"values": b["configs"][k]["values"], "seed": seed, "holder": None})
+        added = [k for k in near if k not in b["second"]] if len(near) > 1 else []
+        for k in added:
+            b["second"][k] = {"values": b["configs"][k]["values"], "seed": seed, "holder": None}
+        if added and len(added) < len(near):
+            log.info(f"tune: {model}: {', '.join(added)} within the noise of the best selection too: trained on seed {seed}")
+        return bool(added)
 
     def _pick(self, model: str, b: dict) -> None:
-        last = str(len(b["fractions"]) - 1)
-        near = b.get("contention") or []
-        if not near:
+        if b.get("nothing_learned"):
+            b["pick"], b["selection"] = None, {}
+            return
+        selection = self._selection(b)
+        if not selection:
             b["pick"], b["selection"] = None, {}
             log.info(f"tune: {model}: no configuration finished")
             return
-
-        def selection(k):
-            first = b["configs"][k]["scores"][last]
-            second = b["second"].get(k, {}).get("score")
-            return first if second is None else (first + second) / 2
+        near = within_noise(selection, b["n"], Z)
         order = list(b["configs"])
-        pick = max(near, key=lambda k: (selection(k), -order.index(k)))  # a tie: the grid's order, never arrival
-        b["pick"], b["selection"] = pick, {k: selection(k) for k in near}
-        log.info(f"tune: {model}: picked {pick} (objective {100 * selection(pick):.1f}"
-                 + (f", the mean of seeds {tuning_seeds(self.meta)}" if pick in b["second"] else "") + ")")
+        pick = max(near, key=lambda k: (selection[k], -order.index(k)))  # a tie: the grid's order, never arrival
+        b["contention"] = near
+        b["pick"], b["selection"] = pick, {k: selection[k] for k in selection if k in near or k in b["second"]}
+        log.info(f"tune: {model}: picked {pick} (objective {100 * selection[pick]:.1f}"
+                 + (f", the mean of seeds {tuning_seeds(self.meta)}" if pick in b["second"] else ", one seed: no other configuration "
+                    "within the noise of it") + ")")
+
+    def _settle(self, model: str, b: dict) -> None:
+        """The bracket's last step: every run checked for divergence (``protocol.diverged``, marked
+        ``diverged`` on its configuration), the pick made stable (``protocol.stable_pick``: flagged
+        when it or a grid neighbour diverged, a stable neighbour within the noise taken instead),
+        and the pick's evidence kept (``evidence``)."""
+        if b.get("settled"):
+            return
+        b["settled"] = True
+        chance = self._chance(model, b)
+        seed2 = tuning_seeds(self.meta)[1]
+        unstable = {}
+        for k, c in b["configs"].items():
+            reason = diverged(_curve(c), _losses(c), chance, c.get("failed"))
+            second = b["second"].get(k) or {}
+            if reason is None and "score" in second:
+                reason = diverged(_curve(second), _losses(second), chance, second.get("failed"))
+                reason = reason and f"on seed {seed2}, {reason}"
+            if reason:
+                c["diverged"] = unstable[k] = reason
+                log.info(f"tune: {model}: {k} diverged: {reason}")
+        if b["pick"] is not None:
+            pick, flags = stable_pick(b["pick"], self._selection(b), b["n"], {k: c["values"] for k, c in b["configs"].items()}, unstable, Z)
+            b["flags"] = flags
+            for flag in flags:
+                log.info(f"tune: {model}: the pick {b['pick']} is flagged: {flag}")
+            if pick != b["pick"]:
+                b["unstable_pick"], b["pick"] = b["pick"], pick
+                b["selection"].setdefault(pick, self._selection(b)[pick])
+        b["evidence"] = evidence(self.meta, b)
 
     def _extend(self, model: str, b: dict) -> bool:
         """A pick at the edge of a numeric axis: the axis's next value goes through the same rungs,
@@ -317,7 +424,8 @@ class SyncWorker(StudyWorker):
         except RunPaused as paused:
             self.trained += 1
             return {"step": paused.step, "score": seen[paused.step], "n": sizes[-1] if sizes else None, "total": pruning.total_steps,
-                    "record": str(path.relative_to(self.out)), "trained_from": min(seen) if seen else 0}
+                    "record": str(path.relative_to(self.out)), "trained_from": min(seen) if seen else 0, "curve": dict(seen),
+                    "losses": train_losses(path, paused.step)}
         except (RunInterrupted, KeyboardInterrupt):
             raise
         if not rec.get("skipped"):
@@ -325,20 +433,28 @@ class SyncWorker(StudyWorker):
         total = rec.get("steps_run")
         if rec["status"] != "ok":
             return {"step": total, "score": 0.0, "failed": rec.get("error", rec["status"]), "n": None, "total": total,
-                    "record": str(path.relative_to(self.out))}
+                    "record": str(path.relative_to(self.out)), "curve": dict(seen), "losses": train_losses(path, total)}
+        curve = {e["step"]: e.get("objective", e[rec["primary_metric"]]) for e in rec.get("val_history", [])}
         if not final:  # a finished record found: the rung's score from its validation history
             step = next(e["step"] for e in rec["val_history"] if e["step"] >= fraction * total - 1e-9)
             entry = next(e for e in rec["val_history"] if e["step"] == step)
             return {"step": step, "score": entry.get("objective", entry[rec["primary_metric"]]), "n": rec["metrics"]["val"].get("n"),
-                    "total": total, "record": str(path.relative_to(self.out))}
+                    "total": total, "record": str(path.relative_to(self.out)), "curve": {s: v for s, v in curve.items() if s <= step},
+                    "losses": train_losses(path, step)}
         return {"step": total, "score": objective_value(rec["metrics"]["val"], meta["objective"]), "n": rec["metrics"]["val"].get("n"),
-                "total": total, "record": str(path.relative_to(self.out))}
+                "total": total, "record": str(path.relative_to(self.out)), "curve": curve, "losses": train_losses(path, total)}
 
     def _store(self, b: dict, kind: str, e: dict, rung: int | None, result: dict) -> None:
         b["n"] = b["n"] or result.get("n")
         b["full_steps"] = b["full_steps"] or result.get("total")
+        if result.get("curve"):
+            e.setdefault("curve", {}).update({str(step): v for step, v in result["curve"].items()})
+        if result.get("losses") is not None:
+            e["losses"] = {str(step): v for step, v in result["losses"].items()}
         if kind == "second":
             e["score"], e["record"] = result["score"], result["record"]
+            if result.get("failed"):
+                e["failed"] = result["failed"]
             b["trained_steps"] += result.get("total") or 0
             return
         before = max([0, *(int(b["steps"][str(i)]) for i in e["scores"] if str(i) in b["steps"])])
@@ -350,9 +466,82 @@ class SyncWorker(StudyWorker):
             e["alive"], e["failed"] = False, result["failed"]
 
 
+def train_losses(record: Path, upto: int | None = None) -> dict[int, float]:
+    """A run's training loss at each validation (the mean since the previous one), {step: loss}, from
+    the metrics.csv beside its record (bench/runner/trainer.py's CSV logger; {} without one), up
+    to step ``upto``."""
+    import csv
+
+    from ..records import run_folder
+
+    path = run_folder(Path(record)) / "metrics.csv"
+    out: dict[int, float] = {}
+    try:
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                step, loss = row.get("global_step") or row.get("step"), row.get("train_loss")
+                if step and loss:
+                    out[int(float(step))] = float(loss)
+    except (OSError, ValueError):
+        return {}
+    return {s: v for s, v in sorted(out.items()) if upto is None or s <= upto}
+
+
+def _curve(entry: dict) -> list[float]:
+    """A run's validation curve in the bracket, in step order (its rung scores for a bracket that kept no curve)."""
+    if entry.get("curve"):
+        return [v for _, v in sorted(entry["curve"].items(), key=lambda kv: int(kv[0]))]
+    return [v for _, v in sorted((entry.get("scores") or {}).items(), key=lambda kv: int(kv[0]))]
+
+
+def _losses(entry: dict) -> list[float]:
+    return [v for _, v in sorted((entry.get("losses") or {}).items(), key=lambda kv: int(kv[0]))]
+
+
+def evidence(meta: dict, b: dict) -> dict:
+    """What a bracket's pick rests on: per contender (the pick first, then every configuration
+    trained on the second seed or within the noise at the end) its score on each tuning seed and
+    the score it was selected on (their mean), and the pick's flags; ``nothing_learned`` instead of
+    a pick when the model learned nothing."""
+    last = str(len(b["fractions"]) - 1)
+    seeds = tuning_seeds(meta)
+
+    def one(k):
+        c = b["configs"][k]
+        got = {str(seeds[0]): c["scores"].get(last)}
+        if "score" in (b["second"].get(k) or {}):
+            got[str(seeds[1])] = b["second"][k]["score"]
+        return {"config": k, "seeds": got, "selection": (b.get("selection") or {}).get(k, c["scores"].get(last)),
+                **({"diverged": c["diverged"]} if c.get("diverged") else {})}
+    if b.get("pick") is None:
+        return {"pick": None, "nothing_learned": b.get("nothing_learned"), "flags": b.get("flags", [])}
+    others = [k for k in dict.fromkeys([*(b.get("selection") or {}), *b["second"]]) if k != b["pick"] and last in b["configs"][k]["scores"]]
+    return {"pick": one(b["pick"]), "contenders": [one(k) for k in others], "flags": b.get("flags", []),
+            "alone": b.get("contention") == [b["pick"]]}
+
+
+def evidence_text(ev: dict) -> str:
+    """A pick's evidence in one line: its seeds and scores, the other contenders', the flags."""
+    def one(e):
+        seeds = ", ".join(f"seed {s} {100 * v:.1f}" for s, v in e["seeds"].items() if v is not None)
+        mean = f"; mean {100 * e['selection']:.1f}" if len(e["seeds"]) > 1 and e.get("selection") is not None else ""
+        return f"{e['config']} ({seeds}{mean})"
+    if not ev or ev.get("pick") is None:
+        return "no pick" + (f": nothing learned ({ev['nothing_learned']['why']})" if ev and ev.get("nothing_learned") else "")
+    pick = ev["pick"]
+    text = one(pick) + ("" if len(pick["seeds"]) > 1 else ": one seed" + (", no other configuration within the noise at the end"
+                                                                         if ev.get("alone") else ""))
+    if ev.get("contenders"):
+        text += "; beside " + ", ".join(one(e) for e in ev["contenders"])
+    if ev.get("flags"):
+        text += "; FLAGGED: " + "; ".join(ev["flags"])
+    return text
+
+
 def budget(b: dict) -> dict:
-    """What a row's bracket used: rungs (step: configurations that reached it), the configurations
-    trained on the second seed, and the steps trained in full-run units."""
+    """What a row's bracket used: rungs (step: configurations that reached it), the rungs passed
+    (no configuration above the chance level: nobody stopped), the configurations trained on the
+    second seed, and the steps trained in full-run units."""
     reached = {}
     for c in b["configs"].values():
         for r in c["scores"]:
@@ -360,7 +549,7 @@ def budget(b: dict) -> dict:
     full = b.get("full_steps") or 0
     return {"rungs": [(b["steps"].get(str(r)), reached[r]) for r in sorted(reached)], "second": sorted(b["second"]),
             "steps": b["trained_steps"], "full_runs": b["trained_steps"] / full if full else math.nan,
-            "extension": b.get("extension")}
+            "extension": b.get("extension"), "passed": [d["step"] for d in b.get("decisions", []) if d.get("passed")]}
 
 
 def record_trials(folder: Path, meta: dict, model: str, b: dict) -> None:
@@ -394,6 +583,10 @@ def record_trials(folder: Path, meta: dict, model: str, b: dict) -> None:
             attrs["selection"] = b["selection"][key]
         if c.get("failed"):
             attrs["outcome"] = "failed"
+        if c.get("diverged"):
+            attrs["diverged"] = c["diverged"]
+        if key == b["pick"] and b.get("flags"):
+            attrs["flags"] = b["flags"]
         study.add_trial(create_trial(params=c["values"], distributions={k: CategoricalDistribution(axes[k]) for k in c["values"]},
                                      value=c["scores"][last] if done else None, intermediate_values=steps,
                                      state=TrialState.COMPLETE if done else (TrialState.FAIL if c.get("failed") else TrialState.PRUNED),

@@ -29,6 +29,20 @@ selected weights, seed 0), the cost in full runs (optimizer steps over one run's
 the second seed, the old search's pick and cost (the tuned tables' studies under SEARCH, picked on
 token accuracy), and for Table 1 (no exhaustive grid) the old search alone. Then the protocol's own
 studies against the grid (Table 3's rows) and beside the old search (Table 1's rows). Only reads.
+
+    python scripts/benchmarks/protocol_replay.py --rules [--search results] [--md FILE]
+
+replays instead the rules against the trivial level (docs/tuning.md, "Against the trivial level") on
+every committed study under SEARCH/studies and prints, per study and model, the pick the study made
+and the pick the rules make from the same recorded runs. A sync study's bracket is run again by
+bench/tune/sync.py's own state machine (``SyncWorker._next`` and what it calls), each run it asks
+for answered from the recorded results: the old bracket's rung and second-seed scores, the runs'
+records (validation history, metrics.val) and metrics.csv (training loss); the chance level is the
+records' (``metrics.val.chance``, the split's best trivial strategy). Where the rules ask for a run
+the study never trained (a value the old rule stopped at a rung the new one passes, a second seed the
+old one did not train), the new pick is "needs training" and says which run. Another pruner's study
+(asha, none: Optuna's trials) gets the rule for a model that learned nothing, as ``bench tune`` reads
+it (``bench.tune.study.results``).
 """
 from __future__ import annotations
 
@@ -286,7 +300,14 @@ def main() -> None:
     p.add_argument("--grid", type=Path, default=ROOT / "results" / "grid4", help="the exhaustive grid's OUT (default results/grid4)")
     p.add_argument("--search", type=Path, default=ROOT / "results", help="the OUT of the tuned tables' studies (default results)")
     p.add_argument("--md", help="also write the tables to this Markdown file")
+    p.add_argument("--rules", action="store_true", help="the rules against the trivial level on every committed study: old pick, new pick")
     args = p.parse_args()
+    if args.rules:
+        text = rules_text(args.search)
+        print(text)
+        if args.md:
+            Path(args.md).write_text("# " + " ".join(["python", *sys.argv]) + "\n\n" + text + "\n")
+        return
     rows, t1 = [], []
     exact = True
     for study in T3:
@@ -367,6 +388,172 @@ def main() -> None:
     if args.md:
         Path(args.md).write_text("# " + " ".join(["python", *sys.argv]) + "\n\n" + text + "\n")
 
+
+# ---- the rules against the trivial level, on the committed studies ------------------------------------------
+
+class NeedsTraining(Exception):
+    """The rules ask for a run the study never trained (its text: which)."""
+
+
+def recorded_run(out: Path, meta: dict, model: str, old: dict, kind: str, entry: dict, rung) -> dict:
+    """What ``SyncWorker._train`` would return for this task, from what the study recorded; NeedsTraining
+    when it recorded nothing for it."""
+    from bench.tune.study import trial_overrides
+    from bench.tune.sync import key_of, train_losses
+
+    key, seed = key_of(entry["values"]), entry.get("seed", meta["seed"])
+    path = record_path(out, model, meta["task"], meta["preset"], seed, trial_overrides(meta, entry["values"]))
+    rec = read_record(path, quiet=True) if path.exists() else {}
+    history = {e["step"]: e.get("objective", e.get(rec.get("primary_metric"))) for e in rec.get("val_history") or []}
+    last = len(old["fractions"]) - 1
+    base = {"n": old["n"], "total": old["full_steps"], "record": str(path.relative_to(out))}
+    if kind == "second":
+        found = (old["second"].get(key) or {}).get("score")
+        if found is None and rec.get("status") == "ok":
+            found = objective_value(rec["metrics"]["val"], meta["objective"])
+        if found is None:
+            raise NeedsTraining(f"{key} on seed {seed}")
+        return {**base, "step": old["full_steps"], "score": found, "curve": history, "losses": train_losses(path)}
+    step = int(old["steps"][str(rung)])
+    mine = old["configs"].get(key) or {}
+    score = (mine.get("scores") or {}).get(str(rung))
+    if score is None and rung == last and rec.get("status") == "ok":
+        score = objective_value(rec["metrics"]["val"], meta["objective"])
+    if score is None and rung < last and step in history:
+        score = history[step]
+    if score is None:
+        where = f" (the old bracket stopped it at step {mine['stopped_at']})" if mine.get("stopped_at") else ""
+        raise NeedsTraining(f"{key} to step {step}{where}")
+    out_run = {**base, "step": step, "score": score, "curve": {s: v for s, v in history.items() if s <= step},
+               "losses": train_losses(path, step)}
+    if mine.get("failed"):
+        out_run["failed"] = mine["failed"]
+    return out_run
+
+
+def replay_bracket(out: Path, meta: dict, model: str, old: dict, chance) -> dict:
+    """The model's bracket run again by SyncWorker's state machine on the recorded runs: the new
+    bracket, or, when the rules ask for runs the study never trained, the bracket where it waits
+    for them with ``needs``: every such run it asks for at that point (held, as another worker's
+    would be, so that the bracket hands out the rest)."""
+    import bench.tune.sync as sync
+
+    worker = sync.SyncWorker.__new__(sync.SyncWorker)
+    worker.meta, worker.registry, worker.out, worker.id = meta, None, out, "replay"
+    saved = sync.validation_chance
+    sync.validation_chance = lambda registry, m, name: chance
+    b, needs = sync.new_bracket(meta), []
+    try:
+        while True:
+            task = worker._next(model, b)
+            if task is None:
+                return {**b, "needs": "; ".join(needs)} if needs else b
+            kind, entry, rung = task
+            here = worker._entry(b, kind, entry)
+            try:
+                result = recorded_run(out, meta, model, old, kind, entry, rung)
+            except NeedsTraining as exc:
+                here["holder"] = "not trained"
+                needs.append(str(exc))
+                continue
+            worker._store(b, kind, here, rung, result)
+    finally:
+        sync.validation_chance = saved
+
+
+def study_chance(out: Path, meta: dict, model: str, old: dict):
+    """The chance level of the study's objective on its validation, from the first of the model's
+    recorded runs that keeps one (every run of a study has the same validation split)."""
+    from bench.tune.validation import record_chance
+
+    for c in [*old.get("configs", {}).values(), *old.get("second", {}).values()]:
+        found = record_chance(out, c.get("record"), meta.get("objective"))
+        if found is not None:
+            return found
+    return None
+
+
+def rules_rows(out: Path) -> list[dict]:
+    """Per committed study and model: the old pick, the new one, and why they differ."""
+    from bench.tune.study import read_meta, results, study_folder, study_names
+    from bench.tune.sync import brackets, evidence_text
+
+    rows = []
+    for study in study_names(out):
+        folder = study_folder(out, study)
+        meta = read_meta(folder)
+        try:
+            best = json.loads((folder / "best.json").read_text())
+        except (OSError, ValueError):
+            continue
+        picks = {m: v["values"] for m, v in best["models"].items()}
+        if meta.get("pruner") == "sync":
+            state = brackets(folder)
+            for model in meta["models"]:
+                old = state[model]
+                chance = study_chance(out, meta, model, old)
+                new = replay_bracket(out, meta, model, old, chance)
+                rows.append(rules_row(study, model, picks.get(model), old, new, chance))
+        else:
+            for r in results(out, study):
+                new = {"pick": None if r["best"] is None else r["best"], "nothing_learned": r.get("nothing_learned")}
+                text = (evidence_text({"pick": None, "nothing_learned": r["nothing_learned"]}) if r.get("nothing_learned") else
+                        f"pruner {meta.get('pruner')}: of the rules only 'nothing learned' applies, and a trial clears the trivial level")
+                rows.append({"study": study, "model": r["model"], "pruner": meta.get("pruner"), "old": values_text(picks.get(r["model"])),
+                             "new": "nothing learned" if r.get("nothing_learned") else values_text(new["pick"]),
+                             "changed": bool(r.get("nothing_learned")) and r["model"] in picks, "why": text, "passed": "—"})
+    return rows
+
+
+def values_text(values) -> str:
+    return "—" if not values else " ".join(f"{k}={canonical_text(v)}" for k, v in sorted(values.items()))
+
+
+def rules_row(study: str, model: str, old_pick, old: dict, new: dict, chance) -> dict:
+    """One line of the rules' replay for a sync bracket."""
+    from bench.tune.sync import evidence_text
+
+    passed = ", ".join(str(d["step"]) for d in new.get("decisions", []) if d.get("passed")) or "—"
+    level = "no chance level recorded" if chance is None else f"chance {pct(chance[0])}"
+    if "needs" in new:
+        return {"study": study, "model": model, "pruner": "sync", "old": values_text(old_pick), "new": "needs training",
+                "changed": None, "why": f"{level}; the rules ask for {new['needs']}", "passed": passed}
+    if new.get("nothing_learned"):
+        return {"study": study, "model": model, "pruner": "sync", "old": values_text(old_pick), "new": "nothing learned",
+                "changed": old_pick is not None, "why": f"{new['nothing_learned']['why']}; best {pct(new['nothing_learned']['best'])}",
+                "passed": passed}
+    pick = new["configs"][new["pick"]]["values"] if new.get("pick") else None
+    changed = pick != old_pick
+    why = evidence_text(new.get("evidence") or {})
+    return {"study": study, "model": model, "pruner": "sync", "old": values_text(old_pick), "new": values_text(pick), "changed": changed,
+            "why": f"{level}; {why}", "passed": passed}
+
+
+def rules_text(out: Path) -> str:
+    """The rules' replay as Markdown: the studies and models whose pick the rules change, those they
+    cannot tell without training, and those they keep (flagged or not), each once."""
+    from tabulate import tabulate
+
+    rows = rules_rows(out)
+    changed = [r for r in rows if r["changed"]]
+    unknown = [r for r in rows if r["changed"] is None]
+    kept = [r for r in rows if r["changed"] is False]
+    flagged = [r for r in kept if "FLAGGED" in r["why"]]
+    head = (f"{len(rows)} rows (study, model) in {len({r['study'] for r in rows})} committed studies: the rules change "
+            f"{len(changed)} picks, cannot tell {len(unknown)} without training runs the studies never trained, keep "
+            f"{len(kept)} ({len(flagged)} of them flagged). The chance level: each study's records' (metrics.val.chance).")
+
+    def table(selected):
+        return tabulate([[r["study"], r["model"], r["pruner"], r["old"], r["new"], r["passed"], r["why"]] for r in selected],
+                        headers=["study", "model", "pruner", "old pick", "new pick", "rungs passed (step)", "why / what the pick rests on"],
+                        tablefmt="github", disable_numparse=True)
+    parts = [head]
+    for title, selected in (("Picks the rules change:", changed),
+                            ("Picks the rules cannot tell without training (the new pick needs the run named):", unknown),
+                            ("Picks the rules keep:", kept)):
+        if selected:
+            parts += [title, table(selected)]
+    return "\n\n".join(parts)
 
 if __name__ == "__main__":
     main()
