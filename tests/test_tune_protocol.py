@@ -515,7 +515,7 @@ def test_a_pick_beside_a_diverged_neighbour_is_flagged_and_gives_way_to_a_stable
 
 def test_mqar_like_plateau_every_lr_goes_on_and_the_finalists_get_two_seeds(tmp_path, monkeypatch, capsys):
     """MQAR's Transformer (pl-mqar) in small: at rung 1 every lr is on the plateau under the trivial level.
-    The old rule stopped 3e-4 and 1e-3 there and picked 3e-3 from one seed; here all four go on (the
+    The old rule stopped 3e-4 and 1e-3 there and picked 3e-3 (now confirmed on a second seed, where it fails); here all four go on (the
     rung is passed, said in the budget table), 1e-3 and 3e-3 both learn, end within the noise of each
     other, and get the second seed, where 3e-3 stays on the plateau (a failed seed): 1e-3 is picked on
     the mean of its two seeds, 99.95 against (1.0 + 0.15) / 2."""
@@ -526,7 +526,8 @@ def test_mqar_like_plateau_every_lr_goes_on_and_the_finalists_get_two_seeds(tmp_
     assert tune(tmp_path / "old", "transformer", "train.lr=[3e-4,1e-3,3e-3,1e-2]") == 0
     old = json.loads((tmp_path / "old" / "studies" / "flipflop-smoke" / "best.json").read_text())["models"]["transformer"]
     assert old["values"] == {"train.lr": 0.003} and {c[1] for c in old_calls if c[3] == 20} == {3e-3, 1e-2}
-    assert old["evidence"]["pick"]["seeds"] == {"0": 1.0}  # one seed: nothing else within the noise
+    # alone at the end, it still gets the second seed (no pick rests on one seed), which shows the failed seed
+    assert old["evidence"]["pick"]["seeds"] == {"0": 1.0, "1": 0.15}
     fake_runs(monkeypatch, curves, calls, chance=MQAR)
     capsys.readouterr()
     assert tune(tmp_path / "new", "transformer", "train.lr=[3e-4,1e-3,3e-3,1e-2]") == 0
@@ -582,7 +583,8 @@ def test_a_pick_whose_neighbour_collapsed_gives_way_to_the_stable_neighbour(tmp_
 
 def test_an_extension_whose_loss_rose_flags_the_edge_pick(tmp_path, monkeypatch):
     """GUT on ListOps (t4cpu-listops) as it would be with a diverging extension: 3e-3 leads 1e-3 beyond the
-    noise at rung 1 (0.29 - 0.22 = 0.07 > 2 se = 0.055) and is picked alone, at the grid's edge: 9e-3
+    noise at rung 1 (0.29 - 0.22 = 0.07 > 2 se = 0.055) and finishes alone: it still gets the second seed
+    (no pick rests on one seed; the stand-in's seed 1 is its seed 0) and is picked, at the grid's edge: 9e-3
     joins, its training loss rising (2.40 -> 2.45), at the level, and stops at rung 1. The pick is
     flagged; no stable neighbour finished, so it stays."""
     curves = {"gut": {1e-3: [0.20, 0.22, 0.25, 0.30], 3e-3: [0.26, 0.29, 0.32, 0.34], 9e-3: [0.148] * 4}}
@@ -590,7 +592,7 @@ def test_an_extension_whose_loss_rose_flags_the_edge_pick(tmp_path, monkeypatch)
     assert tune(tmp_path, "gut", "train.lr=[1e-3,3e-3]") == 0
     folder = tmp_path / "studies" / "flipflop-smoke"
     best = json.loads((folder / "best.json").read_text())["models"]["gut"]
-    assert best["values"] == {"train.lr": 0.003} and best["evidence"]["pick"]["seeds"] == {"0": 0.34}
+    assert best["values"] == {"train.lr": 0.003} and best["evidence"]["pick"]["seeds"] == {"0": 0.34, "1": 0.34}
     assert best["flags"] == ["its grid neighbour train.lr=0.009 diverged: its training loss ended above its first value (2.45 > 2.4)",
                              "no stable neighbour within the noise of train.lr=0.003: it stays the pick, flagged"]
     state = json.loads((folder / "bracket.json").read_text())["gut"]
@@ -687,8 +689,10 @@ def replay_module():
 
 def test_the_rules_replay_runs_a_recorded_bracket_again_and_names_the_run_it_lacks(tmp_path):
     """pl-mqar's Transformer bracket as recorded (hand-written here): with no chance level the rules
-    replay the same pick, 3e-3; with MQAR's level the first rung is passed and 3e-4 and 1e-3 would
-    go on to step 500, runs the study never trained: the new pick needs them."""
+    replay the same bracket up to 3e-3, alone at the end, and then ask for its second seed (no pick
+    rests on one seed), a run the study never trained; given that seed's score they replay the same
+    pick, 3e-3, on both seeds. With MQAR's level the first rung is passed and 3e-4 and 1e-3 would go on
+    to step 500, runs the study never trained: the new pick needs them."""
     replay = replay_module()
     meta = {"task": "mqar", "preset": "small", "models": ["transformer"], "space": ["train.lr=[0.0003,0.001,0.003,0.01]"],
             "set": ["data.n_test=1000"], "seed": 100, "pruner": "sync", "trials": 4, "objective": "token_acc"}
@@ -697,8 +701,13 @@ def test_the_rules_replay_runs_a_recorded_bracket_again_and_names_the_run_it_lac
                        "train.lr=0.001": {"values": {"train.lr": 0.001}, "scores": {"0": 0.01}, "stopped_at": 250},
                        "train.lr=0.003": {"values": {"train.lr": 0.003}, "scores": {"0": 0.0943, "1": 0.9996, "2": 1.0}},
                        "train.lr=0.01": {"values": {"train.lr": 0.01}, "scores": {"0": 0.1029, "1": 0.1039}, "stopped_at": 500}}}
-    same = replay.replay_bracket(tmp_path, meta, "transformer", old, None)
-    assert same["pick"] == "train.lr=0.003" and same["evidence"]["pick"]["seeds"] == {"100": 1.0}
+    alone = replay.replay_bracket(tmp_path, meta, "transformer", old, None)
+    assert alone["needs"] == "train.lr=0.003 on seed 101" and alone["contention"] == ["train.lr=0.003"]
+    row = replay.rules_row("pl-mqar", "transformer", {"train.lr": 0.003}, old, alone, None)
+    assert (row["new"], row["changed"]) == ("needs training", None)
+    seeded = {**old, "second": {"train.lr=0.003": {"values": {"train.lr": 0.003}, "seed": 101, "score": 0.9}}}
+    same = replay.replay_bracket(tmp_path, meta, "transformer", seeded, None)
+    assert same["pick"] == "train.lr=0.003" and same["evidence"]["pick"]["seeds"] == {"100": 1.0, "101": 0.9}
     new = replay.replay_bracket(tmp_path, meta, "transformer", old, MQAR)
     assert new["needs"] == ("train.lr=0.0003 to step 500 (the old bracket stopped it at step 250); "
                             "train.lr=0.001 to step 500 (the old bracket stopped it at step 250)")

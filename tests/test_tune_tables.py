@@ -154,8 +154,9 @@ def test_overlays_of_several_studies_combine_and_carry_the_studies_settings(tmp_
 @pytest.mark.slow
 def test_a_tuned_rows_seed_0_is_its_studys_best_trial_read_not_trained(tmp_path, monkeypatch):
     """Two studies of one model at two settings, run by bench tune; a table with a row for each:
-    each row's seed 0 is its study's best trial record (the tuned column says so), and --run
-    plans only the other seeds, at the study's best value and the row's settings."""
+    each row's seed 0 is its study's best trial record (the tuned column says so), its seed 1 the
+    pick's second tuning seed (a lone pick gets it too: the tuned column says the two seeds tuned),
+    both read, and --run plans only the other seeds, at the study's best value and the row's settings."""
     from bench.report.reproduce import plan, reproduce
     from bench.report.tables import load_table
 
@@ -166,7 +167,7 @@ def test_a_tuned_rows_seed_0_is_its_studys_best_trial_read_not_trained(tmp_path,
                      "--set", f"model.chunk_size={chunk}", "--study", name, "--out", str(out)]) == 0
     (tmp_path / "tables").mkdir()
     (tmp_path / "tables" / "toy.yaml").write_text(
-        "title: toy\nsource: none\npreset: smoke\nseeds: [0, 1]\nmetric: last_acc\nset: [train.max_epochs=1]\n"
+        "title: toy\nsource: none\npreset: smoke\nseeds: [0, 1, 2]\nmetric: last_acc\nset: [train.max_epochs=1]\n"
         "tuned: [c8, c4]\ntasks: [flipflop]\nsplits: [T32_p1]\nrows:\n"
         "  - {model: tlb, label: tlb4, set: [model.chunk_size=4], paper: [90]}\n"
         "  - {model: tlb, label: tlb8, set: [model.chunk_size=8], paper: [90]}\n")
@@ -174,16 +175,17 @@ def test_a_tuned_rows_seed_0_is_its_studys_best_trial_read_not_trained(tmp_path,
     result = reproduce(table, Registry(), "smoke", out, "bench reproduce toy")
     for label, chunk in (("tlb4", 4), ("tlb8", 8)):
         row = next(r for r in result["rows"] if r[0] == label)
-        rec = read_record(record_path(out, "tlb", "flipflop", "smoke", 0, [f"model.chunk_size={chunk}", "train.lr=0.003",
-                                                                          "train.max_epochs=1"]))
-        assert rec["config"]["model"]["params"]["chunk_size"] == chunk
-        assert row[1].startswith(f"{100 * rec['metrics']['T32_p1']['last_acc']:.1f} (1")  # seed 0 alone: the trial
+        recs = [read_record(record_path(out, "tlb", "flipflop", "smoke", seed, [f"model.chunk_size={chunk}", "train.lr=0.003",
+                                                                                 "train.max_epochs=1"])) for seed in (0, 1)]
+        assert [rec["config"]["model"]["params"]["chunk_size"] for rec in recs] == [chunk, chunk]
+        mean = 100 * sum(rec["metrics"]["T32_p1"]["last_acc"] for rec in recs) / 2
+        assert float(row[1].split()[0]) == pytest.approx(mean, abs=0.051) and " (2, " in row[1]  # the trial and its second seed
         assert "; seed 0: the best trial" in row[-1]  # the study trained seeds 0 and 1 (sync): the table is told
         assert row[-1].endswith("tuning seeds 0,1; seed(s) 0,1 also tuned: not apart from the selection)")
     todo, _ = plan(table, Registry(), "smoke", out)
     assert sorted((c.seed, tuple(sorted(c.overrides))) for c in todo) == [
-        (1, ("model.chunk_size=4", "train.lr=0.003", "train.max_epochs=1")),
-        (1, ("model.chunk_size=8", "train.lr=0.003", "train.max_epochs=1"))]
+        (2, ("model.chunk_size=4", "train.lr=0.003", "train.max_epochs=1")),
+        (2, ("model.chunk_size=8", "train.lr=0.003", "train.max_epochs=1"))]
 
 
 def test_a_table_naming_overlays_reads_their_models_at_other_widths(tmp_path):

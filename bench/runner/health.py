@@ -20,6 +20,15 @@ from pathlib import Path
 STUCK_SHARE = 0.02  # a training loss that fell by less than this share of its first value did not train
 
 
+def loss_rose(losses: list[float]) -> bool:
+    """Whether a training loss (the mean since the previous validation, at each validation, in
+    order) is not finite somewhere or ended above its first value: the run diverged (what the
+    tuning protocol's divergence check reads too, bench/tune/protocol.py)."""
+    if any(not math.isfinite(x) for x in losses):
+        return True
+    return len(losses) >= 2 and losses[-1] > losses[0]
+
+
 def loss_trouble(losses: list[float]) -> str | None:
     """The training curve's trouble ("diverged: ..." or "stuck: ..."), or None; no verdict on fewer than 2 values."""
     if len(losses) < 2:
@@ -27,7 +36,7 @@ def loss_trouble(losses: list[float]) -> str | None:
     if any(not math.isfinite(x) for x in losses):
         return "diverged: a non-finite training loss"
     first, last = losses[0], losses[-1]
-    if last > first:
+    if loss_rose(losses):
         return f"diverged: the training loss ended above its first value ({first:.4g} -> {last:.4g})"
     if first - last < STUCK_SHARE * abs(first):
         return f"stuck: the training loss did not fall ({first:.4g} -> {last:.4g})"

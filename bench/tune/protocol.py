@@ -45,6 +45,7 @@ import math
 from typing import Iterable
 
 from ..errors import UserError
+from ..runner.health import loss_rose  # the divergence rule, shared with finished runs' records
 
 LENGTHS = "lengths"
 
@@ -191,15 +192,6 @@ def collapsed(curve: list[float], chance, z: float = 2.0) -> tuple[float, float]
         return None
     top = max(cleared)
     return (top, last) if top - last > z * se(top, last, n) else None
-
-
-def loss_rose(losses: list[float]) -> bool:
-    """Whether a run's training loss (the mean since the previous validation, at each validation,
-    in order) ended above its first value, or is not finite (bench/runner/health.py reads a
-    finished run's curve by the same rule)."""
-    if any(not math.isfinite(x) for x in losses):
-        return True
-    return len(losses) >= 2 and losses[-1] > losses[0]
 
 
 def diverged(curve: list[float], losses: list[float], chance, failed: str | None = None) -> str | None:

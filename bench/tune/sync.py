@@ -9,10 +9,11 @@ best kept; nobody stopped at a rung where no configuration clears the validation
 which ``validation.validation_chance`` computes from the split once per bracket); the others are
 stopped (their checkpoints stay, unused). At the last rung, when no score the bracket has clears
 the chance level the model has learned nothing: no second seed, no pick. Otherwise the
-configurations within the noise of the best are trained again on the study's second seed, and
-again until every configuration within the noise of the best mean has both seeds; the best mean
-is the pick. A pick at the edge of a numeric axis brings the axis's next value through the same
-rungs (``protocol.edge_step``, checked against the setting's domain), unless the pick only ties
+configurations within the noise of the best are trained again on the study's second seed (the best
+one too when it is alone: every pick is confirmed on the second seed), and again until every
+configuration within the noise of the best mean has both seeds; the best mean is the pick. A pick
+at the edge of a numeric axis brings the axis's next value through the same rungs
+(``protocol.edge_step``, checked against the setting's domain), unless the pick only ties
 another configuration (every one at chance: first by the grid's order). When the bracket is done,
 each run is checked for divergence (``protocol.diverged``: a failed run, a training loss ending
 above its first value, read from the run's metrics.csv, a validation fallen back to the chance
@@ -291,16 +292,16 @@ class SyncWorker(StudyWorker):
 
     def _more_contenders(self, model: str, b: dict) -> bool:
         """The configurations within the noise of the best selection (``_selection``: a seed's
-        score, or the two seeds' mean) that lack the second seed get it, when more than one is
-        within the noise: a pick is never final on one seed while another configuration is within
-        the noise of it. True when any was added (their runs come next)."""
+        score, or the two seeds' mean) that lack the second seed get it, the best one too when it
+        is alone: no pick is final on one seed (a lucky or failed seed would decide it). True when
+        any was added (their runs come next)."""
         if b.get("nothing_learned"):
             return False
         selection = self._selection(b)
         near = within_noise(selection, b["n"], Z) if selection else []
         b["contention"] = near
         seed = tuning_seeds(self.meta)[1]
-        added = [k for k in near if k not in b["second"]] if len(near) > 1 else []
+        added = [k for k in near if k not in b["second"]]  # a lone finalist too: no pick rests on one seed
         for k in added:
             b["second"][k] = {"values": b["configs"][k]["values"], "seed": seed, "holder": None}
         if added and len(added) < len(near):
@@ -322,8 +323,7 @@ class SyncWorker(StudyWorker):
         b["contention"] = near
         b["pick"], b["selection"] = pick, {k: selection[k] for k in selection if k in near or k in b["second"]}
         log.info(f"tune: {model}: picked {pick} (objective {100 * selection[pick]:.1f}"
-                 + (f", the mean of seeds {tuning_seeds(self.meta)}" if pick in b["second"] else ", one seed: no other configuration "
-                    "within the noise of it") + ")")
+                 + (f", the mean of seeds {tuning_seeds(self.meta)}" if pick in b["second"] else ", one seed") + ")")
 
     def _settle(self, model: str, b: dict) -> None:
         """The bracket's last step: every run checked for divergence (``protocol.diverged``, marked
@@ -521,7 +521,8 @@ def evidence(meta: dict, b: dict) -> dict:
 
 
 def evidence_text(ev: dict) -> str:
-    """A pick's evidence in one line: its seeds and scores, the other contenders', the flags."""
+    """A pick's evidence in one line: its seeds and scores, the other contenders', the flags (a pick
+    on one seed, said so, is a study's from before every pick got the second seed)."""
     def one(e):
         seeds = ", ".join(f"seed {s} {100 * v:.1f}" for s, v in e["seeds"].items() if v is not None)
         mean = f"; mean {100 * e['selection']:.1f}" if len(e["seeds"]) > 1 and e.get("selection") is not None else ""
