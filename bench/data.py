@@ -25,7 +25,7 @@ from bench.tasks.kinds import KINDS, kind_of, pad
 from .metrics import with_token_chance
 from .records import current_umask
 from .sampling import ResumableLoader, eval_loader
-from .tasks.trivial import with_levels
+from .tasks.chance import with_levels
 
 DATA_ENV = "BENCH_DATA_DIR"
 
@@ -219,6 +219,6 @@ class TaskData:
     def with_chance(self, split: str, metrics: dict) -> dict:
         """``metrics`` of ``split`` (every example evaluated) with its token-level chance level
         (bench/metrics.py:with_token_chance) and its chance levels, the best trivial strategy's
-        score per metric (bench/tasks/trivial.py:with_levels)."""
+        score per metric (bench/tasks/chance.py:with_levels)."""
         columns = self.splits[split].columns
         return with_levels(with_token_chance(metrics, self.task.kind, columns, self.task.length_bin), self.task, columns)

@@ -17,7 +17,7 @@ last read) the same way, in each split and in each of its per-length bins
 must come out the same, or the record is left alone.
 Every record also gets ``chance`` where a split lacks it: the chance levels of acc, token_acc and
 last_acc, each the score of the best trivial strategy on the split and the strategy's name, in the
-split's metrics and in each of its per-length bins (bench/tasks/trivial.py:with_levels, what a new
+split's metrics and in each of its per-length bins (bench/tasks/chance.py:with_levels, what a new
 record gets).
 Records whose task generator has changed since (another ``version``), whose kind has neither,
 or whose split sizes do not match are left alone and named.
@@ -40,7 +40,7 @@ from bench.metrics import with_token_chance  # noqa: E402
 from bench.records import write_json_atomic  # noqa: E402
 from bench.registry import import_task_class  # noqa: E402
 from bench.tasks.kinds import KINDS, TaskKind  # noqa: E402
-from bench.tasks.trivial import levels as trivial_levels, with_levels  # noqa: E402
+from bench.tasks.chance import levels as trivial_levels, with_levels  # noqa: E402
 from scripts._bench_util import backfill_args, run_records  # noqa: E402
 
 
@@ -124,7 +124,7 @@ def backfill_tokens(rec: dict, task_config: dict, cache: dict) -> tuple[dict | N
 
 
 def backfill_chance(rec: dict, task_config: dict, cache: dict) -> tuple[dict | None, str]:
-    """The record with ``chance`` (bench/tasks/trivial.py:with_levels) written into every split
+    """The record with ``chance`` (bench/tasks/chance.py:with_levels) written into every split
     lacking it, and into its per-length bins."""
     metrics = rec["metrics"]
     todo = [s for s, m in metrics.items() if isinstance(m, dict) and m.get("n") and "chance" not in m]

@@ -455,11 +455,11 @@ def test_every_metric_has_per_example_scores_whose_mean_is_the_metric():
 
 def test_cells_pair_only_on_the_same_data_and_unit():
     """Two cells of different splits share example indices but not examples: never paired."""
-    from bench.report.claims import _paired
+    from bench.report.claims import paired_scores
 
     seeds = [{"index": np.arange(3), "score": np.array([1, 0, 1])}] * 2
     a = {"seeds": seeds, "unit": 1.0, "data": "mqar 8 pairs"}
-    assert _paired(a, dict(a))[0] == 1.0
-    assert _paired(a, {**a, "data": "mqar 16 pairs"}) is None
-    assert _paired(a, {**a, "unit": 0.5}) is None
-    assert _paired(a, None) is None
+    assert paired_scores(a, dict(a))[0] == 1.0
+    assert paired_scores(a, {**a, "data": "mqar 16 pairs"}) is None
+    assert paired_scores(a, {**a, "unit": 0.5}) is None
+    assert paired_scores(a, None) is None

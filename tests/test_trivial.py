@@ -1,11 +1,11 @@
-"""Trivial strategies (bench/tasks/trivial.py): each strategy's outcomes on hand-written examples,
+"""Trivial strategies (bench/tasks/trivial.py, scored by bench/tasks/chance.py): each strategy's outcomes on hand-written examples,
 the chance level as the best of them, and the levels a record keeps (new runs, backfilled ones)."""
 import json
 
 import numpy as np
 import pytest
 
-from bench.tasks import trivial
+from bench.tasks import chance, trivial
 from bench.tasks.base import IGNORE
 from bench.tasks.flipflop import FlipFlop
 from bench.tasks.groups import COPY_FIRST, GroupWordProblem
@@ -24,11 +24,11 @@ def test_mqar_guessing_a_value_of_the_context_scores_one_over_the_pairs():
         "tokens": [np.array([2, 6, 3, 7, 2, 1, 3, 1]), np.array([4, 8, 5, 9, 2, 6, 4, 1, 5, 1])],
         "targets": [np.array([X, X, X, X, 6, X, 7, X]), np.array([X, X, X, X, X, X, 8, X, 9, X])],
     }
-    right = trivial.outcomes(task, columns)[GUESS_CONTEXT_VALUE]
+    right = chance.outcomes(task, columns)[GUESS_CONTEXT_VALUE]
     assert right["token_correct"].tolist() == [1.0, pytest.approx(2 / 3)]  # 2 x 1/2, 2 x 1/3
     assert right["correct"].tolist() == [0.25, pytest.approx(1 / 9)]  # both queries right: (1/N)^2
     assert right["last_correct"].tolist() == [0.5, pytest.approx(1 / 3)]
-    levels = trivial.levels(task, columns)  # the most frequent value scores 1 of 4 queries: less
+    levels = chance.levels(task, columns)  # the most frequent value scores 1 of 4 queries: less
     assert levels["token_acc"] == {"level": pytest.approx((1 + 2 / 3) / 4), "strategy": GUESS_CONTEXT_VALUE}
 
 
@@ -38,14 +38,14 @@ def test_z60_copying_the_first_element_is_the_word_problems_floor():
     the current element: right at the first state only (2 != 55, 5 != 3)."""
     task = GroupWordProblem("z60", train_len=3, test_lengths=[3])
     columns = {"tokens": [np.array([8, 56, 4])], "targets": [np.array([8, 3, 6])]}
-    found = trivial.outcomes(task, columns)
+    found = chance.outcomes(task, columns)
     assert found[COPY_FIRST]["token_correct"].tolist() == [pytest.approx(1 + 2 / 60)]
     assert found[trivial.REPEAT_TOKEN]["token_correct"].tolist() == [1.0]
     assert found[trivial.REPEAT_TOKEN]["last_correct"].tolist() == [0.0]
-    assert trivial.levels(task, columns)["token_acc"] == {"level": pytest.approx((1 + 2 / 60) / 3), "strategy": COPY_FIRST}
+    assert chance.levels(task, columns)["token_acc"] == {"level": pytest.approx((1 + 2 / 60) / 3), "strategy": COPY_FIRST}
     # on a whole generated split the level is 1/L + (L - 1) / (60 L) in expectation: 7.8% at L 16
     words = GroupWordProblem("z60", 16, [16], n_test=2000)
-    level = trivial.levels(words, words.generate("len16", np.random.default_rng(0)))["token_acc"]["level"]
+    level = chance.levels(words, words.generate("len16", np.random.default_rng(0)))["token_acc"]["level"]
     assert level == pytest.approx(1 / 16 + 15 / (60 * 16), abs=0.004)
 
 
@@ -57,12 +57,12 @@ def test_flipflop_repeating_the_previous_bit_scores_what_the_instructions_allow(
     tokens = np.array([1, 4, 3, 5, 1, 5, 2, 5, 3, 4, 2, 5])
     targets = np.full(12, X)
     targets[6], targets[10] = 5, 5
-    right = trivial.outcomes(task, {"tokens": [tokens], "targets": [targets]})[trivial.REPEAT_PREVIOUS]
+    right = chance.outcomes(task, {"tokens": [tokens], "targets": [targets]})[trivial.REPEAT_PREVIOUS]
     assert right["token_correct"].tolist() == [1.0] and right["last_correct"].tolist() == [0.0] and right["correct"].tolist() == [0.0]
     # at p_i 0.1 a read's previous instruction is an ignore (a random bit) 10% of the time: 0.9 + 0.05 = 95%
     dense = FlipFlop(n_train=4, n_test=4000, n_val_each=4, train_len=64, test_lens=[64], test_p_i=[0.1])
     split = dense.generate("T64_p1", np.random.default_rng(dense.split_seed("T64_p1")))
-    level = trivial.levels(dense, split)["last_acc"]
+    level = chance.levels(dense, split)["last_acc"]
     assert level["strategy"] == trivial.REPEAT_PREVIOUS and level["level"] == pytest.approx(0.95, abs=0.01)
 
 
@@ -79,14 +79,14 @@ def test_modular_arithmetic_repeating_the_last_number_is_one_of_its_strategies()
         return tokens, targets
 
     (t1, g1), (t2, g2), (t3, g3) = example("1 + 2 * 3 - 4 =", 3), example("2 + 4 =", 1), example("1 * 3 =", 3)
-    found = trivial.outcomes(task, {"tokens": [t1, t2, t3], "targets": [g1, g2, g3]})
+    found = chance.outcomes(task, {"tokens": [t1, t2, t3], "targets": [g1, g2, g3]})
     assert found[trivial.REPEAT_PREVIOUS]["correct"].tolist() == [0.0, 0.0, 1.0]
 
 
 def test_a_classification_split_s_level_is_its_majority_share():
     task = ListOps(n_train=4, n_val=4, n_test=4)
     columns = {"tokens": [np.array([1])] * 5, "label": np.array([3, 3, 1, 3, 0])}
-    assert trivial.levels(task, columns) == {m: {"level": 0.6, "strategy": trivial.MOST_FREQUENT} for m in ("acc", "token_acc", "last_acc")}
+    assert chance.levels(task, columns) == {m: {"level": 0.6, "strategy": trivial.MOST_FREQUENT} for m in ("acc", "token_acc", "last_acc")}
 
 
 def test_the_best_label_of_the_current_symbol_is_a_lookup_without_memory():
@@ -97,7 +97,7 @@ def test_the_best_label_of_the_current_symbol_is_a_lookup_without_memory():
     task = Parity(n_train=4, n_val=4, n_test=4)
     tokens = [np.array([1, 2, 2]), np.array([2, 1])]
     labels = [np.array([[1, 0], [0, 1], [0, 1]]), np.array([[0, 1], [1, 0]])]  # symbol 1 -> [1, 0], symbol 2 -> [0, 1]
-    found = trivial.outcomes(task, {"tokens": tokens, "labels": labels, "length": [3, 2]})
+    found = chance.outcomes(task, {"tokens": tokens, "labels": labels, "length": [3, 2]})
     assert found[trivial.TOKEN_LOOKUP]["correct"].tolist() == [1.0, 1.0]
     assert found[trivial.MOST_FREQUENT]["token_correct"].tolist() == [2.0, 1.0]  # [0, 1] (vector 2) is the most frequent
 
@@ -109,10 +109,10 @@ def test_levels_by_length_and_length_averaged_take_one_strategy_for_the_split():
     # lengths 4 and 6: the scored target equals the current token in the first, the previous one in the second
     columns = {"tokens": [np.array([1, 4, 2, 5]), np.array([1, 4, 3, 5, 2, 4])],
                "targets": [np.array([X, X, 2, X]), np.array([X, X, X, X, 5, X])]}
-    found = trivial.levels(task, columns, lambda length: f"T{length}")
+    found = chance.levels(task, columns, lambda length: f"T{length}")
     assert found["by_length"]["T4"]["token_acc"]["level"] == 1.0 and found["by_length"]["T6"]["token_acc"]["level"] == 1.0
     assert found["length_avg_token_acc"]["level"] == 0.5
-    metrics = trivial.with_levels({"n": 2, "by_length": {"T4": {"n": 1}, "T6": {"n": 1}}}, task, columns)
+    metrics = chance.with_levels({"n": 2, "by_length": {"T4": {"n": 1}, "T6": {"n": 1}}}, task, columns)
     assert metrics["by_length"]["T4"]["chance"]["token_acc"] == 1.0 and metrics["chance"]["length_avg_token_acc"]["level"] == 0.5
 
 

@@ -111,11 +111,13 @@ def test_each_row_is_tuned_by_the_study_with_its_settings(tmp_path):
     assert rows["tlb7"][-1] == ("not tuned (study s3 tuned with model.chunk_size=3, the row has model.chunk_size=7; "
                                 "study s25 tuned with model.chunk_size=25, the row has model.chunk_size=7)")
     assert rows["transformer"][1].startswith("70.0") and rows["transformer"][-1] == "not tuned (study s-tr tuned with model.d_model=32)"
-    # two studies with the same settings for one row: which one is meant is not guessed
+    # two studies with the same settings for one row: the one named later re-tunes it (its values, both named)
     study("s3b", "tlb", [*fixed, "model.chunk_size=3"], 0.001, 0.9)
     (tmp_path / "tables" / "toy.yaml").write_text((tmp_path / "tables" / "toy.yaml").read_text().replace("[s3, s25, s-tr]", "[s3, s3b]"))
-    with pytest.raises(UserError, match="row 'tlb3' .* tuned by two of the table's studies, s3 and s3b"):
-        reproduce(load_table("toy", folder=tmp_path / "tables"), Registry(), "smoke", out, "bench reproduce toy")
+    result = reproduce(load_table("toy", folder=tmp_path / "tables"), Registry(), "smoke", out, "bench reproduce toy")
+    again = {r[0]: r for r in result["rows"]}
+    assert again["tlb3"][1].startswith("10.0")  # the record at s3b's lr 0.001
+    assert again["tlb3"][-1].startswith("train.lr=0.001 (") and again["tlb3"][-1].endswith("re-tuned by s3b, first tuned by s3)")
 
 
 # ---- several studies' overlays together -----------------------------------------------------------

@@ -13,7 +13,8 @@ cell's mean, sample std and number of seeds). Per cell, Welch's t-test of the ro
 baseline over seeds (two-sided: p = 2 x the smaller one-sided p of bench/report/stats.py), the
 effect Δ = mean_row - mean_baseline with its 95% CI; per row, Holm's correction over its tested
 columns; a cell is **above** / **below** when its adjusted p < 0.05, else inconclusive. A pair
-with < 2 seeds a side, or with both cells at chance, has no test. The block prints the Δ table
+with < 2 seeds a side, with both cells at chance, or with a cell whose records lost their outcome
+files (``§``: bench/report/results_table.py), has no test. The block prints the Δ table
 (▲ above, ▼ below) and, per row, one generated sentence naming the columns of each kind, every
 tested one (inconclusive too) with its effect, CI and adjusted p.
 """
@@ -28,7 +29,7 @@ from tabulate import tabulate
 
 from ..errors import UserError
 from . import stats
-from .claims import digits_of, effect_text
+from .claims import digits_of, effect_text, paired_scores
 from .outputs import command_of, generated_table
 from .verdicts import table_of
 
@@ -44,6 +45,7 @@ class Compared:
     ci: tuple[float, float] | None = None
     p: float | None = None  # Holm-adjusted two-sided p
     why: str = ""  # why there is no test
+    differ: str = ""  # the two cells' seeds learned in different shares: "1 of 5 (4 collapsed) vs 5 of 5"
 
 
 def _number(text: str) -> float | None:
@@ -66,25 +68,102 @@ def _pair(a: dict | None, b: dict | None) -> tuple[np.ndarray, ...] | str:
         sides.append((mean, std ** 2, n))
     if a.get("at_chance") == "True" and b.get("at_chance") == "True":
         return "both at chance"
+    if a.get("outcomes_missing") or b.get("outcomes_missing"):
+        return "outcomes files missing"
     return sides[0] + sides[1]
 
 
-def compare_rows(cells: dict, rows: list[str], columns: list[str], baseline: str) -> dict[str, list[Compared]]:
+def _learned(c: dict | None) -> tuple[int, int, str] | None:
+    """(seeds that learned, seeds, their troubles' text) of a cell's CSV line; None without a count."""
+    if not c or c.get("learned") in (None, "", "None") or not c.get("n"):
+        return None
+    return int(float(c["learned"])), int(c["n"]), c.get("troubled") or ""
+
+
+def _differ(a: dict | None, b: dict | None) -> str:
+    """"1 of 5 (4 collapsed) vs 5 of 5" where the two cells' seeds learned in different shares, else ""."""
+    la, lb = _learned(a), _learned(b)
+    if la is None or lb is None or la[0] * lb[1] == lb[0] * la[1]:
+        return ""
+    return " vs ".join(f"{k} of {n}" + (f" ({t})" if t else "") for k, n, t in (la, lb))
+
+
+def _paired_test(a: dict | None, b: dict | None, scale: float) -> tuple[float, float, float, float] | None:
+    """(Δ, 95% CI low, high, two-sided p) of two cells by the paired test (stats.paired_two_sided)
+    where both kept per-example scores on the same data (results_table's outcomes), else None."""
+    both = paired_scores(a, b)
+    if both is None:
+        return None
+    unit, xa, xb = both
+    found = stats.paired_two_sided(xa, xb, unit=unit)
+    if found is None:
+        return None
+    effect, lo, hi, p = found
+    return effect * unit * scale, lo * unit * scale, hi * unit * scale, p
+
+
+def compare_rows(cells: dict, rows: list[str], columns: list[str], baseline: str, outcomes: dict | None = None,
+                 scale: float = 100.0) -> dict[str, list[Compared]]:
     """Each row but the baseline -> its cells against the baseline's, in column order (the test
-    of the module's note; Holm over each row's tested columns)."""
+    of the module's note: the paired test where both cells kept per-example outcomes, ``outcomes``
+    {(row, column): results_table's per-example scores}, else Welch's; Holm over each row's tested
+    columns); each result says where the two cells' seeds learned in different shares (``differ``)."""
+    outcomes = outcomes or {}
     found = {}
     for row in (r for r in rows if r != baseline):
         pairs = [_pair(cells.get((row, col)), cells.get((baseline, col))) for col in columns]
+        differ = [_differ(cells.get((row, col)), cells.get((baseline, col))) for col in columns]
         tested = [i for i, p in enumerate(pairs) if not isinstance(p, str)]
-        results = [Compared(NO_TEST, why=p) if isinstance(p, str) else None for p in pairs]
+        results = [Compared(NO_TEST, why=p, differ=d) if isinstance(p, str) else None for p, d in zip(pairs, differ)]
         if tested:
             effect, lo, hi, p_up, p_down = stats.welch_arrays(*np.array([pairs[i] for i in tested]).T)
-            adjusted = stats.holm(np.minimum(1.0, 2 * np.minimum(p_up, p_down)))
+            two_sided = np.minimum(1.0, 2 * np.minimum(p_up, p_down))
+            for k, i in enumerate(tested):
+                paired = _paired_test(outcomes.get((row, columns[i])), outcomes.get((baseline, columns[i])), scale)
+                if paired is not None:
+                    effect[k], lo[k], hi[k], two_sided[k] = paired
+            adjusted = stats.holm(two_sided)
             for k, i in enumerate(tested):
                 verdict = UNSURE if adjusted[k] >= stats.ALPHA else ABOVE if effect[k] > 0 else BELOW
-                results[i] = Compared(verdict, float(effect[k]), (float(lo[k]), float(hi[k])), float(adjusted[k]))
+                results[i] = Compared(verdict, float(effect[k]), (float(lo[k]), float(hi[k])), float(adjusted[k]), differ=differ[i])
         found[row] = results
     return found
+
+
+_SCORES: dict = {}  # (out, table, its Markdown's mtime) -> its cells' per-example scores
+
+
+def table_outcomes(out: Path, name: str, md: Path, where: str) -> dict:
+    """{(row, column): per-example scores} of a generated table's cells, where its records kept
+    outcomes (bench/report/results_table.py, built once per table file); {} for a table made with
+    options beyond its name (its command names --set, --models, ...: the cells are not rebuilt)."""
+    import shlex
+
+    from .results_table import build
+    from .tuned import apply_tuned
+
+    key = (str(Path(out).resolve()), name, md.stat().st_mtime_ns)
+    if key not in _SCORES:
+        words = shlex.split(command_of(md.read_text()))
+        plain = words[:3] == ["bench", "reproduce", name] and len(words) in (3, 5) and words[3:4] in ([], ["--out"])
+        found = {}
+        if plain:
+            table = table_of(name, where)
+            apply_tuned(table, out, table.preset)
+            found = build(table, Path(out), table.preset)["outcomes"]
+        _SCORES[key] = found
+    return _SCORES[key]
+
+
+TEST_TEXT = ("the paired test over seeds and examples where both cells kept per-example outcomes (bench/report/stats.py: "
+             "paired_t), else Welch t over seeds")
+DIFFER_MARK = " *"
+DIFFER_RULE = "; * = the two cells' seeds learned in different shares (the row's line names them, with the seeds whose run went wrong)"
+
+
+def _grid(found: dict[str, list[Compared]], digits: int) -> list[list[str]]:
+    return [[row, *(("—" if r.effect is None else f"{r.effect:+.{digits}f}") + MARKS[r.verdict] + (DIFFER_MARK if r.differ else "")
+                     for r in results)] for row, results in found.items()]
 
 
 def _sentence(row: str, baseline: str, columns: list[str], results: list[Compared], digits: int) -> str:
@@ -98,6 +177,9 @@ def _sentence(row: str, baseline: str, columns: list[str], results: list[Compare
     reasons = dict.fromkeys(r.why for r in results if r.verdict == NO_TEST)
     for why in reasons:
         parts.append(f"no test on {', '.join(col for col, r in zip(columns, results) if r.why == why)} ({why})")
+    differ = [f"{col} {r.differ}" for col, r in zip(columns, results) if r.differ]
+    if differ:
+        parts.append(f"learned seeds differ ({row} vs {baseline}): " + "; ".join(differ))
     return f"- **{row}**: " + "; ".join(parts) + "."
 
 
@@ -122,14 +204,14 @@ def against_block(out: Path, spec: str, where: str) -> str:
     if table.stat != "mean":
         raise UserError(f"{where}: bench:against tests means over seeds, and table {name!r} prints its cells' {table.stat}")
     md = generated_table(out, name, where)
-    found = compare_rows(_cells(md), [baseline, *chosen], columns, baseline)
+    scale = 1.0 if table.unit == "min" else 100.0
+    found = compare_rows(_cells(md), [baseline, *chosen], columns, baseline, table_outcomes(out, name, md, where), scale)
     digits = digits_of(table)
-    grid = [[row, *(("—" if r.effect is None else f"{r.effect:+.{digits}f}") + MARKS[r.verdict] for r in results)]
-            for row, results in found.items()]
+    grid = _grid(found, digits)
     head = (f"Each row against {baseline}, from `{command_of(md.read_text())}` (bench/report/against.py): Δ = row mean - "
-            f"{baseline} mean in {table.unit or 'the metric'}, Welch t over seeds, two-sided, Holm over each row's columns; "
+            f"{baseline} mean in {table.unit or 'the metric'}, {TEST_TEXT}, two-sided, Holm over each row's columns; "
             f"▲ above / ▼ below at adjusted p < {stats.ALPHA}, unmarked: inconclusive; — no test (< 2 seeds a side, or both "
-            "cells at chance).")
+            "cells at chance)" + (DIFFER_RULE if any(r.differ for rs in found.values() for r in rs) else "") + ".")
     sentences = "\n".join(_sentence(row, baseline, columns, results, digits) for row, results in found.items())
     table_md = tabulate(grid, headers=["row", *columns], tablefmt="github", disable_numparse=True)
     return f"\n\n{head}\n\n{table_md}\n\n{sentences}\n\n"
@@ -157,15 +239,18 @@ def versus_block(out: Path, name: str, other: str, chosen: str | None, where: st
     a, b = _cells(mine), _cells(base_md)
     digits = digits_of(table)
     found = {}
+    scale = 1.0 if table.unit == "min" else 100.0
+    oa, ob = table_outcomes(out, name, mine, where), table_outcomes(out, other, base_md, where)
     for row in rows:  # the other table's row renamed, so compare_rows sees two rows of one table
         cells = {**{(row, c): a.get((row, c)) for c in columns}, **{(f"@{row}", c): b.get((row, c)) for c in columns}}
-        found[row] = compare_rows(cells, [f"@{row}", row], columns, f"@{row}")[row]
-    grid = [[row, *(("—" if r.effect is None else f"{r.effect:+.{digits}f}") + MARKS[r.verdict] for r in results)]
-            for row, results in found.items()]
+        scores = {**{(row, c): oa.get((row, c)) for c in columns}, **{(f"@{row}", c): ob.get((row, c)) for c in columns}}
+        found[row] = compare_rows(cells, [f"@{row}", row], columns, f"@{row}", scores, scale)[row]
+    grid = _grid(found, digits)
     head = (f"Each row of {name} (`{command_of(mine.read_text())}`) against the same row of {other} "
             f"(`{command_of(base_md.read_text())}`), bench/report/against.py: Δ = {name} mean - {other} mean in "
-            f"{table.unit or 'the metric'}, Welch t over seeds, two-sided, Holm over each row's columns; ▲ above / ▼ below "
-            f"at adjusted p < {stats.ALPHA}, unmarked: inconclusive; — no test (< 2 seeds a side, or both cells at chance).")
+            f"{table.unit or 'the metric'}, {TEST_TEXT}, two-sided, Holm over each row's columns; ▲ above / ▼ below "
+            f"at adjusted p < {stats.ALPHA}, unmarked: inconclusive; — no test (< 2 seeds a side, or both cells at chance)"
+            + (DIFFER_RULE if any(r.differ for rs in found.values() for r in rs) else "") + ".")
     sentences = "\n".join(_sentence(row, other, columns, results, digits) for row, results in found.items())
     table_md = tabulate(grid, headers=["row", *columns], tablefmt="github", disable_numparse=True)
     return f"\n\n{head}\n\n{table_md}\n\n{sentences}\n\n"

@@ -185,7 +185,7 @@ def _scaled(test: stats.PairTest | None, factor: float) -> stats.PairTest | None
     return dataclasses.replace(test, effect=test.effect * factor, ci=(test.ci[0] * factor, test.ci[1] * factor))
 
 
-def _paired(a: dict | None, b: dict | None) -> tuple[float, np.ndarray, np.ndarray] | None:
+def paired_scores(a: dict | None, b: dict | None) -> tuple[float, np.ndarray, np.ndarray] | None:
     """(unit, A's seeds x examples scores, B's) of two cells with per-example scores on the same data
     and the same unit, aligned on the examples both scored (results_table._outcomes); None otherwise."""
     if not a or not b or "missing" in a or "missing" in b or a["data"] != b["data"] or a["unit"] != b["unit"]:
@@ -224,9 +224,9 @@ def _judge_pair(pair, claim, values: dict, depths: dict, at_chance: dict, outcom
     elif lost := [f"{cell[0]} on {cell[1]} ({outcomes[cell]['missing']})" for cell in (pair.better, pair.than)
                   if "missing" in (outcomes.get(cell) or {})]:
         why = f"outcomes files missing: {'; '.join(lost)}: no test"
-    elif (both := _paired(outcomes.get(pair.better), outcomes.get(pair.than))) is not None:
+    elif (both := paired_scores(outcomes.get(pair.better), outcomes.get(pair.than))) is not None:
         unit, a, b = both
-        test = _scaled(stats.paired_t(a, b, claim.lower_is_better), unit * scale)
+        test = _scaled(stats.paired_t(a, b, claim.lower_is_better, unit=unit), unit * scale)
     else:
         test = stats.welch(va, vb, claim.lower_is_better)
     if test is None and not why:

@@ -230,7 +230,8 @@ def _cell(table: Table, row: Row, col: Column, paper, ok: list[dict], counts: tu
             "paper": None if paper is None else paper[0], "paper_std": None if paper is None else paper[1], "delta": d,
             "stale": bool(mark), "chance_level": None if level is None else level.level * scale,
             "chance_strategy": None if level is None else level.strategy, "at_chance": chance, "learned": learned_seeds,
-            "trouble": "; ".join(f"seed {r['seed']}: {', '.join(r['trouble'])}" for r in ok if r.get("trouble")) or None}
+            "trouble": "; ".join(f"seed {r['seed']}: {', '.join(r['trouble'])}" for r in ok if r.get("trouble")) or None,
+            "troubled": ", ".join(f"{k} {kind}" for kind, k in troubled.items()) or None, "outcomes_missing": None}
     return [text, _paper_text(paper), _delta_text(d, table.delta)], line
 
 

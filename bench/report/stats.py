@@ -412,6 +412,24 @@ def paired_t(a, b, lower_is_better: bool = False, unit: float | None = None) -> 
     return PairTest(g * effect, (g * lo, g * hi), p, p_rev, (len(a), len(b)), PAIRED if unit is not None else PAIRED_SCORES)
 
 
+def paired_two_sided(a, b, unit: float | None = None, level: float = LEVEL) -> tuple[float, float, float, float] | None:
+    """(effect, CI low, CI high at ``level``, two-sided p) of the test of ``paired_t`` asked in both
+    directions ("A differs from B": p = 2 x the smaller one-sided p), effect and interval in the
+    scores' units; what a comparison without a claimed direction prints (bench/report/against.py).
+    None below 2 seeds a side."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if len(a) < 2 or len(b) < 2:
+        return None
+    both = np.concatenate([a, b])
+    if unit is None and both.size and 0 <= both.min() and both.max() <= 1:
+        unit = 1.0
+    ints, g = _integers(both)
+    first, second = ints[:len(a)], ints[len(a):]
+    arrays = paired_t_student_arrays(first, second, level) if unit is None else paired_t_arrays(first, second, level, unit=unit * g)
+    effect, lo, hi, p, p_rev = (float(x) for x in arrays)
+    return g * effect, g * lo, g * hi, min(1.0, 2 * min(p, p_rev))
+
+
 def failure_bound(failed: int, n: int, level: float = LEVEL) -> float:
     """The exact one-sided upper bound at ``level`` on the share of seeds that fail, from ``failed``
     of ``n`` seeds (Clopper-Pearson: the rate at which ``failed`` or fewer failures have probability

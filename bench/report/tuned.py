@@ -89,7 +89,8 @@ def apply_tuned(table: Table, out: Path, preset: str) -> None:
     """Read the best values of the studies the table names (``OUT/studies/NAME/best.json``, written
     by bench tune): each cell a study tuned (the module docstring) gets the study's best values as
     overrides (``cell_set``), its row the values in the tuned column; every other row is marked
-    not tuned, saying why. Two studies tuning one cell is a UserError."""
+    not tuned, saying why. Where two studies tuned one cell with the same settings, the one named
+    later in ``tuned:`` gives its values (a row re-tuned by a later study: its tuned column names both)."""
     table.tuned_sets, table.tuned_text, table.tuned_pending = {}, {}, {}
     _overlay_texts(table, out)
     if not table.tuned:
@@ -104,7 +105,7 @@ def apply_tuned(table: Table, out: Path, preset: str) -> None:
     for row in table.rows:
         if row.label in table.tuned_text:  # its model is an overlay's
             continue
-        texts, why_not = [], []
+        by_column, why_not = {}, []
         for col in table.columns:
             tuned_by = None
             for study in found:
@@ -119,18 +120,17 @@ def apply_tuned(table: Table, out: Path, preset: str) -> None:
                 if theirs != ours:
                     why_not.append(_difference(study, theirs, ours))
                     continue
-                if tuned_by is not None:
-                    raise UserError(f"row {row.label!r} ({col.task}) is tuned by two of the table's studies, {tuned_by['study']} and "
-                                    f"{study['study']}, with the same settings; name one of them in 'tuned:'")
+                earlier = tuned_by
                 tuned_by = study
                 items = tuple(f"{k}={canonical_text(v)}" for k, v in sorted(best["values"].items()))
                 table.tuned_sets[row.label, col.label] = items
                 seed = study.get("seed", 0)
                 own = seed in table.seeds and best.get("record") == str(
                     record_path(Path(out), row.model, col.task, preset, seed, table.cell_set(row, col)).relative_to(Path(out)))
-                texts.append(f"{' '.join(items)} ({best['trials']} trials, val {100 * best['val']:.1f}"
-                             + (f"; seed {seed}: the best trial" if own else "") + _seeds_text(study, table.seeds) + ")")
-        texts = list(dict.fromkeys(texts))
+                again = f"; re-tuned by {study['study']}, first tuned by {earlier['study']}" if earlier is not None else ""
+                by_column[col.label] = (f"{' '.join(items)} ({best['trials']} trials, val {100 * best['val']:.1f}"
+                                        + (f"; seed {seed}: the best trial" if own else "") + _seeds_text(study, table.seeds) + again + ")")
+        texts = list(dict.fromkeys(by_column.values()))
         if texts:
             table.tuned_text[row.label] = "; ".join(texts)
             continue

@@ -258,9 +258,12 @@ def summarize(plan: RunPlan, trainer: L.Trainer, module: TaskModule, tested: dic
 
 
 def curve_rows(trainer: L.Trainer) -> list[dict]:
-    """The rows the run's CSV logger holds (one per validation: train_loss, val_metric, ...)."""
+    """The rows the run's CSV logger holds (one per validation: train_loss, val_metric, ...); on
+    global rank 0, the one that writes the record (the other ranks' loggers are stand-ins): [] elsewhere."""
     from lightning.pytorch.loggers import CSVLogger
 
+    if not trainer.is_global_zero:
+        return []
     return next((list(lg.experiment.metrics) for lg in trainer.loggers if isinstance(lg, CSVLogger)), [])
 
 

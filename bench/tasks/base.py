@@ -187,12 +187,10 @@ class Task(abc.ABC):
 
     # --- chance ---------------------------------------------------------------------------
     def trivial_strategies(self) -> dict:
-        """The strategies that score on this task without solving it, by name (bench/tasks/trivial.py):
-        its kind's; a task adds its own (``{**super().trivial_strategies(), name: function}``).
-        The best of them on a split is its chance level."""
-        from .kinds import kind_of
-
-        return dict(kind_of(self.kind).trivial_strategies())
+        """The strategies this task adds to its kind's (``TaskKind.trivial_strategies``) that score
+        on it without solving it, by name: functions ``(task, columns, kind)`` (bench/tasks/trivial.py).
+        The best of all of them on a split is its chance level (bench/tasks/chance.py)."""
+        return {}
 
 
 Task.__init__ = _recording_constructor(Task, Task.__init__)

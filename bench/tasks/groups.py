@@ -111,16 +111,16 @@ class GroupWordProblem(LMTask):
         return self._sequences(rng, self.n_test, length)
 
     def trivial_strategies(self) -> dict:
-        """The kind's, and copying the first element then guessing uniformly: the first state is
+        """Beside the kind's, copying the first element then guessing uniformly: the first state is
         the first element (right), every later one a uniform guess among the |G| elements
         (1/|G|): 1/L + (L - 1) / (|G| L) of a length-L word's states."""
-        return {**super().trivial_strategies(), COPY_FIRST: copy_first_then_guess}
+        return {COPY_FIRST: copy_first_then_guess}
 
 
 COPY_FIRST = "copy the first element, guess the rest"
 
 
-def copy_first_then_guess(task: GroupWordProblem, columns: dict) -> list[np.ndarray]:
+def copy_first_then_guess(task: GroupWordProblem, columns: dict, kind=None) -> list[np.ndarray]:
     """Per word, 1 at its first state and 1/|G| at each later one."""
     out = []
     for targets in columns["targets"]:

@@ -135,16 +135,16 @@ class MQAR(LMTask):
         return f"L{length}"
 
     def trivial_strategies(self) -> dict:
-        """The kind's, and a uniform guess among the values of the context's pairs: right with
+        """Beside the kind's, a uniform guess among the values of the context's pairs: right with
         probability 1/N at each query of a sequence of N pairs (N distinct value tokens precede
         the queries), what a model scores that knows a value is asked but not which."""
-        return {**super().trivial_strategies(), GUESS_CONTEXT_VALUE: guess_context_value}
+        return {GUESS_CONTEXT_VALUE: guess_context_value}
 
 
 GUESS_CONTEXT_VALUE = "guess a value of the context"
 
 
-def guess_context_value(task: MQAR, columns: dict) -> list[np.ndarray]:
+def guess_context_value(task: MQAR, columns: dict, kind=None) -> list[np.ndarray]:
     """Per sequence, 1/N at each query (N: the distinct value tokens before the first query)."""
     out = []
     for tokens, targets in zip(columns["tokens"], columns["targets"]):

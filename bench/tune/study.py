@@ -400,7 +400,7 @@ def results(out: Path, name: str) -> list[dict]:
     from optuna.trial import TrialState
 
     from .protocol import chance_text, nothing_above_chance
-    from .sync import brackets, evidence
+    from .bracket import brackets, evidence
     from .validation import record_chance
 
     folder = study_folder(out, name)

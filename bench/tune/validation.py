@@ -73,7 +73,7 @@ def validation_chance(registry, meta: dict, model: str):
     """The chance level of the study's objective on its validation split, (level, n, strategy), or
     None when the split has none for it (a metric without a trivial level) or it cannot be computed
     (said in the log: the rules that need it are then off for the bracket)."""
-    from ..tasks.trivial import levels
+    from ..tasks.chance import levels
 
     try:
         task, columns, n = val_columns(resolved(registry, meta, model))
