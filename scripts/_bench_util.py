@@ -50,3 +50,22 @@ def run_records(folders: list[Path]) -> Iterator[tuple[Path, dict]]:
             except (OSError, ValueError):
                 continue
             yield path, rec
+
+
+def run_backfill(doc: str, backfill, unsaid: tuple[str, ...] = ()) -> int:
+    """The walk of a backfill script: ``backfill(path, cache) -> (record or None, what)`` on every run
+    record under the command line's folders (``backfill_args``, ``run_records``), each line said
+    (but "nothing to write" and the ``unsaid`` ones), each record written with --write."""
+    from bench.records import write_json_atomic
+
+    args = backfill_args(doc)
+    cache: dict = {}
+    for path, _ in run_records(args.folders):
+        rec, what = backfill(path, cache)
+        if rec is None and what == "nothing to write":
+            continue
+        if what not in unsaid:
+            print(f"{path}: {what}" + (" (written)" if rec is not None and args.write else ""))
+        if rec is not None and args.write:
+            write_json_atomic(path, rec)
+    return 0

@@ -37,11 +37,10 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from bench.errors import UserError  # noqa: E402
 from bench.metrics import with_token_chance  # noqa: E402
-from bench.records import write_json_atomic  # noqa: E402
 from bench.registry import import_task_class  # noqa: E402
 from bench.tasks.kinds import KINDS, TaskKind  # noqa: E402
 from bench.tasks.chance import levels as trivial_levels, with_levels  # noqa: E402
-from scripts._bench_util import backfill_args, run_records  # noqa: E402
+from scripts._bench_util import run_backfill  # noqa: E402
 
 
 #: the kinds whose token_acc has a token-level chance level: those that say which targets it scores
@@ -190,16 +189,8 @@ def backfill_shares(rec: dict, task: dict, todo: list[str], cache: dict) -> tupl
 
 
 def main() -> int:
-    args = backfill_args(__doc__)
-    cache: dict = {}
-    for path, _ in run_records(args.folders):
-        rec, what = backfill(path, cache)
-        if rec is None and what == "nothing to write":
-            continue
-        print(f"{path}: {what}" + (" (written)" if rec is not None and args.write else ""))
-        if rec is not None and args.write:
-            write_json_atomic(path, rec)
-    return 0
+    return run_backfill(__doc__, backfill)
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

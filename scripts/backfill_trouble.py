@@ -27,9 +27,9 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from bench.errors import UserError  # noqa: E402
 from bench.metrics import load_outcomes  # noqa: E402
-from bench.records import run_folder, write_json_atomic  # noqa: E402
+from bench.records import run_folder  # noqa: E402
 from bench.runner.health import collapsed_splits, curve_losses, troubles  # noqa: E402
-from scripts._bench_util import backfill_args, run_records  # noqa: E402
+from scripts._bench_util import run_backfill  # noqa: E402
 from scripts.backfill_majority import generated, task_class  # noqa: E402
 
 
@@ -91,17 +91,7 @@ def backfill(path: Path, cache: dict) -> tuple[dict | None, str]:
 
 
 def main() -> int:
-    args = backfill_args(__doc__)
-    cache: dict = {}
-    for path, _ in run_records(args.folders):
-        rec, what = backfill(path, cache)
-        if rec is None and what == "nothing to write":
-            continue
-        if rec is not None and what != "none" or rec is None:
-            print(f"{path}: {what}" + (" (written)" if rec is not None and args.write else ""))
-        if rec is not None and args.write:
-            write_json_atomic(path, rec)
-    return 0
+    return run_backfill(__doc__, backfill, unsaid=("none",))
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def test_backfill_finds_the_committed_collapsed_seed_and_the_cell_counts_it(tmp_
 
 
 def test_a_cell_counts_its_troubled_seeds():
-    from bench.report.results_table import troubled_seeds
+    from bench.report.cells import troubled_seeds
 
     recs = [{"trouble": ["collapsed: ...", "stuck: ..."]}, {"trouble": ["stuck: ..."]}, {"trouble": []}, {}]
     assert troubled_seeds(recs) == {"collapsed": 1, "stuck": 1}

@@ -90,7 +90,7 @@ def _differ(a: dict | None, b: dict | None) -> str:
 
 def _paired_test(a: dict | None, b: dict | None, scale: float) -> tuple[float, float, float, float] | None:
     """(Δ, 95% CI low, high, two-sided p) of two cells by the paired test (stats.paired_two_sided)
-    where both kept per-example scores on the same data (results_table's outcomes), else None."""
+    where both kept per-example scores on the same data (cells.cell_scores), else None."""
     both = paired_scores(a, b)
     if both is None:
         return None
@@ -106,7 +106,7 @@ def compare_rows(cells: dict, rows: list[str], columns: list[str], baseline: str
                  scale: float = 100.0) -> dict[str, list[Compared]]:
     """Each row but the baseline -> its cells against the baseline's, in column order (the test
     of the module's note: the paired test where both cells kept per-example outcomes, ``outcomes``
-    {(row, column): results_table's per-example scores}, else Welch's; Holm over each row's tested
+    {(row, column): cells.cell_scores}, else Welch's; Holm over each row's tested
     columns); each result says where the two cells' seeds learned in different shares (``differ``)."""
     outcomes = outcomes or {}
     found = {}

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..config import resolve_run
 from ..errors import UserError
-from ..records import config_changes, overrides_tag
+from ..records import config_changes, outcomes_file, overrides_tag
 from .leaderboard import load_records
 
 MISSING, NOT_REPORTED, STALE, CHANCE, NOT_ITS_COMMIT = "—", "n/r", "†", "~", "‡"
@@ -113,6 +113,14 @@ def _chance_level(split_metrics: dict, metric: str) -> Chance | None:
     return _level(split_metrics, metric)
 
 
+def chance_text(levels: list[tuple[float, str]], digits: int = 1) -> str:
+    """A column's chance level as tables print it, from its cells' (level in display units,
+    strategy): the level (a range where the records' levels differ) and the strategies that set it."""
+    lo, hi = min(x for x, _ in levels), max(x for x, _ in levels)
+    value = f"{lo:.{digits}f}" if round(lo, digits) == round(hi, digits) else f"{lo:.{digits}f}-{hi:.{digits}f}"
+    return f"{value} ({' / '.join(dict.fromkeys(s for _, s in levels))})"
+
+
 def margin(chance) -> float:
     """How far above the chance level p (of n examples) a score must be to count as learned:
     max(CHANCE_SES binomial standard errors, LEARNED_SHARE of the gap to 100%)."""
@@ -152,6 +160,72 @@ def current_config(registry, model: str, task: str, preset: str, overrides: list
 def stale(rec: dict, current: dict | None) -> str | None:
     """The settings the record was made with that the registry no longer gives (None if none)."""
     return config_changes(rec.get("config"), current)
+
+
+def troubled_seeds(records: list[dict]) -> dict[str, int]:
+    """{kind: seeds} of the records whose run went wrong (their ``trouble``, bench/runner/health.py),
+    each seed counted once, by its first trouble's kind (collapsed, diverged, stuck)."""
+    found: dict[str, int] = {}
+    for r in records:
+        if r.get("trouble"):
+            kind = str(r["trouble"][0]).split(":")[0]
+            found[kind] = found.get(kind, 0) + 1
+    return found
+
+
+def cell_scores(out: Path, table, row, col, preset: str, records: list[dict]) -> dict | None:
+    """One cell's per-example scores on its split (``example_scores``) where bench keeps outcomes and every record has
+    them (then a pair of such cells on the same data is tested paired): {"seeds": per seed
+    {"index", "score"} (cells.example_scores: whole numbers where the metric allows), "unit": what
+    a score's mean is multiplied by to give the metric, "data": the records' task configuration
+    (two cells pair only on the same data)}; {"missing": the seeds} where a record names an
+    outcomes file that is not there (its cell is marked and its pairs are not tested); None
+    otherwise."""
+    import json
+
+    from ..metrics import load_outcomes
+
+    metric = table.metric_of(col)
+    tag = overrides_tag(table.cell_set(row, col))
+    folder = Path(out) / "runs" / col.task / preset / row.model
+    lost = [r["seed"] for r in records if "outcomes" in r
+            and not outcomes_file(folder / f"seed{r['seed']}{'-' + tag if tag else ''}.json").is_file()]
+    if lost:
+        return {"missing": f"seed{'s' if len(lost) > 1 else ''} {','.join(map(str, lost))}"}
+    if metric == "minutes_per_epoch" or len(records) < 2 or not all("outcomes" in r for r in records):
+        return None
+    try:
+        per_seed = [load_outcomes(folder / f"seed{r['seed']}{'-' + tag if tag else ''}.json").get(col.split) for r in records]
+    except UserError:
+        return None
+    if not all(o is not None and "index" in o for o in per_seed):
+        return None
+    bins = [None] * len(per_seed)
+    if metric.startswith(LENGTH_AVERAGED):
+        task = _task_of(records[0])
+        if task is None:
+            return None
+        bins = [[task.length_bin(int(x)) for x in o["length"]] for o in per_seed]
+    scored = [example_scores(o, metric, b) for o, b in zip(per_seed, bins)]
+    if any(s is None for s in scored) or len({u for _, u in scored}) != 1:
+        return None
+    data = {json.dumps((r.get("config") or {}).get("task"), sort_keys=True) for r in records}
+    if len(data) != 1:
+        return None
+    return {"seeds": [{"index": o["index"], "score": s} for o, (s, _) in zip(per_seed, scored)], "unit": scored[0][1],
+            "data": data.pop()}
+
+
+def _task_of(rec: dict):
+    """The task a record was made on, built from its resolved configuration (None: not buildable)."""
+    from ..registry import import_task_class
+
+    task = (rec.get("config") or {}).get("task") or {}
+    try:
+        cls = import_task_class(task["target"], f"tasks.{task['name']}")
+        return cls.build(task["name"], dict(task.get("params") or {}))
+    except (KeyError, UserError, TypeError, ValueError):
+        return None
 
 
 def example_scores(arrays: dict, metric: str, bins: list | None = None) -> tuple[np.ndarray, float] | None:

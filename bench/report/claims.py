@@ -187,7 +187,7 @@ def _scaled(test: stats.PairTest | None, factor: float) -> stats.PairTest | None
 
 def paired_scores(a: dict | None, b: dict | None) -> tuple[float, np.ndarray, np.ndarray] | None:
     """(unit, A's seeds x examples scores, B's) of two cells with per-example scores on the same data
-    and the same unit, aligned on the examples both scored (results_table._outcomes); None otherwise."""
+    and the same unit, aligned on the examples both scored (cells.cell_scores); None otherwise."""
     if not a or not b or "missing" in a or "missing" in b or a["data"] != b["data"] or a["unit"] != b["unit"]:
         return None
     both = stats.aligned_outcomes(a["seeds"], b["seeds"], key="score")

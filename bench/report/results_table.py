@@ -25,11 +25,12 @@ import math
 from pathlib import Path
 
 from ..errors import UserError
-from ..records import other_code, outcomes_file, overrides_tag
+from ..records import other_code
 from . import stats
 from .stats import mean_std
 from .cells import (CHANCE, CHANCE_ROW, CHANCE_RULE, LEARNED_RULE, LENGTH_AVERAGED, MISSING, NOT_REPORTED, STALE, TOKEN_CHANCE_RULE,
-                    at_chance, cell_records, chance_level, current_config, example_scores, learned, record_value, stale)
+                    at_chance, cell_records, cell_scores, chance_level, chance_text, current_config, learned, record_value, stale,
+                    troubled_seeds)
 from .claims import run_claims
 from .leaderboard import OTHER_CODE, OTHER_CODE_RULE, cell_percent
 from .table_kind import TableKind
@@ -85,76 +86,10 @@ def _ours_text(values: list[float], center: float | None, table: Table, examples
     return text + ")"
 
 
-def troubled_seeds(records: list[dict]) -> dict[str, int]:
-    """{kind: seeds} of the records whose run went wrong (their ``trouble``, bench/runner/health.py),
-    each seed counted once, by its first trouble's kind (collapsed, diverged, stuck)."""
-    found: dict[str, int] = {}
-    for r in records:
-        if r.get("trouble"):
-            kind = str(r["trouble"][0]).split(":")[0]
-            found[kind] = found.get(kind, 0) + 1
-    return found
-
-
 def _examples(records: list[dict], split: str) -> int | None:
     """The split's number of examples (the smallest over the records), None when not recorded."""
     sizes = [r.get("metrics", {}).get(split, {}).get("n") for r in records]
     return min(sizes) if sizes and all(sizes) else None
-
-
-def _outcomes(out: Path, table: Table, row, col, preset: str, records: list[dict]) -> dict | None:
-    """One cell's per-example scores on its split where bench keeps outcomes and every record has
-    them (then a pair of such cells on the same data is tested paired): {"seeds": per seed
-    {"index", "score"} (cells.example_scores: whole numbers where the metric allows), "unit": what
-    a score's mean is multiplied by to give the metric, "data": the records' task configuration
-    (two cells pair only on the same data)}; {"missing": the seeds} where a record names an
-    outcomes file that is not there (its cell is marked and its pairs are not tested); None
-    otherwise."""
-    import json
-
-    from ..metrics import load_outcomes
-
-    metric = table.metric_of(col)
-    tag = overrides_tag(table.cell_set(row, col))
-    folder = Path(out) / "runs" / col.task / preset / row.model
-    lost = [r["seed"] for r in records if "outcomes" in r
-            and not outcomes_file(folder / f"seed{r['seed']}{'-' + tag if tag else ''}.json").is_file()]
-    if lost:
-        return {"missing": f"seed{'s' if len(lost) > 1 else ''} {','.join(map(str, lost))}"}
-    if metric == "minutes_per_epoch" or len(records) < 2 or not all("outcomes" in r for r in records):
-        return None
-    try:
-        per_seed = [load_outcomes(folder / f"seed{r['seed']}{'-' + tag if tag else ''}.json").get(col.split) for r in records]
-    except UserError:
-        return None
-    if not all(o is not None and "index" in o for o in per_seed):
-        return None
-    bins = [None] * len(per_seed)
-    if metric.startswith(LENGTH_AVERAGED):
-        task = _task_of(records[0])
-        if task is None:
-            return None
-        bins = [[task.length_bin(int(x)) for x in o["length"]] for o in per_seed]
-    scored = [example_scores(o, metric, b) for o, b in zip(per_seed, bins)]
-    if any(s is None for s in scored) or len({u for _, u in scored}) != 1:
-        return None
-    data = {json.dumps((r.get("config") or {}).get("task"), sort_keys=True) for r in records}
-    if len(data) != 1:
-        return None
-    return {"seeds": [{"index": o["index"], "score": s} for o, (s, _) in zip(per_seed, scored)], "unit": scored[0][1],
-            "data": data.pop()}
-
-
-def _task_of(rec: dict):
-    """The task a record was made on, built from its resolved configuration (None: not buildable)."""
-    from ..registry import import_task_class
-
-    task = (rec.get("config") or {}).get("task") or {}
-    try:
-        cls = import_task_class(task["target"], f"tasks.{task['name']}")
-        return cls.build(task["name"], dict(task.get("params") or {}))
-    except (KeyError, UserError, TypeError, ValueError):
-        return None
 
 
 def _paper_text(paper) -> str:
@@ -270,7 +205,7 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
             if chance:
                 chance_by_cell[row.label, col.label] = level._replace(level=level.level * scale)
                 token_chance = token_chance or table.metric_of(col).startswith(LENGTH_AVERAGED)
-            per_seed = _outcomes(out, table, row, col, preset, ok) if raw else None
+            per_seed = cell_scores(out, table, row, col, preset, ok) if raw else None
             if per_seed:
                 outcomes[row.label, col.label] = per_seed
             texts[row.label, col.label], line = _cell(table, row, col, paper, ok, (failed, n_recs), mark, level, chance)
@@ -306,9 +241,7 @@ def _chance_row(table: Table, levels: dict, scale: float) -> dict:
         if not found:
             texts[col.label] = MISSING
             continue
-        lo, hi = min(c.level for c in found), max(c.level for c in found)
-        value = f"{scale * lo:.1f}" if round(scale * lo, 1) == round(scale * hi, 1) else f"{scale * lo:.1f}-{scale * hi:.1f}"
-        texts[col.label] = f"{value} ({' / '.join(dict.fromkeys(c.strategy for c in found))})"
+        texts[col.label] = chance_text([(scale * c.level, c.strategy) for c in found])
     return texts
 
 

@@ -383,6 +383,24 @@ def paired_t_student_arrays(a, b, level: float = PAIR_LEVEL):
     return _student(*_sums_and_examples(a, b), ka, kb, n, level)
 
 
+def _paired_scores(a: np.ndarray, b: np.ndarray, unit: float | None):
+    """(A's scores, B's, their unit, the common divisor g) as the pair test takes them: exact integers
+    over g where every score is whole (``_integers``), and the unit, where not given, known for
+    shares in [0, 1] (1) and percentages of 0/1 outcomes (0.01); None: no known range."""
+    both = np.concatenate([a, b])
+    if unit is None and both.size and 0 <= both.min() and both.max() <= 1:
+        unit = 1.0
+    elif unit is None and both.size and np.isin(both, (0.0, 100.0)).all():
+        unit = 0.01
+    ints, g = _integers(both)
+    return ints[:len(a)], ints[len(a):], unit, g
+
+
+def _paired_arrays(first, second, unit: float | None, g: float, level: float):
+    """The pair test's arrays (``paired_t_arrays``; without a unit, the paired t test alone)."""
+    return paired_t_student_arrays(first, second, level) if unit is None else paired_t_arrays(first, second, level, unit=unit * g)
+
+
 def paired_t(a, b, lower_is_better: bool = False, unit: float | None = None) -> PairTest | None:
     """"A beats B" from per-example scores on the same examples: ``a`` (seeds_A, examples),
     ``b`` (seeds_B, examples), column i of both the same test example; the one-sided test of
@@ -398,17 +416,10 @@ def paired_t(a, b, lower_is_better: bool = False, unit: float | None = None) -> 
         raise ValueError(f"paired_t wants (seeds, examples) arrays over the same examples, got {a.shape} and {b.shape}")
     if len(a) < 2 or len(b) < 2:
         return None
-    both = np.concatenate([a, b])
-    if unit is None and both.size and 0 <= both.min() and both.max() <= 1:
-        unit = 1.0
-    elif unit is None and both.size and np.isin(both, (0.0, 100.0)).all():
-        unit = 0.01
-    ints, g = _integers(both)
-    first, second = (ints[len(a):], ints[:len(a)]) if lower_is_better else (ints[:len(a)], ints[len(a):])  # lower: "B beats A"
-    if unit is None:
-        effect, lo, hi, p, p_rev = (float(x) for x in paired_t_student_arrays(first, second))
-    else:
-        effect, lo, hi, p, p_rev = (float(x) for x in paired_t_arrays(first, second, unit=unit * g))
+    first, second, unit, g = _paired_scores(a, b, unit)
+    if lower_is_better:  # "B beats A"
+        first, second = second, first
+    effect, lo, hi, p, p_rev = (float(x) for x in _paired_arrays(first, second, unit, g, PAIR_LEVEL))
     return PairTest(g * effect, (g * lo, g * hi), p, p_rev, (len(a), len(b)), PAIRED if unit is not None else PAIRED_SCORES)
 
 
@@ -420,13 +431,8 @@ def paired_two_sided(a, b, unit: float | None = None, level: float = LEVEL) -> t
     a, b = np.asarray(a, float), np.asarray(b, float)
     if len(a) < 2 or len(b) < 2:
         return None
-    both = np.concatenate([a, b])
-    if unit is None and both.size and 0 <= both.min() and both.max() <= 1:
-        unit = 1.0
-    ints, g = _integers(both)
-    first, second = ints[:len(a)], ints[len(a):]
-    arrays = paired_t_student_arrays(first, second, level) if unit is None else paired_t_arrays(first, second, level, unit=unit * g)
-    effect, lo, hi, p, p_rev = (float(x) for x in arrays)
+    first, second, unit, g = _paired_scores(a, b, unit)
+    effect, lo, hi, p, p_rev = (float(x) for x in _paired_arrays(first, second, unit, g, level))
     return g * effect, g * lo, g * hi, min(1.0, 2 * min(p, p_rev))
 
 

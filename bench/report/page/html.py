@@ -10,6 +10,7 @@ import json
 import re
 from html import escape
 
+from ..cells import chance_text
 from . import svg
 from .assets import CSS, JS
 from .collect import Report, TableView, family_of, finite
@@ -106,8 +107,7 @@ def _chance_row(t: TableView, labels: list[str], paper: bool) -> list[str]:
     tds = []
     for label in labels:
         found = levels.get(label)
-        text = "—" if not found else (f"{num(min(v for v, _ in found), d)} ("
-                                      + " / ".join(dict.fromkeys(s for _, s in found)) + ")")
+        text = chance_text(found, d) if found else "—"
         tds.append(f'<td class="num chance">{e(text)}</td>' + ('<td></td><td></td>' if paper else ""))
     return [f'<tr><th>chance (trivial strategy)</th>{"".join(tds)}</tr>']
 
