@@ -1,7 +1,8 @@
 # make demo  : set up .venv (CPU torch from local disk), train a Transformer and an LSTM on Parity (<1 min), print the comparison
 # make test  : set up .venv and run the test suite (what CI runs)
 # make docs  : the documentation site (mkdocs-material), built strictly into site/ (mkdocs.yml, docs/site_hooks.py)
-# make lint  : ruff over the tree (pyproject.toml [tool.ruff]); CI runs it
+# make lint  : ruff's checks and its formatter's --check over the tree (pyproject.toml [tool.ruff]); CI runs it
+# make format : ruff's import sorting and safe fixes, then its formatter (pre-commit does the same: .pre-commit-config.yaml)
 # make test-fast : the suite without the tests marked slow (-m "not slow"), for the edit loop
 # make report : the committed results as one offline web page, .cache/report.html (bench report; open it in a browser)
 # make wheel-smoke : build the wheel, install it in a fresh venv outside the checkout, run bench from it (CI runs it too)
@@ -17,7 +18,7 @@ PYTEST_ARGS ?=
 PYTEST_JOBS ?= 2
 XDIST := $(if $(filter 0,$(PYTEST_JOBS)),-p no:xdist,-n $(PYTEST_JOBS) --dist loadfile)
 
-.PHONY: setup demo docs lint test test-fast report wheel-smoke gpu-check bench-overhead clean-cache
+.PHONY: setup demo docs lint format test test-fast report wheel-smoke gpu-check bench-overhead clean-cache
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -39,6 +40,11 @@ docs: setup
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: setup
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 
 test: setup
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)

@@ -11,6 +11,7 @@ Python API::
     bench.generate("results/runs/copy/smoke/transformer/seed0.json", prompt="s3 s7 <sep>", tokens=5)
     outcomes = bench.load_outcomes(record["path"])  # {split: {"index", "correct", "token_correct", "tokens", "length"}}
 """
+
 from __future__ import annotations
 
 import importlib

@@ -24,6 +24,7 @@ Where no multiple of ``n_heads`` is (a small preset's coarse grid: d_model 40 an
 bisected over (every figure that depends on it grows with it), the nearest of those chosen.
 A chosen width is a pair of ``--set`` overrides (none where it is the preset's own), so budget
 runs are runs of their own identity, found and trained like any other."""
+
 from __future__ import annotations
 
 import logging
@@ -38,8 +39,12 @@ from .config import resolve_run
 from .errors import UserError
 
 BUDGETS = ("params", "flops", "state", "width")
-BUDGET_TEXT = {"params": "parameters", "flops": "training FLOPs per token", "state": "streaming state bytes",
-               "width": "streaming state bytes"}
+BUDGET_TEXT = {
+    "params": "parameters",
+    "flops": "training FLOPs per token",
+    "state": "streaming state bytes",
+    "width": "streaming state bytes",
+}
 FIGURE = {"params": "params", "flops": "flops", "state": "state", "width": "state"}  # what each budget measures
 REFERENCE = "transformer"
 TOLERANCE = 0.10
@@ -75,8 +80,10 @@ def parse_multiples(raw: str | None) -> list[float]:
         if not (math.isfinite(value) and value > 0):
             raise UserError(f"--at takes multiples of the Transformer's budget above 0, e.g. 1x,2x,4x; got {item!r}")
         if not match.group(2):
-            raise UserError(f"--at {item}: a multiple of the Transformer's budget is written with its x ({item}x; e.g. --at 1x,2x,4x); "
-                            f"for the d_model {item}, use --budget width --at {item}")
+            raise UserError(
+                f"--at {item}: a multiple of the Transformer's budget is written with its x ({item}x; e.g. --at 1x,2x,4x); "
+                f"for the d_model {item}, use --budget width --at {item}"
+            )
         values.append(value)
     if not values:
         raise UserError("--at takes multiples of the Transformer's budget, e.g. 1x,2x,4x")
@@ -91,6 +98,7 @@ def multiple_text(m: float) -> str:
 class Width:
     """One family at one multiple of the reference's budget: its width, the figure measured there,
     the ratio of that figure to the reference's, and the --set items that give the width."""
+
     model: str
     task: str
     multiple: float | None  # None: a --budget width row
@@ -159,8 +167,8 @@ class Meter:
     def _measure(self, model: str, sets: list[str]) -> float:
         from .cost import Row, random_batch, training_step
         from .cost.flops import step_flops
-        from .runner.stream_state import stream_state_bytes
         from .models.base import StreamingUnsupported
+        from .runner.stream_state import stream_state_bytes
 
         with torch.random.fork_rng(devices=[]):
             step = training_step(self.registry, Row(model, tuple(sets)), self.setup)
@@ -218,9 +226,11 @@ def search_width(meter: Meter, model: str, target: float) -> tuple[int, int | No
     if freed is not None:
         return freed
     reached = ", ".join(f"d_model={k * heads}: {value(k) / target:.2f}x the target" for k in (below, above) if k is not None)
-    raise UserError(f"{model} cannot match the target {meter.budget} ({target:,.0f}) on {meter.task} within "
-                    f"{TOLERANCE:.0%} at any d_model from {heads} to {k_max * heads}, nor with d_ff freed ({reached}); "
-                    f"leave it out or change --at")
+    raise UserError(
+        f"{model} cannot match the target {meter.budget} ({target:,.0f}) on {meter.task} within "
+        f"{TOLERANCE:.0%} at any d_model from {heads} to {k_max * heads}, nor with d_ff freed ({reached}); "
+        f"leave it out or change --at"
+    )
 
 
 def search_d_ff(meter: Meter, model: str, widths: list[int], target: float) -> tuple[int, int] | None:
@@ -250,8 +260,9 @@ def search_d_ff(meter: Meter, model: str, widths: list[int], target: float) -> t
     return (d, f) if abs(meter(model, d, f) / target - 1) <= TOLERANCE else None
 
 
-def plan_budget(registry, models: list[str], task: str, preset: str, overrides: list[str] | None, budget: str,
-                multiples: list[float]) -> list[Width]:
+def plan_budget(
+    registry, models: list[str], task: str, preset: str, overrides: list[str] | None, budget: str, multiples: list[float]
+) -> list[Width]:
     """Every model's width at every multiple of the reference Transformer's figure (at its preset
     width); with ``budget`` width, every model at the d_model values ``multiples``."""
     meter = Meter(registry, task, preset, overrides, budget)
@@ -265,8 +276,10 @@ def plan_budget(registry, models: list[str], task: str, preset: str, overrides: 
             d, free = search_width(meter, model, m * reference)
             ff, value = free or meter.d_ff(model, d), meter(model, d, free)
             widths.append(Width(model, task, m, d, ff, value, value / reference, meter.width_sets(model, d, free), meter.length))
-            log.debug(f"bench: budget {budget} {multiple_text(m)} on {task}: {model} at d_model={d}"
-                     f"{f', d_ff={ff}' if ff else ''}: {value / reference:.3f}x the Transformer's")
+            log.debug(
+                f"bench: budget {budget} {multiple_text(m)} on {task}: {model} at d_model={d}"
+                f"{f', d_ff={ff}' if ff else ''}: {value / reference:.3f}x the Transformer's"
+            )
     return widths
 
 
@@ -274,8 +287,11 @@ def _at_width(meter: Meter, model: str, d: int, reference: float) -> Width:
     d0, _, heads = meter.base(model)
     meter(model, d0)  # a family that cannot stream says so here
     if d % heads or meter(model, d) is None:
-        raise UserError(f"{model} cannot be built at d_model={d}" + (f" (a multiple of its n_heads={heads} is needed)" if d % heads else "")
-                        + "; choose other --at widths")
+        raise UserError(
+            f"{model} cannot be built at d_model={d}"
+            + (f" (a multiple of its n_heads={heads} is needed)" if d % heads else "")
+            + "; choose other --at widths"
+        )
     value = meter(model, d)
     return Width(model, meter.task, None, d, meter.d_ff(model, d), value, value / reference, meter.width_sets(model, d), meter.length)
 
@@ -359,8 +375,16 @@ def plot(out: Path, preset: str, widths: list[Width], records: dict, budget: str
             if points:
                 xs, ys, errs = zip(*sorted(points))
                 # ten colours, then the same colours dashed with another marker: each family its own line
-                ax.errorbar(xs, ys, yerr=errs, capsize=3, label=model, color=f"C{i % 10}", marker="os^Dv"[i // 10 % 5],
-                            linestyle=("-", "--")[i // 10 % 2])
+                ax.errorbar(
+                    xs,
+                    ys,
+                    yerr=errs,
+                    capsize=3,
+                    label=model,
+                    color=f"C{i % 10}",
+                    marker="os^Dv"[i // 10 % 5],
+                    linestyle=("-", "--")[i // 10 % 2],
+                )
         ax.set_xscale("log")
         ax.set_xlabel(BUDGET_TEXT[budget] + (f" (after {length} tokens)" if FIGURE[budget] == "state" and length else ""))
         ax.set_ylabel(f"{split} {metric}")

@@ -13,6 +13,7 @@ where E.P is preset P as written under task T or one of its bases (the most gene
 model.causal: true when the task needs a causal model; else the explicit value (--set or the
 registry entry); else true only for a model class without a bidirectional mode.
 """
+
 from __future__ import annotations
 
 import copy
@@ -25,10 +26,34 @@ from typing import Literal
 import yaml
 
 from .errors import Incompatible, UserError
-from .registry import (BACKBONE_SETTINGS, DROPOUT_PLACES, FAITHFUL, MODEL_INITS, REFERENCE_DATA, REFERENCE_OPTIONS, Registry,
-                       constructor_params, import_model_class, import_task_class)
-from .schema import (AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, Domain, check_domain, choices_of, defaults_of, domains_of,
-                     not_identity_of, parse_yaml, setting, suggest, type_problem)
+from .registry import (
+    BACKBONE_SETTINGS,
+    DROPOUT_PLACES,
+    FAITHFUL,
+    MODEL_INITS,
+    REFERENCE_DATA,
+    REFERENCE_OPTIONS,
+    Registry,
+    constructor_params,
+    import_model_class,
+    import_task_class,
+)
+from .schema import (
+    AT_LEAST_0,
+    AT_LEAST_1,
+    FRACTION,
+    POSITIVE,
+    Domain,
+    check_domain,
+    choices_of,
+    defaults_of,
+    domains_of,
+    not_identity_of,
+    parse_yaml,
+    setting,
+    suggest,
+    type_problem,
+)
 from .spec import DEFAULT, ModelSpec, TaskSpec, flat, layer
 
 Optimizer = Literal["adamw", "adam"]
@@ -43,6 +68,7 @@ class TrainConfig:
     values each may take (``Domain``) and whether each is part of a run's identity (``identity``:
     false for those that change how a run executes, not what it learns). A record's ``config.train``
     is ``asdict`` of one, as JSON."""
+
     optimizer: Optimizer = "adamw"
     lr: float = setting(1e-3, Domain.finite(0, True, "a finite number > 0, e.g. 0.001"))
     weight_decay: float = setting(0.01, AT_LEAST_0)
@@ -94,6 +120,7 @@ SECTIONS = ("model", "train", "data")
 class RunConfig:
     """A resolved run: the model, the task, the training settings (typed) and where each
     training value came from."""
+
     model: ModelSpec
     task: TaskSpec
     train: TrainConfig
@@ -103,18 +130,30 @@ class RunConfig:
     def public(self) -> dict:
         """The config as run records hold it (JSON; the classes and sources left out)."""
         m, t = self.model, self.task
-        return copy.deepcopy({"model": {"name": m.name, "target": m.target, "params": m.params, "causal": m.causal},
-                              "task": {"name": t.name, "target": t.target, "params": t.params, "preset": t.preset,
-                                       "version": t.cls.version},  # the generator's version: a bump means other data
-                              "train": dataclasses.asdict(self.train), "preset": self.preset})
+        return copy.deepcopy(
+            {
+                "model": {"name": m.name, "target": m.target, "params": m.params, "causal": m.causal},
+                "task": {
+                    "name": t.name,
+                    "target": t.target,
+                    "params": t.params,
+                    "preset": t.preset,
+                    "version": t.cls.version,
+                },  # the generator's version: a bump means other data
+                "train": dataclasses.asdict(self.train),
+                "preset": self.preset,
+            }
+        )
 
     def explain(self) -> list[tuple[str, str, object, str]]:
         """(section, key, value, source) for every resolved value; section.key is its --set name."""
         m, t = self.model, self.task
-        return [*(("model", k, v, m.sources[k]) for k, v in flat(m.params).items()),
-                ("model", "causal", m.causal, m.sources["causal"]),
-                *(("data", k, v, t.sources[k]) for k, v in flat(t.values).items()),
-                *(("train", k, v, self.train_sources[k]) for k, v in dataclasses.asdict(self.train).items())]
+        return [
+            *(("model", k, v, m.sources[k]) for k, v in flat(m.params).items()),
+            ("model", "causal", m.causal, m.sources["causal"]),
+            *(("data", k, v, t.sources[k]) for k, v in flat(t.values).items()),
+            *(("train", k, v, self.train_sources[k]) for k, v in dataclasses.asdict(self.train).items()),
+        ]
 
 
 @dataclass
@@ -122,6 +161,7 @@ class ModelSettings:
     """The model settings several families share (``model.*``) and the values each may take. A
     family takes those its constructor names (bench/registry.py: constructor_params) with its own
     defaults (None here: no common default); every one is part of a run's identity."""
+
     d_model: int | None = setting(None, AT_LEAST_1)
     n_heads: int | None = setting(None, AT_LEAST_1)
     n_layers: int | None = setting(None, AT_LEAST_1)
@@ -147,8 +187,9 @@ MODEL_DOMAIN = domains_of(ModelSettings)
 #: the dotted settings that change how a run executes, not what it learns (their fields say
 #: ``identity=False``): left out of a run's identity, so `bench compare` finds a run whatever
 #: threads or evaluation batch it was made with
-NOT_IDENTITY = frozenset(f"{section}.{name}" for section, cls in (("train", TrainConfig), ("model", ModelSettings))
-                         for name in not_identity_of(cls))
+NOT_IDENTITY = frozenset(
+    f"{section}.{name}" for section, cls in (("train", TrainConfig), ("model", ModelSettings)) for name in not_identity_of(cls)
+)
 
 
 PROBABILITY = Domain(lambda v: 0 <= v <= 1, "in [0, 1]")

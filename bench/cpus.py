@@ -1,6 +1,7 @@
 """How many CPUs this process may use: not os.cpu_count() (the machine's), but the fewest of its
 CPU affinity (taskset, cgroup cpusets, SLURM's binding), SLURM's allocation ($SLURM_CPUS_PER_TASK)
 and the cgroup's CPU quota (cpu.max of cgroup v2, cfs_quota_us of v1: a container's --cpus)."""
+
 from __future__ import annotations
 
 import math

@@ -5,6 +5,7 @@ seed, anything the task adds) under $BENCH_DATA_DIR (default ~/.cache/bench/data
 to a temporary folder and renamed into place, so an interrupted generation never leaves a
 half-written cache behind.
 """
+
 from __future__ import annotations
 
 import functools

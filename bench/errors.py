@@ -1,5 +1,6 @@
 """User-facing errors: the CLI prints their message as one line and exits with status 2; a run
 stopped by a signal. Plain Python, no torch or Lightning: the CLI imports this module up front."""
+
 import signal
 import sys
 
@@ -51,4 +52,3 @@ def one_line_exit(exc: BaseException) -> int:
         print(f"bench: stopped by {exc}", file=sys.stderr)
         return exc.exit_status
     raise exc
-

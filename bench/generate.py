@@ -13,6 +13,7 @@ instead of ``forward``:
 
 Nothing here imports Lightning at module import (``bench.generate`` is exposed by the package).
 """
+
 from __future__ import annotations
 
 import logging

@@ -2,6 +2,7 @@
 out. Plain Python (no torch or Lightning): the grid planner and the report modules use it too.
 ``bench.runner.run_cell`` trains one; ``Cell.argv`` is its ``bench run`` command line, for
 launchers that start a fresh process (a GPU cell, a SLURM job)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -2,6 +2,7 @@
 WARNING) and never prints; the CLI (bench/cli/) writes them to stderr. Other libraries' log
 levels are changed only for a while (``quiet``), never for the rest of the process. A progress
 line's estimated time left: ``eta_text``."""
+
 from __future__ import annotations
 
 import contextlib

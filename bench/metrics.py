@@ -15,6 +15,7 @@ length bin.
 Rates are exact ratios of whole counts (acc = right examples / scored examples, token_acc =
 right positions / scored positions, in float64), so the per-example outcomes kept beside a record
 (``arrays``; read back by ``bench.load_outcomes``) give the record's numbers again to the last bit."""
+
 from __future__ import annotations
 
 import io
@@ -86,9 +87,14 @@ class OutcomeBuffer:
         cat = {k: torch.cat(v).numpy() for k, v in self.parts.items()}
         n = len(cat["correct"])
         last = cat["last_correct"]
-        columns = {"index": cat["index"] if "index" in cat else np.arange(n), "correct": cat["correct"] * (cat["n_scored"] > 0),
-                   "token_correct": cat["tok_correct"], "tokens": cat["n_scored"], "length": cat["length"],
-                   LAST_CORRECT: np.where(np.isnan(last) | (cat["n_scored"] == 0), -1, last)}
+        columns = {
+            "index": cat["index"] if "index" in cat else np.arange(n),
+            "correct": cat["correct"] * (cat["n_scored"] > 0),
+            "token_correct": cat["tok_correct"],
+            "tokens": cat["n_scored"],
+            "length": cat["length"],
+            LAST_CORRECT: np.where(np.isnan(last) | (cat["n_scored"] == 0), -1, last),
+        }
         return {name: smallest_int(columns[name]) for name in (*OUTCOME_FIELDS, LAST_CORRECT)}
 
     def summarize(self, length_bin) -> dict:
@@ -168,8 +174,10 @@ def with_token_chance(split_metrics: dict, kind: str, columns: dict, length_bin)
         def share(right_count: int, total: int) -> float:
             return right_count / total if total else float("nan")
 
-        out["by_length"] = {label: dict(entry, token_majority=share(*right[label][:2]), last_majority=share(*right[label][2:]))
-                            for label, entry in out["by_length"].items()}
+        out["by_length"] = {
+            label: dict(entry, token_majority=share(*right[label][:2]), last_majority=share(*right[label][2:]))
+            for label, entry in out["by_length"].items()
+        }
     return out
 
 
@@ -197,20 +205,26 @@ def load_outcomes(record: str | Path, eval: str | None = None) -> dict[str, dict
     try:
         rec = Record.read(path, required=("model", "task")).data
     except FileNotFoundError:
-        raise UserError(f"record {str(path)!r} not found; give the path of a run's .json under OUT/runs"
-                        + (" and the name of one of its evaluations (eval, eval-stream, eval-<tag>)" if eval else "")) from None
+        raise UserError(
+            f"record {str(path)!r} not found; give the path of a run's .json under OUT/runs"
+            + (" and the name of one of its evaluations (eval, eval-stream, eval-<tag>)" if eval else "")
+        ) from None
     except RecordError as exc:
         raise UserError(f"record {str(path)!r} cannot be read ({exc.problem})") from None
     if rec["status"] != "ok":
         raise UserError(f"record {str(path)!r} has status {rec['status']!r}; only finished runs have outcomes")
     evaluation = "evaluated_with" in rec
     if "outcomes" not in rec:
-        raise UserError(f"record {str(path)!r} has no per-example outcomes (records written before outcomes were kept); "
-                        f"`bench eval {path}` scores its checkpoint again and writes them (then load_outcomes(record, eval='eval'))")
+        raise UserError(
+            f"record {str(path)!r} has no per-example outcomes (records written before outcomes were kept); "
+            f"`bench eval {path}` scores its checkpoint again and writes them (then load_outcomes(record, eval='eval'))"
+        )
     file = outcomes_file(path, evaluation)
     if not file.is_file():
-        raise UserError(f"the outcomes file {str(file)!r} of record {str(path)!r} is missing (a copy made without it?); "
-                        f"`bench eval` writes its evaluation's again")
+        raise UserError(
+            f"the outcomes file {str(file)!r} of record {str(path)!r} is missing (a copy made without it?); "
+            f"`bench eval` writes its evaluation's again"
+        )
     again = f"rerun the {'evaluation' if evaluation else 'run (--rerun)'} to write both again"
     out = read_outcomes(file, [s for s in rec["metrics"]], again)
     wrong = [s for s, m in rec["metrics"].items() if s not in out or len(out[s]["correct"]) != m.get("n")]
@@ -233,9 +247,14 @@ def read_outcomes(file: Path, splits: list[str], again: str) -> dict[str, dict[s
         with np.load(file, allow_pickle=False) as saved:
             if not hasattr(saved, "files"):
                 raise ValueError("one array, not an .npz archive of arrays")
-            out = {split: {name: np.asarray(saved[f"{split}/{name}"]) for name in OUTCOME_FIELDS
-                           + ((LAST_CORRECT,) if f"{split}/{LAST_CORRECT}" in saved.files else ())}
-                   for split in splits if f"{split}/correct" in saved.files}
+            out = {
+                split: {
+                    name: np.asarray(saved[f"{split}/{name}"])
+                    for name in OUTCOME_FIELDS + ((LAST_CORRECT,) if f"{split}/{LAST_CORRECT}" in saved.files else ())
+                }
+                for split in splits
+                if f"{split}/correct" in saved.files
+            }
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if "pickle" in text:  # numpy's own words would advise loading it unsafely
@@ -244,8 +263,10 @@ def read_outcomes(file: Path, splits: list[str], again: str) -> dict[str, dict[s
     for split, arrays in out.items():
         bad = next((name for name, a in arrays.items() if a.dtype.kind not in "biuf"), None)
         if bad:
-            raise UserError(f"the outcomes file {str(file)!r} is not an outcomes file ({split}/{bad} holds {arrays[bad].dtype} values, "
-                            f"not numbers); {again}")
+            raise UserError(
+                f"the outcomes file {str(file)!r} is not an outcomes file ({split}/{bad} holds {arrays[bad].dtype} values, "
+                f"not numbers); {again}"
+            )
     return out
 
 
@@ -253,9 +274,12 @@ def contradiction(arrays: dict[str, np.ndarray], metrics: dict) -> str | None:
     """What in a split's outcomes disagrees with its record's metrics (``acc`` is
     ``correct[tokens > 0].mean()``, ``token_acc`` is ``token_correct.sum() / tokens.sum()``), or None."""
     scored = arrays["tokens"] > 0
-    found = {"acc": float(np.mean(arrays["correct"][scored], dtype=np.float64)) if scored.any() else float("nan"),
-             "token_acc": float(arrays["token_correct"].sum(dtype=np.float64) / arrays["tokens"].sum(dtype=np.float64))
-             if arrays["tokens"].sum() else float("nan")}
+    found = {
+        "acc": float(np.mean(arrays["correct"][scored], dtype=np.float64)) if scored.any() else float("nan"),
+        "token_acc": float(arrays["token_correct"].sum(dtype=np.float64) / arrays["tokens"].sum(dtype=np.float64))
+        if arrays["tokens"].sum()
+        else float("nan"),
+    }
     for name, value in found.items():
         recorded = metrics.get(name)
         if not isinstance(recorded, (int, float)) or isinstance(recorded, bool) or not np.isfinite(recorded) or not np.isfinite(value):

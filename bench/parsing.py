@@ -1,5 +1,6 @@
 """Parsing and defaults shared by the command line and the code below it (plain Python, no torch
 or Lightning: the CLI imports this module up front). Nothing here prints; bad input is a UserError."""
+
 from __future__ import annotations
 
 import os
@@ -62,9 +63,24 @@ def env_flag(name: str) -> bool:
 
 
 #: integers that schedulers and launchers (SLURM, torchrun, Lightning) put in the environment
-LAUNCHER_INTS = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_PORT",
-                 "SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_CPUS_PER_TASK", "SLURM_NNODES",
-                 "SLURM_JOB_NUM_NODES", "SLURM_NTASKS_PER_NODE", "SLURM_ARRAY_TASK_ID")
+LAUNCHER_INTS = (
+    "RANK",
+    "LOCAL_RANK",
+    "NODE_RANK",
+    "GROUP_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_PORT",
+    "SLURM_NTASKS",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NODEID",
+    "SLURM_CPUS_PER_TASK",
+    "SLURM_NNODES",
+    "SLURM_JOB_NUM_NODES",
+    "SLURM_NTASKS_PER_NODE",
+    "SLURM_ARRAY_TASK_ID",
+)
 
 
 def check_launcher_env() -> None:
@@ -75,8 +91,10 @@ def check_launcher_env() -> None:
         if value is not None and value.strip() and not (value.strip().isdigit() and len(value.strip()) < 10):
             if name == "SLURM_NTASKS_PER_NODE" and all(p.split("(")[0].isdigit() for p in value.split(",")):
                 continue  # SLURM writes per-node counts as 2(x3),1
-            raise UserError(f"${name}={value[:40]!r} is not a whole number; it is set by a scheduler or launcher "
-                            f"(SLURM, torchrun): unset it or give a number")
+            raise UserError(
+                f"${name}={value[:40]!r} is not a whole number; it is set by a scheduler or launcher "
+                f"(SLURM, torchrun): unset it or give a number"
+            )
 
 
 def parse_names(raw: str, what: str) -> list[str]:

@@ -1,4 +1,5 @@
 """Run records: one JSON file per (model, task, preset, seed[, overrides]), written atomically."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,9 +17,9 @@ from pathlib import Path
 import torch
 
 from .config import NOT_IDENTITY, TRAIN_DEFAULTS, canonical_overrides  # NOT_IDENTITY: the fields' identity flags
-from .registry import BACKBONE_SETTINGS
 from .errors import UserError
 from .parsing import REFERENCE, default_out, version
+from .registry import BACKBONE_SETTINGS
 
 SCHEMA = 1
 
@@ -50,11 +51,17 @@ def config_changes(made_with: dict | None, current: dict | None) -> str | None:
     unless scripts/history/backfill_data_version.py read its version from the record's commit."""
     if not made_with or not current:
         return None
-    pairs = [("model", {**BACKBONE_SETTINGS, **made_with.get("model", {}).get("params", {})}, current["model"].get("params", {})),
-             ("data", made_with.get("task", {}).get("params", {}), current["task"].get("params", {})),
-             ("train", {**TRAIN_DEFAULTS, **made_with.get("train", {})}, current["train"])]
-    diffs = [f"{section}.{key} {old[key]!r} -> {new[key]!r}" for section, old, new in pairs
-             for key in sorted(old.keys() & new.keys()) if old[key] != new[key] and f"{section}.{key}" not in NOT_IDENTITY]
+    pairs = [
+        ("model", {**BACKBONE_SETTINGS, **made_with.get("model", {}).get("params", {})}, current["model"].get("params", {})),
+        ("data", made_with.get("task", {}).get("params", {}), current["task"].get("params", {})),
+        ("train", {**TRAIN_DEFAULTS, **made_with.get("train", {})}, current["train"]),
+    ]
+    diffs = [
+        f"{section}.{key} {old[key]!r} -> {new[key]!r}"
+        for section, old, new in pairs
+        for key in sorted(old.keys() & new.keys())
+        if old[key] != new[key] and f"{section}.{key}" not in NOT_IDENTITY
+    ]
     old_version, new_version = made_with.get("task", {}).get("version", "1"), current["task"].get("version", "1")
     if old_version != new_version:
         diffs.append(f"data version {old_version!r} -> {new_version!r}")
@@ -179,7 +186,7 @@ class Record:
     config: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, source: str | bytes | dict, required: tuple[str, ...] = ()) -> "Record":
+    def from_json(cls, source: str | bytes | dict, required: tuple[str, ...] = ()) -> Record:
         """A record from its JSON text (or the parsed mapping); RecordError saying what is wrong:
         not JSON, not a mapping, no status or an unknown one, a finished record without metrics,
         a field of the wrong type, a metrics entry or config section that is not a mapping, or a
@@ -197,7 +204,7 @@ class Record:
         )
 
     @classmethod
-    def read(cls, path: Path, required: tuple[str, ...] = ()) -> "Record":
+    def read(cls, path: Path, required: tuple[str, ...] = ()) -> Record:
         """The record at ``path``: FileNotFoundError when there is none, RecordError when it cannot be used."""
         try:
             text = Path(path).read_text()
@@ -294,8 +301,22 @@ def rerun_command(record: Path, rec: dict) -> str:
     out = record.parents[4] if len(record.parents) > 4 and record.parents[3].name == "runs" else Path("OUT")
     overrides = rec.get("overrides") or []
     items = [f"{k}={v}" for k, v in overrides.items()] if isinstance(overrides, dict) else [str(o) for o in overrides]
-    words = ["bench", "run", "--model", str(rec.get("model")), "--task", str(rec.get("task")), "--preset", str(rec.get("preset")),
-             "--seed", str(rec.get("seed", 0)), *(w for item in items for w in ("--set", item)), "--out", str(out), "--rerun"]
+    words = [
+        "bench",
+        "run",
+        "--model",
+        str(rec.get("model")),
+        "--task",
+        str(rec.get("task")),
+        "--preset",
+        str(rec.get("preset")),
+        "--seed",
+        str(rec.get("seed", 0)),
+        *(w for item in items for w in ("--set", item)),
+        "--out",
+        str(out),
+        "--rerun",
+    ]
     took = rec.get("train_time_s") or rec.get("wall_time_s")
     device = (rec.get("device") or {}).get("type") if isinstance(rec.get("device"), dict) else None
     when = f" (its training took {took / 60:.0f} min{f' on {device}' if device else ''})" if isinstance(took, (int, float)) else ""
@@ -405,8 +426,14 @@ def device_info(trainer=None) -> dict:
     if on_cuda:
         names = sorted({torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())})
         return {"type": "cuda", "name": names[0] if len(names) == 1 else names, "count": torch.cuda.device_count(), "world_size": world}
-    return {"type": "cpu", "name": platform.processor() or platform.machine(), "threads": torch.get_num_threads(), "world_size": world,
-            "cpu": cpu_model(), "isa": torch.backends.cpu.get_cpu_capability()}
+    return {
+        "type": "cpu",
+        "name": platform.processor() or platform.machine(),
+        "threads": torch.get_num_threads(),
+        "world_size": world,
+        "cpu": cpu_model(),
+        "isa": torch.backends.cpu.get_cpu_capability(),
+    }
 
 
 def base_record(model: str, task: str, preset: str, seed: int, overrides) -> dict:

@@ -18,6 +18,7 @@ A layer's entries are added to the sections (``models:``, ``tasks:``; either may
 an entry with the name of an earlier one replaces it whole. ``base:`` may name an entry of any
 layer, so a variant of a shipped model is ``{base: transformer, params: {...}}`` under a new name.
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,10 +29,10 @@ import importlib.resources
 import inspect
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from .errors import UserError
 from . import signature
+from .errors import UserError
 from .parsing import env_flag
 from .schema import Schema, load_yaml, suggest
 
@@ -47,26 +48,29 @@ PRESETS = ("smoke", "small", "paper")
 @dataclasses.dataclass
 class ModelEntry(Schema):
     """A ``models:`` entry as written (its target is checked when it is imported)."""
+
     target: Any = None
-    params: Optional[dict] = None
-    base: Optional[str] = None
+    params: dict | None = None
+    base: str | None = None
     description: Any = None
 
 
 @dataclasses.dataclass
 class TaskEntry(ModelEntry):
     """A ``tasks:`` entry as written."""
-    presets: Optional[dict] = None
+
+    presets: dict | None = None
 
 
 @dataclasses.dataclass
 class PresetEntry(Schema):
     """``tasks.T.presets.P``: the sections a preset may set (bench/config.py layers them)."""
-    data: Optional[dict] = None
-    train: Optional[dict] = None
-    model: Optional[dict] = None
-    family: Optional[dict] = None  # {model entry: {model params}}, for it and every entry based on it
-    family_train: Optional[dict] = None  # {model entry: {train settings}}, likewise
+
+    data: dict | None = None
+    train: dict | None = None
+    model: dict | None = None
+    family: dict | None = None  # {model entry: {model params}}, for it and every entry based on it
+    family_train: dict | None = None  # {model entry: {train settings}}, likewise
 
 
 PRESET_KEYS = tuple(f.name for f in dataclasses.fields(PresetEntry))
@@ -91,8 +95,10 @@ def import_target(target: str, where: str):
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's registry problem
         moved = _moved_target(module_name, attr, exc)
         if moved:
-            raise UserError(f"{where}: target {target!r} names bench's old top-level package {module_name.split('.')[0]!r}; "
-                            f"models/ and tasks/ moved into bench: write {moved!r}") from None
+            raise UserError(
+                f"{where}: target {target!r} names bench's old top-level package {module_name.split('.')[0]!r}; "
+                f"models/ and tasks/ moved into bench: write {moved!r}"
+            ) from None
         raise UserError(f"{where}: cannot import {module_name!r} for target {target!r} ({type(exc).__name__}: {exc})") from None
     if not hasattr(module, attr):
         raise UserError(f"{where}: module {module_name!r} has no {attr!r} (target {target!r})")
@@ -168,8 +174,13 @@ def static_class_attrs(target: str, names: tuple[str, ...]) -> dict | None:
             return lookup(*_imported(tree, package, cls), wanted, depth + 1)
         found = {}
         for stmt in node.body:
-            target, value = (stmt.targets[0], stmt.value) if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else \
-                (stmt.target, stmt.value) if isinstance(stmt, ast.AnnAssign) else (None, None)
+            target, value = (
+                (stmt.targets[0], stmt.value)
+                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                else (stmt.target, stmt.value)
+                if isinstance(stmt, ast.AnnAssign)
+                else (None, None)
+            )
             if isinstance(target, ast.Name) and target.id in wanted:
                 if not isinstance(value, ast.Constant):
                     raise LookupError(target.id)
@@ -269,11 +280,14 @@ def merge_user_layers(layers: list[tuple[str, dict]]) -> dict:
             if isinstance(v, dict) and isinstance(into.get(k), dict):
                 merge(into[k], v, key, label)
             elif k in into and into[k] != v:
-                raise UserError(f"registry files {setter(key)} and {label} disagree on {'.'.join(map(str, key))} "
-                                f"({into[k]!r} vs {v!r}); pass one of them, or make them agree")
+                raise UserError(
+                    f"registry files {setter(key)} and {label} disagree on {'.'.join(map(str, key))} "
+                    f"({into[k]!r} vs {v!r}); pass one of them, or make them agree"
+                )
             else:
                 into[k] = copy.deepcopy(v)
                 where[key] = label
+
     for label, raw in layers:
         if not isinstance(raw, dict):
             raise UserError(f"{label} must be a mapping with a 'models:' and/or a 'tasks:' section")
@@ -298,8 +312,9 @@ def plugin_layers() -> list[tuple[str, dict]]:
         except UserError:
             raise
         except Exception as exc:  # noqa: BLE001 - a broken plugin: one line naming it
-            raise UserError(f"{label} cannot be loaded ({type(exc).__name__}: {exc}); "
-                            f"uninstall it, or set {NO_PLUGINS_ENV}=1 to skip plugin registries") from None
+            raise UserError(
+                f"{label} cannot be loaded ({type(exc).__name__}: {exc}); uninstall it, or set {NO_PLUGINS_ENV}=1 to skip plugin registries"
+            ) from None
         if isinstance(obj, (str, os.PathLike)) or hasattr(obj, "read_text"):
             label = f"{label}: {obj}"
             try:

@@ -10,9 +10,10 @@ Under several processes (DDP), training shards the permutation (padded so every 
 same number of steps); evaluation shards the examples without padding, so each is scored exactly
 once, and the per-example outcomes are gathered by index (``TaskModule``).
 """
+
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -95,5 +96,6 @@ class EvalShard(Sampler[int]):
 
 
 def eval_loader(dataset, batch_size: int, collate_fn) -> DataLoader:
-    return DataLoader(dataset, batch_size=batch_size, sampler=EvalShard(len(dataset)), collate_fn=collate_fn,
-                      generator=torch.Generator().manual_seed(0))
+    return DataLoader(
+        dataset, batch_size=batch_size, sampler=EvalShard(len(dataset)), collate_fn=collate_fn, generator=torch.Generator().manual_seed(0)
+    )

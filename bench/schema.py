@@ -11,6 +11,7 @@
 - ``Schema``: a dataclass with ``from_mapping(data, where)``, refusing unknown keys (with a
   "did you mean") and wrong types in one line.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,6 +37,7 @@ def suggest(name: str, valid: list[str]) -> str:
 
 # ---- YAML ------------------------------------------------------------------------------------
 
+
 class _NoDuplicateKeys:
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -46,8 +48,8 @@ class _NoDuplicateKeys:
                     continue
                 if key in seen:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r} (first at line {seen[key].line + 1}); keep one of them",
-                        key_node.start_mark)
+                        None, None, f"duplicate key {key!r} (first at line {seen[key].line + 1}); keep one of them", key_node.start_mark
+                    )
                 seen[key] = key_node.start_mark
         return super().construct_mapping(node, deep)
 
@@ -60,20 +62,27 @@ class YAMLLoader(_NoDuplicateKeys, yaml.SafeLoader):
 
 #: the same with libyaml's parser where PyYAML has it (10-30x faster: the registry and the tables
 #: are read by every command; the lines and columns of its errors are the same, their words libyaml's)
-FastYAMLLoader = type("FastYAMLLoader", (_NoDuplicateKeys, yaml.CSafeLoader), {"__doc__": YAMLLoader.__doc__}) \
-    if hasattr(yaml, "CSafeLoader") else YAMLLoader
+FastYAMLLoader = (
+    type("FastYAMLLoader", (_NoDuplicateKeys, yaml.CSafeLoader), {"__doc__": YAMLLoader.__doc__})
+    if hasattr(yaml, "CSafeLoader")
+    else YAMLLoader
+)
 #: the largest YAML file read (the shipped registry is 40 KB): a bigger one is refused at once, not parsed for minutes
 MAX_YAML_BYTES = 4 * 2**20
 
 for _loader in {YAMLLoader, FastYAMLLoader}:
     _loader.add_implicit_resolver(
         "tag:yaml.org,2002:float",
-        re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        re.compile(
+            r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
                      |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
                      |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
                      |[-+]?\.(?:inf|Inf|INF)
-                     |\.(?:nan|NaN|NAN))$""", re.X),
-        list("-+0123456789."))
+                     |\.(?:nan|NaN|NAN))$""",
+            re.X,
+        ),
+        list("-+0123456789."),
+    )
 
 
 def parse_yaml(text: str):
@@ -96,17 +105,20 @@ def load_yaml(source: str | os.PathLike, what: str | None = None, *, missing_tex
         try:
             size = Path(source).stat().st_size if Path(source).is_file() else 0
             if size > MAX_YAML_BYTES:
-                raise UserError(f"{what} is {size / 2**20:,.1f} MiB, more than a YAML file bench reads ({MAX_YAML_BYTES // 2**20} MiB; "
-                                f"the shipped registry is 40 KB); is it the file you meant? A registry layer holds only the entries it "
-                                f"adds or changes")
+                raise UserError(
+                    f"{what} is {size / 2**20:,.1f} MiB, more than a YAML file bench reads ({MAX_YAML_BYTES // 2**20} MiB; "
+                    f"the shipped registry is 40 KB); is it the file you meant? A registry layer holds only the entries it "
+                    f"adds or changes"
+                )
             source = Path(source).read_text()
         except FileNotFoundError as exc:
             raise UserError(missing_text or f"{what} cannot be read ({exc.strerror}); pass an existing YAML file") from None
         except OSError as exc:
             raise UserError(f"{what} cannot be read ({exc.strerror or exc}); pass an existing YAML file") from None
         except UnicodeDecodeError as exc:
-            raise UserError(f"{what} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
-                            f"save it as UTF-8") from None
+            raise UserError(
+                f"{what} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
+            ) from None
     try:
         return parse_yaml(source)
     except yaml.YAMLError as exc:
@@ -118,14 +130,16 @@ def load_yaml(source: str | os.PathLike, what: str | None = None, *, missing_tex
 
 # ---- settings: type, choices, domain ----------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class Domain:
     """The values a numeric setting may take: ``ok(value)``, and ``text`` for the message."""
+
     ok: typing.Callable[[float], bool]
     text: str
 
     @classmethod
-    def finite(cls, low: float, strict: bool, text: str | None = None) -> "Domain":
+    def finite(cls, low: float, strict: bool, text: str | None = None) -> Domain:
         test = (lambda v: math.isfinite(v) and v > low) if strict else (lambda v: math.isfinite(v) and v >= low)
         return cls(test, text or f"{'>' if strict else '>='} {low:g}")
 
@@ -206,12 +220,14 @@ def type_problem(label: str, value, default) -> str | None:
 
 # ---- typed objects from mappings -------------------------------------------------------------
 
+
 class Schema:
     """Mixin for a dataclass read from a mapping (a YAML entry): ``from_mapping`` refuses a
     non-mapping, unknown keys (with a "did you mean"), missing required keys and values of the
     wrong type, each in one UserError line starting with ``where`` (and, given ``shape``, e.g.
     "a row is {model, label, set, paper}", saying it with the entry). ``check_keys`` does the key
     check alone (a file whose required keys may come from its base)."""
+
     #: how an unknown key is named ({keys}: all of them, {first}: the first, quoted)
     UNKNOWN = "unknown key(s) {keys}"
 
@@ -230,8 +246,9 @@ class Schema:
     def from_mapping(cls, data, where: str, shape: str | None = None):
         cls.check_keys(data, where, shape)
         fields = [f for f in dataclasses.fields(cls) if f.init]
-        missing = [f.name for f in fields if f.name not in data and f.default is dataclasses.MISSING
-                   and f.default_factory is dataclasses.MISSING]
+        missing = [
+            f.name for f in fields if f.name not in data and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
         if missing:
             raise UserError(f"{where}: {f'{shape}, got {data!r}: ' if shape else ''}missing {', '.join(map(repr, missing))}")
         hints = _type_hints(cls)

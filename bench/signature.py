@@ -1,6 +1,7 @@
 """A class's constructor parameters, following ``**kwargs`` up the class hierarchy: a subclass
 that forwards ``**kwargs`` to its parent takes the parent's parameters too. The registry checks
 model and task parameters with it; a task records its arguments with it (bench/tasks/base.py)."""
+
 from __future__ import annotations
 
 import inspect

@@ -9,6 +9,7 @@ length, length) of one layer for attention models whose attention is not sdpa's 
 GPU kernels work in tiles). Work: about 24 * d_model^2 multiply-adds per token and layer, plus
 2 * length * d_model per token and layer for attention, or a fixed cost per time step and layer
 for a recurrent model (one without n_heads)."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,5 +1,6 @@
 """A resolved run: small frozen objects whose every value knows its source, and the one merge
 that makes them (`layer`). The precedence of the sources is bench/config.py's docstring."""
+
 from __future__ import annotations
 
 import copy

@@ -3,6 +3,7 @@
 entry alone, each task's presets, each preset with every model (its sizes, family and train
 settings), and each model built small. A model that cannot run a task (``errors.Incompatible``)
 is no problem of either."""
+
 from __future__ import annotations
 
 from .config import resolve_model, resolve_task, resolve_train
@@ -34,7 +35,7 @@ def registry_problems(registry: Registry) -> list[str]:
                 smoke_tasks.append(spec)
             if problem:
                 preset_problems.append(problem)
-    for name, spec in models.items():
+    for spec in models.values():
         problems += _build_problems(registry, spec, smoke_tasks)
     return list(dict.fromkeys(problems + preset_problems))
 

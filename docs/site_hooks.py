@@ -17,6 +17,7 @@ A link to a file that does not exist stays broken, and ``mkdocs build --strict``
 The nav is mkdocs.yml's, with the generated sections filled in and every ``docs/*.md`` page that
 mkdocs.yml does not name appended under "Notes".
 """
+
 from __future__ import annotations
 
 import ast
@@ -118,9 +119,12 @@ def _classes_section(entries: list[dict]) -> list[str]:
 
 def model_page(module: str, entries: list[dict]) -> str:
     title, doc = _module_doc(module)
-    out = [f"# {title}\n", f"`{module}` ({_names(entries)}). "
-           "Generated from the registry and the module's docstrings.\n",
-           "## Registry entries\n", _entry_table(entries)]
+    out = [
+        f"# {title}\n",
+        f"`{module}` ({_names(entries)}). Generated from the registry and the module's docstrings.\n",
+        "## Registry entries\n",
+        _entry_table(entries),
+    ]
     for e in entries:
         if e.get("params"):
             out += [f"`{e['name']}` sets:\n", f"```yaml\n{_yaml(e['params'])}\n```\n"]
@@ -130,10 +134,16 @@ def model_page(module: str, entries: list[dict]) -> str:
 
 def task_page(module: str, entries: list[dict]) -> str:
     title, doc = _module_doc(module)
-    out = [f"# {title}\n", f"`{module}` ({_names(entries)}). "
-           "Generated from the registry and the module's docstrings; notes on the presets' choices: "
-           "[docs/tasks.md](../../tasks.md).\n",
-           "## Registry entries\n", _entry_table(entries), "## The task, with its worked example\n", _text(doc)]
+    out = [
+        f"# {title}\n",
+        f"`{module}` ({_names(entries)}). "
+        "Generated from the registry and the module's docstrings; notes on the presets' choices: "
+        "[docs/tasks.md](../../tasks.md).\n",
+        "## Registry entries\n",
+        _entry_table(entries),
+        "## The task, with its worked example\n",
+        _text(doc),
+    ]
     for e in entries:
         cls = _class_of(e["target"])
         facts = {k: getattr(cls, k, None) for k in ("kind", "metric", "report_metrics", "requires_causal", "version")}
@@ -149,17 +159,25 @@ def task_page(module: str, entries: list[dict]) -> str:
 
 def index_page(section: str, groups: dict[str, list[dict]]) -> str:
     what = "Model families" if section == "models" else "Tasks"
-    out = [f"# {what}\n", f"One page per `bench/{section}/` module, generated from the registry "
-           f"(`bench/registry.yaml`) and the module's docstrings. `bench list` prints the same entries.\n",
-           "| page | registry entries |", "|---|---|"]
+    out = [
+        f"# {what}\n",
+        f"One page per `bench/{section}/` module, generated from the registry "
+        f"(`bench/registry.yaml`) and the module's docstrings. `bench list` prints the same entries.\n",
+        "| page | registry entries |",
+        "|---|---|",
+    ]
     for module, entries in groups.items():
         out.append(f"| [{_module_doc(module)[0]}]({_slug(module)}.md) | {_names(entries)} |")
     return "\n".join(out) + "\n"
 
 
 def results_files() -> list[str]:
-    paths = [*sorted(ROOT.glob("results/*.md")), *sorted(ROOT.glob("results/reproduce/*.md")),
-             *sorted(ROOT.glob("results/perf/*.md")), *sorted(ROOT.glob("results/cost/*/README.md"))]
+    paths = [
+        *sorted(ROOT.glob("results/*.md")),
+        *sorted(ROOT.glob("results/reproduce/*.md")),
+        *sorted(ROOT.glob("results/perf/*.md")),
+        *sorted(ROOT.glob("results/cost/*/README.md")),
+    ]
     return [p.relative_to(ROOT).as_posix() for p in paths]
 
 
@@ -170,15 +188,22 @@ def results_index() -> str:
                 return line[2:].strip().replace("|", "\\|")
         return rel.rsplit("/", 1)[-1].removesuffix(".md")
 
-    out = ["# Results\n", "The committed reference results, each page as it is in the checkout's `results/` "
-           "(every number generated from the records in `results/runs/`; `bench reproduce NAME` rebuilds a "
-           "table without training).\n"]
-    for heading, prefix in (("Write-ups", "results/"), ("Tables (`bench reproduce`)", "results/reproduce/"),
-                            ("Speed (`scripts/benchmarks/`)", "results/perf/"), ("Cost (`bench cost`)", "results/cost/")):
+    out = [
+        "# Results\n",
+        "The committed reference results, each page as it is in the checkout's `results/` "
+        "(every number generated from the records in `results/runs/`; `bench reproduce NAME` rebuilds a "
+        "table without training).\n",
+    ]
+    for heading, prefix in (
+        ("Write-ups", "results/"),
+        ("Tables (`bench reproduce`)", "results/reproduce/"),
+        ("Speed (`scripts/benchmarks/`)", "results/perf/"),
+        ("Cost (`bench cost`)", "results/cost/"),
+    ):
         out.append(f"## {heading}\n")
         for rel in results_files():
-            if rel.startswith(prefix) and "/" not in rel[len(prefix):].replace("/README.md", ""):
-                out.append(f"- [{title(rel)}]({rel[len('results/'):]})")
+            if rel.startswith(prefix) and "/" not in rel[len(prefix) :].replace("/README.md", ""):
+                out.append(f"- [{title(rel)}]({rel[len('results/') :]})")
         out.append("")
     return "\n".join(out)
 

@@ -1,5 +1,6 @@
 """What the benchmark scripts and tools share: timing one call on CPU or CUDA, printing / saving a
 table, and the walk of the backfill scripts over run records."""
+
 from __future__ import annotations
 
 import argparse

@@ -41,6 +41,7 @@ The parts, one job a module, in scripts/against_authors_parts/: their_code (the 
 and shimmed), pairs (the models compared, their sizes), weight_map, regimes, comparison (one row of
 differences), report; this file runs them all and writes the report.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,9 +58,26 @@ from bench.runner.build import instantiate_model  # noqa: E402
 from bench.runner.module import Head  # noqa: E402
 from bench.tasks.flipflop import FlipFlop  # noqa: E402
 from scripts.against_authors_parts.comparison import (  # noqa: E402
-    CONTROL_DTYPE, CONTROL_MODE, CONTROL_RULES, TOKEN_CONTROLS, TOL, compare, compare_per_token)
+    CONTROL_DTYPE,
+    CONTROL_MODE,
+    CONTROL_RULES,
+    TOKEN_CONTROLS,
+    TOL,
+    compare,
+    compare_per_token,
+)
 from scripts.against_authors_parts.pairs import (  # noqa: E402
-    CHUNK, CONFIG_FLAGS, D, FF_VOCAB, PAIRS, VOCAB, flipflop_classes, flipflop_config, our_spec, their_config)
+    CHUNK,
+    CONFIG_FLAGS,
+    FF_VOCAB,
+    PAIRS,
+    VOCAB,
+    D,
+    flipflop_classes,
+    flipflop_config,
+    our_spec,
+    their_config,
+)
 from scripts.against_authors_parts.regimes import FLIPFLOP, family, length_caps, regimes  # noqa: E402
 from scripts.against_authors_parts.report import fmt, report  # noqa: E402
 from scripts.against_authors_parts.their_code import MIRROR, extract_their_code, find_einops  # noqa: E402
@@ -78,8 +96,16 @@ def main() -> None:
         raise SystemExit(f"no mirror of the authors' code at {args.mirror}")
     torch.set_num_threads(1)
     rows, controls, families, token_rows, token_controls = [], {}, set(), [], {}
-    meta = {"command": " ".join(["python", *sys.argv]), "counts": {}, "configs": [], "regimes": [], "flipflop": {},
-            "token_configs": [], "token_counts": {}, "no_flipflop": []}
+    meta = {
+        "command": " ".join(["python", *sys.argv]),
+        "counts": {},
+        "configs": [],
+        "regimes": [],
+        "flipflop": {},
+        "token_configs": [],
+        "token_counts": {},
+        "no_flipflop": [],
+    }
     with tempfile.TemporaryDirectory(prefix="halt-authors-") as folder:
         meta["einops"] = find_einops()
         meta["commit"] = extract_their_code(args.mirror, Path(folder))
@@ -98,7 +124,9 @@ def main() -> None:
                 meta["regimes"] += [
                     f"| {family(pair)} | {r.name} | {', '.join(map(str, r.lengths))} | {r.padded} | "
                     + (f"{r.halt_bias:+g} ({torch.sigmoid(torch.tensor(r.halt_bias)).item():.2f})" if pair.halting else "—")
-                    + f" | {length_caps(pair, r)} | {bound} |" for r in regimes(pair)]
+                    + f" | {length_caps(pair, r)} | {bound} |"
+                    for r in regimes(pair)
+                ]
             rules, their_only, bench_only = weight_map(pair, config, spec.params)
             unmapped.update({("theirs", k, v): None for k, v in their_only.items()})
             unmapped.update({("bench", k, v): None for k, v in bench_only.items()})
@@ -108,14 +136,20 @@ def main() -> None:
                         row, copied = compare(pair, mode, regime, dtype)
                         rows.append(row)
                         meta["counts"][pair.paper][0] = max(copied, meta["counts"][pair.paper][0])  # causal: no START / END
-                        print(f"{pair.ours:20s} {mode or '-':10s} {row.dtype:8s} {regime.name:24s} depth {row.depth:22s} "
-                              f"states {fmt(row.states)} pooled {fmt(row.pooled)} act {fmt(row.act)}", flush=True)
+                        print(
+                            f"{pair.ours:20s} {mode or '-':10s} {row.dtype:8s} {regime.name:24s} depth {row.depth:22s} "
+                            f"states {fmt(row.states)} pooled {fmt(row.pooled)} act {fmt(row.act)}",
+                            flush=True,
+                        )
             for regime in regimes(pair) if pair.halting else ():
                 for rules in CONTROL_RULES:
                     dtype = getattr(torch, CONTROL_DTYPE)
                     controls[pair, regime.name, rules] = compare(pair, CONTROL_MODE, regime, dtype, rules)[0].worst
-                print(f"{pair.ours:20s} controls {regime.name:24s} "
-                      + " ".join(f"{rules} {fmt(controls[pair, regime.name, rules])}" for rules in CONTROL_RULES), flush=True)
+                print(
+                    f"{pair.ours:20s} controls {regime.name:24s} "
+                    + " ".join(f"{rules} {fmt(controls[pair, regime.name, rules])}" for rules in CONTROL_RULES),
+                    flush=True,
+                )
             if not pair.flipflop:
                 meta["no_flipflop"].append(pair)
                 continue
@@ -127,39 +161,64 @@ def main() -> None:
             unmapped.update({("bench (per token)", k, v): None for k, v in bench_only.items()})
             n_ours = sum(1 for _ in instantiate_model(spec, FF_VOCAB).parameters()) + sum(1 for _ in head.parameters())
             committed = their_config(pair, dataset="flipflop", small=False)
-            structure = [", ".join(f"`{k}={c[k]}`" for k in ("layers", "update_layers", "model_chunk_size", "memory_size", "hidden_size")
-                                   if k in c and (pair.chunked or k in ("layers", "hidden_size"))) for c in (committed, config)]
-            switched = ", ".join(f"`{k}={v}`" for k, v in spec.params.items()
-                                 if k in ("classifier", "final_norm") and spec.sources.get(k, "").startswith("model.faithful"))
-            meta["token_configs"].append(f"| {pair.paper} | `{pair.theirs}_config` | `{config['encoder_type']}`, `{config['block']}` | "
-                                         f"{structure[0]} | {structure[1]} | `{pair.ours}` | {switched} |")
+            structure = [
+                ", ".join(
+                    f"`{k}={c[k]}`"
+                    for k in ("layers", "update_layers", "model_chunk_size", "memory_size", "hidden_size")
+                    if k in c and (pair.chunked or k in ("layers", "hidden_size"))
+                )
+                for c in (committed, config)
+            ]
+            switched = ", ".join(
+                f"`{k}={v}`"
+                for k, v in spec.params.items()
+                if k in ("classifier", "final_norm") and spec.sources.get(k, "").startswith("model.faithful")
+            )
+            meta["token_configs"].append(
+                f"| {pair.paper} | `{pair.theirs}_config` | `{config['encoder_type']}`, `{config['block']}` | "
+                f"{structure[0]} | {structure[1]} | `{pair.ours}` | {switched} |"
+            )
             for mode in ("halt", "upperbound") if pair.halting else (None,):
                 for dtype in (torch.float32, torch.float64):
                     row, copied = compare_per_token(pair, mode, dtype)
                     token_rows.append(row)
                     meta["token_counts"][pair.paper] = (copied, n_ours)
-                    print(f"{pair.ours:20s} {mode or '-':10s} {row.dtype:8s} {FLIPFLOP.name:24s} depth {row.depth:22s} "
-                          f"states {fmt(row.states)} logits {fmt(row.logits)} act {fmt(row.act)}", flush=True)
+                    print(
+                        f"{pair.ours:20s} {mode or '-':10s} {row.dtype:8s} {FLIPFLOP.name:24s} depth {row.depth:22s} "
+                        f"states {fmt(row.states)} logits {fmt(row.logits)} act {fmt(row.act)}",
+                        flush=True,
+                    )
             for name, options in TOKEN_CONTROLS.items():
                 mode = CONTROL_MODE if pair.halting else None
                 token_controls[pair, name] = compare_per_token(pair, mode, getattr(torch, CONTROL_DTYPE), options)[0].logits
-            print(f"{pair.ours:20s} per-token controls " + " ".join(f"{name} {fmt(token_controls[pair, name])}" for name in TOKEN_CONTROLS),
-                  flush=True)
+            print(
+                f"{pair.ours:20s} per-token controls " + " ".join(f"{name} {fmt(token_controls[pair, name])}" for name in TOKEN_CONTROLS),
+                flush=True,
+            )
         equal_lengths = {}
         for pair in (p for p in pairs if p.chunked):
             mode, dtype = CONTROL_MODE if pair.halting else None, getattr(torch, CONTROL_DTYPE)
-            equal_lengths[pair] = tuple(compare(pair, mode, regime, dtype, slots=CHUNK)[0].worst
-                                        for name in ("causal", "one-token chunks") for regime in regimes(pair) if regime.name == name)
+            equal_lengths[pair] = tuple(
+                compare(pair, mode, regime, dtype, slots=CHUNK)[0].worst
+                for name in ("causal", "one-token chunks")
+                for regime in regimes(pair)
+                if regime.name == name
+            )
             meta["flipflop"][pair] = their_config(pair, dataset="flipflop", small=False)
-            print(f"{pair.ours:20s} memory_size = chunk size: causal {fmt(equal_lengths[pair][0])}, "
-                  f"bidirectional {fmt(equal_lengths[pair][1])}", flush=True)
+            print(
+                f"{pair.ours:20s} memory_size = chunk size: causal {fmt(equal_lengths[pair][0])}, "
+                f"bidirectional {fmt(equal_lengths[pair][1])}",
+                flush=True,
+            )
         meta["unmapped"] = list(unmapped)
         meta["flipflop_classes"] = flipflop_classes()
     text = report(rows, meta, controls, equal_lengths, token_rows, token_controls)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
-    print(f"\n{sum(r.worst <= TOL for r in rows)} of {len(rows)} rows within {TOL:g}, per token "
-          f"{sum(r.worst <= TOL for r in token_rows)} of {len(token_rows)}; written to {args.out}")
+    print(
+        f"\n{sum(r.worst <= TOL for r in rows)} of {len(rows)} rows within {TOL:g}, per token "
+        f"{sum(r.worst <= TOL for r in token_rows)} of {len(token_rows)}; written to {args.out}"
+    )
     if any(r.worst > TOL for r in rows + token_rows):
         sys.exit(1)
 

@@ -25,6 +25,7 @@ or whose split sizes do not match are left alone and named.
     python scripts/backfill_majority.py results/runs            # prints what it would write
     python scripts/backfill_majority.py results/runs --write
 """
+
 from __future__ import annotations
 
 import json
@@ -38,10 +39,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from bench.errors import UserError  # noqa: E402
 from bench.metrics import with_token_chance  # noqa: E402
 from bench.registry import import_task_class  # noqa: E402
+from bench.tasks.chance import levels as trivial_levels  # noqa: E402
+from bench.tasks.chance import with_levels
 from bench.tasks.kinds import KINDS, TaskKind  # noqa: E402
-from bench.tasks.chance import levels as trivial_levels, with_levels  # noqa: E402
 from scripts._bench_util import run_backfill  # noqa: E402
-
 
 #: the kinds whose token_acc has a token-level chance level: those that say which targets it scores
 TOKEN_KINDS = tuple(name for name, kind in KINDS.items() if type(kind).scored_targets is not TaskKind.scored_targets)
@@ -91,6 +92,7 @@ def _lacks_token_chance(m) -> bool:
 
 def _chance_last(split_metrics: dict) -> dict:
     """The split's metrics (and its bins') with ``chance`` last, where a new record has it."""
+
     def last(entry: dict) -> dict:
         return {**{k: v for k, v in entry.items() if k != "chance"}, **({"chance": entry["chance"]} if "chance" in entry else {})}
 
@@ -118,8 +120,12 @@ def backfill_tokens(rec: dict, task_config: dict, cache: dict) -> tuple[dict | N
         if had is not None and had != now and not (had != had and now != now):  # NaN only where both are NaN
             return None, f"{split}: token_majority {had} in the record, {metrics[split]['token_majority']} from the data: other data"
         done.append((split, metrics[split]["token_majority"], metrics[split]["last_majority"]))
-    return rec, ("token_majority " + ", ".join(f"{s} {t:.3f}" for s, t, _ in done)
-                 + "; last_majority " + ", ".join(f"{s} {x:.3f}" for s, _, x in done))
+    return rec, (
+        "token_majority "
+        + ", ".join(f"{s} {t:.3f}" for s, t, _ in done)
+        + "; last_majority "
+        + ", ".join(f"{s} {x:.3f}" for s, _, x in done)
+    )
 
 
 def backfill_chance(rec: dict, task_config: dict, cache: dict) -> tuple[dict | None, str]:
@@ -138,8 +144,9 @@ def backfill_chance(rec: dict, task_config: dict, cache: dict) -> tuple[dict | N
         if key not in levels:
             levels[key] = trivial_levels(task, columns, task.length_bin)
         metrics[split] = with_levels(metrics[split], task, columns, levels[key])
-    return rec, "chance " + ", ".join(f"{s} " + "/".join(f"{m} {v['level']:.3f} ({v['strategy']})" for m, v in metrics[s]["chance"].items())
-                                      for s in todo)
+    return rec, "chance " + ", ".join(
+        f"{s} " + "/".join(f"{m} {v['level']:.3f} ({v['strategy']})" for m, v in metrics[s]["chance"].items()) for s in todo
+    )
 
 
 def backfill(path: Path, cache: dict) -> tuple[dict | None, str]:

@@ -15,6 +15,7 @@ has it. Records whose split sizes do not match their regenerated data are named 
     python scripts/backfill_trouble.py results/runs            # prints what it would write
     python scripts/backfill_trouble.py results/runs --write
 """
+
 from __future__ import annotations
 
 import json

@@ -22,6 +22,7 @@ The script uses only the public API (``bench.build_model``, ``bench.Registry``) 
 contract (``forward`` / ``init_state`` / ``step`` / ``compile``), so the same file records an old tree
 and a new one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,18 @@ import bench
 CAUSAL_TASK, BIDIR_TASK = "flipflop", "listops"
 VOCAB_SEED, MODEL_SEED = 1234, 0
 # small sizes, applied where the class accepts them: T crosses several chunks / segments / blocks
-SMALL = {"chunk_size": 7, "memory_slots": 3, "segment_len": 6, "mem_len": 5, "block_size": 6, "n_state": 3,
-         "window": 4, "max_layers": 4, "n_layers": 2, "update_layers": 2}
+SMALL = {
+    "chunk_size": 7,
+    "memory_slots": 3,
+    "segment_len": 6,
+    "mem_len": 5,
+    "block_size": 6,
+    "n_state": 3,
+    "window": 4,
+    "max_layers": 4,
+    "n_layers": 2,
+    "update_layers": 2,
+}
 PIECES = [1, 3, 2, 7, 1, 5, 4, 6]  # streaming piece sizes (sum 29 = T_CAUSAL)
 T_CAUSAL, T_BIDIR = 29, 45
 LENGTHS = {T_CAUSAL: [29, 20, 13, 5], T_BIDIR: [45, 31, 17, 3]}
@@ -74,15 +85,20 @@ def variants(registry) -> list[tuple[str, str, bool, dict]]:
         base = {k: v for k, v in SMALL.items() if k in accepted and k not in fixed}
         extras = [("", {})]
         if name in HALTING:
-            extras += [("@upperbound", {"mode": "upperbound"}), ("@no-halt", {"mode": "no-halt"}),
-                       ("@early", {"halt_bias_init": 1.5, "max_layers": 6}),
-                       ("@exit", {"halt_bias_init": 3.0, "max_layers": 6}),
-                       ("@early-upperbound", {"halt_bias_init": 1.5, "max_layers": 6, "mode": "upperbound"})]
+            extras += [
+                ("@upperbound", {"mode": "upperbound"}),
+                ("@no-halt", {"mode": "no-halt"}),
+                ("@early", {"halt_bias_init": 1.5, "max_layers": 6}),
+                ("@exit", {"halt_bias_init": 3.0, "max_layers": 6}),
+                ("@early-upperbound", {"halt_bias_init": 1.5, "max_layers": 6, "mode": "upperbound"}),
+            ]
         if name in COMPILED:
             extras += [("@compiled", {"__compile__": True})]
             if name in HALTING:
-                extras += [("@compiled-early", {"__compile__": True, "halt_bias_init": 1.5, "max_layers": 6}),
-                           ("@compiled-exit", {"__compile__": True, "halt_bias_init": 3.0, "max_layers": 6})]
+                extras += [
+                    ("@compiled-early", {"__compile__": True, "halt_bias_init": 1.5, "max_layers": 6}),
+                    ("@compiled-exit", {"__compile__": True, "halt_bias_init": 3.0, "max_layers": 6}),
+                ]
         for causal, ok in ((True, cls.supports_causal), (False, cls.supports_bidirectional)):
             if not ok:
                 continue
@@ -191,9 +207,11 @@ def compare(a_path: str, b_path: str, only: list[str] | None = None) -> int:
                 differ.append(key)
                 print(f"DIFFER {key}: missing or failed ({a['failed'].get(key)} / {b['failed'].get(key)})")
             continue
-        bad = sorted(k for k in set(ra) | set(rb)
-                     if k not in ra or k not in rb or ra[k].dtype != rb[k].dtype or ra[k].shape != rb[k].shape
-                     or not same(ra[k], rb[k]))
+        bad = sorted(
+            k
+            for k in set(ra) | set(rb)
+            if k not in ra or k not in rb or ra[k].dtype != rb[k].dtype or ra[k].shape != rb[k].shape or not same(ra[k], rb[k])
+        )
         if bad:
             differ.append(key)
             print(f"DIFFER {key}: {len(bad)} of {len(set(ra) | set(rb))} tensors, e.g. {', '.join(bad[:5])}")

@@ -8,6 +8,7 @@ Worked example (RSA Table 2, Transformer* on D2): 262 of 512 bin-0 strings wrong
 position 1 only, target {b} predicted {a, b} after reading `a`: the second symbol of strings
 that begin `aa`, where depth 2 allows only `b`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,10 @@ def wrong_positions(logits, labels, mask, tokens) -> list[tuple[int, int, tuple,
     from bench.tasks.kinds import tag_positions_ok
 
     wrong = ~tag_positions_ok(logits, labels, mask) & mask  # (B, T)
-    return [(b, t, tuple(labels[b, t].int().tolist()), tuple((logits[b, t] > 0).int().tolist()), int(tokens[b, t]))
-            for b, t in wrong.nonzero().tolist()]
+    return [
+        (b, t, tuple(labels[b, t].int().tolist()), tuple((logits[b, t] > 0).int().tolist()), int(tokens[b, t]))
+        for b, t in wrong.nonzero().tolist()
+    ]
 
 
 def main(argv=None) -> int:
@@ -60,8 +63,10 @@ def main(argv=None) -> int:
         strings += batch["tokens"].shape[0]
         if strings >= args.max_strings:
             break
-    print(f"{rec['model']} on {rec['task']} ({rec['preset']}), seed {rec['seed']}, {args.split}: "
-          f"{len(wrong_strings)} of {strings} strings wrong")
+    print(
+        f"{rec['model']} on {rec['task']} ({rec['preset']}), seed {rec['seed']}, {args.split}: "
+        f"{len(wrong_strings)} of {strings} strings wrong"
+    )
     print("wrong positions (position: count):", ", ".join(f"{t}: {n}" for t, n in sorted(by_position.items())[:40]))
     print("target / predicted / after reading (labels: next symbol allowed, per symbol):")
     for (target, predicted, symbol), n in by_kind.most_common(8):

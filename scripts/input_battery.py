@@ -4,6 +4,7 @@ line and the files it left (git status of the clone, ignored files included) are
 Markdown table.  python scripts/input_battery.py CODE_TREE LABEL > table.md
 (BATTERY_ONLY='r5:' runs issue 60's round five only; a case named "PY ..." runs Python code, as a
 user of the library would, printing the exception's type and message as its one stderr line.)"""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,13 @@ shutil.rmtree(WORK, ignore_errors=True)
 WORK.mkdir(parents=True)
 CLONE = WORK / "clone"
 subprocess.run(["git", "clone", "-q", str(TREE), str(CLONE)], check=True)
-ENV = {**{k: v for k, v in os.environ.items() if not k.startswith(("BENCH_", "SLURM_")) and k not in ("RANK", "LOCAL_RANK")},
-       "PYTHONPATH": str(TREE), "OMP_NUM_THREADS": "1", "BENCH_DATA_DIR": "/tmp/battery-data", "BENCH_NO_PLUGINS": "1"}
+ENV = {
+    **{k: v for k, v in os.environ.items() if not k.startswith(("BENCH_", "SLURM_")) and k not in ("RANK", "LOCAL_RANK")},
+    "PYTHONPATH": str(TREE),
+    "OMP_NUM_THREADS": "1",
+    "BENCH_DATA_DIR": "/tmp/battery-data",
+    "BENCH_NO_PLUGINS": "1",
+}
 
 
 def bench(*argv, env=None, cwd=CLONE, timeout=TIMEOUT):
@@ -50,14 +56,30 @@ except Exception as exc:
 
 def left() -> list[str]:
     out = subprocess.run(["git", "-C", str(CLONE), "status", "--porcelain", "--ignored", "-uall"], capture_output=True, text=True).stdout
-    return [ln[3:] for ln in out.splitlines()
-            if not ln[3:].startswith((".cache/", "__pycache__", "bench/tables/zz-broken.yaml")) and "__pycache__" not in ln]
+    return [
+        ln[3:]
+        for ln in out.splitlines()
+        if not ln[3:].startswith((".cache/", "__pycache__", "bench/tables/zz-broken.yaml")) and "__pycache__" not in ln
+    ]
 
 
 # ---- fixtures: a tiny LM run (with its checkpoint) and files made to be wrong -------------------
 REC_OUT = WORK / "rec"
-code, _, err = bench("run", "--model", "transformer", "--task", "copy", "--preset", "smoke", "--set", "train.max_epochs=1",
-                     "--out", REC_OUT, "--quiet", timeout=600)
+code, _, err = bench(
+    "run",
+    "--model",
+    "transformer",
+    "--task",
+    "copy",
+    "--preset",
+    "smoke",
+    "--set",
+    "train.max_epochs=1",
+    "--out",
+    REC_OUT,
+    "--quiet",
+    timeout=600,
+)
 assert code == 0, err
 RECORD = next((REC_OUT / "runs/copy/smoke/transformer").glob("seed0*.json"))
 for name, acc in (("bad-acc", 7.5), ("nan-acc", float("nan"))):  # the primary metric (copy: token_acc)
@@ -73,9 +95,21 @@ import yaml  # noqa: E402
 reg = yaml.safe_load(shipped)
 copy_entry = reg["tasks"]["copy"]
 smoke = copy_entry.get("presets", {}).get("smoke", {})
-edited = {"tasks": {"copy": {**copy_entry, "presets": {**copy_entry.get("presets", {}),
-                                                        "smoke": {**smoke, "model": {**(smoke.get("model") or {}), "d_model": 48},
-                                                                  "data": {**(smoke.get("data") or {}), "n_test": 40}}}}}}
+edited = {
+    "tasks": {
+        "copy": {
+            **copy_entry,
+            "presets": {
+                **copy_entry.get("presets", {}),
+                "smoke": {
+                    **smoke,
+                    "model": {**(smoke.get("model") or {}), "d_model": 48},
+                    "data": {**(smoke.get("data") or {}), "n_test": 40},
+                },
+            },
+        }
+    }
+}
 EDITED.write_text(yaml.safe_dump(edited))
 LATIN = WORK / "latin1.yaml"
 LATIN.write_bytes("models:\n  caf\xe9: {base: transformer}\n".encode("latin-1"))
@@ -238,8 +272,10 @@ with np.load(NPZ) as saved:
     arrays = {k: saved[k] for k in saved.files}
 np.savez(PICKLED.with_suffix("") / "outcomes.npz", **{**arrays, "val/correct": np.array([object()] * len(arrays["val/correct"]))})
 FLIPPED = outcomes_copy("npz-contradicts")
-np.savez_compressed(FLIPPED.with_suffix("") / "outcomes.npz",
-                    **{**arrays, "val/correct": ~arrays["val/correct"].astype(bool), "val/token_correct": arrays["val/tokens"] * 0})
+np.savez_compressed(
+    FLIPPED.with_suffix("") / "outcomes.npz",
+    **{**arrays, "val/correct": ~arrays["val/correct"].astype(bool), "val/token_correct": arrays["val/tokens"] * 0},
+)
 HUGE = WORK / "huge.yaml"
 with HUGE.open("w") as f:
     f.write("models:\n")
@@ -260,24 +296,69 @@ R5 = [
     ("r5: PY load_outcomes: outcomes.npz holding objects (pickle)", ["PY", "load_outcomes", PICKLED], {}),
     ("r5: PY load_outcomes: outcomes contradict the record's acc", ["PY", "load_outcomes", FLIPPED], {}),
     ("r5: --registry 50 MB file, list", ["--registry", HUGE, "list"], {}),
-    ("r5: compare --budget params --at 1x,2x (smoke)",
-     ["compare", "--models", "transformer,lstm", "--tasks", "copy", "--preset", "smoke", "--budget", "params", "--at", "1x,2x",
-      "--out", WORK / "o"], {}),
-    ("r5: compare --budget params --at 1x,2x (smoke, parity)",
-     ["compare", "--models", "transformer,gut", "--tasks", "parity", "--preset", "smoke", "--budget", "params", "--at", "1x,2x",
-      "--out", WORK / "o"], {}),
-    ("r5: compare --budget params --at 64", ["compare", "--models", "lstm", "--tasks", "copy", "--preset", "smoke", "--budget", "params",
-                                             "--at", "64", "--out", WORK / "o"], {}),
-    ("r5: compare --budget flops --at 0x", ["compare", "--models", "lstm", "--tasks", "copy", "--preset", "smoke", "--budget", "flops",
-                                            "--at", "0x", "--out", WORK / "o"], {}),
-    *[(f"r5: reproduce --list, one table {why}", ["reproduce", "--list"], {"PYTHONPATH": str(CLONE), "__table__": text})
-      for why, text in list(BROKEN.items())[:1]],
-    *[(f"r5: reproduce a table: {why}", ["reproduce", "zz-broken"], {"PYTHONPATH": str(CLONE), "__table__": text})
-      for why, text in BROKEN.items()],
+    (
+        "r5: compare --budget params --at 1x,2x (smoke)",
+        [
+            "compare",
+            "--models",
+            "transformer,lstm",
+            "--tasks",
+            "copy",
+            "--preset",
+            "smoke",
+            "--budget",
+            "params",
+            "--at",
+            "1x,2x",
+            "--out",
+            WORK / "o",
+        ],
+        {},
+    ),
+    (
+        "r5: compare --budget params --at 1x,2x (smoke, parity)",
+        [
+            "compare",
+            "--models",
+            "transformer,gut",
+            "--tasks",
+            "parity",
+            "--preset",
+            "smoke",
+            "--budget",
+            "params",
+            "--at",
+            "1x,2x",
+            "--out",
+            WORK / "o",
+        ],
+        {},
+    ),
+    (
+        "r5: compare --budget params --at 64",
+        ["compare", "--models", "lstm", "--tasks", "copy", "--preset", "smoke", "--budget", "params", "--at", "64", "--out", WORK / "o"],
+        {},
+    ),
+    (
+        "r5: compare --budget flops --at 0x",
+        ["compare", "--models", "lstm", "--tasks", "copy", "--preset", "smoke", "--budget", "flops", "--at", "0x", "--out", WORK / "o"],
+        {},
+    ),
+    *[
+        (f"r5: reproduce --list, one table {why}", ["reproduce", "--list"], {"PYTHONPATH": str(CLONE), "__table__": text})
+        for why, text in list(BROKEN.items())[:1]
+    ],
+    *[
+        (f"r5: reproduce a table: {why}", ["reproduce", "zz-broken"], {"PYTHONPATH": str(CLONE), "__table__": text})
+        for why, text in BROKEN.items()
+    ],
     ("r5: compare --models rsa-xl,tlb,gut (no --tasks)", ["compare", "--models", "rsa-xl,tlb,gut", "--out", WORK / "o"], {}),
     ("r5: eval a reference record whose checkpoint is not committed", ["eval", REF], {}),
-    ("r5: run --model rsa-brt --task copy (default preset; first line)", ["run", "--model", "rsa-brt", "--task", "copy",
-                                                                          "--out", WORK / "o"], {"__timeout__": "60"}),
+    (
+        "r5: run --model rsa-brt --task copy (default preset; first line)",
+        ["run", "--model", "rsa-brt", "--task", "copy", "--out", WORK / "o"],
+        {"__timeout__": "60"},
+    ),
 ]
 CASES += R5
 

@@ -11,6 +11,7 @@
 
 The load of the machine when it ran is printed with the table: on a shared machine every time grows with it.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,12 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's bench, not an installed one
-COMBOS = [(model, task, preset) for preset in ("smoke", "small") for task in ("parity", "copy", "flipflop", "listops")
-          for model in ("transformer", "lstm", "gut")]
+COMBOS = [
+    (model, task, preset)
+    for preset in ("smoke", "small")
+    for task in ("parity", "copy", "flipflop", "listops")
+    for model in ("transformer", "lstm", "gut")
+]
 
 
 def measured(results: Path) -> list[list[str]]:
@@ -46,8 +51,18 @@ def measured(results: Path) -> list[list[str]]:
     for (preset, task), runs in sorted(times.items()):
         minutes = [m for m, _, _ in runs]
         threads = sorted({t for _, _, t in runs if t})
-        rows.append([preset, task, str(len(runs)), str(len({m for _, m, _ in runs})), "/".join(map(str, threads)) or "?",
-                     f"{statistics.median(minutes):.1f}", f"{min(minutes):.1f}", f"{max(minutes):.1f}"])
+        rows.append(
+            [
+                preset,
+                task,
+                str(len(runs)),
+                str(len({m for _, m, _ in runs})),
+                "/".join(map(str, threads)) or "?",
+                f"{statistics.median(minutes):.1f}",
+                f"{min(minutes):.1f}",
+                f"{max(minutes):.1f}",
+            ]
+        )
     return rows
 
 
@@ -61,8 +76,19 @@ def estimated() -> list[list[str]]:
             plan = plan_run(model, task, preset, 0, out, None)
             _, data, module = build(plan)
             est = estimate(module, data, plan.train, torch.device("cpu"))
-            rows.append([preset, task, model, f"{est.params:,}", f"{est.steps:,}", f"{est.step_s:.3g}", duration(est.train_s),
-                         duration(est.eval_s), duration(est.total_s)])
+            rows.append(
+                [
+                    preset,
+                    task,
+                    model,
+                    f"{est.params:,}",
+                    f"{est.steps:,}",
+                    f"{est.step_s:.3g}",
+                    duration(est.train_s),
+                    duration(est.eval_s),
+                    duration(est.total_s),
+                ]
+            )
             print(f"  {preset} {task} {model}: {duration(est.total_s)}", file=sys.stderr, flush=True)
     return rows
 
@@ -75,8 +101,10 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 def main() -> None:
     results = Path(sys.argv[1] if len(sys.argv) > 1 else "results")
     load = os.getloadavg()
-    print(f"Made by `python scripts/preset_times.py {results}` on {os.cpu_count()} CPU cores, load average "
-          f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min) when the estimates were timed.\n")
+    print(
+        f"Made by `python scripts/preset_times.py {results}` on {os.cpu_count()} CPU cores, load average "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min) when the estimates were timed.\n"
+    )
     print("**Measured** (the records' wall time, minutes; every family at the preset's own settings):\n")
     print(table(["preset", "task", "runs", "families", "threads", "median min", "fastest", "slowest"], measured(results)))
     print("\n**Estimated** before training by `bench run` (one timed step x the steps, plus validation and testing):\n")

@@ -24,6 +24,7 @@ With ``--search``, the replay of ``asha`` (bench's pruner, ``bench.tune.study.ma
 checked against the search that was really run: the same trials pruned at the same steps. Only
 reads; nothing is trained, nothing written under either OUT.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench.config import canonical_text  # noqa: E402
 from tuning_cost import trials  # noqa: E402
+
+from bench.config import canonical_text  # noqa: E402
 
 
 def pruners(full_steps: int) -> dict[str, object]:
@@ -97,9 +99,9 @@ def picked(ran: list[dict]) -> str | None:
 
 def main() -> None:
     import optuna
+    from _bench_util import emit
     from tabulate import tabulate
 
-    from _bench_util import emit
     from bench.tune.study import read_meta, study_folder, study_names, target
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -127,31 +129,81 @@ def main() -> None:
             for pname, pruner in pruners(full).items():
                 ran = replay(meta, curves, pruner, model)
                 pick = picked(ran)
-                rows.append({"row": f"{model} ({name})", "pruner": pname, "steps": sum(r["stopped"] for r in ran) / full,
-                             "pick": pick, "best": best["key"], "regret": 100 * (best["val"] - finals[pick]),
-                             "trace": ", ".join(f"{r['key'].split('=')[-1]}{'' if r['final'] is not None else ' x' + str(r['stopped'])}"
-                                                for r in ran)})
+                rows.append(
+                    {
+                        "row": f"{model} ({name})",
+                        "pruner": pname,
+                        "steps": sum(r["stopped"] for r in ran) / full,
+                        "pick": pick,
+                        "best": best["key"],
+                        "regret": 100 * (best["val"] - finals[pick]),
+                        "trace": ", ".join(
+                            f"{r['key'].split('=')[-1]}{'' if r['final'] is not None else ' x' + str(r['stopped'])}" for r in ran
+                        ),
+                    }
+                )
             if args.search:
                 real = trials(args.search, name).get(model, [])
                 asha = replay(meta, curves, pruners(full)["asha (bench)"], model)
                 want = sorted((key_of(t["values"]), t["record"].get("steps_run")) for t in real)
                 got = sorted((r["key"], r["stopped"]) for r in asha)
                 checks.append([f"{model} ({name})", "yes" if want == got else f"no: search {want}, replay {got}"])
-    per_row = tabulate([[r["row"], r["pruner"], r["trace"], f"{r['steps']:.2f}", r["pick"].split("=")[-1], r["best"].split("=")[-1],
-                         f"{r['regret']:.1f}"] for r in rows],
-                       headers=["row (study)", "pruner", "trials in order (x: pruned at step)", "steps / full run", "picks",
-                                "grid's best", "regret (pts)"], tablefmt="github", disable_numparse=True)
+    per_row = tabulate(
+        [
+            [
+                r["row"],
+                r["pruner"],
+                r["trace"],
+                f"{r['steps']:.2f}",
+                r["pick"].split("=")[-1],
+                r["best"].split("=")[-1],
+                f"{r['regret']:.1f}",
+            ]
+            for r in rows
+        ],
+        headers=[
+            "row (study)",
+            "pruner",
+            "trials in order (x: pruned at step)",
+            "steps / full run",
+            "picks",
+            "grid's best",
+            "regret (pts)",
+        ],
+        tablefmt="github",
+        disable_numparse=True,
+    )
     summary = []
     for pname in dict.fromkeys(r["pruner"] for r in rows):
         mine = [r for r in rows if r["pruner"] == pname]
-        summary.append([pname, f"{statistics.mean(r['steps'] for r in mine):.2f}", f"{max(r['steps'] for r in mine):.2f}",
-                        f"{sum(r['steps'] <= 2.0 for r in mine)}/{len(mine)}", f"{sum(r['pick'] == r['best'] for r in mine)}/{len(mine)}",
-                        f"{statistics.mean(r['regret'] for r in mine):.2f}", f"{max(r['regret'] for r in mine):.1f}"])
-    text = tabulate(summary, headers=["pruner", "mean steps / full run", "max", "<= 2x", "picks the grid's lr", "mean regret (pts)",
-                                      "max regret (pts)"], tablefmt="github", disable_numparse=True) + "\n\n" + per_row
+        summary.append(
+            [
+                pname,
+                f"{statistics.mean(r['steps'] for r in mine):.2f}",
+                f"{max(r['steps'] for r in mine):.2f}",
+                f"{sum(r['steps'] <= 2.0 for r in mine)}/{len(mine)}",
+                f"{sum(r['pick'] == r['best'] for r in mine)}/{len(mine)}",
+                f"{statistics.mean(r['regret'] for r in mine):.2f}",
+                f"{max(r['regret'] for r in mine):.1f}",
+            ]
+        )
+    text = (
+        tabulate(
+            summary,
+            headers=["pruner", "mean steps / full run", "max", "<= 2x", "picks the grid's lr", "mean regret (pts)", "max regret (pts)"],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+        + "\n\n"
+        + per_row
+    )
     if checks:
-        text += "\n\nThe replay of asha against the search really run (" + str(args.search) + "):\n\n" + tabulate(
-            checks, headers=["row (study)", "same trials, same steps"], tablefmt="github", disable_numparse=True)
+        text += (
+            "\n\nThe replay of asha against the search really run ("
+            + str(args.search)
+            + "):\n\n"
+            + tabulate(checks, headers=["row (study)", "same trials, same steps"], tablefmt="github", disable_numparse=True)
+        )
     emit(text, args.md)
 
 

@@ -5,6 +5,7 @@ written into the checkout), then the write-ups those commands fill. Never trains
     python scripts/rebuild_tables.py                 # every table
     python scripts/rebuild_tables.py probes-cpu      # the tables whose name starts with one of these
 """
+
 from __future__ import annotations
 
 import contextlib

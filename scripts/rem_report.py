@@ -9,6 +9,7 @@ from the record's ``learned`` field, and the curve of any split watched during t
 Every record of the cell is shown, whatever its overrides (variants such as
 ``model.rsa.theta_init`` sit beside the plain runs, each labelled by its overrides).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,10 @@ def rows(out: Path, task: str, preset: str, models: list[str], watched: str) -> 
             if rec.get("status") != "ok":
                 continue
             m = rec["metrics"]
-            head = (f"| {model} | {variant(rec)} | {rec['seed']} | {pct(m.get('bin0', {}).get('acc'))} | "
-                    f"{pct(m.get('bin1', {}).get('acc'))} | {curve(rec.get('val_history', []), watched + '_acc')} |")
+            head = (
+                f"| {model} | {variant(rec)} | {rec['seed']} | {pct(m.get('bin0', {}).get('acc'))} | "
+                f"{pct(m.get('bin1', {}).get('acc'))} | {curve(rec.get('val_history', []), watched + '_acc')} |"
+            )
             learned = rec.get("learned") or {}
             layers = "<br>".join(f"l{i}: gate {v['gate']:.2f}; {heads(v)}" for i, v in enumerate(learned.values()))
             lines.append(head + f" {layers or '—'} |")
@@ -69,9 +72,11 @@ def main() -> int:
     p.add_argument("--results", default="results", help="folder holding runs/")
     p.add_argument("--out", help="also write the table to this Markdown file")
     args = p.parse_args()
-    header = [f"| model | variant | seed | bin0 % | {args.watched} % (tested) | {args.watched} % per epoch (val-independent) "
-              f"| tested weights per layer: sigmoid(mu); lambda of regular heads \\| gamma@theta of cyclical heads |",
-              "|---|---|---|---|---|---|---|"]
+    header = [
+        f"| model | variant | seed | bin0 % | {args.watched} % (tested) | {args.watched} % per epoch (val-independent) "
+        f"| tested weights per layer: sigmoid(mu); lambda of regular heads \\| gamma@theta of cyclical heads |",
+        "|---|---|---|---|---|---|---|",
+    ]
     table = header + rows(Path(args.results), args.task, args.preset, [m.strip() for m in args.models.split(",")], args.watched)
     text = "\n".join(table) + "\n"
     print(text, end="")

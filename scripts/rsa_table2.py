@@ -12,6 +12,7 @@ paper's number beside ours. ``--set`` must repeat the learning-relevant override
 made with (the records are filed under their hash, as ``bench compare --set`` reads them;
 ``train.num_threads`` is not one of them).
 """
+
 from __future__ import annotations
 
 import argparse

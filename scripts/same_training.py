@@ -14,6 +14,7 @@ machines the two ran on where the records name them (``device.cpu`` / ``device.i
 units round differently, and a run can part from its twin after many steps); exit status 1 if any
 pair differs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +70,14 @@ def machines(a: dict, b: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tasks", nargs="+", help="tasks whose records to pair, e.g. mqar z60")
-    parser.add_argument("--set", dest="given", action="append", required=True, metavar="KEY=VALUE",
-                        help="the override(s) the re-tested runs have and their twins lack, e.g. data.n_test=1000")
+    parser.add_argument(
+        "--set",
+        dest="given",
+        action="append",
+        required=True,
+        metavar="KEY=VALUE",
+        help="the override(s) the re-tested runs have and their twins lack, e.g. data.n_test=1000",
+    )
     parser.add_argument("--out", default="results", help="the results folder holding runs/ (default: results)")
     args = parser.parse_args(argv)
     out, given = Path(args.out), set(args.given)
@@ -90,8 +97,10 @@ def main(argv: list[str] | None = None) -> int:
                 same += 1
         n = len(found.get(task, []))
         rows.append([task, n, same, n - same])
-    print(f"Records with {' '.join(sorted(given))} against their twins without it, under {out}/runs: "
-          f"the same training = equal {', '.join(DECIDED)}.\n")
+    print(
+        f"Records with {' '.join(sorted(given))} against their twins without it, under {out}/runs: "
+        f"the same training = equal {', '.join(DECIDED)}.\n"
+    )
     print(tabulate(rows, headers=["task", "pairs", "the same", "differ"], tablefmt="github"))
     if differing:
         print()

@@ -20,6 +20,7 @@ At the end the rows whose search cost at most 2x one full run (in time and in st
 of rows whose picks agree; rows whose exhaustive grid is not finished are shown and left out of
 both. Only reads: Optuna's journals are opened read-only, nothing is written under either OUT.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,8 +56,15 @@ def trials(out: Path, study: str) -> dict[str, list[dict]]:
             if t.state.name not in ("COMPLETE", "PRUNED") or not path or path in seen:
                 continue
             seen.add(path)
-            rows.append({"number": t.number, "state": t.state.name, "values": dict(t.params), "val": t.value,
-                         "record": read_record(out / path, quiet=True)})
+            rows.append(
+                {
+                    "number": t.number,
+                    "state": t.state.name,
+                    "values": dict(t.params),
+                    "val": t.value,
+                    "record": read_record(out / path, quiet=True),
+                }
+            )
         found[model] = rows
     return found
 
@@ -86,19 +94,28 @@ def row(study: str, model: str, search: list[dict], grid: list[dict], size: int)
     mean_time = statistics.mean(g["record"]["train_time_s"] for g in full) if full else None
     one_steps = at["record"].get("steps_run") if at else None
     agree = finished and chosen is not None and best is not None and chosen["values"] == best["values"]
-    return {"row": f"{model} ({study})", "trials": f"{sum(r['state'] == 'COMPLETE' for r in search)} + "
-            f"{sum(r['state'] == 'PRUNED' for r in search)} pruned", "time_s": time_s, "one_time": one_time, "mean_time": mean_time,
-            "steps": steps, "one_steps": one_steps, "finished": finished, "agree": agree,
-            "search_lr": values_text(chosen["values"]) if chosen else "—",
-            "search_val": chosen["val"] if chosen else None,
-            "grid_lr": values_text(best["values"]) if best else "—", "grid_val": best["val"] if best else None,
-            "grid_done": "" if finished else f", {len(full)}/{size} run"}
+    return {
+        "row": f"{model} ({study})",
+        "trials": f"{sum(r['state'] == 'COMPLETE' for r in search)} + {sum(r['state'] == 'PRUNED' for r in search)} pruned",
+        "time_s": time_s,
+        "one_time": one_time,
+        "mean_time": mean_time,
+        "steps": steps,
+        "one_steps": one_steps,
+        "finished": finished,
+        "agree": agree,
+        "search_lr": values_text(chosen["values"]) if chosen else "—",
+        "search_val": chosen["val"] if chosen else None,
+        "grid_lr": values_text(best["values"]) if best else "—",
+        "grid_val": best["val"] if best else None,
+        "grid_done": "" if finished else f", {len(full)}/{size} run",
+    }
 
 
 def main() -> None:
+    from _bench_util import emit
     from tabulate import tabulate
 
-    from _bench_util import emit
     from bench.tune.study import read_meta, study_folder, study_names, target
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -118,28 +135,57 @@ def main() -> None:
             sys.exit(f"tuning_cost.py: study {name} of {args.grid} tunes other settings than {args.search}'s")
         search, grid = trials(args.search, name), trials(args.grid, name)
         rows += [row(name, m, search[m], grid[m], target(grid_meta)) for m in meta["models"]]
-    body = [[r["row"], r["trials"], f"{r['time_s']:.0f}", f"{r['one_time']:.0f}" if r["one_time"] else "—",
-             ratio(r["time_s"], r["one_time"]), ratio(r["time_s"], r["mean_time"]),
-             f"{r['steps']} / {r['one_steps'] or '—'}", ratio(r["steps"], r["one_steps"]),
-             r["search_lr"] + (f" ({100 * r['search_val']:.1f})" if r["search_val"] is not None else ""),
-             r["grid_lr"] + (f" ({100 * r['grid_val']:.1f}{r['grid_done']})" if r["grid_val"] is not None else ""),
-             ("yes" if r["agree"] else "no") if r["finished"] else "—"] for r in rows]
-    headers = ["row (study)", "search trials", "search s", "full run s", "/ full", "/ mean", "steps: search / full", "/ full (steps)",
-               "search picks (val %)", "grid picks (val %)", "agree"]
+    body = [
+        [
+            r["row"],
+            r["trials"],
+            f"{r['time_s']:.0f}",
+            f"{r['one_time']:.0f}" if r["one_time"] else "—",
+            ratio(r["time_s"], r["one_time"]),
+            ratio(r["time_s"], r["mean_time"]),
+            f"{r['steps']} / {r['one_steps'] or '—'}",
+            ratio(r["steps"], r["one_steps"]),
+            r["search_lr"] + (f" ({100 * r['search_val']:.1f})" if r["search_val"] is not None else ""),
+            r["grid_lr"] + (f" ({100 * r['grid_val']:.1f}{r['grid_done']})" if r["grid_val"] is not None else ""),
+            ("yes" if r["agree"] else "no") if r["finished"] else "—",
+        ]
+        for r in rows
+    ]
+    headers = [
+        "row (study)",
+        "search trials",
+        "search s",
+        "full run s",
+        "/ full",
+        "/ mean",
+        "steps: search / full",
+        "/ full (steps)",
+        "search picks (val %)",
+        "grid picks (val %)",
+        "agree",
+    ]
     done = [r for r in rows if r["finished"] and r["one_time"]]
     cheap_time = sum(r["time_s"] <= COST_TARGET * r["one_time"] for r in done)
     cheap_steps = sum(r["steps"] <= COST_TARGET * r["one_steps"] for r in done)
     agree = sum(r["agree"] for r in done)
-    summary = (f"{len(done)} of {len(rows)} rows with the exhaustive grid finished: search <= {COST_TARGET:g}x one full run in "
-               f"optimizer steps for {cheap_steps}/{len(done)} (about the time at equal load: a row's trials differ only in their values), "
-               f"in train time as measured for {cheap_time}/{len(done)} (load-dependent)"
-               + (f" (all rows: {sum(r['steps'] for r in done) / sum(r['one_steps'] for r in done):.2f}x in steps, "
-                  f"{sum(r['time_s'] for r in done) / sum(r['one_time'] for r in done):.2f}x in time)" if done else "")
-               + f"; the search picks the grid's lr for {agree}/{len(done)}"
-               + (f" = {100 * agree / len(done):.0f}% of rows (target >= {100 * AGREE_TARGET:.0f}%)" if done else ""))
-    note = (f"Search: {args.search}/studies, exhaustive grid: {args.grid}/studies; time = train_time_s (shared cores: load-dependent), "
-            "steps = steps_run; / full: over the grid's run at the lr the search picked, / mean: over the mean of the grid's runs; "
-            "picks: best validation score of finished trials.")
+    summary = (
+        f"{len(done)} of {len(rows)} rows with the exhaustive grid finished: search <= {COST_TARGET:g}x one full run in "
+        f"optimizer steps for {cheap_steps}/{len(done)} (about the time at equal load: a row's trials differ only in their values), "
+        f"in train time as measured for {cheap_time}/{len(done)} (load-dependent)"
+        + (
+            f" (all rows: {sum(r['steps'] for r in done) / sum(r['one_steps'] for r in done):.2f}x in steps, "
+            f"{sum(r['time_s'] for r in done) / sum(r['one_time'] for r in done):.2f}x in time)"
+            if done
+            else ""
+        )
+        + f"; the search picks the grid's lr for {agree}/{len(done)}"
+        + (f" = {100 * agree / len(done):.0f}% of rows (target >= {100 * AGREE_TARGET:.0f}%)" if done else "")
+    )
+    note = (
+        f"Search: {args.search}/studies, exhaustive grid: {args.grid}/studies; time = train_time_s (shared cores: load-dependent), "
+        "steps = steps_run; / full: over the grid's run at the lr the search picked, / mean: over the mean of the grid's runs; "
+        "picks: best validation score of finished trials."
+    )
     emit(tabulate(body, headers=headers, tablefmt="github", disable_numparse=True) + "\n\n" + note + "\n\n" + summary, args.md)
 
 

@@ -1,5 +1,6 @@
 """Shared by the input tests (``tests/test_inputs_*.py``): the command line run in-process, and a
 refusal checked to be one line with exit status 2."""
+
 from bench.cli import main
 
 

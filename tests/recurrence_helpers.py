@@ -1,4 +1,5 @@
 """Shared by the recurrence mechanism's tests (test_linear_recurrence.py, test_dplr_recurrence.py)."""
+
 import torch
 
 
@@ -10,5 +11,6 @@ def float32_gradient_errors(chunked, reference, args: dict) -> dict:
         leaves = {n: x.to(dtype).requires_grad_(True) for n, x in args.items()}
         o, S = fn(**leaves)
         grads[name] = torch.autograd.grad(o.sum() + S.square().sum(), list(leaves.values()))
-    return {n: ((got.double() - ref).abs().max() / ref.abs().max()).item()
-            for n, got, ref in zip(args, grads["chunked"], grads["reference"])}
+    return {
+        n: ((got.double() - ref).abs().max() / ref.abs().max()).item() for n, got, ref in zip(args, grads["chunked"], grads["reference"])
+    }

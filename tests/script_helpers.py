@@ -1,4 +1,5 @@
 """Shared by the tests of scripts/ (which are files, not a package): a script loaded as a module by its path."""
+
 import importlib.util
 from pathlib import Path
 from types import ModuleType

@@ -3,6 +3,7 @@ entries, feeding tokens through ``step`` in pieces, and reading a state's tensor
 
 The ``one_thread`` fixture they all use lives in ``tests/conftest.py``.
 """
+
 import torch
 
 import bench
@@ -27,8 +28,18 @@ def small(name) -> dict:
     accepted = constructor_params(model_class(name))
     fixed = REG.model_entry(name)["params"]
     n_heads = fixed.get("n_heads", accepted.get("n_heads", 4))
-    want = {"d_model": 4 * n_heads, "d_ff": 32, "dropout": 0.0, "segment_len": 5, "mem_len": 7, "block_size": 5,
-            "n_state": 3, "window": 4, "chunk_size": 5, "memory_slots": 3}
+    want = {
+        "d_model": 4 * n_heads,
+        "d_ff": 32,
+        "dropout": 0.0,
+        "segment_len": 5,
+        "mem_len": 7,
+        "block_size": 5,
+        "n_state": 3,
+        "window": 4,
+        "chunk_size": 5,
+        "memory_slots": 3,
+    }
     return {k: v for k, v in want.items() if k in accepted and k not in fixed}
 
 

@@ -1,5 +1,6 @@
 """The "Adding a task" worked example (one file + one entry), taken from docs/adding-a-task.md
 text itself, validates, generates what its docstring says and trains end to end."""
+
 import sys
 
 import numpy as np
@@ -11,7 +12,6 @@ import bench
 from bench.config import resolve_run
 from bench.registry import Registry
 from bench.validation import registry_problems
-
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """bench:against: every row of a table against a baseline row, column by column (Welch over
 seeds, two-sided, Holm over a row's columns), checked against scipy and Holm computed by hand."""
+
 import shutil
 from pathlib import Path
 
@@ -18,12 +19,19 @@ def cell(mean, std, n, chance=False):
 
 
 def test_each_cell_is_welch_two_sided_with_holm_over_the_row():
-    cells = {("base", "a"): cell(50.0, 2.0, 5), ("fam", "a"): cell(60.0, 3.0, 5),   # clearly above
-             ("base", "b"): cell(80.0, 1.0, 5), ("fam", "b"): cell(70.0, 4.0, 4),   # clearly below
-             ("base", "c"): cell(50.0, 5.0, 3), ("fam", "c"): cell(52.0, 5.0, 3)}   # no difference to speak of
+    cells = {
+        ("base", "a"): cell(50.0, 2.0, 5),
+        ("fam", "a"): cell(60.0, 3.0, 5),  # clearly above
+        ("base", "b"): cell(80.0, 1.0, 5),
+        ("fam", "b"): cell(70.0, 4.0, 4),  # clearly below
+        ("base", "c"): cell(50.0, 5.0, 3),
+        ("fam", "c"): cell(52.0, 5.0, 3),
+    }  # no difference to speak of
     (found,) = compare_rows(cells, ["base", "fam"], ["a", "b", "c"], "base").values()
-    raw = [sps.ttest_ind_from_stats(m1, s1, n1, m2, s2, n2, equal_var=False).pvalue
-           for (m1, s1, n1), (m2, s2, n2) in [((60, 3, 5), (50, 2, 5)), ((70, 4, 4), (80, 1, 5)), ((52, 5, 3), (50, 5, 3))]]
+    raw = [
+        sps.ttest_ind_from_stats(m1, s1, n1, m2, s2, n2, equal_var=False).pvalue
+        for (m1, s1, n1), (m2, s2, n2) in [((60, 3, 5), (50, 2, 5)), ((70, 4, 4), (80, 1, 5)), ((52, 5, 3), (50, 5, 3))]
+    ]
     order = sorted(range(3), key=lambda i: raw[i])  # Holm by hand: k-th smallest times (3 - k), kept non-decreasing
     holm, running = [0.0] * 3, 0.0
     for k, i in enumerate(order):
@@ -39,8 +47,12 @@ def test_each_cell_is_welch_two_sided_with_holm_over_the_row():
 def test_every_tested_cell_says_its_effect_ci_and_p_inconclusive_ones_too():
     """The row's sentence: the inconclusive column with its Δ, 95% Welch CI and Holm p (computed here
     with scipy's Welch df), as the above / below columns carry theirs."""
-    cells = {("base", "a"): cell(50.0, 2.0, 5), ("fam", "a"): cell(60.0, 3.0, 5),
-             ("base", "c"): cell(50.0, 5.0, 3), ("fam", "c"): cell(52.0, 5.0, 3)}
+    cells = {
+        ("base", "a"): cell(50.0, 2.0, 5),
+        ("fam", "a"): cell(60.0, 3.0, 5),
+        ("base", "c"): cell(50.0, 5.0, 3),
+        ("fam", "c"): cell(52.0, 5.0, 3),
+    }
     (found,) = compare_rows(cells, ["base", "fam"], ["a", "c"], "base").values()
     sentence = _sentence("fam", "base", ["a", "c"], found, 1)
     se = (25 / 3 + 25 / 3) ** 0.5
@@ -52,9 +64,14 @@ def test_every_tested_cell_says_its_effect_ci_and_p_inconclusive_ones_too():
 
 
 def test_cells_without_a_test():
-    cells = {("base", "a"): cell(50.0, 2.0, 5), ("fam", "a"): cell(60.0, "", 1),
-             ("base", "b"): cell(33.0, 1.0, 5, chance=True), ("fam", "b"): cell(34.0, 1.0, 5, chance=True),
-             ("base", "c"): cell(50.0, 2.0, 5), ("fam", "c"): cell(56.0, 2.0, 5)}
+    cells = {
+        ("base", "a"): cell(50.0, 2.0, 5),
+        ("fam", "a"): cell(60.0, "", 1),
+        ("base", "b"): cell(33.0, 1.0, 5, chance=True),
+        ("fam", "b"): cell(34.0, 1.0, 5, chance=True),
+        ("base", "c"): cell(50.0, 2.0, 5),
+        ("fam", "c"): cell(56.0, 2.0, 5),
+    }
     (found,) = compare_rows(cells, ["base", "fam"], ["a", "b", "c", "d"], "base").values()
     assert [r.verdict for r in found] == [NO_TEST, NO_TEST, ABOVE, NO_TEST]
     assert [r.why for r in found[:2]] == ["< 2 seeds a side", "both at chance"]
@@ -87,14 +104,17 @@ def test_a_block_may_name_the_rows_it_compares(tmp_path):
     assert [line.split("|")[1].strip() for line in some.splitlines() if line.startswith("| ")][1:] == ["gut", "ut"]
 
 
-@pytest.mark.parametrize("spec,message", [
-    ("halt-table3-cpu", "takes a generated table, the row"),
-    ("halt-table3-cpu transformer gut ut", "takes a generated table, the row"),
-    ("halt-table3-cpu lstm", "has no row 'lstm'"),
-    ("halt-table3-cpu transformer gut,lstm", "has no row 'lstm'"),
-    ("halt-table3-cpu transformer transformer", "other than it"),
-    ("no-such-table transformer", "is not a table"),
-])
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ("halt-table3-cpu", "takes a generated table, the row"),
+        ("halt-table3-cpu transformer gut ut", "takes a generated table, the row"),
+        ("halt-table3-cpu lstm", "has no row 'lstm'"),
+        ("halt-table3-cpu transformer gut,lstm", "has no row 'lstm'"),
+        ("halt-table3-cpu transformer transformer", "other than it"),
+        ("no-such-table transformer", "is not a table"),
+    ],
+)
 def test_bad_blocks_are_one_line(tmp_path, spec, message):
     with pytest.raises(UserError, match=message):
         against_block(tmp_path, spec, "doc.md:1")
@@ -110,6 +130,7 @@ def test_a_table_against_the_same_rows_of_another(tmp_path):
     body = against_block(tmp_path, "halt-table3-cpu-tuned @halt-table3-cpu gut,ut", "doc.md:1")
     assert "against the same row of halt-table3-cpu" in body and "- **gut**: " in body and "- **ut**: " in body
     import csv
+
     rows = {}
     for name in ("halt-table3-cpu", "halt-table3-cpu-tuned"):
         with open(tmp_path / "reproduce" / f"{name}.csv", newline="") as f:

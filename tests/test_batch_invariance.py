@@ -6,6 +6,7 @@ TLB-FR chunked the whole batch by its longest sequence (ceil(longest / 5) tokens
 short sequence's chunks, and its outputs, changed with its neighbours; it now cuts each sequence
 into its own 5 chunks (bench/models/tlb_fr.py). Parametrised over the registry: a new entry is tested
 the moment it is added."""
+
 import pytest
 import torch
 
@@ -15,8 +16,20 @@ from bench.registry import Registry, constructor_params, import_target
 torch.set_num_threads(1)
 REG = Registry()
 V, SHORT, LONG = 13, 7, 19  # TLB-FR: chunks of 2 tokens alone, 4 beside the long one under batch-wide chunking
-TINY = dict(d_model=40, d_ff=32, dropout=0.0, n_layers=2, max_layers=3, chunk_size=4, memory_slots=2, update_layers=1,
-            segment_len=4, mem_len=4, block_size=4, n_state=2)
+TINY = dict(
+    d_model=40,
+    d_ff=32,
+    dropout=0.0,
+    n_layers=2,
+    max_layers=3,
+    chunk_size=4,
+    memory_slots=2,
+    update_layers=1,
+    segment_len=4,
+    mem_len=4,
+    block_size=4,
+    n_state=2,
+)
 
 
 def model_class(name):

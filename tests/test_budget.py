@@ -1,5 +1,6 @@
 """Budgets and state sizes: the streaming state's bytes against hand counts, the FLOPs of the LSTM's
 fused kernel, the width search against the built models' parameter counts, bad input, the plot."""
+
 import math
 
 import pytest
@@ -9,8 +10,8 @@ from bench import budget
 from bench.config import resolve_run
 from bench.cost import Row, Setup, random_batch, training_step
 from bench.cost import state as cost_state
-from bench.runner import stream_state as state_mod
 from bench.cost.flops import step_flops
+from bench.runner import stream_state as state_mod
 from bench.runner.build import instantiate_model, instantiate_task
 from bench.runner.module import TaskModule
 
@@ -100,8 +101,10 @@ def test_width_search_matches_the_built_models_parameters(registry):
     d0, ff0 = (resolve_run(registry, "transformer", "flipflop", "smoke").model.params[k] for k in ("d_model", "d_ff"))
     assert tf2.d_ff == round(tf2.d_model * ff0 / d0)
     lstm2 = by["lstm", 2.0]  # no heads: every width is a candidate, and the chosen one is the nearest in ratio
-    gaps = {d: abs(math.log(count(registry, "lstm", "flipflop", "smoke", [f"model.d_model={d}"]) / reference / 2))
-            for d in (lstm2.d_model - 1, lstm2.d_model, lstm2.d_model + 1)}
+    gaps = {
+        d: abs(math.log(count(registry, "lstm", "flipflop", "smoke", [f"model.d_model={d}"]) / reference / 2))
+        for d in (lstm2.d_model - 1, lstm2.d_model, lstm2.d_model + 1)
+    }
     assert min(gaps, key=gaps.get) == lstm2.d_model
 
 
@@ -112,8 +115,10 @@ def test_d_ff_is_freed_where_no_multiple_of_the_heads_reaches_the_budget(registr
     (w,) = budget.plan_budget(registry, ["transformer"], "parity", "smoke", None, "params", [2])
     reference = count(registry, "transformer", "parity", "smoke", ())
     heads, d0, ff0 = (resolve_run(registry, "transformer", "parity", "smoke").model.params[k] for k in ("n_heads", "d_model", "d_ff"))
-    proportional = {d: abs(count(registry, "transformer", "parity", "smoke", [f"model.d_model={d}", f"model.d_ff={d * ff0 // d0}"])
-                           / reference / 2 - 1) for d in (40, 48)}
+    proportional = {
+        d: abs(count(registry, "transformer", "parity", "smoke", [f"model.d_model={d}", f"model.d_ff={d * ff0 // d0}"]) / reference / 2 - 1)
+        for d in (40, 48)
+    }
     assert min(proportional.values()) > 0.10  # the grid alone cannot: this is the case d_ff is freed for
     assert w.d_model in (40, 48) and w.d_model % heads == 0 and w.d_ff != round(w.d_model * ff0 / d0)
     assert w.overrides == (f"model.d_model={w.d_model}", f"model.d_ff={w.d_ff}")
@@ -131,17 +136,23 @@ def test_a_family_that_cannot_reach_the_budget(registry):
         budget.plan_budget(registry, ["lstm"], "flipflop", "smoke", None, "state", [1])
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--budget", "bogus"], "invalid choice: 'bogus'"),
-    (["--budget", "params", "--at", "0x"], "--at takes multiples"),
-    (["--budget", "params", "--at", "2y"], "--at takes multiples"),
-    (["--budget", "params", "--at", "64"], "--at 64: a multiple of the Transformer's budget is written with its x (64x; "
-                                           "e.g. --at 1x,2x,4x); for the d_model 64, use --budget width --at 64"),
-    (["--at", "2x"], "go with --budget"),
-    (["--budget", "state", "--at", "1x"], "lstm cannot match"),
-    (["--budget", "width"], "needs --at with the d_model values"),
-    (["--budget", "width", "--at", "30"], "transformer cannot be built at d_model=30 (a multiple of its n_heads=4"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--budget", "bogus"], "invalid choice: 'bogus'"),
+        (["--budget", "params", "--at", "0x"], "--at takes multiples"),
+        (["--budget", "params", "--at", "2y"], "--at takes multiples"),
+        (
+            ["--budget", "params", "--at", "64"],
+            "--at 64: a multiple of the Transformer's budget is written with its x (64x; "
+            "e.g. --at 1x,2x,4x); for the d_model 64, use --budget width --at 64",
+        ),
+        (["--at", "2x"], "go with --budget"),
+        (["--budget", "state", "--at", "1x"], "lstm cannot match"),
+        (["--budget", "width"], "needs --at with the d_model values"),
+        (["--budget", "width", "--at", "30"], "transformer cannot be built at d_model=30 (a multiple of its n_heads=4"),
+    ],
+)
 def test_bad_budget_input_is_one_line(tmp_path, capsys, argv, message):
     from bench.cli import main
 
@@ -153,8 +164,13 @@ def test_bad_budget_input_is_one_line(tmp_path, capsys, argv, message):
 
 
 def fake_record(acc):
-    return {"status": "ok", "test_splits": ["T64"], "primary_metric": "acc", "report_metrics": ["acc"],
-            "metrics": {"val": {"acc": acc}, "T64": {"acc": acc}}}
+    return {
+        "status": "ok",
+        "test_splits": ["T64"],
+        "primary_metric": "acc",
+        "report_metrics": ["acc"],
+        "metrics": {"val": {"acc": acc}, "T64": {"acc": acc}},
+    }
 
 
 def test_budget_table_and_plot(tmp_path):
@@ -174,8 +190,15 @@ def test_budget_table_and_plot(tmp_path):
 def test_a_run_records_its_state(tmp_path, registry):
     import bench
 
-    rec = bench.run(model="lstm", task="flipflop", preset="smoke", seed=0, out=tmp_path, progress=False,
-                    overrides=["train.max_steps=2", "train.val_every_steps=2", "model.d_model=12"])
+    rec = bench.run(
+        model="lstm",
+        task="flipflop",
+        preset="smoke",
+        seed=0,
+        out=tmp_path,
+        progress=False,
+        overrides=["train.max_steps=2", "train.val_every_steps=2", "model.d_model=12"],
+    )
     config, _, _ = built(registry, "lstm", "flipflop", "smoke", ["model.d_model=12"])
     layers = config.model.params.get("n_layers", 1)
     assert rec["stream_state"] == {"bytes": 2 * layers * 12 * 4, "length": max(config.task.params["test_lens"]), "batch": 1}
@@ -187,16 +210,22 @@ def test_width_sweep_measures_each_width_state(registry):
     config = resolve_run(registry, "transformer", "flipflop", "smoke")
     layers, d0, length = config.model.params["n_layers"], config.model.params["d_model"], max(config.task.params["test_lens"])
     lstm_layers = resolve_run(registry, "lstm", "flipflop", "smoke").model.params.get("n_layers", 1)
-    expected = {("transformer", 16): 2 * layers * length * 16 * 4, ("transformer", 32): 2 * layers * length * 32 * 4,
-                ("lstm", 16): 2 * lstm_layers * 16 * 4, ("lstm", 32): 2 * lstm_layers * 32 * 4}
+    expected = {
+        ("transformer", 16): 2 * layers * length * 16 * 4,
+        ("transformer", 32): 2 * layers * length * 32 * 4,
+        ("lstm", 16): 2 * lstm_layers * 16 * 4,
+        ("lstm", 32): 2 * lstm_layers * 32 * 4,
+    }
     assert {(w.model, w.d_model): w.value for w in widths} == expected
     assert all(w.ratio == w.value / (2 * layers * length * d0 * 4) and w.length == length for w in widths)
     assert [w.label for w in widths] == ["transformer d=16", "transformer d=32", "lstm d=16", "lstm d=32"]
 
 
 def test_state_column_reads_records_and_measures_older_ones(registry):
-    records = {("transformer", "flipflop"): [{**fake_record(0.5), "stream_state": {"bytes": 3 * 2**20, "length": 64, "batch": 1}}],
-               ("lstm", "flipflop"): [fake_record(0.7)]}  # made before the field: measured now, marked *
+    records = {
+        ("transformer", "flipflop"): [{**fake_record(0.5), "stream_state": {"bytes": 3 * 2**20, "length": 64, "batch": 1}}],
+        ("lstm", "flipflop"): [fake_record(0.7)],
+    }  # made before the field: measured now, marked *
     header, cells = budget.state_column(registry, records, ["transformer", "lstm", "gru"], "flipflop", "smoke")
     d = resolve_run(registry, "lstm", "flipflop", "smoke").model.params["d_model"]
     assert header == "flipflop state @64"

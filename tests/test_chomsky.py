@@ -1,6 +1,7 @@
 """The Chomsky-hierarchy tasks (Deletang et al. 2023): every split's targets recomputed by an
 independent reference (Python arithmetic, slicing, a list as the stack, ``sorted``), the layout,
 the splits' disjointness, bad parameters at the CLI, and a model that learns one of them."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -58,7 +59,7 @@ def decode(task, tokens, targets) -> tuple[list[str], list[str]]:
     words = [task.vocab[t] for t in tokens]
     n = words.index("=")
     assert all(w not in ("=", "_", "<pad>") for w in words[:n])
-    assert words[n + 1:] == ["_"] * (len(words) - n - 1)
+    assert words[n + 1 :] == ["_"] * (len(words) - n - 1)
     assert list(targets[:n]) == [IGNORE] * n and IGNORE not in list(targets[n:])
     return words[:n], [task.vocab[t] for t in targets[n:]]
 
@@ -91,11 +92,16 @@ def test_worked_examples():
     """The docstrings' examples and the reference repository's own (hand-computed)."""
     task = ModularArithmetic()
     plus, minus, times = 0, 1, 2
-    cases = [([1, 2, 3, 4], [plus, times, minus], 3), ([1, 2, 3], [plus, times], 2), ([1, 1, 1], [minus, minus], 4),
-             ([0, 1, 4, 3, 2], [times, plus, times, minus], 0)]
+    cases = [
+        ([1, 2, 3, 4], [plus, times, minus], 3),
+        ([1, 2, 3], [plus, times], 2),
+        ([1, 1, 1], [minus, minus], 4),
+        ([0, 1, 4, 3, 2], [times, plus, times, minus], 0),
+    ]
     for numbers, ops, value in cases:
         assert task.evaluate(np.array([numbers]), np.array([ops]))[0] == value
     from bench.tasks.stack_manipulation import final_stack
+
     assert final_stack([0, 1, 1, 0], [4, 2, 2]) == [0, 1, 1]  # PUSH1 POP POP
     assert final_stack([1, 1, 0], [2, 2, 2, 2]) == []  # the last POP meets an empty stack
     data = ReverseString().vocab, BucketSort().vocab
@@ -158,17 +164,50 @@ def test_bad_parameters_are_one_line_exit_2(task, setting, message, tmp_path, ca
 
 
 def test_bad_parameter_from_a_subprocess_has_no_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "bench.cli", "run", "--model", "transformer", "--task", "modular-arithmetic",
-                           "--set", "data.modulus=0", "--out", str(tmp_path)], check=False, capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.cli",
+            "run",
+            "--model",
+            "transformer",
+            "--task",
+            "modular-arithmetic",
+            "--set",
+            "data.modulus=0",
+            "--out",
+            str(tmp_path),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "modulus=0: must be >= 2" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.slow
 def test_transformer_learns_bucket_sort_at_short_lengths(tmp_path):
-    rec = bench.run(model="transformer", task="bucket-sort", preset="smoke", seed=0, out=tmp_path, progress=False,
-                    overrides=["data.max_len=8", "data.n_train=1000", "data.test_max_len=16", "data.test_len_step=4",
-                               "model.d_model=64", "train.max_epochs=3", "train.lr=0.005", "train.num_threads=1"])
+    rec = bench.run(
+        model="transformer",
+        task="bucket-sort",
+        preset="smoke",
+        seed=0,
+        out=tmp_path,
+        progress=False,
+        overrides=[
+            "data.max_len=8",
+            "data.n_train=1000",
+            "data.test_max_len=16",
+            "data.test_len_step=4",
+            "model.d_model=64",
+            "train.max_epochs=3",
+            "train.lr=0.005",
+            "train.num_threads=1",
+        ],
+    )
     assert rec["status"] == "ok"
     assert rec["metrics"]["iid"]["token_acc"] > 0.95  # chance: ~0.2 per token (5 symbols)
 
@@ -180,8 +219,15 @@ def test_a_record_carries_the_token_chance_of_each_split_and_length(tmp_path):
 
     from bench.registry import import_task_class
 
-    overrides = ["data.max_len=8", "data.n_train=64", "data.n_val=32", "data.test_max_len=16", "data.test_len_step=4",
-                 "train.max_epochs=1", "train.num_threads=1"]
+    overrides = [
+        "data.max_len=8",
+        "data.n_train=64",
+        "data.n_val=32",
+        "data.test_max_len=16",
+        "data.test_len_step=4",
+        "train.max_epochs=1",
+        "train.num_threads=1",
+    ]
     rec = bench.run(model="gru", task="modular-arithmetic", preset="smoke", seed=0, out=tmp_path, progress=False, overrides=overrides)
     assert rec["status"] == "ok"
     cfg = rec["config"]["task"]  # the task the run resolved (its parameters and data seed)

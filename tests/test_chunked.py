@@ -7,6 +7,7 @@ segment boundary; padding never changes real outputs or the memory; XL with an u
 memory is exactly a full causal relative-position Transformer; every family learns a task
 that can only be solved through its cross-segment memory.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,9 +17,9 @@ import torch
 import torch.nn.functional as F
 
 from bench.models.brt import BlockRecurrentTransformer, FixedGate, LSTMGate
+from bench.models.layers.relative import RelativeAttention, sinusoid
 from bench.models.tlb import TLB
 from bench.models.tlb_fr import TLBFixedRecurrence
-from bench.models.layers.relative import RelativeAttention, sinusoid
 from bench.models.xl import TransformerXL
 
 torch.set_num_threads(1)
@@ -60,7 +61,7 @@ def naive_relative_attention(att: RelativeAttention, x, ctx, causal, key_mask):
     R = att.r_proj(sinusoid((i - j).flatten(), att.d_model)).view(Tq, Tk, H, hd).permute(2, 0, 1, 3)  # (H, Tq, Tk, hd)
     a = q @ k.transpose(-1, -2)
     b = torch.einsum("bhid,hijd->bhij", q, R)
-    c = (att.u @ k.transpose(-1, -2))  # (B, H, 1, Tk)
+    c = att.u @ k.transpose(-1, -2)  # (B, H, 1, Tk)
     d = torch.einsum("hxd,hijd->hij", att.v, R)
     scores = (a + b + c + d) / math.sqrt(hd)
     allowed = torch.ones(B, 1, Tq, Tk, dtype=torch.bool)

@@ -12,6 +12,7 @@ Two complementary checks, on tiny models and a padded batch:
 Counts for every registry model: results/perf/compile_graph_breaks.md
 (scripts/benchmarks/compile_graph_breaks.py).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -79,9 +80,7 @@ def _label(case) -> str:
     return f"{name}-{'causal' if causal else 'bidir'}" + (f"-{kw['mode']}" if "mode" in kw else "")
 
 
-@pytest.mark.parametrize(
-    "case", [*FAST, *(pytest.param(case, marks=pytest.mark.slow, id=_label(case)) for case in SLOW)], ids=_label
-)
+@pytest.mark.parametrize("case", [*FAST, *(pytest.param(case, marks=pytest.mark.slow, id=_label(case)) for case in SLOW)], ids=_label)
 def test_forward_traces_as_one_graph(case):
     name, causal, kw = case
     breaks, sites = graph_breaks(build(name, causal, **kw))
@@ -125,22 +124,26 @@ def test_host_sync_guard_catches_a_sync():
         bool(torch.ones(2).all())
 
 
-@pytest.mark.parametrize("case", [
-    ("transformer", False, {"pos_encoding": "sinusoidal"}),
-    ("transformer", True, {"pos_encoding": "learned"}),
-    ("rsa-transformer-II", False, {}),
-    ("rsa-transformer-IV", True, {"rsa": {"kinds": [3, 0, 0, 0, 1, 1], "dilations": [2, 2], "path": "dense"}}),
-    ("rsa-xl", False, SEGMENTS),
-    ("brt", True, {"block_size": 5, "n_state": 3}),
-    ("rsa-tlb", False, CHUNKS),
-    ("gut", False, {**HALTING, "mode": "upperbound"}),
-    ("gut", True, {**HALTING, "mode": "no-halt"}),
-    ("ut", False, {**HALTING, "mode": "upperbound"}),
-    ("gutlb", False, {**HALTING, **CHUNKS, "mode": "upperbound"}),
-    ("r-transformer", False, {}),
-    ("rwkv7", True, {}),
-    *((name, True, {}) for name in ("linear-transformer", "deltanet", "gated-deltanet", "retnet", "mamba2", "mlstm")),
-], ids=_label)  # gla reads its decays once a call (the chunk choice: docs/linear_recurrence.md, the mechanism)
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("transformer", False, {"pos_encoding": "sinusoidal"}),
+        ("transformer", True, {"pos_encoding": "learned"}),
+        ("rsa-transformer-II", False, {}),
+        ("rsa-transformer-IV", True, {"rsa": {"kinds": [3, 0, 0, 0, 1, 1], "dilations": [2, 2], "path": "dense"}}),
+        ("rsa-xl", False, SEGMENTS),
+        ("brt", True, {"block_size": 5, "n_state": 3}),
+        ("rsa-tlb", False, CHUNKS),
+        ("gut", False, {**HALTING, "mode": "upperbound"}),
+        ("gut", True, {**HALTING, "mode": "no-halt"}),
+        ("ut", False, {**HALTING, "mode": "upperbound"}),
+        ("gutlb", False, {**HALTING, **CHUNKS, "mode": "upperbound"}),
+        ("r-transformer", False, {}),
+        ("rwkv7", True, {}),
+        *((name, True, {}) for name in ("linear-transformer", "deltanet", "gated-deltanet", "retnet", "mamba2", "mlstm")),
+    ],
+    ids=_label,
+)  # gla reads its decays once a call (the chunk choice: docs/linear_recurrence.md, the mechanism)
 def test_forward_and_backward_never_read_device_values(case):
     name, causal, kw = case
     model = build(name, causal, **kw).train()

@@ -1,19 +1,20 @@
 """`bench cost` (bench/cost/): the op / sync counter and the saved-bytes measure against
 hand-computed values, ratios to the Transformer, OOM cells, bad input, --stream with a test
 double that streams, and the files' header. Tiny models only; nothing here times anything."""
+
 import json
 import sys
 
 import pytest
 import torch
 import yaml
+from conftest import ROOT
 from torch import nn
 
 from bench import cost
 from bench.cli import main
-from bench.registry import Registry
-from conftest import ROOT
 from bench.models.base import Backbone, BackboneOutput, StreamingUnsupported
+from bench.registry import Registry
 
 TINY = ["--task", "flipflop", "--preset", "smoke", "--batch", "2", "--repeats", "2", "--warmup", "0", "--quiet"]
 
@@ -39,7 +40,7 @@ class StreamingToy(Backbone):
         h, cache, outs = state["h"], state["cache"], []
         for i in range(x.shape[1]):
             h = self.decay * h + x[:, i]
-            cache = torch.cat([cache, x[:, i: i + 1]], dim=1)
+            cache = torch.cat([cache, x[:, i : i + 1]], dim=1)
             outs.append(h + cache.mean(1))
         hidden = torch.stack(outs, 1)
         return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden)), {"h": h, "cache": cache}
@@ -184,8 +185,24 @@ def test_state_bytes_walks_nested_containers():
 def test_without_task_the_models_are_sized_by_flipflop(tmp_path):
     """The issue's command, `bench cost --models deltanet,mamba2,transformer --lengths 512,4096`, needs no
     --task: flip-flop (a causal token task at any length) sizes the models, as results/cost/ does."""
-    args = ["cost", "--models", "deltanet,mamba2", "--lengths", "8", "--preset", "smoke", "--batch", "2", "--repeats", "1",
-            "--warmup", "0", "--quiet", "--out", str(tmp_path)]
+    args = [
+        "cost",
+        "--models",
+        "deltanet,mamba2",
+        "--lengths",
+        "8",
+        "--preset",
+        "smoke",
+        "--batch",
+        "2",
+        "--repeats",
+        "1",
+        "--warmup",
+        "0",
+        "--quiet",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(args) == 0
     rows = json.loads((tmp_path / "flipflop_smoke_train_cpu_T8.json").read_text())["rows"]
     assert [r["model"] for r in rows] == ["transformer", "deltanet", "mamba2"]
@@ -209,9 +226,11 @@ def test_ratios_to_the_transformer(tmp_path, capsys):
 
 
 def test_cost_of_the_rows_is_what_add_ratios_says():
-    rows = [{"model": "transformer", "length": 4, "step_s": 2.0, "ops": 100},
-            {"model": "ut", "length": 4, "step_s": 5.0, "ops": 250},
-            {"model": "ut", "length": 4, "status": cost.OOM}]
+    rows = [
+        {"model": "transformer", "length": 4, "step_s": 2.0, "ops": 100},
+        {"model": "ut", "length": 4, "step_s": 5.0, "ops": 250},
+        {"model": "ut", "length": 4, "status": cost.OOM},
+    ]
     cost.add_ratios(rows, keys=("step_s", "ops"))
     assert [r["step_s_ratio"] for r in rows] == [1.0, 2.5, None] and rows[1]["ops_ratio"] == 2.5
 
@@ -270,15 +289,18 @@ def test_an_error_of_the_model_is_not_a_cell(tmp_path, monkeypatch):
         main(["cost", "--models", "lstm", "--lengths", "8", *TINY, "--out", str(tmp_path)])
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--models", "transformr", "--task", "flipflop"], "unknown model 'transformr'"),
-    (["--models", "lstm", "--task", "flipflop", "--lengths", "512,0"], "--lengths takes positive whole numbers"),
-    (["--models", "lstm", "--task", "flipflop", "--lengths", "1k"], "--lengths takes positive whole numbers"),
-    (["--models", "lstm", "--task", "flipflop", "--dtype", "fp16"], "choose fp32 or bf16"),
-    (["--models", "lstm", "--task", "flipflop", "--halting"], "has no halting modes"),
-    (["--models", "lstm", "--task", "flipflop", "--stream", "--halting"], "separate measurements"),
-    (["--models", "bidirectional-only", "--task", "flipflop"], "cannot run causally"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--models", "transformr", "--task", "flipflop"], "unknown model 'transformr'"),
+        (["--models", "lstm", "--task", "flipflop", "--lengths", "512,0"], "--lengths takes positive whole numbers"),
+        (["--models", "lstm", "--task", "flipflop", "--lengths", "1k"], "--lengths takes positive whole numbers"),
+        (["--models", "lstm", "--task", "flipflop", "--dtype", "fp16"], "choose fp32 or bf16"),
+        (["--models", "lstm", "--task", "flipflop", "--halting"], "has no halting modes"),
+        (["--models", "lstm", "--task", "flipflop", "--stream", "--halting"], "separate measurements"),
+        (["--models", "bidirectional-only", "--task", "flipflop"], "cannot run causally"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, says, tmp_path, capsys, toy_registry):
     out = tmp_path / "out"
     assert main(["--registry", str(toy_registry), "cost", *args, "--out", str(out)]) == 2
@@ -297,9 +319,14 @@ def test_position_tables_shorter_than_the_longest_length_are_raised():
     assert raised == ["transformer", "ut"] and list(configs) == rows and len(rows) == 5
     assert configs[cost.Row("transformer")].model.params["max_len"] == 8192 and "max_len" not in configs[cost.Row("lstm")].model.params
     assert [(c.model.params["max_layers"], c.model.params["mode"]) for c in list(configs.values())[2:]] == [
-        (2, "halt"), (2, "upperbound"), (2, "no-halt")]
-    assert "raised to 8192 (the longest length) for transformer, ut" in cost.header("training", ["transformer"], setup, [],
-                                                                                  raised=raised)["max_len"]
+        (2, "halt"),
+        (2, "upperbound"),
+        (2, "no-halt"),
+    ]
+    assert (
+        "raised to 8192 (the longest length) for transformer, ut"
+        in cost.header("training", ["transformer"], setup, [], raised=raised)["max_len"]
+    )
     step = cost.training_step(Registry(), cost.Row("transformer"), setup)
     assert step.config.model.params["max_len"] == 8192
 
@@ -333,8 +360,21 @@ def test_halting_ratios_to_no_halt():
 
 
 def test_stream_rows(tmp_path, capsys, toy_registry):
-    args = ["--registry", str(toy_registry), "cost", "--stream", "--models", "streaming-toy,refusing-toy", "--lengths", "4,16",
-            "--decode-tokens", "5", *TINY, "--out", str(tmp_path)]
+    args = [
+        "--registry",
+        str(toy_registry),
+        "cost",
+        "--stream",
+        "--models",
+        "streaming-toy,refusing-toy",
+        "--lengths",
+        "4,16",
+        "--decode-tokens",
+        "5",
+        *TINY,
+        "--out",
+        str(tmp_path),
+    ]
     assert main(args) == 0
     rows = json.loads((tmp_path / "flipflop_smoke_stream_cpu_T4-16.json").read_text())["rows"]
     toy = {r["length"]: r for r in rows if r["model"] == "streaming-toy"}

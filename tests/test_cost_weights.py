@@ -1,6 +1,7 @@
 """A cost table's ``cost.weights`` (bench/cost/weights.py): the timed training steps start from the
 tested checkpoint of the run the entry names, and a run that is missing, unfinished or without its
 checkpoint stops the measurement in one line before anything is timed."""
+
 import json
 
 import pytest
@@ -58,8 +59,11 @@ def test_the_timed_models_start_from_the_runs_checkpoint(tmp_path, registry, mon
     assert len(seen) == 3  # the three halting modes at bound 10
     for name, state in seen.items():
         assert state and all(torch.equal(v, trained[k]) for k, v in state.items()), name
-    fresh = bench.cost.training_step(registry, bench.cost.Row("gut", tuple(table.cell_set(table.rows[-1], table.columns[0]))),
-                                     bench.cost.Setup(task="listops", preset=preset, lengths=[6])).module.state_dict()
+    fresh = bench.cost.training_step(
+        registry,
+        bench.cost.Row("gut", tuple(table.cell_set(table.rows[-1], table.columns[0]))),
+        bench.cost.Setup(task="listops", preset=preset, lengths=[6]),
+    ).module.state_dict()
     assert not all(torch.equal(v, trained[k]) for k, v in fresh.items())  # loading changed something
     measured = json.loads(path.read_text())
     for row in measured["rows"]:
@@ -85,8 +89,14 @@ def test_a_missing_or_unfinished_run_is_one_line(state, tmp_path, registry, monk
         if state == "failed":
             rec.update(status="failed", error="diverged")
         else:  # finished, with what a report reads, and its checkpoint named
-            rec.update(status="ok", primary_metric="acc", report_metrics=["acc"], test_splits=["test"],
-                       metrics={"val": {"n": 16, "acc": 0.5}, "test": {"n": 16, "acc": 0.5}}, checkpoint="seed0/ckpt/best.ckpt")
+            rec.update(
+                status="ok",
+                primary_metric="acc",
+                report_metrics=["acc"],
+                test_splits=["test"],
+                metrics={"val": {"n": 16, "acc": 0.5}, "test": {"n": 16, "acc": 0.5}},
+                checkpoint="seed0/ckpt/best.ckpt",
+            )
         write_json_atomic(record, rec)
     monkeypatch.setattr(rep, "select_table", lambda name, registry, *a, **k: (table, preset, registry))
     monkeypatch.setattr(bench.cost, "measure_steps", lambda *a, **k: pytest.fail("timed without its weights"))

@@ -1,5 +1,6 @@
 """The generated-data cache: reused while the fingerprint matches, regenerated when it does not;
 the fingerprint sees every constructor argument of a task, however the task was built."""
+
 import numpy as np
 import pytest
 
@@ -66,13 +67,30 @@ def test_a_default_is_part_of_the_key():
 
 def test_params_are_the_bound_constructor_arguments():
     task = Copy(20, pattern_len=4, max_len=24, test_lengths=(24,))  # positional, a tuple
-    assert task.params == {"n_symbols": 20, "pattern_len": 4, "max_len": 24, "test_lengths": [24],
-                           "n_train": 6400, "n_val": 500, "n_test": 500, "data_seed": 1234}
+    assert task.params == {
+        "n_symbols": 20,
+        "pattern_len": 4,
+        "max_len": 24,
+        "test_lengths": [24],
+        "n_train": 6400,
+        "n_val": 500,
+        "n_test": 500,
+        "data_seed": 1234,
+    }
     assert task.name == "copy"
     # D2 forwards **kwargs to FormalLanguage: the parent's defaults are recorded too
     d2 = D2(max_len=30)
-    assert d2.params == {"n_train": 5000, "n_val": 500, "n_test": 1000, "max_len": 30, "min_len": None,
-                         "bin1_max_len": None, "bin_width": 10, "start_symbol": False, "data_seed": 1234}
+    assert d2.params == {
+        "n_train": 5000,
+        "n_val": 500,
+        "n_test": 1000,
+        "max_len": 30,
+        "min_len": None,
+        "bin1_max_len": None,
+        "bin_width": 10,
+        "start_symbol": False,
+        "data_seed": 1234,
+    }
     assert D2.build("d2-short", {"max_len": 30}).name == "d2-short"
     with pytest.raises(TypeError, match="Parity: .*'colour'"):
         Parity(colour=1)

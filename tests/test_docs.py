@@ -1,6 +1,7 @@
 """The front door: the README stays short and every page it links to exists; the documentation
 site (mkdocs.yml, docs/site_hooks.py) builds with broken links, broken anchors and missing pages
 as errors, with a generated page for every model family and every task of the registry."""
+
 import re
 import subprocess
 import sys
@@ -37,9 +38,12 @@ def test_every_docs_page_link_resolves_in_the_checkout():
     """A relative link in docs/ points where it points in the checkout (the site mirrors its paths),
     but for the pages the site generates (docs/reference/: families and tasks; the strict build checks those)."""
     generated = ROOT / "docs" / "reference"
-    missing = [(page.relative_to(ROOT).as_posix(), t) for page in sorted((ROOT / "docs").rglob("*.md"))
-               for t in relative_links(page)
-               if not (page.parent / t).exists() and not (page.parent / t).resolve().is_relative_to(generated)]
+    missing = [
+        (page.relative_to(ROOT).as_posix(), t)
+        for page in sorted((ROOT / "docs").rglob("*.md"))
+        for t in relative_links(page)
+        if not (page.parent / t).exists() and not (page.parent / t).resolve().is_relative_to(generated)
+    ]
     assert missing == []
 
 
@@ -50,8 +54,13 @@ def test_the_site_builds_strictly_with_a_page_per_family_and_task(tmp_path):
     from bench.registry import Registry
 
     site = tmp_path / "site"
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                          cwd=ROOT, capture_output=True, text=True, env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"})
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert (site / "index.html").is_file() and (site / "docs" / "getting-started" / "index.html").is_file()
     reg = Registry()

@@ -7,6 +7,7 @@ independent chunked form) where the two coincide; a hand-computed overwrite. Inp
 them: a = -kappa^, b = kappa^ * rate, kappa^ unit, rate in (0, 1).
 
 Float64: agreement to 1e-10; float32 against the float64 reference: <= 1e-5 at T = 1024 and 1000."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -64,7 +65,7 @@ def test_gradients_equal_the_reference_loop(decay):
     grads = {}
     for name, fn in (("chunked", lambda **kw: dplr_delta_rule(**kw, chunk_size=4)), ("reference", dplr_delta_rule_reference)):
         o, S = fn(**leaves)
-        loss = (o * torch.linspace(-1, 1, o.shape[-1], dtype=o.dtype)).sum() + (S ** 2).sum()
+        loss = (o * torch.linspace(-1, 1, o.shape[-1], dtype=o.dtype)).sum() + (S**2).sum()
         grads[name] = torch.autograd.grad(loss, list(leaves.values()))
     for n, got, ref in zip(leaves, grads["chunked"], grads["reference"]):
         err = (got - ref).abs().max().item()

@@ -1,6 +1,7 @@
 """Every resolved value knows its source (`bench explain`), and registry entries hold only what
 differs from what they would get anyway. The expected sources are read off registry.yaml and
 the constructors by hand."""
+
 import json
 import re
 
@@ -9,8 +10,8 @@ import yaml
 
 from bench.cli import main
 from bench.config import resolve_run
-from bench.spec import layer
 from bench.registry import BACKBONE_SETTINGS, Registry, constructor_params, deep_merge, import_model_class, import_task_class
+from bench.spec import layer
 
 REG = Registry()
 
@@ -26,11 +27,13 @@ def explain(capsys, *argv) -> dict:
 
 
 def test_layer_merges_named_sources_and_remembers_each_value_s():
-    values, sources = layer([
-        ("a", {"x": 1, "d": {"p": 1, "q": 2}, "n": None, "gone": {"k": 1}}),
-        ("b", {"d": {"q": 3}, "n": {"m": [1, 2]}}),
-        ("c", {"x": 5, "gone": 0, "e": {}}),
-    ])
+    values, sources = layer(
+        [
+            ("a", {"x": 1, "d": {"p": 1, "q": 2}, "n": None, "gone": {"k": 1}}),
+            ("b", {"d": {"q": 3}, "n": {"m": [1, 2]}}),
+            ("c", {"x": 5, "gone": 0, "e": {}}),
+        ]
+    )
     assert values == {"x": 5, "d": {"p": 1, "q": 3}, "n": {"m": [1, 2]}, "gone": 0, "e": {}}
     assert sources == {"x": "c", "d.p": "a", "d.q": "b", "n.m": "b", "gone": "c", "e": "c"}
 
@@ -55,8 +58,7 @@ def test_explain_the_paper_rsa_transformer_on_parity(capsys):
 
 
 def test_explain_data_and_train_overrides_and_inherited_task_presets(capsys):
-    rows = explain(capsys, "--model", "gru", "--task", "copy-s", "--preset", "paper", "--set", "data.max_len=128",
-                   "--set", "train.lr=0.01")
+    rows = explain(capsys, "--model", "gru", "--task", "copy-s", "--preset", "paper", "--set", "data.max_len=128", "--set", "train.lr=0.01")
     assert rows["data", "max_len"] == ("128", "--set")
     assert rows["data", "n_train"] == ("6400", "preset copy-s.paper.data")
     assert rows["data", "n_val"] == ("500", "preset copy.paper.data")
@@ -96,26 +98,44 @@ def test_family_train_layers_after_train_bases_first(tmp_path):
     """preset train < family_train of the entry's bases (most general first) < the entry's own < --set,
     whichever task preset (the task's or its base's) holds each."""
     path = tmp_path / "registry.yaml"
-    path.write_text(yaml.safe_dump({"tasks": {
-        "base-task": {"base": "parity", "presets": {"smoke": {"family_train": {"rsa-transformer": {"lr": 0.02, "max_epochs": 4}}}}},
-        "task": {"base": "base-task", "presets": {"smoke": {"train": {"lr": 0.5, "max_epochs": 3},
-                                                            "family_train": {"transformer": {"lr": 0.01, "batch_size": 8}}}}}}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "tasks": {
+                    "base-task": {
+                        "base": "parity",
+                        "presets": {"smoke": {"family_train": {"rsa-transformer": {"lr": 0.02, "max_epochs": 4}}}},
+                    },
+                    "task": {
+                        "base": "base-task",
+                        "presets": {
+                            "smoke": {"train": {"lr": 0.5, "max_epochs": 3}, "family_train": {"transformer": {"lr": 0.01, "batch_size": 8}}}
+                        },
+                    },
+                }
+            }
+        )
+    )
     reg = Registry(path)
     run = resolve_run(reg, "rsa-transformer-I", "task", "smoke")
     assert {k: (getattr(run.train, k), run.train_sources[k]) for k in ("lr", "batch_size", "max_epochs")} == {
         "lr": (0.02, "preset base-task.smoke.family_train.rsa-transformer"),
         "batch_size": (8, "preset task.smoke.family_train.transformer"),
-        "max_epochs": (4, "preset base-task.smoke.family_train.rsa-transformer")}
+        "max_epochs": (4, "preset base-task.smoke.family_train.rsa-transformer"),
+    }
     assert resolve_run(reg, "rsa-transformer-I", "task", "smoke", ["train.lr=0.3"]).train.lr == 0.3
     lstm = resolve_run(reg, "lstm", "task", "smoke")
     assert (lstm.train.lr, lstm.train_sources["lr"], lstm.train.batch_size) == (0.5, "preset task.smoke.train", 32)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--model", "transfomer", "--task", "parity"], "did you mean 'transformer'"),
-    (["--model", "transformer", "--task", "parity", "--set", "model.d_modl=3"], "has no parameter 'd_modl'"),
-    (["--model", "transformer", "--task", "parity", "--preset", "large"], "unknown preset 'large'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model", "transfomer", "--task", "parity"], "did you mean 'transformer'"),
+        (["--model", "transformer", "--task", "parity", "--set", "model.d_modl=3"], "has no parameter 'd_modl'"),
+        (["--model", "transformer", "--task", "parity", "--preset", "large"], "unknown preset 'large'"),
+    ],
+)
 def test_explain_bad_input_is_one_line(argv, message, capsys):
     assert main(["explain", *argv]) == 2
     err = capsys.readouterr().err.strip()

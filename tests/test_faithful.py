@@ -4,6 +4,7 @@ outputs without a final LayerNorm, the memory update's width, dropout placement,
 LayerNorm and biases, each on a hand-worked case; the switch's sources (and `bench explain`'s);
 streaming == forward with every option on; where the mirror of the authors' code is, bench against their
 own encoders (scripts/against_authors.py). (The halting rules: tests/test_halt_rules.py.)"""
+
 import glob
 import importlib.util
 import math
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from streaming_helpers import TOL, build, stream, tokens_for
 
 import bench
 from bench.cli import main
@@ -23,7 +25,6 @@ from bench.models.layers.halting import HaltingUnit
 from bench.models.r_transformer import CodeLayerNorm
 from bench.registry import REFERENCE_OPTIONS, Registry
 from bench.runner.module import Head
-from streaming_helpers import TOL, build, stream, tokens_for
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 REG = Registry()
@@ -34,6 +35,7 @@ def run_config(model, task="listops", **sets):
 
 
 # ---- the switch --------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("model", ["ut", "gut", "tlb", "gutlb", "r-transformer", "transformer"])
 def test_the_switch_sets_every_option_the_model_takes_and_explain_says_so(model):
@@ -47,9 +49,14 @@ def test_the_switch_sets_every_option_the_model_takes_and_explain_says_so(model)
     assert cfg.task.params.get("start_end", True) is (not chunked)
     if chunked:
         assert cfg.task.sources["start_end"] == "model.faithful=reference (--set)"
-    want = {"ut": {"halt_rules", "classifier", "final_norm"}, "gut": {"halt_rules", "classifier", "final_norm"},
-            "tlb": {"update_ffn", "classifier", "final_norm"}, "gutlb": {"halt_rules", "update_ffn", "classifier", "final_norm"},
-            "r-transformer": {"norm", "attn_bias"}, "transformer": set()}[model]
+    want = {
+        "ut": {"halt_rules", "classifier", "final_norm"},
+        "gut": {"halt_rules", "classifier", "final_norm"},
+        "tlb": {"update_ffn", "classifier", "final_norm"},
+        "gutlb": {"halt_rules", "update_ffn", "classifier", "final_norm"},
+        "r-transformer": {"norm", "attn_bias"},
+        "transformer": set(),
+    }[model]
     assert want <= set(taken)
 
 
@@ -81,6 +88,7 @@ def test_bad_switch_values_say_what_would_be_right():
 
 # ---- init=reference-full -----------------------------------------------------------------------
 
+
 def test_reference_full_init_standard_deviations():
     """START / END rows N(0, 1) (the code's T.randn(d)) for bidirectional UT / GUT, the other rows
     N(0, 0.02); TLB / GUTLB memory zero and feed-forwards at torch's default U(+-1/sqrt(fan_in))
@@ -111,6 +119,7 @@ def test_reference_full_init_standard_deviations():
 
 
 # ---- heads, widths, dropout, R-Transformer -----------------------------------------------------
+
 
 def test_memory_update_width_and_the_code_head():
     """update_ffn=d_model: the memory update's FFN is d -> d -> d; classifier=mlp: the pooled state (LN of
@@ -255,6 +264,7 @@ def test_r_transformer_code_layernorm_and_attention_biases():
 
 # ---- streaming with every option on ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["ut", "gut", "gutlb", "tlb", "r-transformer"])
 def test_streaming_equals_forward_with_every_reference_option(name):
     """Every option the switch sets, causal: the stream gives the forward's states (25 tokens, chunks
@@ -263,8 +273,9 @@ def test_streaming_equals_forward_with_every_reference_option(name):
     tokens = tokens_for(8, batch=3, length=25)
     with torch.no_grad():
         full = model(tokens)
-        worst = max((stream(model, tokens, sizes)[0] - full.hidden).abs().max().item()
-                    for sizes in ([1] * 25, [25], [5, 1, 9, 10], [7, 3, 13, 2]))
+        worst = max(
+            (stream(model, tokens, sizes)[0] - full.hidden).abs().max().item() for sizes in ([1] * 25, [25], [5, 1, 9, 10], [7, 3, 13, 2])
+        )
     assert worst < TOL
 
 
@@ -279,8 +290,11 @@ def einops_reachable() -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not AUTHORS_MIRROR.is_dir(), reason="needs the mirror of the [HALT] authors' code (absent from a fresh "
-                    "clone, e.g. CI); results/against_authors.md is the committed output")
+@pytest.mark.skipif(
+    not AUTHORS_MIRROR.is_dir(),
+    reason="needs the mirror of the [HALT] authors' code (absent from a fresh "
+    "clone, e.g. CI); results/against_authors.md is the committed output",
+)
 @pytest.mark.skipif(not einops_reachable(), reason="the authors' code imports einops, which is neither installed nor on disk")
 def test_gut_and_gutlb_agree_with_the_authors_encoders(tmp_path):
     """scripts/against_authors.py on GUT and GUTLB (their encoders, blocks, xPos and FlashMHA, shimmed for
@@ -288,13 +302,21 @@ def test_gut_and_gutlb_agree_with_the_authors_encoders(tmp_path):
     regime's logits through their flipflop_framework's head included, and the controls without the length cap,
     the undo rule, the per-token Linear - ReLU or with the per-token LayerNorm far off."""
     out = tmp_path / "against_authors.md"
-    run = subprocess.run([sys.executable, "scripts/against_authors.py", "--models", "gut,gutlb", "--out", str(out)],
-                         cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [sys.executable, "scripts/against_authors.py", "--models", "gut,gutlb", "--out", str(out)],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     text = out.read_text()
     assert "**FAIL**" not in text
-    controls = {line.split(" | ")[0].strip("| ") + "/" + line.split(" | ")[1]: line.split(" | ")[2:5]
-                for line in text.split("## Controls")[1].split("##")[0].splitlines() if line.startswith("| GUT")}
+    controls = {
+        line.split(" | ")[0].strip("| ") + "/" + line.split(" | ")[1]: line.split(" | ")[2:5]
+        for line in text.split("## Controls")[1].split("##")[0].splitlines()
+        if line.startswith("| GUT")
+    }
     assert float(controls["GUT/shorter than the bound"][0]) > 1e-3  # paper: no length cap
     assert float(controls["GUT/early halting"][0]) > 1e-4  # paper: the crossing step kept
     assert float(controls["GUTLB/one-token chunks"][2]) > 1e-3  # undo-crossing alone: no cap per chunk

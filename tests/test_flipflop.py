@@ -1,4 +1,5 @@
 """Flip-flop: reads return the last write, only read bits are scored, p_i is respected."""
+
 import numpy as np
 import pytest
 

@@ -1,4 +1,5 @@
 """Formal-language generators checked against independent membership definitions."""
+
 import re
 
 import numpy as np

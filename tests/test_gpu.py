@@ -3,13 +3,14 @@ and gradients), bf16 autocast stays close to fp32, the FFT REM path and the gate
 with their references on the GPU, the attention backends agree with each other there, and
 `bench run` trains on the GPU in bf16. All skipped without a CUDA device (CI has none); run them
 on a GPU machine with `pytest -m gpu` (scripts/gpu/gpu_check.sh runs them with the GPU benchmarks)."""
+
 import pytest
 import torch
+from test_models import MODELS, _small, model_class
+from test_rem import random_rem
 
 import bench
 from bench.models.layers import attend, xformers_available
-from test_models import MODELS, _small, model_class
-from test_rem import random_rem
 
 pytestmark = [
     pytest.mark.gpu,
@@ -34,8 +35,8 @@ def _model_and_batch(name: str, seq_len: int = 40):
     tokens = torch.randint(1, 12, (3, seq_len))
     mask = torch.ones_like(tokens, dtype=torch.bool)
     if not causal:
-        mask[1, seq_len - 7:] = False  # padding too, where the model takes it
-        tokens[1, seq_len - 7:] = 0
+        mask[1, seq_len - 7 :] = False  # padding too, where the model takes it
+        tokens[1, seq_len - 7 :] = 0
     return model, tokens, mask
 
 
@@ -57,7 +58,7 @@ def test_cuda_matches_cpu_outputs_and_gradients(name):
     torch.testing.assert_close(out_gpu, out_cpu, atol=1e-4, rtol=1e-3)
     assert grads_gpu.keys() == grads_cpu.keys()
     for n in grads_cpu:
-        torch.testing.assert_close(grads_gpu[n], grads_cpu[n], atol=1e-3, rtol=1e-2, msg=lambda m: f"{n}: {m}")
+        torch.testing.assert_close(grads_gpu[n], grads_cpu[n], atol=1e-3, rtol=1e-2, msg=lambda m: f"{n}: {m}")  # noqa: B023 (called at once)
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -124,8 +125,15 @@ def test_xformers_is_optional():
 
 def test_bench_run_trains_on_the_gpu_in_bf16(tmp_path):
     """The harness picks the GPU by itself, records it, and learns Parity's smoke split in bf16."""
-    rec = bench.run(model="lstm", task="parity", preset="smoke", seed=0, out=tmp_path, progress=False,
-                    overrides=["train.max_epochs=12", "train.lr=0.01", "train.precision=bf16-mixed"])
+    rec = bench.run(
+        model="lstm",
+        task="parity",
+        preset="smoke",
+        seed=0,
+        out=tmp_path,
+        progress=False,
+        overrides=["train.max_epochs=12", "train.lr=0.01", "train.precision=bf16-mixed"],
+    )
     assert rec["status"] == "ok"
     assert rec["device"]["type"] == "cuda"
     assert rec["config"]["train"]["precision"] == "bf16-mixed"
@@ -138,6 +146,13 @@ def test_xformers_backend_without_xformers_is_one_clear_error(tmp_path):
     from bench.errors import UserError
 
     with pytest.raises(UserError, match="model.attn_backend=xformers (needs the xformers package|finds no kernel)"):
-        bench.run(model="transformer", task="parity", preset="smoke", seed=0, out=tmp_path, progress=False,
-                  overrides=["model.attn_backend=xformers"])
+        bench.run(
+            model="transformer",
+            task="parity",
+            preset="smoke",
+            seed=0,
+            out=tmp_path,
+            progress=False,
+            overrides=["model.attn_backend=xformers"],
+        )
     assert not list(tmp_path.rglob("*.json"))

@@ -1,5 +1,6 @@
 """Grids: cells in parallel processes, a failing cell reported while the others go on, a rerun
 that trains nothing; and the data cache under concurrent first use."""
+
 import json
 import os
 import subprocess
@@ -21,8 +22,26 @@ def test_compare_run_jobs_trains_cells_in_parallel_reports_failures_and_resumes(
     registry = tmp_path / "registry.yaml"
     registry.write_text(yaml.safe_dump(reg))
     out = tmp_path / "out"
-    argv = ["--registry", str(registry), "compare", "--models", "exploding,lstm", "--tasks", "parity", "--preset", "smoke",
-            "--seeds", "0,1", "--set", "train.max_epochs=2", "--run", "--jobs", "2", "--out", str(out)]
+    argv = [
+        "--registry",
+        str(registry),
+        "compare",
+        "--models",
+        "exploding,lstm",
+        "--tasks",
+        "parity",
+        "--preset",
+        "smoke",
+        "--seeds",
+        "0,1",
+        "--set",
+        "train.max_epochs=2",
+        "--run",
+        "--jobs",
+        "2",
+        "--out",
+        str(out),
+    ]
     code = main(argv)
     printed = capsys.readouterr()
     assert code == 1, "a failed cell makes the grid's exit status non-zero"
@@ -49,8 +68,7 @@ def test_a_forked_cell_finds_lightning_and_the_runner_already_imported():
     exits 0 only when those modules are in its ``sys.modules`` from the start."""
     import bench.grid.local as local
 
-    code = ("import os, sys; os._exit(0 if {'lightning', 'bench.runner.lifecycle', 'bench.runner.cell'} <= set(sys.modules) "
-            "else 3)")
+    code = "import os, sys; os._exit(0 if {'lightning', 'bench.runner.lifecycle', 'bench.runner.cell'} <= set(sys.modules) else 3)"
     local.start_fork_server()
     child = local._fork_server().Process(target=exec, args=(code,))
     child.start()
@@ -67,11 +85,15 @@ def test_concurrent_first_use_of_a_fresh_data_cache(tmp_path):
     cache = tmp_path / "cache"
     orphan = cache / "parity" / f".{split_path(bench.build_task('parity', preset='smoke'), 'train').name}-killed"
     orphan.mkdir(parents=True)
-    code = ("import bench; from bench.data import load_split; t = bench.build_task('parity', preset='smoke'); "
-            "print(sum(len(load_split(t, s)) for s in t.splits()))")
+    code = (
+        "import bench; from bench.data import load_split; t = bench.build_task('parity', preset='smoke'); "
+        "print(sum(len(load_split(t, s)) for s in t.splits()))"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BENCH_DATA_DIR": str(cache)}
-    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(4)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
     results = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [err[-500:] for _, err in results]
     assert len({out for out, _ in results}) == 1  # everyone read the same data
@@ -120,14 +142,29 @@ def test_reproduce_run_takes_the_grid_options_of_compare_run(tmp_path, monkeypat
 
     calls = []
     monkeypatch.setattr(grid, "run_grid", lambda registry, cells, out, **kw: calls.append((len(cells), kw)) or [])
-    options = ["--run", "--rerun", "--jobs", "2", "--runs-per-gpu", "3", "--accelerator", "cpu", "--launcher", "local",
-               "--out", str(tmp_path)]
+    options = [
+        "--run",
+        "--rerun",
+        "--jobs",
+        "2",
+        "--runs-per-gpu",
+        "3",
+        "--accelerator",
+        "cpu",
+        "--launcher",
+        "local",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(["reproduce", "halt-table2", "--preset", "small", "--models", "gut", "--seeds", "0", *options]) == 0
     main(["compare", "--models", "gut", "--tasks", "logic", "--preset", "small", "--seeds", "0", *options])  # no records: exit 2
     (cells_reproduce, by_reproduce), (cells_compare, by_compare) = calls
     assert cells_reproduce == cells_compare == 1
-    assert by_reproduce == by_compare == {"jobs": 2, "launcher": "local", "runs_per_gpu": 3, "trainer_args": {"accelerator": "cpu"},
-                                          "rerun": True, "profile": None}
+    assert (
+        by_reproduce
+        == by_compare
+        == {"jobs": 2, "launcher": "local", "runs_per_gpu": 3, "trainer_args": {"accelerator": "cpu"}, "rerun": True, "profile": None}
+    )
 
 
 def test_a_grid_reports_cells_stopped_by_a_signal_as_interrupted_not_failed(tmp_path, monkeypatch, caplog):
@@ -218,13 +255,37 @@ def start_grid(out: Path):
     both cells are past their first validation (a last.ckpt each), with the processes under it then."""
     import time
 
-    argv = ["compare", "--models", "transformer,lstm", "--tasks", "parity", "--preset", "smoke", "--seeds", "0",
-            "--set", "train.max_epochs=500", "--run", "--jobs", "2", "--out", str(out)]
-    grid = subprocess.Popen([sys.executable, "-m", "bench", *argv], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    argv = [
+        "compare",
+        "--models",
+        "transformer,lstm",
+        "--tasks",
+        "parity",
+        "--preset",
+        "smoke",
+        "--seeds",
+        "0",
+        "--set",
+        "train.max_epochs=500",
+        "--run",
+        "--jobs",
+        "2",
+        "--out",
+        str(out),
+    ]
+    grid = subprocess.Popen(
+        [sys.executable, "-m", "bench", *argv],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     deadline = time.time() + 180
-    while time.time() < deadline and (sum("training into" in p.read_text() for p in out.glob("logs/*/*.log")) < 2
-                                      or len(list(out.rglob("last.ckpt"))) < 2):
+    while time.time() < deadline and (
+        sum("training into" in p.read_text() for p in out.glob("logs/*/*.log")) < 2 or len(list(out.rglob("last.ckpt"))) < 2
+    ):
         time.sleep(0.5)
     assert grid.poll() is None and len(list(out.rglob("last.ckpt"))) == 2, grid.communicate()
     return grid, descendants(grid.pid)
@@ -267,9 +328,11 @@ def test_a_grid_whose_process_group_gets_sigterm_or_ctrl_c_stops_its_forked_cell
     assert not list(out.rglob("seed0*.json")), "a stopped cell writes no record"
     assert len(list(out.rglob("last.ckpt"))) == 2
     logs = next(out.glob("logs/grid-*"))
-    assert err.strip().splitlines()[-1] == (f"bench: stopped by {signum}: of 2 cell(s), 0 run(s) finished (their records written), "
-                                            f"2 stopped at a checkpoint, 0 not started; cell logs in {logs}; run the same command "
-                                            f"again to resume")
+    assert err.strip().splitlines()[-1] == (
+        f"bench: stopped by {signum}: of 2 cell(s), 0 run(s) finished (their records written), "
+        f"2 stopped at a checkpoint, 0 not started; cell logs in {logs}; run the same command "
+        f"again to resume"
+    )
 
 
 @pytest.mark.slow

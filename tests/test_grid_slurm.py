@@ -1,6 +1,7 @@
 """The SLURM launcher through submitit's local executor: the same cells give the same records as
 the local launcher, a job requeued mid-cell resumes that cell from its checkpoint, and a bad
 profile is one line."""
+
 import json
 import sys
 import textwrap
@@ -15,8 +16,20 @@ from bench.cpus import available_cpus  # noqa: E402
 from bench.errors import UserError  # noqa: E402
 from bench.grid.slurm import load_profile, run_slurm  # noqa: E402
 
-GRID = ["compare", "--models", "transformer,lstm", "--tasks", "parity", "--preset", "smoke", "--set", "train.max_epochs=1",
-        "--run", "--accelerator", "cpu"]
+GRID = [
+    "compare",
+    "--models",
+    "transformer,lstm",
+    "--tasks",
+    "parity",
+    "--preset",
+    "smoke",
+    "--set",
+    "train.max_epochs=1",
+    "--run",
+    "--accelerator",
+    "cpu",
+]
 
 # A cell command that, once, sends the requeue signal to its job (as SLURM does before a time
 # limit) at step 3, and waits until the job has told it to stop (bench then checkpoints).
@@ -64,14 +77,16 @@ def test_slurm_launcher_matches_local_and_resumes_a_requeued_cell(tmp_path, caps
     script = tmp_path / "requeue_at.py"
     script.write_text(REQUEUE_AT_STEP_3)
     profile = tmp_path / "profile.yaml"
-    profile.write_text(textwrap.dedent(f"""\
+    profile.write_text(
+        textwrap.dedent(f"""\
         executor: local
         gpus_per_cell: 0
         cpus_per_cell: {threads}
         cells_per_job: 2
         timeout_min: 10
-        cell_command: {sys.executable} {script} {tmp_path / 'requeued'}
-        """))
+        cell_command: {sys.executable} {script} {tmp_path / "requeued"}
+        """)
+    )
     capsys.readouterr()
     assert main([*GRID, "--launcher", "slurm", "--slurm-profile", str(profile), "--out", str(tmp_path / "slurm")]) == 0
     out = capsys.readouterr().err  # progress: stderr
@@ -91,16 +106,19 @@ def test_slurm_launcher_matches_local_and_resumes_a_requeued_cell(tmp_path, caps
     assert "Requeued job" in job_logs
 
 
-@pytest.mark.parametrize("text, message", [
-    ("partiton: gpu\n", "unknown setting 'partiton'; valid: .* did you mean 'partition'"),
-    ("timeout_min: soon\n", "timeout_min must be int or float"),
-    ("cells_per_job: 0\n", "cells_per_job must be greater than 0"),
-    ("executor: kubernetes\n", "executor must be slurm or local"),
-    ("timeout_min: 1.5\n", "whole minutes on SLURM"),
-    ("setup: [1, 2]\n", "setup must be a list of shell lines"),
-    ("- a list\n", "must be a mapping of settings"),
-    ("partition: [gpu\n", "is not valid YAML at line 2"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("partiton: gpu\n", "unknown setting 'partiton'; valid: .* did you mean 'partition'"),
+        ("timeout_min: soon\n", "timeout_min must be int or float"),
+        ("cells_per_job: 0\n", "cells_per_job must be greater than 0"),
+        ("executor: kubernetes\n", "executor must be slurm or local"),
+        ("timeout_min: 1.5\n", "whole minutes on SLURM"),
+        ("setup: [1, 2]\n", "setup must be a list of shell lines"),
+        ("- a list\n", "must be a mapping of settings"),
+        ("partition: [gpu\n", "is not valid YAML at line 2"),
+    ],
+)
 def test_bad_profile_is_one_line(tmp_path, text, message):
     path = tmp_path / "profile.yaml"
     path.write_text(text)

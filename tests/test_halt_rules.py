@@ -2,6 +2,7 @@
 against hand-worked cases and against the code's loop written out here independently
 (docs/depth_recurrence.md cites the lines of ``models/encoders/UniversalTransformerEncoder.py`` /
 ``UTLBEncoder.py`` it follows)."""
+
 import pytest
 import torch
 
@@ -144,8 +145,9 @@ def test_reference_rules_agree_with_the_code_loop(mode, global_halt, causal, tra
     h0 = torch.randn(B, T, d)
     lengths = torch.tensor([1, 2, 4, 7])
     mask = torch.arange(T) < lengths.unsqueeze(1)
-    halting = DepthHalting(d, L, global_halt=global_halt, transition=transition, causal=causal, mode=mode,
-                           bias_init=bias, rules="reference")
+    halting = DepthHalting(
+        d, L, global_halt=global_halt, transition=transition, causal=causal, mode=mode, bias_init=bias, rules="reference"
+    )
     with torch.no_grad():
         res = halting(step, h0, mask)
         want, ponder = code_loop(halting.unit, step, h0, mask, L, global_halt=global_halt, causal=causal, transition=transition)
@@ -177,8 +179,20 @@ def test_models_under_the_reference_rules_agree_with_the_code_loop(name, mode):
     from bench.models.layers import positions_from_mask
 
     torch.manual_seed(0)
-    model = bench.build_model(name, vocab_size=16, causal=False, d_model=16, n_heads=4, d_ff=32, dropout=0.0,
-                              max_layers=8, mode=mode, halt_bias_init=-0.5, halt_rules="reference", final_norm=False).eval()
+    model = bench.build_model(
+        name,
+        vocab_size=16,
+        causal=False,
+        d_model=16,
+        n_heads=4,
+        d_ff=32,
+        dropout=0.0,
+        max_layers=8,
+        mode=mode,
+        halt_bias_init=-0.5,
+        halt_rules="reference",
+        final_norm=False,
+    ).eval()
     torch.nn.init.normal_(model.halting.unit.fc2.weight, std=1.0)
     tokens = torch.randint(3, 16, (4, 9))
     mask = torch.arange(9) < torch.tensor([1, 2, 3, 9]).unsqueeze(1)
@@ -189,8 +203,7 @@ def test_models_under_the_reference_rules_agree_with_the_code_loop(name, mode):
         step = BlockIteration(model.block, model.attend_to_mixture, False, rope, mask, mask=mask)
         h0 = model.embed(tokens, positions)
         h = model.halting
-        want, ponder = code_loop(h.unit, step, h0, mask, h.max_iters, global_halt=h.global_halt, causal=False,
-                                 transition=h.transition)
+        want, ponder = code_loop(h.unit, step, h0, mask, h.max_iters, global_halt=h.global_halt, causal=False, transition=h.transition)
     real = mask.unsqueeze(-1)
     torch.testing.assert_close(torch.where(real, got.hidden, 0), torch.where(real, want, 0), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(got.aux_loss, model.beta * ponder.mean(), atol=1e-6, rtol=1e-5)
@@ -208,9 +221,21 @@ def test_gutlb_under_the_reference_rules_caps_each_chunk_as_the_code(mode):
     from bench.models.layers.positional import RotaryTables
 
     torch.manual_seed(0)
-    model = bench.build_model("gutlb", vocab_size=16, causal=False, d_model=16, n_heads=4, d_ff=32, dropout=0.0,
-                              max_layers=5, mode=mode, halt_bias_init=-1.0, halt_rules="reference", chunk_size=4,
-                              memory_slots=3).eval()
+    model = bench.build_model(
+        "gutlb",
+        vocab_size=16,
+        causal=False,
+        d_model=16,
+        n_heads=4,
+        d_ff=32,
+        dropout=0.0,
+        max_layers=5,
+        mode=mode,
+        halt_bias_init=-1.0,
+        halt_rules="reference",
+        chunk_size=4,
+        memory_slots=3,
+    ).eval()
     tokens = torch.randint(3, 16, (3, 5))
     mask = torch.arange(5) < torch.tensor([5, 1, 3]).unsqueeze(1)
     h = model.halting
@@ -221,10 +246,8 @@ def test_gutlb_under_the_reference_rules_caps_each_chunk_as_the_code(mode):
         for t, w in enumerate([4, 1]):
             rope = RotaryTables(*(None if x is None else x[t, :, :w].unsqueeze(1) for x in tables))
             m_t = masks[t, :, :w]
-            step = BlockIteration(model.block, model.attend_to_mixture, False, rope, m_t,
-                                  model.block.read.keys_values(memory), m_t)
-            s_l, _ = code_loop(h.unit, step, chunks[t, :, :w], m_t, h.max_iters, global_halt=True, causal=False,
-                               transition=True)
+            step = BlockIteration(model.block, model.attend_to_mixture, False, rope, m_t, model.block.read.keys_values(memory), m_t)
+            s_l, _ = code_loop(h.unit, step, chunks[t, :, :w], m_t, h.max_iters, global_halt=True, causal=False, transition=True)
             outs.append(s_l)
             memory = model.update_memory(memory, s_l, m_t, m_t.any(-1))
         want = model.ln_out(torch.cat(outs, 1))
@@ -240,8 +263,9 @@ def test_the_compiled_iteration_keeps_the_reference_rules(name):
     import bench
 
     torch.manual_seed(0)
-    kw = dict(vocab_size=16, causal=False, d_model=16, n_heads=4, d_ff=32, dropout=0.0, max_layers=6,
-              halt_bias_init=-1.0, halt_rules="reference")
+    kw = dict(
+        vocab_size=16, causal=False, d_model=16, n_heads=4, d_ff=32, dropout=0.0, max_layers=6, halt_bias_init=-1.0, halt_rules="reference"
+    )
     model = bench.build_model(name, chunk_size=4, **kw) if name == "gutlb" else bench.build_model(name, **kw)
     model.eval()
     tokens = torch.randint(3, 16, (3, 7))

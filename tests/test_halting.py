@@ -1,4 +1,5 @@
 """Halting layer [HALT Alg. 1, 3]: probabilities, mixture weights, modes, early exit."""
+
 import pytest
 import torch
 

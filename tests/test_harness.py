@@ -1,4 +1,5 @@
 """The harness end to end: runs that learn, determinism, records, failures, bad input."""
+
 import json
 import logging
 from pathlib import Path
@@ -26,10 +27,18 @@ def no_records(out: Path) -> bool:
 
 # ---- learning and records ---------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_lstm_learns_parity_in_a_smoke_run(tmp_path):
-    rec = bench.run(model="lstm", task="parity", preset="smoke", seed=0, out=tmp_path, progress=False,
-                    overrides=["train.max_epochs=12", "train.lr=0.01"])
+    rec = bench.run(
+        model="lstm",
+        task="parity",
+        preset="smoke",
+        seed=0,
+        out=tmp_path,
+        progress=False,
+        overrides=["train.max_epochs=12", "train.lr=0.01"],
+    )
     assert rec["status"] == "ok"
     assert rec["metrics"]["bin0"]["acc"] >= 0.9, rec["metrics"]["bin0"]
 
@@ -40,8 +49,20 @@ def test_same_seed_same_metrics_and_record_contents(tmp_path):
     b = bench.run(seed=3, out=tmp_path / "b", **kw)
     assert a["metrics"] == b["metrics"]
     rec = json.loads(Path(a["path"]).read_text())
-    for key in ("config", "seed", "versions", "git", "device", "param_count", "wall_time_s", "train_tokens_per_s",
-                "best_epoch", "metrics", "date", "status"):
+    for key in (
+        "config",
+        "seed",
+        "versions",
+        "git",
+        "device",
+        "param_count",
+        "wall_time_s",
+        "train_tokens_per_s",
+        "best_epoch",
+        "metrics",
+        "date",
+        "status",
+    ):
         assert key in rec, key
     assert rec["config"]["model"]["params"]["d_model"] == 32  # the smoke preset's model size applied
     assert rec["config"]["model"]["causal"] is True
@@ -54,8 +75,9 @@ def test_same_seed_same_metrics_and_record_contents(tmp_path):
 
 
 def test_best_validation_weights_are_tested(tmp_path):
-    rec = bench.run(model="transformer", task="parity", preset="smoke", seed=0, out=tmp_path, progress=False,
-                    overrides=["train.max_epochs=3"])
+    rec = bench.run(
+        model="transformer", task="parity", preset="smoke", seed=0, out=tmp_path, progress=False, overrides=["train.max_epochs=3"]
+    )
     best = max(h["acc"] for h in rec["val_history"])
     assert rec["best_val"] == best == rec["metrics"]["val"]["acc"]
 
@@ -63,16 +85,30 @@ def test_best_validation_weights_are_tested(tmp_path):
 def test_watched_split_is_scored_at_every_validation_and_never_selects(tmp_path):
     """train.watch_splits logs bin1 at each validation; with select=last the tested weights are
     the last validation's, so its logged bin1 equals the record's bin1; selection stays on val."""
-    rec = bench.run(model="transformer", task="parity", preset="smoke", seed=0, out=tmp_path, progress=False,
-                    overrides=["train.max_epochs=3", "train.select=last", "train.watch_splits=[bin1]"])
+    rec = bench.run(
+        model="transformer",
+        task="parity",
+        preset="smoke",
+        seed=0,
+        out=tmp_path,
+        progress=False,
+        overrides=["train.max_epochs=3", "train.select=last", "train.watch_splits=[bin1]"],
+    )
     history = rec["val_history"]
     assert len(history) == 3 and all("bin1_acc" in h for h in history)
     assert history[-1]["bin1_acc"] == rec["metrics"]["bin1"]["acc"]
     assert history[-1]["acc"] == rec["metrics"]["val"]["acc"]
     curve = (Path(rec["path"]).with_suffix("") / "metrics.csv").read_text().splitlines()
     assert "bin1_acc" in curve[0].split(",") and len(curve) == 4
-    plain = bench.run(model="transformer", task="parity", preset="smoke", seed=0, out=tmp_path / "plain", progress=False,
-                      overrides=["train.max_epochs=3", "train.select=last"])
+    plain = bench.run(
+        model="transformer",
+        task="parity",
+        preset="smoke",
+        seed=0,
+        out=tmp_path / "plain",
+        progress=False,
+        overrides=["train.max_epochs=3", "train.select=last"],
+    )
     assert Path(plain["path"]).name == Path(rec["path"]).name  # not part of the run's identity
     assert plain["metrics"] == rec["metrics"]  # watching changes nothing that is trained or tested
 
@@ -90,6 +126,7 @@ def test_piped_progress_prints_training_lines_between_validations(tmp_path, capl
         lines = [r.getMessage() for r in caplog.records if r.name == "bench.progress"]
         caplog.clear()
         return lines
+
     rec = bench.run(out=tmp_path / "often", overrides=base + ["train.progress_every_min=0.000001"], **kw)
     lines = progress_lines()
     estimate, lines = lines[0], lines[1:]  # before training: the run's size and its time from a timed step
@@ -115,11 +152,14 @@ def test_the_estimate_names_the_smoke_preset_only_when_it_is_long():
 
     short = Estimate(params=17_676, steps=24, step_s=0.5, train_s=12.0, eval_s=3.0)
     long = Estimate(params=2_500_000, steps=30_000, step_s=0.3, train_s=9000.0, eval_s=900.0)
-    assert estimate_line(short, "small") == ("bench: 17,676 parameters, 24 steps; a timed step takes 0.5 s: about 15 s "
-                                             "(12 s training, 3 s validating and testing)")
+    assert estimate_line(short, "small") == (
+        "bench: 17,676 parameters, 24 steps; a timed step takes 0.5 s: about 15 s (12 s training, 3 s validating and testing)"
+    )
     assert long.total_s > LONG_S
-    assert estimate_line(long, "small") == ("bench: 2.50 M parameters, 30,000 steps; a timed step takes 0.3 s: about 2.8 h "
-                                            "(2.5 h training, 15 min validating and testing); --preset smoke is a quick first run")
+    assert estimate_line(long, "small") == (
+        "bench: 2.50 M parameters, 30,000 steps; a timed step takes 0.3 s: about 2.8 h "
+        "(2.5 h training, 15 min validating and testing); --preset smoke is a quick first run"
+    )
     assert "--preset smoke" not in estimate_line(long, "smoke")
     assert "30,000 steps left" in estimate_line(long, "paper", resumed=True)
 
@@ -127,8 +167,22 @@ def test_the_estimate_names_the_smoke_preset_only_when_it_is_long():
 def test_cli_progress_lines_go_to_stderr(tmp_path, capsys):
     """Piped (not a terminal), `bench run` writes one progress line per validation on stderr, and
     stdout holds the results only."""
-    code, out, err = run_cli(capsys, "run", "--model", "transformer", "--task", "parity", "--preset", "smoke", "--set",
-                             "train.max_epochs=2", "--set", "train.batch_size=64", "--out", str(tmp_path))
+    code, out, err = run_cli(
+        capsys,
+        "run",
+        "--model",
+        "transformer",
+        "--task",
+        "parity",
+        "--preset",
+        "smoke",
+        "--set",
+        "train.max_epochs=2",
+        "--set",
+        "train.batch_size=64",
+        "--out",
+        str(tmp_path),
+    )
     assert code == 0 and "record: " in out and not any(ln.startswith("step ") for ln in out.splitlines())
     assert [ln.split()[1] for ln in err.splitlines() if ln.startswith("step ") and " val " in ln] == ["4/8", "8/8"], err
     assert "parameters, 8 steps; a timed step takes" in err.split("step 4/8")[0]  # the estimate, before training
@@ -137,8 +191,15 @@ def test_cli_progress_lines_go_to_stderr(tmp_path, capsys):
 def test_rsa_record_holds_the_tested_rem_parameters(tmp_path):
     import torch
 
-    rec = bench.run(model="rsa-transformer", task="parity", preset="smoke", seed=0, out=tmp_path, progress=False,
-                    overrides=["train.max_epochs=1", "train.select=last"])
+    rec = bench.run(
+        model="rsa-transformer",
+        task="parity",
+        preset="smoke",
+        seed=0,
+        out=tmp_path,
+        progress=False,
+        overrides=["train.max_epochs=1", "train.select=last"],
+    )
     from bench.records import record_checkpoint
 
     assert rec["checkpoint"] == f"{Path(rec['path']).stem}/ckpt/last.ckpt"  # relative to the record's folder
@@ -154,18 +215,37 @@ def test_nan_loss_gives_a_failed_record(tmp_path):
     reg = yaml.safe_load((ROOT / "bench" / "registry.yaml").read_text())
     reg["models"]["exploding"] = {"target": "tests.fixtures.exploding:Exploding", "params": {"d_model": 8}}
     reg_path.write_text(yaml.safe_dump(reg))
-    rec = bench.run(model="exploding", task="parity", preset="smoke", seed=0, out=tmp_path / "out",
-                    registry=Registry(reg_path), progress=False)
+    rec = bench.run(
+        model="exploding", task="parity", preset="smoke", seed=0, out=tmp_path / "out", registry=Registry(reg_path), progress=False
+    )
     assert rec["status"] == "failed" and "non-finite" in rec["error"]
     assert json.loads(Path(rec["path"]).read_text())["status"] == "failed"
 
 
 # ---- compare / leaderboard ----------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_compare_run_trains_missing_and_prints_mean_std(tmp_path, capsys):
-    code, out, err = run_cli(capsys, "compare", "--models", "transformer,lstm", "--tasks", "parity", "--preset", "smoke",
-                             "--run", "--seeds", "0,1", "--set", "train.max_epochs=1", "--out", str(tmp_path), "--quiet", "--plot")
+    code, out, err = run_cli(
+        capsys,
+        "compare",
+        "--models",
+        "transformer,lstm",
+        "--tasks",
+        "parity",
+        "--preset",
+        "smoke",
+        "--run",
+        "--seeds",
+        "0,1",
+        "--set",
+        "train.max_epochs=1",
+        "--out",
+        str(tmp_path),
+        "--quiet",
+        "--plot",
+    )
     assert code == 0, err
     assert "±" in out and "parity:bin0 acc ↑" in out
     assert len(list((tmp_path / "runs" / "parity" / "smoke").rglob("seed*.json"))) == 4
@@ -197,10 +277,26 @@ BAD = [
     (["run", "--model", "transformer", "--task", "copy", "--set", "data.max_len=5"], "too short"),
     (["run", "--model", "transformer", "--task", "parity", "--out", "/proc/nope"], "cannot be written"),
     (["compare", "--models", "transformer,lstn"], "did you mean 'lstm'"),
-    (["run", "--model", "transformer", "--task", "parity", "--preset", "smoke", "--set", "train.watch_splits=[bin7]"],
-     "has no test split 'bin7'"),
-    (["run", "--model", "transformer", "--task", "parity", "--preset", "smoke", "--accelerator", "cpu",
-      "--set", "model.attn_backend=xformers"], "runs on CUDA only"),
+    (
+        ["run", "--model", "transformer", "--task", "parity", "--preset", "smoke", "--set", "train.watch_splits=[bin7]"],
+        "has no test split 'bin7'",
+    ),
+    (
+        [
+            "run",
+            "--model",
+            "transformer",
+            "--task",
+            "parity",
+            "--preset",
+            "smoke",
+            "--accelerator",
+            "cpu",
+            "--set",
+            "model.attn_backend=xformers",
+        ],
+        "runs on CUDA only",
+    ),
 ]
 
 
@@ -259,8 +355,12 @@ def test_cli_subprocess_has_no_traceback(tmp_path):
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "bench.cli", "run", "--model", "nope", "--task", "parity", "--seeds", "a"],
-                          capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.cli", "run", "--model", "nope", "--task", "parity", "--seeds", "a"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and proc.stderr.strip().count("\n") == 0
 

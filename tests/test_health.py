@@ -1,5 +1,6 @@
 """A run's trouble (bench/runner/health.py): collapsed, diverged, stuck; kept in its record, counted
 in its cell."""
+
 import json
 
 import numpy as np

@@ -11,6 +11,7 @@ module under bench/:
 - no arrow back up: the rooms stand in the layers of ``LAYERS``, and no module imports one of a
   higher layer (type-only imports included: knowing an upper layer's type is an arrow up too).
 """
+
 from __future__ import annotations
 
 import ast
@@ -33,8 +34,21 @@ LAYERS = [
     ("resolving a run", ["bench.config", "bench.validation"]),
     ("names -> classes", ["bench.registry"]),
     ("the model and task families", ["bench.models", "bench.tasks"]),
-    ("plain parts", ["bench.errors", "bench.parsing", "bench.schema", "bench.spec", "bench.signature",
-                     "bench.sampling", "bench.sizes", "bench.cpus", "bench.logs", "bench.grid_cell"]),
+    (
+        "plain parts",
+        [
+            "bench.errors",
+            "bench.parsing",
+            "bench.schema",
+            "bench.spec",
+            "bench.signature",
+            "bench.sampling",
+            "bench.sizes",
+            "bench.cpus",
+            "bench.logs",
+            "bench.grid_cell",
+        ],
+    ),
 ]
 #: the same rule inside the LRA package (bench/tasks/lra/): its names over ``check``, over the tasks,
 #: over what they share, over the readers of files; every module of it stands in one of these
@@ -132,7 +146,7 @@ def find_cycle(edges: dict[str, list[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in edges.get(node, []):
             if state.get(nxt) == "open":
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state:
                 cycle = dfs(nxt)
                 if cycle:
@@ -152,8 +166,12 @@ def find_cycle(edges: dict[str, list[str]]) -> list[str] | None:
 def layer_of(module: str, layers: list = LAYERS) -> int | None:
     """The index in ``layers`` (0: the top) of the room holding ``module``: the longest room name
     that is the module or one of its packages (``bench`` holds only itself); None if none does."""
-    rooms = [(room, i) for i, (_, names) in enumerate(layers) for room in names
-             if module == room or (room != "bench" and module.startswith(room + "."))]
+    rooms = [
+        (room, i)
+        for i, (_, names) in enumerate(layers)
+        for room in names
+        if module == room or (room != "bench" and module.startswith(room + "."))
+    ]
     return max(rooms, key=lambda r: len(r[0]))[1] if rooms else None
 
 
@@ -169,15 +187,22 @@ def back_arrows(every: dict[str, list[Import]], layers: list = LAYERS) -> list[s
 
 
 def test_nothing_below_the_cli_imports_it():
-    offenders = [f"{name}:{imp.line}" for name, found in graph().items() if name not in TOP and not name.startswith("bench.cli.")
-                 for imp in found if imp.target == "bench.cli" or imp.target.startswith("bench.cli.")]
+    offenders = [
+        f"{name}:{imp.line}"
+        for name, found in graph().items()
+        if name not in TOP and not name.startswith("bench.cli.")
+        for imp in found
+        if imp.target == "bench.cli" or imp.target.startswith("bench.cli.")
+    ]
     assert not offenders, f"bench.cli imported from below the command line: {', '.join(offenders)}"
 
 
 def test_the_import_graph_has_no_cycle():
     every = graph()
-    edges = {name: sorted({imp.target for imp in found if not imp.type_only and imp.of(name) not in EXPECTED_BACK_ARROWS})
-             for name, found in every.items()}
+    edges = {
+        name: sorted({imp.target for imp in found if not imp.type_only and imp.of(name) not in EXPECTED_BACK_ARROWS})
+        for name, found in every.items()
+    }
     cycle = find_cycle(edges)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
@@ -192,14 +217,17 @@ def test_every_module_stands_in_a_layer_and_imports_nothing_above_it():
         assert importer in every and imported in every
 
 
-
 def test_the_lra_package_reads_down_from_its_tasks_to_its_readers():
-    lra = {name: [imp for imp in found if layer_of(imp.target, LRA_LAYERS) is not None]
-           for name, found in graph().items() if layer_of(name, LRA_LAYERS) is not None}
+    lra = {
+        name: [imp for imp in found if layer_of(imp.target, LRA_LAYERS) is not None]
+        for name, found in graph().items()
+        if layer_of(name, LRA_LAYERS) is not None
+    }
     placed = {room for _, rooms in LRA_LAYERS for room in rooms}
     assert set(lra) == placed, f"modules of bench/tasks/lra/ in no layer of LRA_LAYERS: {', '.join(sorted(set(lra) - placed))}"
     arrows = back_arrows(lra, LRA_LAYERS)
     assert not arrows, "imports of a higher layer in bench/tasks/lra/:\n" + "\n".join(arrows)
+
 
 def test_the_checker_finds_what_it_looks_for(tmp_path):
     """The checker itself: relative imports resolve, function-level and type-only imports are
@@ -208,12 +236,19 @@ def test_the_checker_finds_what_it_looks_for(tmp_path):
     assert find_cycle({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": ["b"], "b": []}) is None
     src = tmp_path / "m.py"
-    src.write_text("from . import grid\nfrom ..cli import main\nimport bench.records\n"
-                   "def f():\n    from .local import x\nif TYPE_CHECKING:\n    from bench.config import RunConfig\n")
+    src.write_text(
+        "from . import grid\nfrom ..cli import main\nimport bench.records\n"
+        "def f():\n    from .local import x\nif TYPE_CHECKING:\n    from bench.config import RunConfig\n"
+    )
     known = {"bench.grid": None, "bench.grid.local": None, "bench.records": None, "bench.cli": None, "bench.config": None}
     got = [tuple(imp)[:4] for imp in imports("bench.grid.m", src, False, known)]
-    assert got == [("bench.grid", 1, True, False), ("bench.cli", 2, True, False), ("bench.records", 3, True, False),
-                   ("bench.grid.local", 5, False, False), ("bench.config", 7, True, True)]
+    assert got == [
+        ("bench.grid", 1, True, False),
+        ("bench.cli", 2, True, False),
+        ("bench.records", 3, True, False),
+        ("bench.grid.local", 5, False, False),
+        ("bench.config", 7, True, True),
+    ]
     every = graph()
     assert Import("bench.cli", 3, True, False) in every["bench.__main__"]  # the real package is read too
     implied = [imp for imp in every["bench.cost.step"] if imp.target == "bench.runner"]  # the package's __init__ runs first
@@ -222,5 +257,4 @@ def test_the_checker_finds_what_it_looks_for(tmp_path):
     placed = [layer_of(m, layers) for m in ("bench.cli", "bench.runner.build", "bench.config", "bench", "bench.records")]
     assert placed == [0, 1, 2, 2, None]
     imp = Import("bench.runner.build", 9, False, True)
-    assert back_arrows({"bench.config": [imp], "bench.cli": [imp]}, layers) == [
-        "bench.config:9 -> bench.runner.build (bottom -> middle)"]
+    assert back_arrows({"bench.config": [imp], "bench.cli": [imp]}, layers) == ["bench.config:9 -> bench.runner.build (bottom -> middle)"]

@@ -1,5 +1,6 @@
 """``model.init``: the reference code's initialisation ([HALT] presets) against hand-computed bounds,
 the default left bitwise alone, and the setting's path through presets, --set and records."""
+
 import math
 
 import pytest
@@ -29,7 +30,7 @@ def test_reference_init_matches_the_reference_codes_distributions(model):
     token = max(embeddings, key=lambda e: e.weight.numel())
     assert token.weight.std().item() == pytest.approx(0.02, rel=0.05)  # N(0, 0.02): 32k draws
     for att in attention:
-        for proj, gain in ((att.q_proj, 2 ** -0.5), (att.k_proj, 2 ** -0.5), (att.v_proj, 2 ** -0.5), (att.o_proj, 1.0)):
+        for proj, gain in ((att.q_proj, 2**-0.5), (att.k_proj, 2**-0.5), (att.v_proj, 2**-0.5), (att.o_proj, 1.0)):
             a = xavier_bound(proj, gain)
             w = proj.weight.abs().max().item()
             assert 0.95 * a < w <= a  # uniform up to the bound (4096 draws reach within 5% of it)

@@ -1,10 +1,10 @@
 """The inputs a new user hits before any run: every bad input is one line with exit status 2 before
 any training, sizes are estimated before work, and a hint is a command that runs as printed.
 Reading a finished run (eval, records, outcomes files): tests/test_inputs_reading.py."""
+
 from pathlib import Path
 
 import pytest
-
 from inputs_helpers import one_line, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,8 +49,12 @@ def bad_files(tmp_path):
     (tmp_path / "latin1.yaml").write_bytes("models:\n  caf\xe9: {base: transformer}\n".encode("latin-1"))
     (tmp_path / "duplicate.yaml").write_text("models:\n  mine: {base: transformer}\n  mine: {base: lstm}\n")
     (tmp_path / "duplicate_deep.yaml").write_text("models:\n  mine:\n    base: transformer\n    params: {d_model: 32, d_model: 64}\n")
-    return {"latin1": tmp_path / "latin1.yaml", "duplicate": tmp_path / "duplicate.yaml",
-            "duplicate_deep": tmp_path / "duplicate_deep.yaml", "tmp": tmp_path}
+    return {
+        "latin1": tmp_path / "latin1.yaml",
+        "duplicate": tmp_path / "duplicate.yaml",
+        "duplicate_deep": tmp_path / "duplicate_deep.yaml",
+        "tmp": tmp_path,
+    }
 
 
 @pytest.mark.parametrize("argv,message", ONE_LINE, ids=[" ".join(a)[:60] for a, _ in ONE_LINE])
@@ -69,10 +73,15 @@ def test_bad_input_is_one_line_and_leaves_nothing(argv, message, bad_files, caps
     assert sorted(tmp.rglob("*")) == before
 
 
-@pytest.mark.parametrize("env,message", [({"SLURM_NTASKS": "abc", "SLURM_PROCID": "1"}, "$SLURM_NTASKS='abc' is not a whole number"),
-                                         ({"LOCAL_RANK": "x"}, "$LOCAL_RANK='x'"),
-                                         ({"SLURM_JOB_ID": "1", "SLURM_CPUS_PER_TASK": "lots"}, "$SLURM_CPUS_PER_TASK='lots'"),
-                                         ({"BENCH_NO_PLUGINS": "maybe"}, "$BENCH_NO_PLUGINS='maybe'")])
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        ({"SLURM_NTASKS": "abc", "SLURM_PROCID": "1"}, "$SLURM_NTASKS='abc' is not a whole number"),
+        ({"LOCAL_RANK": "x"}, "$LOCAL_RANK='x'"),
+        ({"SLURM_JOB_ID": "1", "SLURM_CPUS_PER_TASK": "lots"}, "$SLURM_CPUS_PER_TASK='lots'"),
+        ({"BENCH_NO_PLUGINS": "maybe"}, "$BENCH_NO_PLUGINS='maybe'"),
+    ],
+)
 def test_garbage_in_scheduler_and_boolean_variables_is_one_line(env, message, capsys, monkeypatch, tmp_path):
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -112,13 +121,17 @@ def test_a_registry_file_too_large_to_be_one_is_refused_at_once(tmp_path, capsys
 
 # ---- hints that work ------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_the_compare_hint_is_a_command_that_runs_as_printed(capsys, tmp_path, monkeypatch):
     import shlex
 
     monkeypatch.chdir(tmp_path)
-    line = one_line(*run_cli(capsys, "compare", "--models", "lstm", "--preset", "small", "--out", "o",
-                             "--set", "train.max_epochs=1")[::2], "name the tasks with --tasks", "a quick first one to try: bench compare")
+    line = one_line(
+        *run_cli(capsys, "compare", "--models", "lstm", "--preset", "small", "--out", "o", "--set", "train.max_epochs=1")[::2],
+        "name the tasks with --tasks",
+        "a quick first one to try: bench compare",
+    )
     hinted = shlex.split(line.split("a quick first one to try: ")[1])
     assert hinted[:2] == ["bench", "compare"] and "--run" in hinted
     assert hinted[hinted.index("--tasks") + 1] == "parity" and hinted[hinted.index("--preset") + 1] == "smoke"  # asked, not chosen: smoke
@@ -128,25 +141,71 @@ def test_the_compare_hint_is_a_command_that_runs_as_printed(capsys, tmp_path, mo
 
 
 def test_compare_without_tasks_asks_for_them_naming_a_quick_one(capsys, tmp_path):
-    line = one_line(*run_cli(capsys, "compare", "--models", "rsa-xl,tlb,gut", "--out", tmp_path / "o")[::2],
-                    "no records for models rsa-xl, tlb, gut with preset 'small'", "name the tasks with --tasks")
-    assert line.endswith(f"a quick first one to try: bench compare --models rsa-xl,tlb,gut --tasks parity --preset smoke "
-                         f"--out {tmp_path / 'o'} --run")
-    one_line(*run_cli(capsys, "compare", "--models", "lstm", "--run", "--out", tmp_path / "o")[::2],
-             "--run needs --tasks to know what to train; name the tasks with --tasks")
+    line = one_line(
+        *run_cli(capsys, "compare", "--models", "rsa-xl,tlb,gut", "--out", tmp_path / "o")[::2],
+        "no records for models rsa-xl, tlb, gut with preset 'small'",
+        "name the tasks with --tasks",
+    )
+    assert line.endswith(
+        f"a quick first one to try: bench compare --models rsa-xl,tlb,gut --tasks parity --preset smoke --out {tmp_path / 'o'} --run"
+    )
+    one_line(
+        *run_cli(capsys, "compare", "--models", "lstm", "--run", "--out", tmp_path / "o")[::2],
+        "--run needs --tasks to know what to train; name the tasks with --tasks",
+    )
     assert not (tmp_path / "o").exists()
 
 
 # ---- sizes estimated before work ------------------------------------------------------------------
 
-@pytest.mark.parametrize("argv,message", [
-    (["cost", "--models", "tlb", "--task", "flipflop", "--preset", "smoke", "--lengths", "10000000000", "--device", "cpu"],
-     "a training step of a batch of 32 at length 10,000,000,000 would need at least"),
-    (["cost", "--models", "tlb", "--task", "flipflop", "--preset", "smoke", "--lengths", "64", "--batch", "100000000", "--device", "cpu"],
-     "lower --lengths or --batch"),
-    (["run", "--model", "transformer", "--task", "copy", "--preset", "smoke", "--set", "data.test_lengths=[1000000]",
-      "--set", "data.n_train=8", "--set", "data.n_val=8", "--set", "data.n_test=8"], "testing a batch of 128 at length 1,000,000"),
-])
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (
+            ["cost", "--models", "tlb", "--task", "flipflop", "--preset", "smoke", "--lengths", "10000000000", "--device", "cpu"],
+            "a training step of a batch of 32 at length 10,000,000,000 would need at least",
+        ),
+        (
+            [
+                "cost",
+                "--models",
+                "tlb",
+                "--task",
+                "flipflop",
+                "--preset",
+                "smoke",
+                "--lengths",
+                "64",
+                "--batch",
+                "100000000",
+                "--device",
+                "cpu",
+            ],
+            "lower --lengths or --batch",
+        ),
+        (
+            [
+                "run",
+                "--model",
+                "transformer",
+                "--task",
+                "copy",
+                "--preset",
+                "smoke",
+                "--set",
+                "data.test_lengths=[1000000]",
+                "--set",
+                "data.n_train=8",
+                "--set",
+                "data.n_val=8",
+                "--set",
+                "data.n_test=8",
+            ],
+            "testing a batch of 128 at length 1,000,000",
+        ),
+    ],
+)
 def test_sizes_that_cannot_fit_are_refused_with_the_estimate_and_the_limit(argv, message, capsys, tmp_path):
     line = one_line(*run_cli(capsys, *argv, "--out", tmp_path / "o")[::2], message)
     assert "GiB of memory is available" in line
@@ -157,8 +216,9 @@ def test_generating_more_tokens_than_fit_is_refused():
     from bench.errors import UserError
     from bench.generate import check_generation_fits
 
-    with pytest.raises(UserError, match="generating 1,000,000,000 tokens would need at least .* GiB of memory is available; "
-                                        "lower --tokens"):
+    with pytest.raises(
+        UserError, match="generating 1,000,000,000 tokens would need at least .* GiB of memory is available; lower --tokens"
+    ):
         check_generation_fits({"d_model": 32, "n_layers": 1, "n_heads": 4}, 3, 10**9)
     check_generation_fits({"d_model": 32, "n_layers": 1, "n_heads": 4}, 3, 100)  # a small one goes on
 
@@ -178,6 +238,7 @@ def test_ctrl_c_offers_resume_only_where_there_is_something_to_resume(capsys, mo
 
 
 # ---- grids at once --------------------------------------------------------------------------------
+
 
 def test_two_grids_on_one_out_keep_their_cell_logs_apart(tmp_path):
     """Two grid processes started in the same second: each its own log folder (pid in the name;

@@ -2,15 +2,16 @@
 generate rebuild from it), reading commands never write where you did not ask, and a record or
 outcomes file that contradicts its run is one line with exit status 2. One tiny parity run is
 trained once for the module (``parity_run``). Bad input before any run: tests/test_inputs_cli.py."""
+
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
+from inputs_helpers import one_line, run_cli
 
 import bench
-from inputs_helpers import one_line, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["train.max_epochs=1"]
@@ -31,12 +32,16 @@ def edited_registry(tmp_path, **smoke) -> Path:
     base = shipped["tasks"]["_formal"]["presets"]["smoke"]
     preset = {section: {**(base.get(section) or {}), **values} for section, values in smoke.items()}
     path = tmp_path / "registry.yaml"
-    path.write_text(yaml.safe_dump({"tasks": {"parity": {"base": "_formal", "target": "bench.tasks.formal_languages:Parity",
-                                                         "presets": {"smoke": preset}}}}))
+    path.write_text(
+        yaml.safe_dump(
+            {"tasks": {"parity": {"base": "_formal", "target": "bench.tasks.formal_languages:Parity", "presets": {"smoke": preset}}}}
+        )
+    )
     return path
 
 
 # ---- eval and generate rebuild from the record ----------------------------------------------------
+
 
 def test_eval_after_the_preset_is_edited_gives_the_records_metrics(parity_run, capsys, tmp_path):
     out, path, rec = parity_run
@@ -76,6 +81,7 @@ def test_a_record_the_current_code_cannot_build_is_one_line(parity_run, capsys, 
 
 # ---- reading never writes where you did not ask ---------------------------------------------------
 
+
 @pytest.fixture
 def clone(tmp_path, monkeypatch, parity_run):
     """A fresh clone of this checkout, the current folder, with the tiny parity run committed
@@ -112,8 +118,22 @@ def test_reading_commands_leave_a_fresh_clone_untouched(clone, capsys):
         ["reproduce", "halt-table5-cpu"],
         ["compare", "--models", "transformer", "--tasks", "parity", "--preset", "smoke"],
         ["curves", "--models", "transformer", "--tasks", "parity", "--preset", "smoke"],
-        ["cost", "--models", "tlb", "--task", "flipflop", "--preset", "smoke", "--lengths", "16", "--repeats", "1", "--warmup", "0",
-         "--quiet"],
+        [
+            "cost",
+            "--models",
+            "tlb",
+            "--task",
+            "flipflop",
+            "--preset",
+            "smoke",
+            "--lengths",
+            "16",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--quiet",
+        ],
         ["eval", record.relative_to(path)],
     ]
     for argv in commands:
@@ -126,9 +146,16 @@ def test_reading_commands_leave_a_fresh_clone_untouched(clone, capsys):
     assert code == 0 and "wrote results/reproduce/rsa-table2.md" in stdout, err
 
 
-@pytest.mark.parametrize("argv", [["compare", "--models", "lstm", "--out", ""], ["reproduce", "--list", "--out", " "],
-                                  ["eval", "x.json", "--out", ""], ["cost", "--task", "parity", "--models", "lstm", "--out", ""],
-                                  ["run", "--model", "lstm", "--task", "parity", "--out", ""]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compare", "--models", "lstm", "--out", ""],
+        ["reproduce", "--list", "--out", " "],
+        ["eval", "x.json", "--out", ""],
+        ["cost", "--task", "parity", "--models", "lstm", "--out", ""],
+        ["run", "--model", "lstm", "--task", "parity", "--out", ""],
+    ],
+)
 def test_an_empty_out_is_refused(argv, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     one_line(*run_cli(capsys, *argv)[::2], "--out is empty")
@@ -144,6 +171,7 @@ def test_an_empty_bench_out_is_refused(capsys, tmp_path, monkeypatch):
 
 # ---- a record that contradicts its run is one line for every reader -------------------------------
 
+
 def test_records_with_rates_outside_0_1_or_a_nan_metric_are_refused_by_every_reader(parity_run, capsys, tmp_path):
     from bench.records import Record, RecordError, read_record
 
@@ -158,8 +186,9 @@ def test_records_with_rates_outside_0_1_or_a_nan_metric_are_refused_by_every_rea
             Record.read(bad)
         assert read_record(bad, quiet=True) == {}
         one_line(*run_cli(capsys, "eval", bad)[::2], words)
-        code, _, err = run_cli(capsys, "compare", "--models", "transformer", "--tasks", "parity", "--preset", "smoke",
-                               "--out", tmp_path, "--set", TINY[0])
+        code, _, err = run_cli(
+            capsys, "compare", "--models", "transformer", "--tasks", "parity", "--preset", "smoke", "--out", tmp_path, "--set", TINY[0]
+        )
         assert code == 2 and "skipped" in err and words in err, err
 
 
@@ -190,6 +219,7 @@ def test_a_record_hand_edited_to_another_width_is_one_line(parity_run, capsys, t
 
 
 # ---- outcomes files and a missing checkpoint (round five, issue 60) -------------------------------
+
 
 @pytest.fixture
 def outcomes_copy(parity_run, tmp_path):
@@ -254,8 +284,14 @@ def test_outcomes_that_contradict_their_records_accuracy_are_refused(outcomes_co
     np.savez_compressed(npz, **{**arrays, "val/correct": flipped})
     n = len(flipped)
     expected = rec["metrics"]["val"]["acc"] + (1 if flipped[0] else -1) / n
-    _loads_as(record, str(npz), "contradicts record", "split 'val'", f"the outcomes give acc {expected:.6g}",
-              f"the record {rec['metrics']['val']['acc']:.6g}")
+    _loads_as(
+        record,
+        str(npz),
+        "contradicts record",
+        "split 'val'",
+        f"the outcomes give acc {expected:.6g}",
+        f"the record {rec['metrics']['val']['acc']:.6g}",
+    )
 
 
 def test_eval_of_a_record_without_its_checkpoint_names_the_command_that_recreates_it(parity_run, capsys, tmp_path, monkeypatch):

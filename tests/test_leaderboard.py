@@ -1,4 +1,5 @@
 """Leaderboard cells against hand-computed means, sample standard deviations and medians."""
+
 import math
 
 import pytest

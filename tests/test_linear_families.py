@@ -5,6 +5,7 @@ linear Transformer as normalised kernel attention [Katharopoulos eq. 4-6], RetNe
 state bytes flat in the context; the beta range; bad settings. (Streaming = forward: test_streaming.py;
 forward / backward on every task and causality: test_models.py; the mLSTM against the xLSTM paper's
 loops: test_mlstm.py; RWKV-7 against its equations: test_rwkv7.py.)"""
+
 import math
 
 import pytest
@@ -86,7 +87,7 @@ def test_mamba2_equals_its_scan(name):
         K = mixer.conv.kernel_size
         padded = F.pad(xBC, (0, 0, K - 1, 0))
         w = mixer.conv.conv.weight[:, 0]  # (c, K)
-        conv = torch.stack([(padded[:, t:t + K] * w.T).sum(1) for t in range(xBC.shape[1])], 1) + mixer.conv.conv.bias
+        conv = torch.stack([(padded[:, t : t + K] * w.T).sum(1) for t in range(xBC.shape[1])], 1) + mixer.conv.conv.bias
         x, Bm, Cm = F.silu(conv).split((mixer.d_inner, mixer.d_state, mixer.d_state), dim=-1)
         delta = F.softplus(dt + mixer.dt_bias)  # (B, T, H)
         a = torch.exp(delta * -mixer.A_log.exp())
@@ -115,10 +116,13 @@ def test_beta_range_two_reaches_past_one():
     assert two.beta_range == 2.0 and b2.max() > 1
 
 
-@pytest.mark.parametrize("name,bad,says", [
-    ("deltanet", {"beta_range": 3.0}, "beta_range must be in"),
-    ("linear-transformer", {"d_model": 15}, "divisible by n_heads"),
-])
+@pytest.mark.parametrize(
+    "name,bad,says",
+    [
+        ("deltanet", {"beta_range": 3.0}, "beta_range must be in"),
+        ("linear-transformer", {"d_model": 15}, "divisible by n_heads"),
+    ],
+)
 def test_bad_settings_say_what_would_be_right(name, bad, says):
     with pytest.raises(Exception, match=says):
         build(name, **bad)
@@ -139,8 +143,7 @@ def test_short_conv_is_the_causal_depthwise_sum_and_streams_in_pieces():
     y, window = conv(x)
     w, b = conv.conv.weight[:, 0, :], conv.conv.bias  # (c, K), (c)
     assert torch.allclose(y[:, 0], b + w[:, 3] * x[:, 0], atol=1e-14)  # t = 1: only x_1 reaches it
-    assert torch.allclose(y[:, 4], b + w[:, 0] * x[:, 1] + w[:, 1] * x[:, 2] + w[:, 2] * x[:, 3] + w[:, 3] * x[:, 4],
-                          atol=1e-14)
+    assert torch.allclose(y[:, 4], b + w[:, 0] * x[:, 1] + w[:, 1] * x[:, 2] + w[:, 2] * x[:, 3] + w[:, 3] * x[:, 4], atol=1e-14)
     ref = F.conv1d(F.pad(x.transpose(1, 2), (3, 0)), conv.conv.weight, b, groups=5).transpose(1, 2)
     assert (y - ref).abs().max() < 1e-14
     x.requires_grad_(True)  # gradients of the input, the weight and the bias against autograd through F.conv1d

@@ -7,6 +7,7 @@ Float64: agreement to 1e-10; float32 (compared with the float64 reference, the t
 T = 1024 and 1000. Inputs are what the families feed: L2-normalised q and k (DeltaNet, Gated
 DeltaNet; the delta rule is stable only with ||k|| <= 1 and beta in (0, 2)), unit-variance v.
 Run with ``-s`` to see the largest differences."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -119,8 +120,9 @@ def test_step_form_equals_the_reference(delta, decay):
             o, S = delta_rule_step(args["q"][:, :, t], args["k"][:, :, t], args["v"][:, :, t], args["beta"][:, :, t], ld, S)
         else:
             sign = args.get("decay_sign")
-            o, S = gated_linear_attention_step(args["q"][:, :, t], args["k"][:, :, t], args["v"][:, :, t], ld, S,
-                                               None if sign is None else sign[:, :, t])
+            o, S = gated_linear_attention_step(
+                args["q"][:, :, t], args["k"][:, :, t], args["v"][:, :, t], ld, S, None if sign is None else sign[:, :, t]
+            )
         outs.append(o)
     ro, rS = reference(delta, args)
     torch.testing.assert_close(torch.stack(outs, 2), ro, atol=1e-12, rtol=0)
@@ -166,11 +168,14 @@ def test_decay_of_one_half_is_hand_computable():
     torch.testing.assert_close(S[0, 0, 0, 0], expect[-1])
 
 
-@pytest.mark.parametrize("bad,message", [
-    (dict(log_decay=torch.zeros(1, 1, 5, 3)), "log_decay must be"),
-    (dict(initial_state=torch.zeros(1, 1, 2, 2)), "initial_state must be"),
-    (dict(chunk_size=0), "chunk_size must be"),
-])
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        (dict(log_decay=torch.zeros(1, 1, 5, 3)), "log_decay must be"),
+        (dict(initial_state=torch.zeros(1, 1, 2, 2)), "initial_state must be"),
+        (dict(chunk_size=0), "chunk_size must be"),
+    ],
+)
 def test_bad_shapes_say_what_would_be_right(bad, message):
     q = torch.zeros(1, 1, 5, 4)
     with pytest.raises(ValueError, match=message):

@@ -3,6 +3,7 @@ forms on the GPU against the float64 reference loop on the CPU, and, where flash
 installed (``pip install 'bench[fla]'``), its Triton kernels against the torch forms. fla is imported
 only inside these tests, never on a CPU-only machine. fla's layout is (B, T, H, d) and it scales q by
 ``scale`` (given as 1 here: bench's functions scale nothing)."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -59,8 +60,9 @@ def test_fla_kernels_equal_the_torch_forms(delta, decay):
     if delta and decay is None:
         fo, fS = ops.chunk_delta_rule(q, k, v, args["beta"].transpose(1, 2).contiguous(), **common)
     elif delta:
-        fo, fS = ops.chunk_gated_delta_rule(q, k, v, args["log_decay"].transpose(1, 2).contiguous(),
-                                            args["beta"].transpose(1, 2).contiguous(), **common)
+        fo, fS = ops.chunk_gated_delta_rule(
+            q, k, v, args["log_decay"].transpose(1, 2).contiguous(), args["beta"].transpose(1, 2).contiguous(), **common
+        )
     elif decay == "head":
         fo, fS = ops.chunk_simple_gla(q, k, v, args["log_decay"].transpose(1, 2).contiguous(), **common)
     else:
@@ -80,7 +82,11 @@ def test_fla_dplr_kernel_equals_the_torch_form():
     rate = torch.rand(B, H, T, D, generator=g).cuda()
     a, b = -kappa, kappa * rate
     o, S = dplr_delta_rule(args["q"], args["k"], args["v"], a, b, args["log_decay"], initial_state=args["initial_state"])
-    fo, fS = ops.chunk_dplr_delta_rule(*(_bthd(x) for x in (args["q"], args["k"], args["v"], a, b, args["log_decay"])),
-                                       scale=1.0, initial_state=args["initial_state"], output_final_state=True)
+    fo, fS = ops.chunk_dplr_delta_rule(
+        *(_bthd(x) for x in (args["q"], args["k"], args["v"], a, b, args["log_decay"])),
+        scale=1.0,
+        initial_state=args["initial_state"],
+        output_final_state=True,
+    )
     torch.testing.assert_close(fo.transpose(1, 2).float(), o, atol=2e-3, rtol=2e-3)
     torch.testing.assert_close(fS.float(), S, atol=2e-3, rtol=2e-3)

@@ -1,4 +1,5 @@
 """ListOps: labels agree with an independent evaluator, splits respect their bounds."""
+
 import numpy as np
 import pytest
 
@@ -7,6 +8,7 @@ from bench.tasks.listops import SPLITS, VOCAB, ListOps
 
 def reference_value(words):
     """Recursive-descent evaluator over token strings, written independently of the task's."""
+
     def parse(i):
         w = words[i]
         if w.isdigit():

@@ -2,6 +2,7 @@
 files only (W&B offline unless WANDB_MODE is set; MLflow a file store under the run's folder
 unless MLFLOW_TRACKING_URI is set: nothing here contacts a server), and one line when the package
 is missing. The smoke runs need the optional packages (pip install "bench[wandb]" / "bench[mlflow]")."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -53,8 +54,9 @@ def test_mlflow_writes_a_file_store_under_the_run(local_only, capsys):
 @pytest.mark.parametrize("kind", ["wandb", "mlflow", "tensorboard"])
 def test_a_missing_logger_package_is_one_line_and_writes_nothing(kind, tmp_path, capsys, monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("wandb", "mlflow", "tensorboard", "tensorboardX")
-                        else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in ("wandb", "mlflow", "tensorboard", "tensorboardX") else real(name, *a)
+    )
     out = tmp_path / "out"
     assert main([*SMOKE, "--logger", kind, "--out", str(out)]) == 2
     err = capsys.readouterr().err

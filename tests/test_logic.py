@@ -1,13 +1,24 @@
 """Logical inference: relations on hand-worked pairs, symmetry properties, generator labels,
 and Bowman et al.'s generator (no tautologies or contradictions, operator-count bins)."""
+
 import itertools
 import random
 
 import numpy as np
 import pytest
 
-from bench.tasks.logic import (OPS_CAP, RELATIONS, VARS, VOCAB, LogicalInference, TaskError, bowman_formula, bowman_pair,
-                         relation, truth_table)
+from bench.tasks.logic import (
+    OPS_CAP,
+    RELATIONS,
+    VARS,
+    VOCAB,
+    LogicalInference,
+    TaskError,
+    bowman_formula,
+    bowman_pair,
+    relation,
+    truth_table,
+)
 
 
 def models(formula: str) -> frozenset:
@@ -46,23 +57,26 @@ CONTRA = "( a ( and ( not a ) ) )"
 TAUT = "( a ( or ( not a ) ) )"
 
 
-@pytest.mark.parametrize("a, b, expected", [
-    ("a", "a", "≡"),
-    ("( not ( not b ) )", "b", "≡"),
-    ("a", "( a ( or b ) )", "⊏"),
-    ("( d ( or f ) )", "( f ( and a ) )", "⊐"),  # the docstring's example
-    ("a", "( not a )", "^"),
-    ("( a ( and b ) )", "( not a )", "|"),
-    ("( a ( or b ) )", "( not a )", "‿"),
-    ("a", "b", "#"),
-    ("( d ( and ( c ( or d ) ) ) )", "( not f )", "#"),  # Tran et al.'s example
-    # edge cases of the documented convention: entailment is tested before exclusion
-    (CONTRA, "b", "⊏"),
-    (CONTRA, TAUT, "⊏"),
-    (CONTRA, "( b ( and ( not b ) ) )", "≡"),
-    ("b", TAUT, "⊏"),
-    (TAUT, "( c ( or ( not c ) ) )", "≡"),
-])
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [
+        ("a", "a", "≡"),
+        ("( not ( not b ) )", "b", "≡"),
+        ("a", "( a ( or b ) )", "⊏"),
+        ("( d ( or f ) )", "( f ( and a ) )", "⊐"),  # the docstring's example
+        ("a", "( not a )", "^"),
+        ("( a ( and b ) )", "( not a )", "|"),
+        ("( a ( or b ) )", "( not a )", "‿"),
+        ("a", "b", "#"),
+        ("( d ( and ( c ( or d ) ) ) )", "( not f )", "#"),  # Tran et al.'s example
+        # edge cases of the documented convention: entailment is tested before exclusion
+        (CONTRA, "b", "⊏"),
+        (CONTRA, TAUT, "⊏"),
+        (CONTRA, "( b ( and ( not b ) ) )", "≡"),
+        ("b", TAUT, "⊏"),
+        (TAUT, "( c ( or ( not c ) ) )", "≡"),
+    ],
+)
 def test_hand_worked_relations(a, b, expected):
     assert rel(a, b) == expected
 
@@ -141,13 +155,20 @@ def test_generated_labels_and_operator_counts():
             assert 0 < len(s1) < 64 and 0 < len(s2) < 64, (a, b)
             # the seven relations recomputed from sets of assignments, independently
             full = 64
-            if s1 == s2: exp = "≡"
-            elif s1 < s2: exp = "⊏"
-            elif s1 > s2: exp = "⊐"
-            elif not (s1 & s2) and len(s1 | s2) == full: exp = "^"
-            elif not (s1 & s2): exp = "|"
-            elif len(s1 | s2) == full: exp = "‿"
-            else: exp = "#"
+            if s1 == s2:
+                exp = "≡"
+            elif s1 < s2:
+                exp = "⊏"
+            elif s1 > s2:
+                exp = "⊐"
+            elif not (s1 & s2) and len(s1 | s2) == full:
+                exp = "^"
+            elif not (s1 & s2):
+                exp = "|"
+            elif len(s1 | s2) == full:
+                exp = "‿"
+            else:
+                exp = "#"
             assert RELATIONS[label] == exp, (a, b)
             # a pair's bin: its larger formula's operator count, 12 standing for 12 or more
             larger.append(max(n_ops(a), n_ops(b)))

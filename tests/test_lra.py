@@ -1,4 +1,5 @@
 """LRA loaders read fixture files in the release formats and reject malformed ones clearly."""
+
 import io
 import pickle
 import struct
@@ -62,13 +63,13 @@ def test_missing_files_name_what_is_expected(tmp_path, monkeypatch):
 
 def write_aan(root, rows):
     for name in ("train", "eval", "test"):
-        (root / f"new_aan_pairs.{name}.tsv").write_text(
-            "".join("\t".join(r) + "\n" for r in rows[name]), encoding="utf-8")
+        (root / f"new_aan_pairs.{name}.tsv").write_text("".join("\t".join(r) + "\n" for r in rows[name]), encoding="utf-8")
 
 
 def test_retrieval_pairs_and_malformed_lines(tmp_path):
-    rows = {s: [(str(float(i % 2)), f"id{i}a", f"id{i}b", f"{s} doc {i}", f"other {i}") for i in range(4)]
-            for s in ("train", "eval", "test")}
+    rows = {
+        s: [(str(float(i % 2)), f"id{i}a", f"id{i}b", f"{s} doc {i}", f"other {i}") for i in range(4)] for s in ("train", "eval", "test")
+    }
     write_aan(tmp_path, rows)
     task = LRARetrieval(data_dir=str(tmp_path), max_length=64)
     val = gen(task, "val")
@@ -106,7 +107,7 @@ def test_image_grayscale_and_split(tmp_path):
     te, tr, va = gen(task, "test"), gen(task, "train"), gen(task, "val")
     assert te["tokens"].shape == (20, 1026) and (len(tr["label"]), len(va["label"])) == (90, 10)
     data, labels = batches["test_batch"]
-    r, g, b = (data[3].reshape(3, 1024).astype(np.float64) / 255)
+    r, g, b = data[3].reshape(3, 1024).astype(np.float64) / 255
     expect = np.floor((0.2989 * r + 0.5870 * g + 0.1140 * b) * 255.5)
     assert np.abs(te["tokens"][3, 1:-1] - BYTE0 - expect).max() <= 1
     assert list(te["label"]) == labels
@@ -137,7 +138,6 @@ def test_lra_listops_lengths_and_labels():
         assert evaluate([LISTOPS_VOCAB[i] for i in t]) == y
 
 
-
 def test_the_tasks_keep_the_module_the_data_cache_and_the_registry_name():
     """bench/tasks/lra/ is a package of modules, and each task class still says bench.tasks.lra, the
     module its registry target names and its cached splits' fingerprints were made with."""
@@ -145,6 +145,7 @@ def test_the_tasks_keep_the_module_the_data_cache_and_the_registry_name():
 
     assert {cls.__module__ for cls in (LRAListOps, LRAText, LRARetrieval, LRAImage)} == {"bench.tasks.lra"}
     assert fingerprint(LRAListOps(), "test") == "fd2b7cbb01f1dce6"  # as when the tasks were one file
+
 
 def test_text_with_too_few_reviews_to_hold_out_validation(tmp_path, monkeypatch, capsys):
     """One review per class: 10% of 2 files is 0, so validation would be empty. One line naming
@@ -158,12 +159,28 @@ def test_text_with_too_few_reviews_to_hold_out_validation(tmp_path, monkeypatch,
     task = LRAText(data_dir=str(tmp_path / "lra"))
     train_folder = str(tmp_path / "lra" / "aclImdb" / "train")
     for split in ("train", "val"):
-        with pytest.raises(TaskError, match=r"^lra-text: " + train_folder + r"/\{pos,neg\}/\*\.txt holds 2 training "
-                           r"examples; val_fraction=0\.1 holds out 0 for validation .* each needs at least one"):
+        with pytest.raises(
+            TaskError,
+            match=r"^lra-text: " + train_folder + r"/\{pos,neg\}/\*\.txt holds 2 training "
+            r"examples; val_fraction=0\.1 holds out 0 for validation .* each needs at least one",
+        ):
             load_split(task, split)
     assert gen(LRAText(data_dir=str(tmp_path / "lra"), val_fraction=0.5), "val")["label"].tolist() in ([0], [1])
-    code = main(["run", "--model", "lstm", "--task", "lra-text", "--preset", "smoke", "--out", str(tmp_path / "out"),
-                 "--set", f"data.data_dir={tmp_path / 'lra'}"])
+    code = main(
+        [
+            "run",
+            "--model",
+            "lstm",
+            "--task",
+            "lra-text",
+            "--preset",
+            "smoke",
+            "--out",
+            str(tmp_path / "out"),
+            "--set",
+            f"data.data_dir={tmp_path / 'lra'}",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and train_folder in err[0] and "val_fraction" in err[0], err
     assert not [p for p in cache.rglob("*") if p.is_dir() and p.parent != cache]  # no split folder
@@ -171,6 +188,7 @@ def test_text_with_too_few_reviews_to_hold_out_validation(tmp_path, monkeypatch,
 
 
 # ---- the release's layouts: the archive's, the scripts' (tfds), and `bench data check` ----------
+
 
 def _varint(n):
     out = b""
@@ -234,8 +252,7 @@ def test_text_from_tfds_shards_as_the_scripts_load_it(tmp_path):
 
 
 def test_retrieval_in_the_archives_and_the_scripts_layouts(tmp_path):
-    rows = {s: [(str(i % 2), f"id{i}", f"id{i}b", f"{s} doc {i}", f"other {i}") for i in range(3)]
-            for s in ("train", "eval", "test")}
+    rows = {s: [(str(i % 2), f"id{i}", f"id{i}b", f"{s} doc {i}", f"other {i}") for i in range(3)] for s in ("train", "eval", "test")}
     archive = tmp_path / "a" / "lra_release" / "lra_release" / "tsv_data"  # lra_release.gz unpacked
     scripts = tmp_path / "s" / "aan"  # dataset_setup.sh: mv lra_release/lra_release/tsv_data aan
     for d in (archive, scripts):
@@ -279,9 +296,11 @@ def test_data_check_names_the_layout_or_what_is_missing(tmp_path, capsys):
     write_cifar(tmp_path, n=2)
     assert main(["data", "check", "--task", "lra", "--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"lra-text: ok: aclImdb release in {tmp_path / 'lra_release'} (train 4 reviews, test 4)",
-                   f"lra-retrieval: ok: AAN pairs in {tsv} (train, eval and test pair files)",
-                   f"lra-image: ok: CIFAR-10 python release in {tmp_path} (5 training batches, test_batch of 2 images)"]
+    assert out == [
+        f"lra-text: ok: aclImdb release in {tmp_path / 'lra_release'} (train 4 reviews, test 4)",
+        f"lra-retrieval: ok: AAN pairs in {tsv} (train, eval and test pair files)",
+        f"lra-image: ok: CIFAR-10 python release in {tmp_path} (5 training batches, test_batch of 2 images)",
+    ]
     (tsv / "new_aan_pairs.eval.tsv").unlink()
     for neg in (tmp_path / "lra_release" / "aclImdb" / "test" / "neg").glob("*.txt"):
         neg.unlink()
@@ -313,8 +332,13 @@ def test_table4_cpu_prints_file_columns_as_needing_data_and_skips_them_until_fou
     built = build(table, tmp_path, "small", registry)
     line = next(r for r in built["rows"] if r[0] == "gut")
     at = {h: i for i, h in enumerate(built["headers"])}
-    assert [line[at[f"{c} ours"]] for c in ("ListOps", "Text", "Retrieval", "Image", "Pathfinder")] == \
-        ["—", "needs data", "needs data", "needs data", "—"]
+    assert [line[at[f"{c} ours"]] for c in ("ListOps", "Text", "Retrieval", "Image", "Pathfinder")] == [
+        "—",
+        "needs data",
+        "needs data",
+        "needs data",
+        "—",
+    ]
     absent = absent_data(table, registry, "small")
     assert sorted(absent) == ["lra-image", "lra-retrieval", "lra-text"]
     assert absent["lra-retrieval"].startswith("lra-retrieval: no data directory") and "bench data check" in absent["lra-retrieval"]
@@ -341,8 +365,11 @@ def test_lra_listops_reads_the_release_files_only_when_given_a_folder(tmp_path, 
     Source<TAB>Target; brackets dropped as LRA's pipeline drops them; values checked by evaluate()."""
     folder = tmp_path / "lra_release" / "lra_release" / "listops-1000"
     folder.mkdir(parents=True)
-    trees = {"train": ["( ( [MAX 2 9 ) ( [MIN 4 7 ] ) 0 ] )", "( [SM 3 4 ] )"], "val": ["( [MED 1 5 8 ] )"],
-             "test": ["( ( [MIN 3 ( [SM 9 9 ] ) ] ) )"]}
+    trees = {
+        "train": ["( ( [MAX 2 9 ) ( [MIN 4 7 ] ) 0 ] )", "( [SM 3 4 ] )"],
+        "val": ["( [MED 1 5 8 ] )"],
+        "test": ["( ( [MIN 3 ( [SM 9 9 ] ) ] ) )"],
+    }
     for split, rows in trees.items():
         (folder / f"basic_{split}.tsv").write_text("Source\tTarget\n" + "".join(f"{t}\t{evaluate_text(t)}\n" for t in rows))
     monkeypatch.setenv("BENCH_LRA_DIR", str(tmp_path))  # the generated task ignores it

@@ -1,5 +1,6 @@
 """Split metrics against hand-counted outcomes: acc, token_acc and last_acc for every task kind,
 length bins, per-example and per-batch backbone statistics."""
+
 import math
 
 import pytest
@@ -32,12 +33,10 @@ def test_classification_counts_examples(kind):
 
 def test_tagging_needs_every_position_and_ignores_padding():
     # two strings, 2 labels per position; the second string has length 2 (one padded position)
-    labels = torch.tensor([[[1, 0], [0, 1], [1, 1]],
-                           [[0, 1], [1, 0], [0, 0]]], dtype=torch.float)
+    labels = torch.tensor([[[1, 0], [0, 1], [1, 1]], [[0, 1], [1, 0], [0, 0]]], dtype=torch.float)
     # predicted label sets (logit > 0): string 0 gets position 1 wrong ([1, 1] for [0, 1]);
     # string 1 is right on its two real positions and wrong on the padded one
-    predicted = torch.tensor([[[1, 0], [1, 1], [1, 1]],
-                              [[0, 1], [1, 0], [1, 1]]], dtype=torch.float)
+    predicted = torch.tensor([[[1, 0], [1, 1], [1, 1]], [[0, 1], [1, 0], [1, 1]]], dtype=torch.float)
     mask = torch.tensor([[True, True, True], [True, True, False]])
     out = summarize("tag", predicted * 2 - 1, {"labels": labels, "mask": mask})
     assert out["acc"] == 0.5  # string 1 only
@@ -48,9 +47,13 @@ def test_tagging_needs_every_position_and_ignores_padding():
 
 def test_lm_scores_only_targets_and_skips_sequences_without_any():
     I = IGNORE
-    targets = torch.tensor([[I, 2, 3, I],   # predictions 2 (right), 1 (wrong): last scored wrong
-                            [1, 1, I, I],   # both right
-                            [I, I, I, I]])  # nothing scored: counts in no metric
+    targets = torch.tensor(
+        [
+            [I, 2, 3, I],  # predictions 2 (right), 1 (wrong): last scored wrong
+            [1, 1, I, I],  # both right
+            [I, I, I, I],
+        ]
+    )  # nothing scored: counts in no metric
     predictions = [[0, 2, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0]]
     out = summarize("lm", logits_for(predictions, 5), {"targets": targets})
     assert out["n"] == 3
@@ -69,11 +72,19 @@ def test_length_bins_statistics_and_several_batches():
     bins = lambda n: None if n > 15 else f"{(n - 1) // 5 * 5 + 1}-{(n - 1) // 5 * 5 + 5}"
     buf = OutcomeBuffer()
     # batch 1: labels 0 1 2, predictions 0 1 0, lengths 12 3 7
-    buf.add(example_outcomes("classify", logits_for([0, 1, 0], 3), {"label": torch.tensor([0, 1, 2])}),
-            torch.tensor([12, 3, 7]), {"depth": torch.tensor([1.0, 2.0, 3.0]), "gate": 0.5}, 3)
+    buf.add(
+        example_outcomes("classify", logits_for([0, 1, 0], 3), {"label": torch.tensor([0, 1, 2])}),
+        torch.tensor([12, 3, 7]),
+        {"depth": torch.tensor([1.0, 2.0, 3.0]), "gate": 0.5},
+        3,
+    )
     # batch 2: one example, right, length 12; length 40 is in no bin
-    buf.add(example_outcomes("classify", logits_for([1, 2], 3), {"label": torch.tensor([1, 0])}),
-            torch.tensor([12, 40]), {"depth": torch.tensor([2.04, 5.0]), "gate": torch.tensor(0.8)}, 2)
+    buf.add(
+        example_outcomes("classify", logits_for([1, 2], 3), {"label": torch.tensor([1, 0])}),
+        torch.tensor([12, 40]),
+        {"depth": torch.tensor([2.04, 5.0]), "gate": torch.tensor(0.8)},
+        2,
+    )
     out = buf.summarize(bins)
     assert out["n"] == 5 and out["acc"] == pytest.approx(3 / 5)
     assert out["majority"] == pytest.approx(2 / 5)  # labels 0 1 2 1 0: 0 and 1 twice each, over both batches
@@ -116,8 +127,7 @@ def test_token_chance_is_the_accuracy_of_always_guessing_the_split_s_most_freque
     """Scored targets 7 7 | 5 7 | 5 5 5 (IGNORE skipped): 5 four times, 7 three times ->
     guess 5, 4 of 7 right. Per length bin the same guess: bin "short" (lengths 2, 3: targets 7 7 5 7)
     1 of 4; bin "long" (length 4: 5 5 5) 3 of 3; an unbinned example counts only in the split."""
-    columns = {"tokens": [[1, 2], [1, 2, 3], [1, 2, 3, 4], [1] * 9],
-               "targets": [[7, 7], [IGNORE, 5, 7], [5, 5, IGNORE, 5], [IGNORE] * 9]}
+    columns = {"tokens": [[1, 2], [1, 2, 3], [1, 2, 3, 4], [1] * 9], "targets": [[7, 7], [IGNORE, 5, 7], [5, 5, IGNORE, 5], [IGNORE] * 9]}
     bins = {2: "short", 3: "short", 4: "long"}
     metrics = {"n": 4, "acc": 0.5, "by_length": {"short": {"n": 2, "token_acc": 0.5}, "long": {"n": 1, "token_acc": 1.0}}}
     out = with_token_chance(metrics, "lm", columns, bins.get)
@@ -134,8 +144,7 @@ def test_tag_token_chance_guesses_the_split_s_most_frequent_label_vector():
     """A tag position is right iff its whole label vector is, so chance guesses the most frequent
     vector: positions [0,1] [1,0] | [0,1] [0,1] [1,1] | [0,1]: [0,1] four times of six -> 4/6;
     last vectors [1,0], [1,1], [0,1]: each once -> 1/3."""
-    columns = {"tokens": [[1, 2], [1, 2, 3], [1]],
-               "labels": [[[0, 1], [1, 0]], [[0, 1], [0, 1], [1, 1]], [[0, 1]]]}
+    columns = {"tokens": [[1, 2], [1, 2, 3], [1]], "labels": [[[0, 1], [1, 0]], [[0, 1], [0, 1], [1, 1]], [[0, 1]]]}
     out = with_token_chance({"n": 3, "token_acc": 0.5}, "tag", columns, lambda n: None)
     assert out == {"n": 3, "token_acc": 0.5, "token_majority": pytest.approx(4 / 6), "last_majority": pytest.approx(1 / 3)}
 

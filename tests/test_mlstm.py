@@ -4,6 +4,7 @@ float64, the plain one (exp(i~) unscaled, the bound 1) where exp does not overfl
 hand, every input's gradient, and the whole block. (Streaming = forward: test_streaming.py; state
 bytes flat in the context: test_linear_families.py; every task and causality: test_models.py.)
 Run with ``-s`` to see each largest difference."""
+
 import math
 
 import pytest
@@ -72,9 +73,12 @@ def rel(a, b):
 
 
 # gates: moderate; exponential input gates far beyond exp's float32 range; forget gates near 0 and near 1
-GATES = {"moderate": dict(i_scale=3.0, f_scale=3.0), "huge input gates": dict(i_scale=150.0, f_scale=3.0),
-         "forgetting fast": dict(i_scale=10.0, f_scale=2.0, f_shift=-8.0),
-         "remembering": dict(i_scale=10.0, f_scale=1.0, f_shift=8.0)}
+GATES = {
+    "moderate": dict(i_scale=3.0, f_scale=3.0),
+    "huge input gates": dict(i_scale=150.0, f_scale=3.0),
+    "forgetting fast": dict(i_scale=10.0, f_scale=2.0, f_shift=-8.0),
+    "remembering": dict(i_scale=10.0, f_scale=1.0, f_shift=8.0),
+}
 
 
 @pytest.mark.parametrize("gates", list(GATES))
@@ -89,8 +93,14 @@ def test_cell_equals_the_papers_stabilised_loop_float64(gates, chunk_size):
     b = slice(20, None)
     h1, S1, m1 = mlstm_cell(q[:, :, a], k[:, :, a], v[:, :, a], i_pre[..., a], f_pre[..., a], chunk_size=chunk_size)
     h2, S2, m2 = mlstm_cell(q[:, :, b], k[:, :, b], v[:, :, b], i_pre[..., b], f_pre[..., b], S=S1, m=m1, chunk_size=chunk_size)
-    worst = max(rel(h, h_ref), rel(torch.cat((h1, h2), 2), h_ref), rel(S, state_of(C_ref, n_ref)),
-                rel(S2, state_of(C_ref, n_ref)), rel(m, m_ref), rel(m2, m_ref))
+    worst = max(
+        rel(h, h_ref),
+        rel(torch.cat((h1, h2), 2), h_ref),
+        rel(S, state_of(C_ref, n_ref)),
+        rel(S2, state_of(C_ref, n_ref)),
+        rel(m, m_ref),
+        rel(m2, m_ref),
+    )
     print(f"\n{gates}, chunk {chunk_size}: largest relative difference {worst:.1e}")
     assert worst < 1e-10
 
@@ -162,8 +172,9 @@ def test_gradients_equal_the_loops(gates):
 def test_the_block_equals_its_equations_written_out():
     """Eq. (5)-(10) of bench/models/mlstm.py written out around the paper loop (float64 loop, float32 model)."""
     torch.manual_seed(0)
-    model = bench.build_model("mlstm", vocab_size=11, causal=True, d_model=16, n_heads=2, n_layers=2, d_ff=32,
-                              dropout=0.0, chunk_size=8).eval()
+    model = bench.build_model(
+        "mlstm", vocab_size=11, causal=True, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0, chunk_size=8
+    ).eval()
     layer = model.blocks[0].mixer
     with torch.no_grad():
         layer.igate.weight.normal_(std=0.5)  # data-dependent gates (initialised constant)
@@ -175,7 +186,7 @@ def test_the_block_equals_its_equations_written_out():
         Kc = layer.conv.kernel_size
         pad = F.pad(u, (0, 0, Kc - 1, 0))
         w = layer.conv.conv.weight[:, 0]  # (d, K)
-        c = torch.stack([(pad[:, t:t + Kc] * w.T).sum(1) for t in range(u.shape[1])], 1) + layer.conv.conv.bias
+        c = torch.stack([(pad[:, t : t + Kc] * w.T).sum(1) for t in range(u.shape[1])], 1) + layer.conv.conv.bias
         c = F.silu(c)
 
         def blockdiag(mod, y):

@@ -1,6 +1,7 @@
 """Every registry model: forward and backward on every compatible task (smoke preset), and
 causality for every causal model. Parametrised over the registry, so a new entry is tested
 the moment it is added."""
+
 import functools
 
 import pytest
@@ -9,8 +10,8 @@ import torch
 import bench
 from bench.data import SplitData, collate, load_split
 from bench.errors import UserError
-from bench.runner.module import Head, forward_batch, task_loss
 from bench.registry import Registry, import_target
+from bench.runner.module import Head, forward_batch, task_loss
 from bench.tasks.base import TaskError
 
 REG = Registry()
@@ -18,7 +19,7 @@ MODELS = REG.model_names()
 TASKS = REG.task_names()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def smoke_batch(task_name: str):
     """A batch of 4 training examples of the task's smoke preset, or None if its data is not here."""
     try:

@@ -2,6 +2,7 @@
 ``bench eval`` and ``bench eval --stream``, read back with ``bench.load_outcomes``, give the
 record's acc / token_acc exactly, cover every example of every split once, agree with each other
 example by example, and still load from a moved results tree."""
+
 import json
 import shutil
 
@@ -124,6 +125,7 @@ def test_outcomes_that_do_not_match_their_record_are_refused(smoke_run, tmp_path
 
 # ---- the arrays themselves, against hand-counted outcomes ---------------------------------------
 
+
 def logits_for(predictions, n_classes):
     return torch.nn.functional.one_hot(torch.tensor(predictions), n_classes).float()
 
@@ -132,8 +134,13 @@ def test_unscored_lm_examples_count_in_no_rate():
     targets = torch.tensor([[IGNORE, 2, 3], [1, 1, IGNORE], [IGNORE, IGNORE, IGNORE]])
     predictions = [[0, 2, 1], [1, 1, 0], [0, 0, 0]]
     buf = OutcomeBuffer()
-    buf.add(example_outcomes("lm", logits_for(predictions, 5), {"targets": targets}), torch.tensor([3, 2, 3]), {}, 3,
-            index=torch.tensor([0, 1, 2]))
+    buf.add(
+        example_outcomes("lm", logits_for(predictions, 5), {"targets": targets}),
+        torch.tensor([3, 2, 3]),
+        {},
+        3,
+        index=torch.tensor([0, 1, 2]),
+    )
     arrays, metrics = buf.arrays(), buf.summarize(lambda n: None)
     np.testing.assert_array_equal(arrays["correct"], [0, 1, 0])
     np.testing.assert_array_equal(arrays["token_correct"], [1, 2, 0])
@@ -156,8 +163,13 @@ def test_gathered_shards_keep_each_example_once_in_order(monkeypatch):
     for index in ([0, 2, 4], [1, 3, 0]):
         buf = OutcomeBuffer()
         batch = {"label": torch.tensor([labels[i] for i in index])}
-        buf.add(example_outcomes("classify", logits_for([predicted[i] for i in index], 2), batch), torch.tensor(index) + 1, {},
-                len(index), index=torch.tensor(index))
+        buf.add(
+            example_outcomes("classify", logits_for([predicted[i] for i in index], 2), batch),
+            torch.tensor(index) + 1,
+            {},
+            len(index),
+            index=torch.tensor(index),
+        )
         shards.append(buf)
     sent = [({k: torch.cat(v) for k, v in b.parts.items()}, dict(b.scalar_stats)) for b in shards]
     monkeypatch.setattr(dist, "all_gather_object", lambda everyone, mine: everyone.__setitem__(slice(None), [{0: s} for s in sent]))

@@ -2,6 +2,7 @@
 the user's file), plugin packages add models and tasks through the ``bench.registries``
 entry-point group, old top-level targets (``models.x:Y``) get a one-line error naming the new
 path, and the light commands (--help, list, validate, explain) never import Lightning."""
+
 import subprocess
 import sys
 import textwrap
@@ -28,7 +29,8 @@ def test_the_shipped_registry_and_tables_are_package_data():
 # ---- a user's registry extends the shipped one -------------------------------------------------
 def test_a_user_registry_adds_to_and_overrides_the_shipped_one(tmp_path):
     path = tmp_path / "mine.yaml"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         models:
           tiny-transformer:                 # a new entry based on a shipped one
             base: transformer
@@ -37,7 +39,8 @@ def test_a_user_registry_adds_to_and_overrides_the_shipped_one(tmp_path):
             target: bench.models.rnn:RNN
             params: {cell: gru}
             description: mine
-        """))
+        """)
+    )
     shipped, reg = Registry(), Registry(path)
     assert reg.user_path == path and reg.layers == ["registry.yaml", "mine.yaml"]
     assert set(reg.model_names()) == set(shipped.model_names()) | {"tiny-transformer"}
@@ -54,11 +57,14 @@ def test_the_shipped_file_named_explicitly_adds_nothing():
     assert reg.user_path is None and reg.layers == ["registry.yaml"]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("model:\n  x: {base: transformer}\n", "unknown top-level key(s) model"),
-    ("- just a list\n", "must be a mapping with a 'models:' and/or a 'tasks:' section"),
-    ("models:\n  x: [1]\n", "mine.yaml: models.x must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("model:\n  x: {base: transformer}\n", "unknown top-level key(s) model"),
+        ("- just a list\n", "must be a mapping with a 'models:' and/or a 'tasks:' section"),
+        ("models:\n  x: [1]\n", "mine.yaml: models.x must be a mapping"),
+    ],
+)
 def test_a_malformed_user_registry_is_one_line(tmp_path, capsys, text, message):
     path = tmp_path / "mine.yaml"
     path.write_text(text)
@@ -67,16 +73,19 @@ def test_a_malformed_user_registry_is_one_line(tmp_path, capsys, text, message):
     assert message in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("target, new", [("models.xl:TransformerXL", "bench.models.xl:TransformerXL"),
-                                         ("tasks.copy:Copy", "bench.tasks.copy:Copy")])
+@pytest.mark.parametrize(
+    "target, new", [("models.xl:TransformerXL", "bench.models.xl:TransformerXL"), ("tasks.copy:Copy", "bench.tasks.copy:Copy")]
+)
 def test_an_old_top_level_target_names_the_new_path(tmp_path, capsys, target, new):
     section = "models" if target.startswith("models") else "tasks"
     path = tmp_path / "old.yaml"
     extra = "\n    presets: {smoke: {data: {n_train: 8}}}" if section == "tasks" else ""
     path.write_text(f"{section}:\n  old-entry:\n    target: {target}{extra}\n")
     problems = registry_problems(Registry(path))
-    assert problems == [f"{section}.old-entry: target {target!r} names bench's old top-level package {section!r}; "
-                        f"models/ and tasks/ moved into bench: write {new!r}"]
+    assert problems == [
+        f"{section}.old-entry: target {target!r} names bench's old top-level package {section!r}; "
+        f"models/ and tasks/ moved into bench: write {new!r}"
+    ]
 
 
 # ---- plugins: the bench.registries entry-point group ----------------------------------------
@@ -94,7 +103,7 @@ class PluginParity(Parity):
     """Parity that lives outside bench."""
 '''
 
-PLUGIN_REGISTRY = '''\
+PLUGIN_REGISTRY = """\
 models:
   plugin-rnn:
     target: benchplugin_demo:PluginRNN
@@ -104,7 +113,7 @@ tasks:
     base: parity
     target: benchplugin_demo:PluginParity
     description: "parity from a plugin package"
-'''
+"""
 
 
 @pytest.fixture
@@ -145,9 +154,11 @@ def test_a_plugin_may_name_a_mapping_or_a_file(plugin, monkeypatch):
     (plugin / "benchplugin_demo" / "entries.py").write_text(
         "from pathlib import Path\n"
         "MAPPING = {'models': {'from-mapping': {'base': 'lstm'}}}\n"
-        "def path():\n    return Path(__file__).with_name('registry.yaml')\n")
+        "def path():\n    return Path(__file__).with_name('registry.yaml')\n"
+    )
     (plugin / "benchplugin_demo-0.1.dist-info" / "entry_points.txt").write_text(
-        f"[{ENTRY_POINT_GROUP}]\na = benchplugin_demo.entries:MAPPING\nb = benchplugin_demo.entries:path\n")
+        f"[{ENTRY_POINT_GROUP}]\na = benchplugin_demo.entries:MAPPING\nb = benchplugin_demo.entries:path\n"
+    )
     reg = Registry()
     assert {"from-mapping", "plugin-rnn"} <= set(reg.model_names())
     assert registry_problems(reg) == []
@@ -162,18 +173,24 @@ def test_a_broken_plugin_is_one_line_naming_it(plugin, capsys):
 
 
 # ---- start-up: the light commands import no Lightning (and --help, list no torch) -------------
-LIGHT = {"--help": ("lightning", "pytorch_lightning", "torch"), "--version": ("lightning", "pytorch_lightning", "torch"),
-         "list": ("lightning", "pytorch_lightning", "torch"), "validate": ("lightning", "pytorch_lightning"),
-         "explain --model transformer --task parity": ("lightning", "pytorch_lightning"),
-         "reproduce --list": ("lightning", "pytorch_lightning")}
+LIGHT = {
+    "--help": ("lightning", "pytorch_lightning", "torch"),
+    "--version": ("lightning", "pytorch_lightning", "torch"),
+    "list": ("lightning", "pytorch_lightning", "torch"),
+    "validate": ("lightning", "pytorch_lightning"),
+    "explain --model transformer --task parity": ("lightning", "pytorch_lightning"),
+    "reproduce --list": ("lightning", "pytorch_lightning"),
+}
 
 
 @pytest.mark.parametrize("command", list(LIGHT))
 def test_light_commands_import_no_lightning(command):
-    code = ("import sys\nfrom bench.cli import main\n"
-            f"try:\n    code = main({command.split()!r})\nexcept SystemExit as exc:\n    code = exc.code\n"
-            f"heavy = [m for m in {LIGHT[command]!r} if m in sys.modules]\n"
-            "assert code in (0, None), code\nassert not heavy, f'imported {heavy}'\n")
+    code = (
+        "import sys\nfrom bench.cli import main\n"
+        f"try:\n    code = main({command.split()!r})\nexcept SystemExit as exc:\n    code = exc.code\n"
+        f"heavy = [m for m in {LIGHT[command]!r} if m in sys.modules]\n"
+        "assert code in (0, None), code\nassert not heavy, f'imported {heavy}'\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
@@ -183,10 +200,12 @@ def test_bench_run_refuses_bad_input_before_loading_lightning(bad, tmp_path):
     """Every check on a run's input is in its planning (bench/runner/planning.py), which needs no
     Lightning: the one-line refusal comes before seconds of importing it, and nothing is written."""
     argv = ["run", "--model", "lstm", "--task", "s5", "--preset", "smoke", "--out", str(tmp_path / "out"), *bad]
-    code = ("import sys\nfrom bench.cli import main\n"
-            f"code = main({argv!r})\n"
-            "heavy = [m for m in ('lightning', 'pytorch_lightning') if m in sys.modules]\n"
-            "assert code == 2, code\nassert not heavy, f'imported {heavy}'\n")
+    code = (
+        "import sys\nfrom bench.cli import main\n"
+        f"code = main({argv!r})\n"
+        "heavy = [m for m in ('lightning', 'pytorch_lightning') if m in sys.modules]\n"
+        "assert code == 2, code\nassert not heavy, f'imported {heavy}'\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -235,10 +254,10 @@ def test_weight_decay_goes_by_dimension_not_by_name():
         def __init__(self):
             super().__init__()
             self.embed = nn.Embedding(10, 4)
-            self.proj = nn.Linear(4, 4)           # weight decayed, bias not
-            self.ln = nn.LayerNorm(4)             # gain and bias: not decayed
+            self.proj = nn.Linear(4, 4)  # weight decayed, bias not
+            self.ln = nn.LayerNorm(4)  # gain and bias: not decayed
             self.norm_matrix = nn.Parameter(torch.zeros(4, 4))  # "norm" in its name, yet a matrix: decayed
-            self.gate = nn.Parameter(torch.zeros(()))           # a scalar: not decayed
+            self.gate = nn.Parameter(torch.zeros(()))  # a scalar: not decayed
             self.frozen = nn.Parameter(torch.zeros(4, 4), requires_grad=False)  # not trained: in no group
 
     toy = Toy()

@@ -1,5 +1,6 @@
 """Pair tasks (logic, retrieval) average the two encodings' ACT losses, as the [HALT] reference
 code does (models/sentence_pair_framework.py: (aux_loss1.mean() + aux_loss2.mean()) / 2)."""
+
 import pytest
 import torch
 
@@ -9,8 +10,9 @@ from bench.runner.module import Head, forward_batch
 
 def test_pair_aux_loss_is_the_mean_of_the_two_encodings():
     torch.manual_seed(0)
-    backbone = bench.build_model("ut", vocab_size=12, causal=False, d_model=16, n_heads=2, d_ff=32, max_layers=4,
-                                 beta=0.1, dropout=0.0).eval()
+    backbone = bench.build_model(
+        "ut", vocab_size=12, causal=False, d_model=16, n_heads=2, d_ff=32, max_layers=4, beta=0.1, dropout=0.0
+    ).eval()
     head = Head("pair_classify", 16, 12, 7, 0)
     tokens, tokens2 = torch.randint(1, 12, (3, 9)), torch.randint(1, 12, (3, 5))
     mask, mask2 = torch.ones(3, 9, dtype=torch.bool), torch.ones(3, 5, dtype=torch.bool)

@@ -1,4 +1,5 @@
 """Pathfinder: the label is exactly whether the drawn path connects the two dots."""
+
 from collections import deque
 
 import numpy as np
@@ -36,7 +37,7 @@ def test_label_matches_connectivity(difficulty):
         lit = im > 0
         assert not (lit & ~g).any()  # the dashed drawing is a subset of the gap-free one
         for x, y in d:  # both dots are drawn as 3x3 squares
-            assert lit[y - 1:y + 2, x - 1:x + 2].all()
+            assert lit[y - 1 : y + 2, x - 1 : x + 2].all()
 
 
 def test_task_tokens_and_determinism():

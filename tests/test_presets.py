@@ -4,6 +4,7 @@ Every value asserted here is read off a paper (section cited) or computed by han
 source generator's definition, not from our code: a preset or generator that drifts from
 the papers fails here.
 """
+
 import re
 
 import numpy as np
@@ -12,8 +13,8 @@ import torch
 
 import bench
 from bench.config import TRAIN_DEFAULTS, resolve_run
-from bench.registry import Registry
 from bench.models.transformer import NoPE, Transformer
+from bench.registry import Registry
 from bench.tasks.flipflop import FlipFlop
 
 REG = Registry()
@@ -28,6 +29,7 @@ def resolve(model: str, task: str, preset: str = "paper") -> dict:
 
 
 # ---- [RSA §4.2, App. E.2, Table 2]: formal languages ------------------------------------------
+
 
 @pytest.mark.parametrize("task", LANGUAGES)
 @pytest.mark.parametrize("model", ["transformer", *RSA_HOSTS])
@@ -52,10 +54,15 @@ def test_rsa_table2_settings(task):
     assert resolve("transformer", task, "small")["train"]["select"] == TRAIN_DEFAULTS["select"]  # paper preset only
 
 
-@pytest.mark.parametrize("model, kinds", [
-    ("rsa-transformer-I", [5, 0, 0, 0, 0, 0]), ("rsa-transformer-II", [3, 0, 0, 2, 0, 0]),
-    ("rsa-transformer-III", [3, 1, 1, 0, 0, 0]), ("rsa-transformer-IV", [3, 0, 0, 0, 1, 1]),
-])
+@pytest.mark.parametrize(
+    "model, kinds",
+    [
+        ("rsa-transformer-I", [5, 0, 0, 0, 0, 0]),
+        ("rsa-transformer-II", [3, 0, 0, 2, 0, 0]),
+        ("rsa-transformer-III", [3, 1, 1, 0, 0, 0]),
+        ("rsa-transformer-IV", [3, 0, 0, 0, 1, 1]),
+    ],
+)
 def test_rsa_table2_cases(model, kinds):
     """[RSA Table 2] cases I-IV: (k1, ..., k6) over 5 heads."""
     cfg = resolve(model, "parity")
@@ -88,8 +95,7 @@ def test_transformer_star_is_a_transformer_with_dai_relative_positions():
     assert cfg["model"]["target"] == "bench.models.xl:TransformerXL" and p["mem_len"] == 0
     assert p["segment_len"] >= bench.build_task("d4", preset="paper").bin1_max_len
     star = bench.build_model("transformer-star", task="d4", preset="paper").eval()
-    plain = Transformer(star.vocab_size, True, d_model=20, n_heads=5, n_layers=3, d_ff=80, dropout=0.0,
-                        pos_encoding="none").eval()
+    plain = Transformer(star.vocab_size, True, d_model=20, n_heads=5, n_layers=3, d_ff=80, dropout=0.0, pos_encoding="none").eval()
     src = dict(star.named_parameters())
     with torch.no_grad():
         for name, param in plain.named_parameters():
@@ -122,6 +128,7 @@ def test_transformer_star_positions_are_what_orders_its_input():
 
 
 # ---- formal-language data as Bhattamishra et al.'s generator draws it ---------------------------
+
 
 def strings(task, split):
     d = task.generate(split, np.random.default_rng(task.split_seed(split)))
@@ -173,6 +180,7 @@ def test_tomita3_strings_are_a_few_long_runs():
 
 # ---- [HALT App. A]: ListOps, logic, flip-flop, LRA --------------------------------------------
 
+
 @pytest.mark.parametrize("task", LRA)
 @pytest.mark.parametrize("model", ["gut", "gut-no-gate", "gut-no-global-halt", "gut-no-transition"])
 def test_gut_upper_bound_on_lra_is_15(model, task):
@@ -205,7 +213,7 @@ def test_tlb_and_gutlb_take_the_reference_tlb_optimisation_on_listops(task):
     entries based on tlb. The Transformer, UT and GUT keep Transformer_config's 0.05/sqrt(1000), warm-up 1000."""
     for model in ("tlb", "gutlb", "rsa-tlb", "tlb-fr"):
         t = resolve(model, task)["train"]
-        assert (t["lr"], t["warmup_steps"], t["schedule"]) == (round(0.05 / 4 / 8000 ** 0.5, 8), 8000, "inverse_sqrt")
+        assert (t["lr"], t["warmup_steps"], t["schedule"]) == (round(0.05 / 4 / 8000**0.5, 8), 8000, "inverse_sqrt")
         assert (t["betas"], t["weight_decay"], t["batch_size"]) == ([0.9, 0.98], 0.1, 32)
     for model in ("transformer", "ut", "gut"):
         t = resolve(model, task)["train"]
@@ -219,12 +227,20 @@ def test_tlb_and_gutlb_take_the_reference_tlb_optimisation_on_lra():
     160000 // 512, no clipping, 200 epochs, patience 200."""
     for model in ("tlb", "gutlb"):
         text, retrieval, image, path = (resolve(model, t)["train"] for t in ("lra-text", "lra-retrieval", "lra-image", "lra-pathfinder"))
-        assert (text["lr"], text["warmup_steps"]) == (retrieval["lr"], retrieval["warmup_steps"]) == (round(0.025 / 8000 ** 0.5, 8), 8000)
+        assert (text["lr"], text["warmup_steps"]) == (retrieval["lr"], retrieval["warmup_steps"]) == (round(0.025 / 8000**0.5, 8), 8000)
         assert retrieval["batch_size"] * retrieval["accumulate_grad_batches"] == 128
         assert (image["lr"], image["batch_size"], image["schedule"]) == (1e-3, 256, "cosine")
-        assert (path["lr"], path["batch_size"], path["betas"], path["schedule"], path["warmup_steps"], path["grad_clip"],
-                path["max_epochs"], path["patience"], path["weight_decay"]) == \
-            (5e-4, 512, [0.9, 0.98], "cosine", 160000 // 512, 0.0, 200, 200, 0.0)
+        assert (
+            path["lr"],
+            path["batch_size"],
+            path["betas"],
+            path["schedule"],
+            path["warmup_steps"],
+            path["grad_clip"],
+            path["max_epochs"],
+            path["patience"],
+            path["weight_decay"],
+        ) == (5e-4, 512, [0.9, 0.98], "cosine", 160000 // 512, 0.0, 200, 200, 0.0)
     for model in ("transformer", "ut", "gut"):
         lrs = [resolve(model, t)["train"]["lr"] for t in ("lra-text", "lra-retrieval", "lra-image", "lra-pathfinder")]
         assert lrs == [0.00056, 0.00056, 5e-4, 2e-4]

@@ -1,6 +1,7 @@
 """The probes (MQAR, selective copying, S5 / A5 / Z60 word problems): labels recomputed by
 independent references written here, held-out splits disjoint from training, per-query
 accuracy, models known to solve a probe learning it, and bad parameters refused in one line."""
+
 import itertools
 import subprocess
 import sys
@@ -31,6 +32,7 @@ def words(task, ids) -> list[str]:
 
 # ---- MQAR -----------------------------------------------------------------------------------
 
+
 def test_mqar_targets_are_the_values_the_prefix_pairs_with_the_queried_keys():
     task = MQAR(n_symbols=20, train_mix=[[16, 3, 200], [24, 5, 200]], test_settings=[[40, 8]], n_val=50, n_test=50)
     for data in splits_of(task).values():
@@ -38,7 +40,7 @@ def test_mqar_targets_are_the_values_the_prefix_pairs_with_the_queried_keys():
             toks, tgts = words(task, tokens), words(task, targets)
             assert len(toks) == len(tgts) == length
             n = next(i for i, w in enumerate(toks) if not w.startswith(("k", "v"))) // 2  # the pairs' prefix
-            keys, values = toks[0:2 * n:2], toks[1:2 * n:2]
+            keys, values = toks[0 : 2 * n : 2], toks[1 : 2 * n : 2]
             assert all(k.startswith("k") for k in keys) and all(v.startswith("v") for v in values)
             assert len(set(keys)) == len(keys) and len(set(values)) == len(values)
             assert (length, n) in {(16, 3), (24, 5), (40, 8)}
@@ -96,6 +98,7 @@ def test_mqar_accuracy_is_the_share_of_queries_answered():
 
 # ---- selective copying ------------------------------------------------------------------------
 
+
 def test_selective_copy_targets_are_the_data_in_order():
     task = SelectiveCopy(n_symbols=5, n_data=4, train_len=12, test_lengths=[12, 30], n_train=300, n_val=30, n_test=30)
     for split, data in splits_of(task).items():
@@ -119,6 +122,7 @@ def test_selective_copy_positions_are_uniform():
 
 
 # ---- group word problems --------------------------------------------------------------------
+
 
 def compose(p: tuple, q: tuple) -> tuple:
     """(p . q)(i) = p(q(i)): q first."""
@@ -179,18 +183,31 @@ def test_z60_labels_are_running_sums_mod_60():
 
 # ---- held-out splits ----------------------------------------------------------------------------
 
+
 def as_set(rows) -> set:
     return {tuple(int(x) for x in r) for r in rows}
 
 
-@pytest.mark.parametrize("make, iid, raw", [
-    (lambda: MQAR(n_symbols=6, train_mix=[[7, 2, 600]], test_settings=[[7, 2], [9, 2]], n_val=100, n_test=100), "L7_kv2",
-     lambda task, rng: task._sequences(rng, 300, 7, 2)),
-    (lambda: SelectiveCopy(n_symbols=2, n_data=2, train_len=5, test_lengths=[5, 10], n_train=600, n_val=100, n_test=100), "L5",
-     lambda task, rng: task._sequences(rng, 300, 5)),
-    (lambda: GroupWordProblem(group="z60", train_len=2, test_lengths=[2, 4], n_train=3000, n_val=100, n_test=100), "len2",
-     lambda task, rng: task._sequences(rng, 300, 2)),
-])
+@pytest.mark.parametrize(
+    "make, iid, raw",
+    [
+        (
+            lambda: MQAR(n_symbols=6, train_mix=[[7, 2, 600]], test_settings=[[7, 2], [9, 2]], n_val=100, n_test=100),
+            "L7_kv2",
+            lambda task, rng: task._sequences(rng, 300, 7, 2),
+        ),
+        (
+            lambda: SelectiveCopy(n_symbols=2, n_data=2, train_len=5, test_lengths=[5, 10], n_train=600, n_val=100, n_test=100),
+            "L5",
+            lambda task, rng: task._sequences(rng, 300, 5),
+        ),
+        (
+            lambda: GroupWordProblem(group="z60", train_len=2, test_lengths=[2, 4], n_train=3000, n_val=100, n_test=100),
+            "len2",
+            lambda task, rng: task._sequences(rng, 300, 2),
+        ),
+    ],
+)
 def test_validation_and_in_distribution_tests_never_hold_a_training_sequence(make, iid, raw):
     """Distributions small enough that independent draws repeat training sequences; the splits do not."""
     task = make()
@@ -216,6 +233,7 @@ def test_same_seed_same_data_and_resizing_train_keeps_the_tests():
 
 
 # ---- the CLI ------------------------------------------------------------------------------------
+
 
 def run_cli(capsys, *argv):
     code = main(list(argv))
@@ -252,9 +270,29 @@ def test_bad_parameters_are_one_line_exit_2(task, sets, message, tmp_path, capsy
 
 @pytest.mark.slow  # a fresh interpreter importing torch: seconds on an idle machine, a minute on a busy one
 def test_bad_group_from_a_real_process(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "bench", "run", "--model", "lstm", "--task", "s5", "--preset", "smoke",
-                           "--set", "data.group=q8", "--out", str(tmp_path / "out")],
-                          check=False, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "run",
+            "--model",
+            "lstm",
+            "--task",
+            "s5",
+            "--preset",
+            "smoke",
+            "--set",
+            "data.group=q8",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == ["bench: error: task 's5': unknown group 'q8'; groups: s5, a5, z60"]
     assert "Traceback" not in proc.stderr and not list(tmp_path.rglob("*.json"))
@@ -271,12 +309,26 @@ def test_list_and_explain_show_the_probes(capsys):
 
 # ---- models that solve the probes learn them (one thread: tiny models, a second only adds sync) --
 
+
 @pytest.mark.slow
 def test_the_transformer_learns_mqar_with_few_pairs(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
-    rec = bench.run(model="transformer", task="mqar", preset="smoke", seed=0, out=tmp_path, progress=False,
-                    overrides=["data.n_symbols=8", "data.train_mix=[[12, 2, 2000]]", "data.test_settings=[[12, 2]]",
-                               "train.max_epochs=2", "train.lr=0.005", "train.num_threads=1"])
+    rec = bench.run(
+        model="transformer",
+        task="mqar",
+        preset="smoke",
+        seed=0,
+        out=tmp_path,
+        progress=False,
+        overrides=[
+            "data.n_symbols=8",
+            "data.train_mix=[[12, 2, 2000]]",
+            "data.test_settings=[[12, 2]]",
+            "train.max_epochs=2",
+            "train.lr=0.005",
+            "train.num_threads=1",
+        ],
+    )
     assert rec["status"] == "ok"
     assert rec["metrics"]["L12_kv2"]["token_acc"] >= 0.9, rec["metrics"]["L12_kv2"]
 
@@ -284,8 +336,21 @@ def test_the_transformer_learns_mqar_with_few_pairs(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_the_lstm_learns_z60(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
-    rec = bench.run(model="lstm", task="z60", preset="smoke", seed=0, out=tmp_path, progress=False,
-                    overrides=["data.n_train=4000", "data.test_lengths=[8, 16]", "model.d_model=64", "train.max_epochs=14",
-                               "train.lr=0.01", "train.num_threads=1"])
+    rec = bench.run(
+        model="lstm",
+        task="z60",
+        preset="smoke",
+        seed=0,
+        out=tmp_path,
+        progress=False,
+        overrides=[
+            "data.n_train=4000",
+            "data.test_lengths=[8, 16]",
+            "model.d_model=64",
+            "train.max_epochs=14",
+            "train.lr=0.01",
+            "train.num_threads=1",
+        ],
+    )
     assert rec["status"] == "ok"
     assert rec["metrics"]["len8"]["token_acc"] >= 0.9, rec["metrics"]["len8"]

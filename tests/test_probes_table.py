@@ -1,6 +1,7 @@
 """The probe table's parts (bench/tables/probes-cpu.yaml): columns with their own metric (the Chomsky
 tasks' length-averaged accuracy), the state column, claims beside open questions printed as
 measured; from fake run records (no training), and the shipped table's names and claims."""
+
 import functools
 
 import pytest
@@ -31,15 +32,23 @@ questions:
 """
 
 # per model: mqar token_acc per seed; modular arithmetic per-length token_acc (lengths 11, 16) per seed; state bytes
-RUNS = {"transformer": ([0.90, 0.92, 0.94], [(0.2, 0.4), (0.3, 0.5), (0.2, 0.6)], 6144),
-        "lstm": ([0.30, 0.32, 0.34], [(0.9, 0.7), (1.0, 0.8), (0.9, 0.9)], 512),
-        "gut": ([0.80, 0.85, 0.90], [(0.3, 0.5), (0.4, 0.4), (0.5, 0.7)], 4096)}
+RUNS = {
+    "transformer": ([0.90, 0.92, 0.94], [(0.2, 0.4), (0.3, 0.5), (0.2, 0.6)], 6144),
+    "lstm": ([0.30, 0.32, 0.34], [(0.9, 0.7), (1.0, 0.8), (0.9, 0.9)], 512),
+    "gut": ([0.80, 0.85, 0.90], [(0.3, 0.5), (0.4, 0.4), (0.5, 0.7)], 4096),
+}
 
 
 def write(out, model, task, seed, metrics, state):
     rec = base_record(model, task, "smoke", seed, [])
-    rec.update(status="ok", primary_metric="token_acc", report_metrics=["token_acc", "acc"], test_splits=list(metrics),
-               metrics={"val": {"n": 10, "token_acc": 0.5}, **metrics}, stream_state={"bytes": state, "length": 48, "batch": 1})
+    rec.update(
+        status="ok",
+        primary_metric="token_acc",
+        report_metrics=["token_acc", "acc"],
+        test_splits=list(metrics),
+        metrics={"val": {"n": 10, "token_acc": 0.5}, **metrics},
+        stream_state={"bytes": state, "length": 48, "batch": 1},
+    )
     write_json_atomic(record_path(out, model, task, "smoke", seed, []), rec)
 
 
@@ -92,7 +101,7 @@ def test_a_question_with_a_ratio_or_a_state_task_not_in_the_columns_is_one_line(
     assert main(["reproduce", "probes-tiny", "--out", str(probe_runs)]) == 2
     err = capsys.readouterr().err
     assert "state lists column tasks" in err and len(err.strip().splitlines()) == 1
-    bad = TABLE.replace('better: gut, than: transformer}', 'better: gut, than: transformer, ratio_at_most: 2}')
+    bad = TABLE.replace("better: gut, than: transformer}", "better: gut, than: transformer, ratio_at_most: 2}")
     (probe_runs / "tables" / "probes-tiny.yaml").write_text(bad)
     assert main(["reproduce", "probes-tiny", "--out", str(probe_runs)]) == 2
     err = capsys.readouterr().err
@@ -112,12 +121,48 @@ def test_the_probe_table_names_registry_cells_and_cites_each_claim():
 def test_plot_state_is_the_width_sweep(tmp_path, capsys):
     """--plot state: every family at d 16 / 32 (--at), its state bytes measured; no records yet: no plot."""
     out = tmp_path / "out"
-    assert main(["compare", "--models", "transformer,lstm", "--tasks", "flipflop", "--preset", "smoke", "--plot", "state",
-                 "--at", "16,32", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--models",
+                "transformer,lstm",
+                "--tasks",
+                "flipflop",
+                "--preset",
+                "smoke",
+                "--plot",
+                "state",
+                "--at",
+                "16,32",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "flipflop lstm d=16: d_model=16" in text and "flipflop transformer d=32: d_model=32" in text
-    assert main(["compare", "--models", "transformer,lstm", "--tasks", "flipflop", "--preset", "smoke", "--plot", "state",
-                 "--budget", "params", "--out", str(out)]) == 2
+    assert (
+        main(
+            [
+                "compare",
+                "--models",
+                "transformer,lstm",
+                "--tasks",
+                "flipflop",
+                "--preset",
+                "smoke",
+                "--plot",
+                "state",
+                "--budget",
+                "params",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "--plot state draws the width sweep" in capsys.readouterr().err
 
 
@@ -144,8 +189,7 @@ def test_reproduce_run_trains_tiny_runs_and_prints_the_state_and_a_measured_ques
     (tmp_path / "tables" / "probes-tiny.yaml").write_text(TINY_RUNS_TABLE)
     monkeypatch.setattr(reproduce, "load_table", functools.partial(load_table, folder=tmp_path / "tables"))
     sets = ["train.max_steps=2", "train.val_every_steps=2", "model.d_model=8", "data.n_train=64"]
-    assert main(["reproduce", "probes-tiny", "--run", "--jobs", "1", "--out", str(tmp_path),
-                 *(w for s in sets for w in ("--set", s))]) == 0
+    assert main(["reproduce", "probes-tiny", "--run", "--jobs", "1", "--out", str(tmp_path), *(w for s in sets for w in ("--set", s))]) == 0
     rows = printed_rows(capsys.readouterr().out)
     assert rows[0] == ["row", "z60 2x", "z60 state @32"]
     cells = {r[0]: r for r in rows[1:3]}

@@ -1,5 +1,6 @@
 """scripts/pruner_replay.py: Optuna's pruners replayed on recorded validation curves, checked
 against a search worked out by hand."""
+
 from pathlib import Path
 
 import pytest
@@ -13,12 +14,23 @@ def _script():
     return load_script("scripts/pruner_replay.py")
 
 
-META = {"task": "flipflop", "preset": "small", "models": ["transformer"], "seed": 0, "trials": 4,
-        "space": ["train.lr=[3e-4,1e-3,3e-3,1e-2]"], "set": []}
+META = {
+    "task": "flipflop",
+    "preset": "small",
+    "models": ["transformer"],
+    "seed": 0,
+    "trials": 4,
+    "space": ["train.lr=[3e-4,1e-3,3e-3,1e-2]"],
+    "set": [],
+}
 STEPS = (235, 470, 705, 940)
 # lr: its validation score at each step; the last is its final score
-CURVES = {"0.003": (0.80, 0.90, 0.92, 0.93), "0.01": (0.85, 0.91, 0.93, 0.94),
-          "0.001": (0.70, 0.88, 0.95, 0.97), "0.0003": (0.60, 0.70, 0.75, 0.80)}
+CURVES = {
+    "0.003": (0.80, 0.90, 0.92, 0.93),
+    "0.01": (0.85, 0.91, 0.93, 0.94),
+    "0.001": (0.70, 0.88, 0.95, 0.97),
+    "0.0003": (0.60, 0.70, 0.75, 0.80),
+}
 
 
 def _curves():

@@ -1,4 +1,5 @@
 """R-Transformer [RT]: LocalRNN windows, causality, no positional encoding, learning."""
+
 import pytest
 import torch
 

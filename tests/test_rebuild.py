@@ -3,6 +3,7 @@ records: each table's Markdown names the command that made it; that command runs
 with --run) in a temporary folder whose results/runs (and results/studies, for tuned rows) is the
 checkout's (read only through a link) and whose results/reproduce starts with only the committed cost measurements, and every
 file it writes must equal the committed one. Nothing is written into the checkout."""
+
 import shlex
 import shutil
 from pathlib import Path

@@ -1,5 +1,6 @@
 """REMs [RSA §2-3, App. C-D]: the FFT path against the dense reference, the dense reference
 against the paper's formulas entry by entry, and REMs against the recurrences they encode."""
+
 from __future__ import annotations
 
 import math
@@ -174,6 +175,7 @@ def test_non_square_rem_is_the_bottom_rows_of_the_full_rem():
 
 def test_fft_path_memory_is_linear_in_T():
     """No T x T tensor is kept for backward on the default path (the dense one keeps H x T x T)."""
+
     def saved_numel(path: str, T: int) -> int:
         rem = REM(4, [1, 1, 1, 1, 0, 0], [3], path=path)
         sizes = []

@@ -4,6 +4,7 @@ independently (numpy/scipy, not bench's stats); bad inputs (no records, a corrup
 table not written, --to a folder) as one line, exit 2, nothing written; and the page opened in
 headless Chromium with the network off (skipped when Playwright or a system Chromium is absent:
 CI installs both, .ci/run)."""
+
 from __future__ import annotations
 
 import csv
@@ -93,8 +94,12 @@ def test_cells_equal_their_records_mean_and_t_interval(built):
         assert cell["href"] == cell["id"]
         rids = _cell_records(text, cell["id"])
         assert len(rids) == 3
-        recs = [json.loads((ROOT / page.record_files[r]).read_text()) if not Path(page.record_files[r]).is_absolute()
-                else json.loads(Path(page.record_files[r]).read_text()) for r in rids]
+        recs = [
+            json.loads((ROOT / page.record_files[r]).read_text())
+            if not Path(page.record_files[r]).is_absolute()
+            else json.loads(Path(page.record_files[r]).read_text())
+            for r in rids
+        ]
         assert sorted(r["seed"] for r in recs) == [0, 1, 2] and {r["task"] for r in recs} == {"listops"}
         split = re.search(rf'<tr id="{cell["id"]}">(?:<td[^>]*>[^<]*</td>){{3}}<td>([^<]*)</td>', text).group(1)
         values = np.array([r["metrics"][split]["acc"] for r in recs]) * 100
@@ -115,11 +120,13 @@ def test_claims_as_the_committed_claims_csv(built):
     for i, row in enumerate(rows):
         tr = re.search(rf'<tr id="halt-table1-cpu-k{i}">(.*?)</tr>', text, re.S).group(1)
         assert row["claim"].replace("'", "&#x27;").replace('"', "&quot;") in tr or row["claim"] in tr
-        assert f'>{row["ours"]}' in tr
+        assert f">{row['ours']}" in tr
         if row["effect"]:
             assert f'data-effect="{float(row["effect"])}"' in tr
-            assert f"[{float(row['ci_low']):.1f}, {float(row['ci_high']):.1f}]" in tr.replace("-0.0]", "0.0]") or \
-                f"[{float(row['ci_low']):.1f}, {float(row['ci_high']):.1f}]" in tr
+            assert (
+                f"[{float(row['ci_low']):.1f}, {float(row['ci_high']):.1f}]" in tr.replace("-0.0]", "0.0]")
+                or f"[{float(row['ci_low']):.1f}, {float(row['ci_high']):.1f}]" in tr
+            )
             p = float(row["p"])
             assert (f"{p:.3f}" if p >= 0.001 else "&lt; 0.001") in tr
 
@@ -141,8 +148,13 @@ def test_cost_cells_and_length_curve(built):
     total = n = 0
     for path in sorted((RESULTS / "runs/listops/small/transformer").glob("seed[012]-*.json")):
         rec = json.loads(path.read_text())
-        if rec.get("overrides") and "data.n_train=35000" in rec["overrides"] and "model.d_model=128" not in rec["overrides"] \
-                and rec["seed"] in (0, 1, 2) and len(rec["overrides"]) == 5:
+        if (
+            rec.get("overrides")
+            and "data.n_train=35000" in rec["overrides"]
+            and "model.d_model=128" not in rec["overrides"]
+            and rec["seed"] in (0, 1, 2)
+            and len(rec["overrides"]) == 5
+        ):
             for split in splits:
                 for key, b in rec["metrics"].get(split, {}).get("by_length", {}).items():
                     if int(re.match(r"\d+", key).group(0)) == x:
@@ -169,6 +181,7 @@ def test_every_anchor_resolves_and_nothing_is_fetched(built):
 
 
 # ---- bad input ------------------------------------------------------------------------------
+
 
 def _run(capsys, *argv):
     code = main(["report", *argv])
@@ -203,6 +216,7 @@ def test_unknown_table_and_folder_destination(tmp_path, capsys):
 
 
 # ---- in a browser -----------------------------------------------------------------------------
+
 
 def _chromium() -> str | None:
     return next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
@@ -309,11 +323,18 @@ def test_family_pages_follow_each_pairs_own_test(tmp_path):
 def test_rerun_command_keeps_the_registry_of_a_tuned_overlay():
     from bench.report.page.collect import RecordView
 
-    rec = {"model": "transformer-tuned", "task": "flipflop", "preset": "small", "seed": 2, "overrides": ["train.lr=0.003"],
-           "command": "bench --registry results/studies/t3cpu/tuned.yaml run --model transformer-tuned --task flipflop"}
+    rec = {
+        "model": "transformer-tuned",
+        "task": "flipflop",
+        "preset": "small",
+        "seed": 2,
+        "overrides": ["train.lr=0.003"],
+        "command": "bench --registry results/studies/t3cpu/tuned.yaml run --model transformer-tuned --task flipflop",
+    }
     assert RecordView("r0", "x.json", rec).rerun("results") == (
         "bench --registry results/studies/t3cpu/tuned.yaml run --model transformer-tuned --task flipflop --preset small "
-        "--seed 2 --set train.lr=0.003 --out results --rerun")
+        "--seed 2 --set train.lr=0.003 --out results --rerun"
+    )
 
 
 def test_matrix_shows_what_a_cell_carries_beyond_its_mean():
@@ -321,12 +342,41 @@ def test_matrix_shows_what_a_cell_carries_beyond_its_mean():
     from bench.report.page.collect import CellView, TableView
     from bench.report.page.html import _cell_lines, _matrix
 
-    line = {"row": "lstm", "model": "lstm", "task": "parity", "split": "bin1", "column": "bin1", "n": 3, "ours": 66.6667,
-            "ours_ci95": 71.7, "paper": None, "delta": None, "stale": False, "at_chance": False, "learned": "2/3"}
-    table = TableView(stem="t", name="t", title="t", kind="results", preset="small", unit="%", command="", note="", headers=[],
-                      rows=[], columns=[("bin1", "parity", "bin1")], metrics={"bin1": "acc"}, row_labels=[("lstm", "lstm")],
-                      cells=[CellView("t0-c0", line, "lstm", "bin1", "lstm", "parity", "bin1", ["r0"])], claims=[], rule="",
-                      curves={}, source_files=[])
+    line = {
+        "row": "lstm",
+        "model": "lstm",
+        "task": "parity",
+        "split": "bin1",
+        "column": "bin1",
+        "n": 3,
+        "ours": 66.6667,
+        "ours_ci95": 71.7,
+        "paper": None,
+        "delta": None,
+        "stale": False,
+        "at_chance": False,
+        "learned": "2/3",
+    }
+    table = TableView(
+        stem="t",
+        name="t",
+        title="t",
+        kind="results",
+        preset="small",
+        unit="%",
+        command="",
+        note="",
+        headers=[],
+        rows=[],
+        columns=[("bin1", "parity", "bin1")],
+        metrics={"bin1": "acc"},
+        row_labels=[("lstm", "lstm")],
+        cells=[CellView("t0-c0", line, "lstm", "bin1", "lstm", "parity", "bin1", ["r0"])],
+        claims=[],
+        rule="",
+        curves={},
+        source_files=[],
+    )
     matrix = _matrix(table)
     assert "66.7 ± 71.7 (3)" in matrix and "learned 2/3" in matrix
     assert "<th>learned</th>" in _cell_lines(table) and "<td>2/3</td>" in _cell_lines(table)

@@ -1,4 +1,5 @@
 """bench reproduce: paper tables from tables/*.yaml beside fake run records (no training)."""
+
 import csv
 from pathlib import Path
 
@@ -19,8 +20,14 @@ def write_record(out, model, task, seed, metrics, preset="paper", overrides=None
     rec = base_record(model, task, preset, seed, overrides or [])
     splits = list(metrics)
     share = {} if majority is None else {"majority": majority}
-    rec.update(status=status, primary_metric="acc", report_metrics=["acc"], test_splits=splits,
-               metrics={"val": {"n": 10, "acc": 0.5}, **{s: {"n": n, "acc": v, **share} for s, v in metrics.items()}}, **extra)
+    rec.update(
+        status=status,
+        primary_metric="acc",
+        report_metrics=["acc"],
+        test_splits=splits,
+        metrics={"val": {"n": 10, "acc": 0.5}, **{s: {"n": n, "acc": v, **share} for s, v in metrics.items()}},
+        **extra,
+    )
     write_json_atomic(record_path(out, model, task, preset, seed, overrides), rec)
 
 
@@ -33,13 +40,13 @@ def cell(result, row, column):
     else:
         line = next(r for r in result["rows"] if r[0] == row)
         i = result["headers"].index(f"{column} ours")
-    return tuple(line[i:i + 3])
+    return tuple(line[i : i + 3])
 
 
 def printed_row(text, *labels):
     """The stripped cells of a github-format table's row whose first cells are ``labels``."""
     rows = ([c.strip() for c in line.split("|")[1:-1]] for line in text.splitlines() if line.startswith("| "))
-    return next(r for r in rows if r[:len(labels)] == list(labels))
+    return next(r for r in rows if r[: len(labels)] == list(labels))
 
 
 @pytest.fixture
@@ -183,16 +190,19 @@ def test_row_and_column_overrides_find_their_records_and_ratios(tmp_path):
     assert cell(build(child, tmp_path, "paper"), "upper", "ub10") == ("2.00 (1)", "4", "×0.50")
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("rows:\n  - {model: gut, paper: [1, 2]}", "2 paper values for 1 columns"),
-    ("rows:\n  - {model: gut, paper: [1], colour: red}", "a row is"),
-    ("rows:\n  - {model: gut, paper: {listops: [1, 2]}}", "paper.listops must list one value per split"),
-    ("stat: mode", "stat must be one of mean, median"),
-    ("paper_units: percent", "paper_units minutes goes with metric minutes_per_epoch"),
-    ("base: toy-bad", "base cycle"),
-    ("prest: paper", "unknown key(s) prest"),
-    ("kind: nonsense", "kind must be one of results, cost, checks, got 'nonsense'"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("rows:\n  - {model: gut, paper: [1, 2]}", "2 paper values for 1 columns"),
+        ("rows:\n  - {model: gut, paper: [1], colour: red}", "a row is"),
+        ("rows:\n  - {model: gut, paper: {listops: [1, 2]}}", "paper.listops must list one value per split"),
+        ("stat: mode", "stat must be one of mean, median"),
+        ("paper_units: percent", "paper_units minutes goes with metric minutes_per_epoch"),
+        ("base: toy-bad", "base cycle"),
+        ("prest: paper", "unknown key(s) prest"),
+        ("kind: nonsense", "kind must be one of results, cost, checks, got 'nonsense'"),
+    ],
+)
 def test_malformed_tables_are_one_line_errors(tmp_path, bad, message):
     table = {**yaml.safe_load(TOY), **yaml.safe_load(bad)}  # the bad key replaces the toy's (YAML refuses a key given twice)
     (tmp_path / "toy-bad.yaml").write_text(yaml.safe_dump(table))
@@ -204,8 +214,16 @@ def test_every_table_loads_and_names_registry_models_and_tasks(registry):
     from bench.report.tuned import overlay_registry
 
     names = table_names()
-    assert {"rsa-table2", "rsa-fig5-copy", "halt-table1", "halt-table2", "halt-table3", "halt-table4", "halt-table5",
-            "nope-properties"} <= set(names)
+    assert {
+        "rsa-table2",
+        "rsa-fig5-copy",
+        "halt-table1",
+        "halt-table2",
+        "halt-table3",
+        "halt-table4",
+        "halt-table5",
+        "nope-properties",
+    } <= set(names)
     for name in names:
         table = load_table(name)
         own = overlay_registry(table, registry, ROOT / "results")  # a table's overlays: the committed studies'
@@ -240,7 +258,7 @@ def test_list_reads_the_table_files_only_and_lists_a_broken_one_with_its_problem
     import shutil
 
     from bench.report import table_file
-    from bench.report.tables import TABLES_DIR, KINDS
+    from bench.report.tables import KINDS, TABLES_DIR
 
     assert tuple(KINDS) == table_file.KIND_NAMES
     folder = tmp_path / "tables"
@@ -262,16 +280,19 @@ def test_list_reads_the_table_files_only_and_lists_a_broken_one_with_its_problem
     assert "2 table file(s) cannot be read: zz-broken, zz-list" in cap.err
 
 
-@pytest.mark.parametrize("text,message", [
-    ("title: [unclosed\n", "tables/zz.yaml is not valid YAML at line 2"),
-    ("- a\n- b\n", "tables/zz.yaml must be a mapping"),
-    ("base: [x]\ntitle: t\n", "base must be the name of another table"),
-    ("base: nowhere\ntitle: t\n", "unknown table 'nowhere'"),
-    ("title: t\nsource: s\npreset: smoke\nseeds: [a]\n", "seeds must be a list of int"),
-    ("title: t\nsource: s\npreset: smoke\nseeds: [0]\nrows: 5\n", "rows must be list or null, got 5"),
-    ("title: t\nsource: s\npreset: smoke\nseeds: [0]\nkind: pie\n", "kind must be one of results, cost, checks"),
-    ("title: t\nsource: s\npreset: smoke\nseeds: [0]\nrow: []\n", "did you mean 'rows'"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("title: [unclosed\n", "tables/zz.yaml is not valid YAML at line 2"),
+        ("- a\n- b\n", "tables/zz.yaml must be a mapping"),
+        ("base: [x]\ntitle: t\n", "base must be the name of another table"),
+        ("base: nowhere\ntitle: t\n", "unknown table 'nowhere'"),
+        ("title: t\nsource: s\npreset: smoke\nseeds: [a]\n", "seeds must be a list of int"),
+        ("title: t\nsource: s\npreset: smoke\nseeds: [0]\nrows: 5\n", "rows must be list or null, got 5"),
+        ("title: t\nsource: s\npreset: smoke\nseeds: [0]\nkind: pie\n", "kind must be one of results, cost, checks"),
+        ("title: t\nsource: s\npreset: smoke\nseeds: [0]\nrow: []\n", "did you mean 'rows'"),
+    ],
+)
 def test_a_broken_table_file_is_one_line_naming_it(text, message, tmp_path):
     from bench.errors import UserError
 
@@ -308,8 +329,12 @@ def test_a_new_table_kind_is_one_class_registered_in_kinds(tmp_path, monkeypatch
 
         def build(self, table, registry, preset, out, stem):
             rows = [[item, str(len(item))] for item in table.checks]
-            return {"headers": ["item", "length"], "rows": rows, "note": f"{len(rows)} items",
-                    "csv": [{"item": item, "length": len(item)} for item in table.checks]}
+            return {
+                "headers": ["item", "length"],
+                "rows": rows,
+                "note": f"{len(rows)} items",
+                "csv": [{"item": item, "length": len(item)} for item in table.checks],
+            }
 
     monkeypatch.setitem(tables.KINDS, "listing", Listing())
     (tmp_path / "tables").mkdir()
@@ -383,8 +408,10 @@ def test_a_cost_table_is_measured_and_its_ratios_come_from_the_measurements(tmp_
     result = rep.reproduce(table, registry, preset, tmp_path, "bench reproduce halt-table5-cpu", ["model.d_model=16", "model.d_ff=32"])
     ours, paper = ratio_of(result, "GUT", "upper bound 40")
     times = {(r["row"], r["column"]): r["step_times_s"] for r in measured["rows"]}
-    geometric = math.exp(statistics.mean(map(math.log, times["GUT", "upper bound 40"]))
-                         - statistics.mean(map(math.log, times["GUT No Halt Upperbound", "upper bound 40"])))
+    geometric = math.exp(
+        statistics.mean(map(math.log, times["GUT", "upper bound 40"]))
+        - statistics.mean(map(math.log, times["GUT No Halt Upperbound", "upper bound 40"]))
+    )
     assert ours.startswith(f"{geometric:.2f} [")  # the ratio of the repeats' geometric means, with its 95% CI
     assert paper == f"{5.04 / 9.067:.2f}" and ratio_of(result, "GUT No Halt Upperbound", "upper bound 10") == ("1.00", "1.00")
     assert path in result["paths"] and Path(str(path).replace("--measured.json", ".md")).is_file()

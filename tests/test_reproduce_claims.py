@@ -1,15 +1,16 @@
 """bench reproduce: the paper's claims judged over a table's cells (holds / does not hold /
 inconclusive by bench/report/stats.py's tests; cells at chance), beside fake run records (no training)."""
+
 import csv
 import dataclasses
 
 import numpy as np
 import pytest
+from test_reproduce import cell, printed_row, write_record
 
 from bench.cli import main
 from bench.errors import UserError
 from bench.report.reproduce import build, load_table
-from test_reproduce import cell, printed_row, write_record
 
 CLAIMS_TABLE = """
 title: "a ListOps table"
@@ -41,8 +42,11 @@ def claim_runs(tmp_path):
     test: tlb 50 / 50 / 50 (50 ± 0), transformer 70 / 70 / 70 (70 ± 0), ut 60 (one seed)."""
     (tmp_path / "tables").mkdir()
     (tmp_path / "tables" / "t.yaml").write_text(CLAIMS_TABLE)
-    per_seed = {"tlb": ([0.50] * 3, [0.30, 0.32, 0.34]), "transformer": ([0.70] * 3, [0.10, 0.11, 0.12]),
-                "ut": ([0.60], [0.29, 0.33, 0.37])}
+    per_seed = {
+        "tlb": ([0.50] * 3, [0.30, 0.32, 0.34]),
+        "transformer": ([0.70] * 3, [0.10, 0.11, 0.12]),
+        "ut": ([0.60], [0.29, 0.33, 0.37]),
+    }
     for model, (test, far) in per_seed.items():
         for seed in range(3):
             metrics = {"len500_600": far[seed], **({"test": test[seed]} if seed < len(test) else {})}
@@ -55,8 +59,12 @@ def judged(folder):
 
     table = load_table("t", folder=folder / "tables")
     result = build(table, folder, "paper")
-    return {r[0]: r for r in run_claims(table, result["values"], at_chance=result["at_chance"], outcomes=result["outcomes"],
-                                        learned=result["learned"])["rows"]}
+    return {
+        r[0]: r
+        for r in run_claims(table, result["values"], at_chance=result["at_chance"], outcomes=result["outcomes"], learned=result["learned"])[
+            "rows"
+        ]
+    }
 
 
 def test_claims_hold_fail_or_stay_inconclusive_by_the_tests(claim_runs):
@@ -65,8 +73,13 @@ def test_claims_hold_fail_or_stay_inconclusive_by_the_tests(claim_runs):
     # 90% CI (each end the one-sided 95% bound): 21 ± t_0.95(50/17) se = ± 2.373 x 1.291 = ± 3.06;
     # cells: mean ± t_0.975(2) sd / sqrt(3) = ± 4.303 x 2 / 1.732 = ± 5.0 and ± 2.5
     assert rows["TLB beats the Transformer on 500-600"][2:5] == [
-        "holds", ("tlb 32.0 ± 5.0 (3) vs transformer 11.0 ± 2.5 (3) on len500_600: Δ +21.0 [90% CI +17.9, +24.1], p < 0.001, "
-                  "n 3 vs 3 seeds, Welch t"), "holds"]  # the paper (30.5 ± 1.1 vs 10.4 ± 0.71, 3 runs) agrees
+        "holds",
+        (
+            "tlb 32.0 ± 5.0 (3) vs transformer 11.0 ± 2.5 (3) on len500_600: Δ +21.0 [90% CI +17.9, +24.1], p < 0.001, "
+            "n 3 vs 3 seeds, Welch t"
+        ),
+        "holds",
+    ]  # the paper (30.5 ± 1.1 vs 10.4 ± 0.71, 3 runs) agrees
     # the reverse: significant the other way
     assert rows["the Transformer beats TLB on 500-600"][2] == "does not hold"
     assert "reverse p (Holm) < 0.001" in rows["the Transformer beats TLB on 500-600"][3]
@@ -81,8 +94,14 @@ def test_claims_hold_fail_or_stay_inconclusive_by_the_tests(claim_runs):
     assert each[3].startswith("of 2 pairs 1 hold, 0 do not, 1 inconclusive; weakest: tlb 32.0 ± 5.0 (3) vs ut 33.0 ± 9.9 (3)")
     # one split holds (+21), on the other 50 < 70 on every seed (no spread): a counterexample decides
     two = rows["TLB beats the Transformer on 500-600 and near-IID"]
-    assert two[2] == "does not hold" and ("tlb 50.0 ± 0.0 (3) vs transformer 70.0 ± 0.0 (3) on test: Δ -20.0 [90% CI -20.0, -20.0], "
-                                          "reverse p (Holm) < 0.001, n 3 vs 3 seeds, Welch t") in two[3]
+    assert (
+        two[2] == "does not hold"
+        and (
+            "tlb 50.0 ± 0.0 (3) vs transformer 70.0 ± 0.0 (3) on test: Δ -20.0 [90% CI -20.0, -20.0], "
+            "reverse p (Holm) < 0.001, n 3 vs 3 seeds, Welch t"
+        )
+        in two[3]
+    )
     assert two[4] == "does not hold"  # the paper: 58.3 vs 73 near-IID
 
 
@@ -204,10 +223,16 @@ def test_the_chance_level_is_the_best_trivial_strategy_a_record_keeps():
     else averages the bins' levels."""
     from bench.report.cells import chance_level
 
-    split = {"n": 96, "token_acc": 0.3, "token_majority": 0.01,
-             "chance": {"token_acc": {"level": 0.125, "strategy": "guess a value of the context"},
-                        "length_avg_token_acc": {"level": 0.2, "strategy": "repeat the previous token"}},
-             "by_length": {"L1": {"n": 32, "chance": {"token_acc": 0.1}}, "L2": {"n": 64, "chance": {"token_acc": 0.4}}}}
+    split = {
+        "n": 96,
+        "token_acc": 0.3,
+        "token_majority": 0.01,
+        "chance": {
+            "token_acc": {"level": 0.125, "strategy": "guess a value of the context"},
+            "length_avg_token_acc": {"level": 0.2, "strategy": "repeat the previous token"},
+        },
+        "by_length": {"L1": {"n": 32, "chance": {"token_acc": 0.1}}, "L2": {"n": 64, "chance": {"token_acc": 0.4}}},
+    }
     recs = [{"metrics": {"ood": split}}]
     assert chance_level(recs, "ood", "token_acc") == (0.125, 96, "guess a value of the context")
     assert chance_level(recs, "ood", "length_avg_token_acc") == (0.2, 96, "repeat the previous token")
@@ -221,16 +246,24 @@ def test_token_accuracies_are_at_chance_near_the_majority_token_share():
     token accuracy averages its bins' values over all the bins' examples."""
     from bench.report.cells import at_chance, chance_level
 
-    split = {"n": 96, "token_acc": 0.3, "token_majority": 0.25,
-             "by_length": {"L1": {"n": 32, "token_majority": 0.2}, "L2": {"n": 64, "token_majority": 0.3}}}
+    split = {
+        "n": 96,
+        "token_acc": 0.3,
+        "token_majority": 0.25,
+        "by_length": {"L1": {"n": 32, "token_majority": 0.2}, "L2": {"n": 64, "token_majority": 0.3}},
+    }
     recs = [{"metrics": {"ood": split}}]
     assert chance_level(recs, "ood", "token_acc") == (0.25, 96, "most frequent target")
     assert chance_level(recs, "ood", "length_avg_token_acc")[:2] == (pytest.approx(0.25), 96)  # (0.2 + 0.3) / 2, 32 + 64
     assert chance_level(recs, "ood", "acc") is None  # no class labels: no majority-class share
     assert chance_level(recs, "ood", "last_acc") is None  # no chance level recorded
     # last-read accuracy (flip-flop): the last target's majority share; length-averaged: its bins' shares averaged
-    flip = {"n": 96, "last_acc": 0.5, "last_majority": 0.52,
-            "by_length": {"T128": {"n": 48, "last_majority": 0.5}, "T256": {"n": 48, "last_majority": 0.6}}}
+    flip = {
+        "n": 96,
+        "last_acc": 0.5,
+        "last_majority": 0.52,
+        "by_length": {"T128": {"n": 48, "last_majority": 0.5}, "T256": {"n": 48, "last_majority": 0.6}},
+    }
     assert chance_level([{"metrics": {"val": flip}}], "val", "last_acc") == (0.52, 96, "most frequent last target")
     assert chance_level([{"metrics": {"val": flip}}], "val", "length_avg_last_acc")[:2] == (pytest.approx(0.55), 96)
     # a classification record's last_acc is its acc: its chance level is the majority-class share
@@ -251,8 +284,9 @@ def test_cells_at_chance_are_marked_and_their_claims_inconclusive(tmp_path):
     assert cell(result, "ut", "test")[0] == "51.7 ± 3.8 (3, 0 learned, se 1.6) ~"  # .53 is 3.7 points above: within the margin
     assert cell(result, "transformer", "test")[0] == "62.0 ± 5.0 (3, 3 learned, se 1.5)"  # well above chance: no mark
     assert {k: v[0] for k, v in result["at_chance"].items()} == {("gut", "test"): pytest.approx(49.3), ("ut", "test"): pytest.approx(49.3)}
-    assert result["chance"].startswith("~ = at chance: the mean over seeds does not clear the chance level p by the margin, "
-                                       "max(2 SE, 0.1 x (1 - p))")
+    assert result["chance"].startswith(
+        "~ = at chance: the mean over seeds does not clear the chance level p by the margin, max(2 SE, 0.1 x (1 - p))"
+    )
     rows = judged(folder)
     # both cells at chance: no test, inconclusive
     assert rows["UT beats GUT"][2:4] == [
@@ -263,8 +297,10 @@ def test_cells_at_chance_are_marked_and_their_claims_inconclusive(tmp_path):
     held = rows["the Transformer beats UT"]
     assert held[2] == "holds" and held[3].startswith("transformer 62.0 ± 5.0 (3) vs ut 51.7 ± 3.8 (3) on test: Δ +10.3 [90% CI")
     # 0 of 3 seeds failed: the failure rate it leaves open is 1 - 0.05^(1/3) = 63%
-    assert held[3].endswith("; learned seeds differ: transformer 3 of 3 vs ut 0 of 3 on test; what its seeds leave open: "
-                            "transformer on test: 0 of 3 seeds failed: a failure rate up to 63% is not excluded (95%)")
+    assert held[3].endswith(
+        "; learned seeds differ: transformer 3 of 3 vs ut 0 of 3 on test; what its seeds leave open: "
+        "transformer on test: 0 of 3 seeds failed: a failure rate up to 63% is not excluded (95%)"
+    )
     assert result["learned"] == {("gut", "test"): (0, 3), ("ut", "test"): (0, 3), ("transformer", "test"): (3, 3)}
     # the chance row names the level and the strategy that sets it
     chance_row = [r for r in result["rows"] if r[0] == "chance (trivial strategy)"]
@@ -375,9 +411,9 @@ def test_cells_with_per_example_outcomes_are_compared_paired(tmp_path, monkeypat
     is tested by the paired t test on the examples both were scored on."""
     import json
 
-    from bench.records import outcomes_file, record_path
-
     import numpy as np
+
+    from bench.records import outcomes_file, record_path
 
     (tmp_path / "tables").mkdir()
     (tmp_path / "tables" / "t.yaml").write_text(CLAIMS_TABLE)
@@ -391,8 +427,9 @@ def test_cells_with_per_example_outcomes_are_compared_paired(tmp_path, monkeypat
             kept = outcomes_file(record_path(tmp_path, model, "listops", "paper", seed, []))
             kept.parent.mkdir(parents=True, exist_ok=True)
             kept.write_bytes(b"")  # served by the stand-in loader below
-            outcomes[model, seed] = {"len500_600": {"index": np.arange(200), "correct": correct, "token_correct": correct,
-                                                    "tokens": np.ones(200, dtype=int)}}
+            outcomes[model, seed] = {
+                "len500_600": {"index": np.arange(200), "correct": correct, "token_correct": correct, "tokens": np.ones(200, dtype=int)}
+            }
 
     def load_outcomes(path):
         rec = json.loads(open(path).read())
@@ -434,8 +471,14 @@ def test_every_metric_has_per_example_scores_whose_mean_is_the_metric():
     scored positions 1, 3, 2, 2 of which 1, 2, 0, 2 right; last scored position right 1, 0, 0, 1."""
     from bench.report.cells import example_scores
 
-    arrays = {"index": np.arange(4), "correct": np.array([1, 0, 0, 1]), "token_correct": np.array([1, 2, 0, 2]),
-              "tokens": np.array([1, 3, 2, 2]), "length": np.array([2, 2, 5, 5]), "last_correct": np.array([1, 0, 0, 1])}
+    arrays = {
+        "index": np.arange(4),
+        "correct": np.array([1, 0, 0, 1]),
+        "token_correct": np.array([1, 2, 0, 2]),
+        "tokens": np.array([1, 3, 2, 2]),
+        "length": np.array([2, 2, 5, 5]),
+        "last_correct": np.array([1, 0, 0, 1]),
+    }
     scores, unit = example_scores(arrays, "acc")
     assert scores.tolist() == [1, 0, 0, 1] and unit == 1.0
     scores, unit = example_scores(arrays, "token_acc")  # 5 of 8 positions; unit 4 / 8

@@ -1,6 +1,7 @@
 """Runs survive interruption: a run killed (SIGKILL) or stopped (SIGINT / SIGTERM) and started
 again with the same command continues from its last checkpoint and ends with exactly the
 metrics of a run that was never interrupted (CPU, same threads: bitwise)."""
+
 import json
 import os
 import signal
@@ -16,17 +17,40 @@ from bench.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 # a mid-epoch validation every 3 steps (8 steps per epoch), dropout on: the data position and
 # the RNG state both matter for the result
-ARGS = ["--model", "transformer", "--task", "parity", "--preset", "smoke", "--set", "train.max_epochs=3",
-        "--set", "train.val_every_steps=3", "--set", "model.dropout=0.1", "--set", "train.num_threads=1", "--quiet"]
+ARGS = [
+    "--model",
+    "transformer",
+    "--task",
+    "parity",
+    "--preset",
+    "smoke",
+    "--set",
+    "train.max_epochs=3",
+    "--set",
+    "train.val_every_steps=3",
+    "--set",
+    "model.dropout=0.1",
+    "--set",
+    "train.num_threads=1",
+    "--quiet",
+]
 
 
 def cli_with_signal(out: Path, step: int, signame: str, extra=(), during: str = "train") -> subprocess.CompletedProcess:
     """`bench run ARGS` in a fresh process that sends itself ``signame`` at training step ``step``
     (``during="validation"``: in the validation after that step; ``"test"``: while testing)."""
-    code = ("import sys; from tests.fixtures.signal_at import install; install(%d, %r, %r); "
-            "from bench.cli import main; sys.exit(main(sys.argv[1:]))" % (step, signame, during))
-    return subprocess.run([sys.executable, "-c", code, "run", *ARGS, *extra, "--out", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code = (
+        "import sys; from tests.fixtures.signal_at import install; install(%d, %r, %r); "
+        "from bench.cli import main; sys.exit(main(sys.argv[1:]))" % (step, signame, during)
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, "run", *ARGS, *extra, "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def record(out: Path) -> dict:
@@ -49,10 +73,13 @@ def uninterrupted(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kill_step,extra,checkpoint_step", [
-    (7, (), 6),                                          # mid-epoch, checkpoint of the validation at step 6
-    (9, ("--set", "train.val_every_steps=4"), 8),        # just after an epoch ended with a validation (step 8)
-])
+@pytest.mark.parametrize(
+    "kill_step,extra,checkpoint_step",
+    [
+        (7, (), 6),  # mid-epoch, checkpoint of the validation at step 6
+        (9, ("--set", "train.val_every_steps=4"), 8),  # just after an epoch ended with a validation (step 8)
+    ],
+)
 def test_sigkill_then_same_command_resumes_to_identical_metrics(tmp_path, uninterrupted, kill_step, extra, checkpoint_step):
     killed = cli_with_signal(tmp_path, kill_step, "SIGKILL", extra)
     assert killed.returncode == -signal.SIGKILL
@@ -132,8 +159,14 @@ sys.exit(main(sys.argv[2:]))
 @pytest.mark.parametrize("signame,status", [("SIGINT", 130), ("SIGTERM", 143)])
 def test_a_signal_during_bench_eval_stops_it_and_writes_nothing(tmp_path, signame, status):
     rec = bench.run(model="lstm", task="parity", preset="smoke", out=tmp_path, progress="none", overrides=["train.max_epochs=1"])
-    stopped = subprocess.run([sys.executable, "-c", EVAL_WITH_SIGNAL, signame, "eval", rec["path"]], cwd=ROOT, capture_output=True,
-                             text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    stopped = subprocess.run(
+        [sys.executable, "-c", EVAL_WITH_SIGNAL, signame, "eval", rec["path"]],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert stopped.returncode == status, stopped.stderr  # Lightning alone: SIGTERM exits 0, SIGINT exits 1
     assert "stopped by %s" % signame in stopped.stderr and "Traceback" not in stopped.stderr, stopped.stderr
     assert not list(tmp_path.rglob("eval*.json"))
@@ -155,8 +188,14 @@ def test_finished_run_is_not_retrained_and_rerun_starts_over(tmp_path, capsys):
 
 
 def test_select_last_tests_the_final_weights(tmp_path):
-    rec = bench.run(model="transformer", task="parity", preset="smoke", out=tmp_path, progress="none",
-                    overrides=["train.max_epochs=3", "train.select=last"])
+    rec = bench.run(
+        model="transformer",
+        task="parity",
+        preset="smoke",
+        out=tmp_path,
+        progress="none",
+        overrides=["train.max_epochs=3", "train.select=last"],
+    )
     assert rec["select"] == "last" and rec["checkpoint"].endswith("last.ckpt")
     assert rec["metrics"]["val"]["acc"] == rec["val_history"][-1]["acc"] == rec["last_val"]
 

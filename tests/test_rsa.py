@@ -1,5 +1,6 @@
 """RSA attention [RSA eq. 4] and its registry hosts: recurrence reproduction, gating,
 non-square REMs, padding, causality, and learning a REM's decay from data."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,7 @@
 """A run is planned once: `bench run` plans every seed before it trains any (every check on the
 input first), and the run carries out that plan, resolving nothing again; the plan's training
 settings are typed (TrainConfig)."""
+
 import bench.runner.lifecycle as lifecycle
 import bench.runner.planning as planning
 from bench.cli import main
@@ -22,8 +23,21 @@ def test_bench_run_plans_each_seed_once_and_runs_that_plan(tmp_path, monkeypatch
 
     monkeypatch.setattr(planning, "resolve_run", counting)
     monkeypatch.setattr(lifecycle, "build", stop)
-    argv = ["run", "--model", "lstm", "--task", "parity", "--preset", "smoke", "--seeds", "0,1", "--set", "train.lr=0.003",
-            "--out", str(tmp_path)]
+    argv = [
+        "run",
+        "--model",
+        "lstm",
+        "--task",
+        "parity",
+        "--preset",
+        "smoke",
+        "--seeds",
+        "0,1",
+        "--set",
+        "train.lr=0.003",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(argv) == 2 and "stopped before building" in capsys.readouterr().err
     assert resolved == [("lstm", "parity", "smoke")] * 2  # seeds 0 and 1, planned once each; the run of seed 0 resolved nothing
     (plan,) = built

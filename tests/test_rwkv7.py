@@ -4,6 +4,7 @@ kappa^_t^T (a_t * kappa^_t)) + v_t^T k~_t, read S_t r_t), independent of the chu
 value residual's first-layer values; the decay's range and the authors' initial values; bad settings.
 (Streaming = forward and state bytes: test_streaming.py, test_linear_families.py; the mechanism:
 test_dplr_recurrence.py.)"""
+
 import math
 
 import pytest

@@ -8,6 +8,7 @@ The multiplier for optimizer step s, with W warm-up steps and N total steps:
   inverse_sqrt:     sqrt(max(W, 1) / s) from s = max(W, 1) on
   step:             gamma ** floor(s / (steps_per_epoch * every))
 """
+
 import math
 
 import pytest

@@ -1,13 +1,14 @@
 """Issue 25 (the chunk- and depth-recurrent families at the Transformer's pace): the cheaper code
 paths compute what the plain ones did."""
+
 import pytest
 import torch
 from torch import nn
 
 from bench.cost import OpCounter
 from bench.models.gutlb import GUTLB
-from bench.models.layers.dropout import Dropout
 from bench.models.layers.attention import MultiHeadAttention
+from bench.models.layers.dropout import Dropout
 from bench.models.layers.positional import Rotary, apply_rotary
 
 
@@ -70,8 +71,9 @@ def test_compiled_chunk_step_compiles_once_for_every_length():
     import bench
 
     torch.manual_seed(0)
-    model = bench.build_model("tlb", vocab_size=11, causal=True, d_model=16, d_ff=24, dropout=0.0, n_layers=1,
-                              chunk_size=5, memory_slots=3).eval()
+    model = bench.build_model(
+        "tlb", vocab_size=11, causal=True, d_model=16, d_ff=24, dropout=0.0, n_layers=1, chunk_size=5, memory_slots=3
+    ).eval()
     batches = eager_batches_then_compile(model)
     for tokens, mask, ref in batches:
         out = model(tokens, mask)
@@ -90,8 +92,9 @@ def test_gutlb_compiles_one_depth_iteration_for_every_iteration_chunk_and_length
 
     for mode, causal in (("halt", True), ("upperbound", False)):  # per-position units; one per sequence (pool carried)
         torch.manual_seed(0)
-        model = GUTLB(11, causal=causal, d_model=16, n_heads=4, d_ff=24, max_layers=4, chunk_size=5, memory_slots=3,
-                      dropout=0.0, mode=mode).eval()
+        model = GUTLB(
+            11, causal=causal, d_model=16, n_heads=4, d_ff=24, max_layers=4, chunk_size=5, memory_slots=3, dropout=0.0, mode=mode
+        ).eval()
         batches = eager_batches_then_compile(model, backend="aot_eager")
         for tokens, mask, ref in batches:
             out = model(tokens, mask)  # grad enabled: the carry requires grad from iteration 1 on, as later
@@ -115,8 +118,7 @@ def test_ut_gut_compile_one_depth_iteration():
 
     for name, mode, causal, graphs in (("ut", "halt", False, 2), ("gut", "upperbound", True, 1)):
         torch.manual_seed(0)
-        model = bench.build_model(name, vocab_size=11, causal=causal, d_model=16, d_ff=24, dropout=0.0, max_layers=4,
-                                  mode=mode).eval()
+        model = bench.build_model(name, vocab_size=11, causal=causal, d_model=16, d_ff=24, dropout=0.0, max_layers=4, mode=mode).eval()
         model.halting.unit.fc2.weight.data *= 20  # halting probabilities far apart: rows finish at different depths
         model.halting.unit.fc2.bias.data.fill_(4.0)
         batches = []

@@ -1,6 +1,7 @@
 """bench/report/stats.py: the verdicts' tests against hand-computed values and scipy's own
 results, their error rates under the null simulated through the same judging code, and their
 power."""
+
 import math
 
 import numpy as np
@@ -192,9 +193,12 @@ def _paired_t_reference(a, b):
     d_var = sum((x - dbar) ** 2 for x in d) / (n - 1)
     parts = [sa / ka, sb / kb, max(F(0), d_var - resa / ka - resb / kb) / n]
     var = sum(parts)
-    seeds_df = (parts[0] ** 2 / (ka - 1) + parts[1] ** 2 / (kb - 1) if ka == kb  # Welch-Satterthwaite
-                else (parts[0] + parts[1]) ** 2 / (min(ka, kb) - 1))  # Hsu at unequal seeds
-    df = var ** 2 / (seeds_df + parts[2] ** 2 / (n - 1))
+    seeds_df = (
+        parts[0] ** 2 / (ka - 1) + parts[1] ** 2 / (kb - 1)
+        if ka == kb  # Welch-Satterthwaite
+        else (parts[0] + parts[1]) ** 2 / (min(ka, kb) - 1)
+    )  # Hsu at unequal seeds
+    df = var**2 / (seeds_df + parts[2] ** 2 / (n - 1))
     return ga - gb, var, df, parts[2]
 
 
@@ -217,8 +221,9 @@ def test_paired_t_student_matches_the_long_way_and_scipy_t():
     assert float(stats.examples_variance(a, b)) == pytest.approx(float(examples), rel=1e-12)
     for k in (3, 4):  # at equal seeds too (Welch-Satterthwaite rather than Hsu's df)
         effect, var, df, _ = _paired_t_reference(a[:k].tolist(), b[:k].tolist())
-        assert float(stats.paired_t_student_arrays(a[:k], b[:k])[3]) == pytest.approx(sps.t.sf(float(effect) / math.sqrt(var), float(df)),
-                                                                                      rel=1e-9)
+        assert float(stats.paired_t_student_arrays(a[:k], b[:k])[3]) == pytest.approx(
+            sps.t.sf(float(effect) / math.sqrt(var), float(df)), rel=1e-9
+        )
     # one example: no example part, the test is Welch's (scipy's) on the seeds' values
     one = stats.paired_t_student_arrays(a[:, :1], b[:3, :1])
     ref = sps.ttest_ind(a[:, 0], b[:3, 0], equal_var=False, alternative="greater")
@@ -245,8 +250,10 @@ def _pivot_reference(a, b, unit: float = 1.0):
     n = a.shape[1]
     total = n / unit
     u = (np.round(qmc.Sobol(6, scramble=False).random_base2(10) * 2048) + [1, 3, 5, 7, 9, 11]) % 2048 / 2048
-    half = [dict(c=u[i, 0], za=sps.norm.ppf(u[i, 1]), zb=sps.norm.ppf(u[i, 2]), e=sps.t.ppf(u[i, 3], n - 1), ua=u[i, 4], ub=u[i, 5])
-            for i in range(len(u))]
+    half = [
+        dict(c=u[i, 0], za=sps.norm.ppf(u[i, 1]), zb=sps.norm.ppf(u[i, 2]), e=sps.t.ppf(u[i, 3], n - 1), ua=u[i, 4], ub=u[i, 5])
+        for i in range(len(u))
+    ]
     draws = half + [dict(c=d["c"], za=d["zb"], zb=d["za"], e=-d["e"], ua=d["ub"], ub=d["ua"]) for d in half]  # sides exchanged
 
     def side(x):
@@ -260,7 +267,7 @@ def _pivot_reference(a, b, unit: float = 1.0):
     pa, pb = va / ka, vb / kb
     ex = float(stats.examples_variance(a, b)) * unit * unit
     shared = ka == kb >= stats.SHARED_FROM
-    df = (pa + pb) ** 2 / (pa ** 2 / (ka - 1) + pb ** 2 / (kb - 1))
+    df = (pa + pb) ** 2 / (pa**2 / (ka - 1) + pb**2 / (kb - 1))
 
     def chi_scale(level, dof):
         return math.sqrt(dof / sps.chi2.ppf(level, dof))
@@ -367,9 +374,18 @@ def _calibration():
     return load_script("scripts/benchmarks/stats_calibration.py")
 
 
-@pytest.mark.parametrize("key", ["normal:2v2:0.5:100:shared", "normal:3v3:2.5:1000:shared", "normal:5v5:8:100:independent",
-                                 "ceiling:5v5:99:1/0.1:1000", "unequal:3v5:70:1/0.1:1000", "tokens:5v5:70:0.02/0.02:200",
-                                 "chance:5v5:2:1/0.1:1000"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "normal:2v2:0.5:100:shared",
+        "normal:3v3:2.5:1000:shared",
+        "normal:5v5:8:100:independent",
+        "ceiling:5v5:99:1/0.1:1000",
+        "unequal:3v5:70:1/0.1:1000",
+        "tokens:5v5:70:0.02/0.02:200",
+        "chance:5v5:2:1/0.1:1000",
+    ],
+)
 def test_paired_t_false_holds_stay_at_or_below_alpha(key):
     """A few cells of the calibration grid (results/stats_calibration.md has all of them): two
     models of equal mean, 2,000 simulated pairs; the count of false holds either way may exceed 5%

@@ -13,33 +13,65 @@ Elsewhere: TLB's chunk bookkeeping in ``test_streaming_chunks.py``; UT / GUT, th
 GUTLB with positions halting unevenly in ``test_streaming_halting.py``; ``bench eval --stream``,
 ``bench generate``, ``bench list`` and the docs/adding-a-model.md example in ``test_streaming_cli.py``.
 """
+
 import io
 import random
 
 import pytest
 import torch
+from streaming_helpers import CAUSAL, STREAMING, TOL, T, build, leaves, numel, random_sizes, small, stream, tokens_for
 
 import bench
 from bench.models.base import StreamingUnsupported
 from bench.models.brt import BlockRecurrentTransformer
-from bench.models.linear_recurrent import LinearRecurrent
 from bench.models.layers.rem import REM
+from bench.models.linear_recurrent import LinearRecurrent
 from bench.models.r_transformer import RTransformer
 from bench.models.rnn import RNN
 from bench.models.tlb import TLB
 from bench.models.transformer import Transformer
 from bench.models.xl import TransformerXL
-from streaming_helpers import CAUSAL, STREAMING, T, TOL, build, leaves, numel, random_sizes, small, stream, tokens_for
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 # Every causal family streams;
 # TLB-FR cannot stream by definition (its chunk length depends on the whole input's length).
-OWN = {"transformer", "nope", "transformer-star", "rsa-transformer", "rsa-transformer-I", "rsa-transformer-II",
-       "rsa-transformer-III", "rsa-transformer-IV", "xl", "rsa-xl", "brt", "brt-lstm-gate", "rsa-brt",
-       "lstm", "gru", "r-transformer", "tlb", "rsa-tlb", "ut", "gut", "gut-no-global-halt", "gut-no-gate",
-       "gut-no-transition", "gutlb", "linear-transformer", "deltanet", "deltanet-neg", "gated-deltanet", "retnet",
-       "gla", "mamba2", "mamba2-neg", "mlstm", "rwkv7"}
+OWN = {
+    "transformer",
+    "nope",
+    "transformer-star",
+    "rsa-transformer",
+    "rsa-transformer-I",
+    "rsa-transformer-II",
+    "rsa-transformer-III",
+    "rsa-transformer-IV",
+    "xl",
+    "rsa-xl",
+    "brt",
+    "brt-lstm-gate",
+    "rsa-brt",
+    "lstm",
+    "gru",
+    "r-transformer",
+    "tlb",
+    "rsa-tlb",
+    "ut",
+    "gut",
+    "gut-no-global-halt",
+    "gut-no-gate",
+    "gut-no-transition",
+    "gutlb",
+    "linear-transformer",
+    "deltanet",
+    "deltanet-neg",
+    "gated-deltanet",
+    "retnet",
+    "gla",
+    "mamba2",
+    "mamba2-neg",
+    "mlstm",
+    "rwkv7",
+}
 OTHERS: set = set()
 CANNOT = {"tlb-fr"}
 
@@ -149,13 +181,15 @@ def test_bidirectional_instances_refuse(name):
         model.step(torch.zeros(1, 1, dtype=torch.long), None)
 
 
-@pytest.mark.parametrize("pos_encoding,norm_first", [("xpos", True), ("rope", True), ("sinusoidal", True),
-                                                      ("learned", True), ("none", True), ("xpos", False)])
+@pytest.mark.parametrize(
+    "pos_encoding,norm_first", [("xpos", True), ("rope", True), ("sinusoidal", True), ("learned", True), ("none", True), ("xpos", False)]
+)
 def test_transformer_positions_continue(pos_encoding, norm_first):
     """Every positional encoding, and post-LN: the stream's positions continue across steps."""
     torch.manual_seed(0)
-    model = Transformer(11, True, d_model=16, n_heads=2, d_ff=32, dropout=0.0, pos_encoding=pos_encoding,
-                        norm_first=norm_first, max_len=64).eval()
+    model = Transformer(
+        11, True, d_model=16, n_heads=2, d_ff=32, dropout=0.0, pos_encoding=pos_encoding, norm_first=norm_first, max_len=64
+    ).eval()
     tokens = tokens_for(4)
     with torch.no_grad():
         full = model(tokens).hidden

@@ -5,10 +5,10 @@ states; a step's ``pooled`` is forward's on the prefix, mid-chunk and on a bound
 computed only when read; ``TransformerBlock.step`` (with and without the TLB memory read) equals
 the block's forward. The generic streamed == forward checks are in ``test_streaming.py``.
 """
+
 import pytest
 import torch
-
-from streaming_helpers import T, TOL, build, stream, tokens_for
+from streaming_helpers import TOL, T, build, stream, tokens_for
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

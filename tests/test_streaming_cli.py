@@ -4,23 +4,24 @@ add-a-model example (docs/adding-a-model.md) streams, and ``bench list`` shows w
 
 The eval / generate tests share one tiny copy run, trained once for this module (``copy_run``).
 """
+
 import pytest
 import torch
+from streaming_helpers import CAUSAL, REG, STREAMING, TOL, stream, tokens_for
 
 import bench
-from streaming_helpers import CAUSAL, REG, STREAMING, TOL, stream, tokens_for
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # ---- the harness: bench eval --stream and bench generate ---------------------------------------
 
+
 @pytest.fixture(scope="module")
 def copy_run(tmp_path_factory):
     """A tiny copy smoke run (transformer), trained once for the harness tests."""
     out = tmp_path_factory.mktemp("stream-run")
-    small_data = ["train.max_epochs=1", "data.n_train=64", "data.n_val=16", "data.n_test=16", "data.max_len=24",
-                  "data.test_lengths=[24]"]
+    small_data = ["train.max_epochs=1", "data.n_train=64", "data.n_val=16", "data.n_test=16", "data.max_len=24", "data.test_lengths=[24]"]
     rec = bench.run(model="transformer", task="copy", preset="smoke", seed=0, out=out, progress=False, overrides=small_data)
     assert rec["status"] == "ok"
     from bench.records import record_path
@@ -68,11 +69,14 @@ def test_generate_is_greedy_decoding_of_the_forward(copy_run, capsys):
     assert capsys.readouterr().out.strip() == f"{prompt} => {' '.join(result['generated'])}"
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--prompt", "s3 bogus"], "not in the task's vocabulary"),
-    (["--prompt", " "], "prompt is empty"),
-    (["--prompt", "s3", "--tokens", "-1"], "--tokens must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--prompt", "s3 bogus"], "not in the task's vocabulary"),
+        (["--prompt", " "], "prompt is empty"),
+        (["--prompt", "s3", "--tokens", "-1"], "--tokens must be >= 0"),
+    ],
+)
 def test_generate_refuses_bad_input(copy_run, capsys, argv, message):
     from bench.cli import main
 

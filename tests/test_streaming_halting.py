@@ -6,12 +6,12 @@ and the stream equals the forward's states and per-sequence halting statistics; 
 early exit gives ``upperbound``'s outputs; a position that halted stays frozen in the caches that
 later positions attend to. Run with ``-s`` to see the largest difference of every entry and mode.
 """
+
 import random
 
 import pytest
 import torch
-
-from streaming_helpers import T, TOL, build, random_sizes, stream, tokens_for
+from streaming_helpers import TOL, T, build, random_sizes, stream, tokens_for
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -71,8 +71,9 @@ def test_gutlb_streams_in_every_mode_while_positions_halt(mode):
     tokens = tokens_for(8, batch=3)
     with torch.no_grad():
         full = model(tokens)
-        worst = max((stream(model, tokens, sizes)[0] - full.hidden).abs().max().item()
-                    for sizes in ([1] * T, [T], [5, 1, 9, 8], [7, 3, 13]))
+        worst = max(
+            (stream(model, tokens, sizes)[0] - full.hidden).abs().max().item() for sizes in ([1] * T, [T], [5, 1, 9, 8], [7, 3, 13])
+        )
     print(f"\ngutlb {mode}: largest |step - forward| = {worst:.2e}")
     assert worst < TOL
     depth = full.stats["halt_depth"]  # (B,) mean iterations per chunk
@@ -141,6 +142,7 @@ def test_streamed_halted_positions_stay_frozen_for_later_ones(name):
 
 # ---- the reference code's halting rules (model.halt_rules) ---------------------------------------
 
+
 @pytest.mark.parametrize("mode", ["halt", "upperbound", "no-halt"])
 @pytest.mark.parametrize("name", [*DEPTH, "gutlb"])
 def test_reference_halt_rules_stream_as_the_forward(name, mode):
@@ -153,8 +155,9 @@ def test_reference_halt_rules_stream_as_the_forward(name, mode):
     model = halting_model(name, mode, halt_rules="reference")
     with torch.no_grad():
         full = model(tokens)
-        worst = max((stream(model, tokens, sizes)[0] - full.hidden).abs().max().item()
-                    for sizes in ([1] * 25, [25], [5, 1, 9, 10], [7, 3, 13, 2]))
+        worst = max(
+            (stream(model, tokens, sizes)[0] - full.hidden).abs().max().item() for sizes in ([1] * 25, [25], [5, 1, 9, 10], [7, 3, 13, 2])
+        )
         paper = halting_model(name, mode)(tokens)
     print(f"\n{name} {mode} reference rules: largest |step - forward| = {worst:.2e}")
     assert worst < TOL

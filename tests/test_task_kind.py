@@ -1,6 +1,7 @@
 """A new task kind is one class (bench/tasks/kinds.py): a regression kind and a task of that kind,
 both defined in this file only, validate and train a smoke run end to end; and the shipped kinds
 own their collate, head, loss and outcomes (nothing else switches on kind names)."""
+
 import sys
 
 import numpy as np
@@ -19,7 +20,8 @@ from bench.tasks.kinds import KINDS, TaskKind, pool
 
 
 class CountKind(TaskKind):
-    """"tokens": [..], "count": float; the pooled state regresses the count, right within 0.5."""
+    """ "tokens": [..], "count": float; the pooled state regresses the count, right within 0.5."""
+
     name = "test_count"
     columns = ("count",)
 
@@ -37,12 +39,17 @@ class CountKind(TaskKind):
 
     def outcomes(self, logits, batch):
         correct = (logits - batch["count"]).abs() < 0.5
-        return {"correct": correct, "tok_correct": correct.long(), "n_scored": torch.ones_like(correct, dtype=torch.long),
-                "last_correct": correct.float()}
+        return {
+            "correct": correct,
+            "tok_correct": correct.long(),
+            "n_scored": torch.ones_like(correct, dtype=torch.long),
+            "last_correct": correct.float(),
+        }
 
 
 class CountOnes(Task):
     """How many 1s in a bit string (a regression task of the kind above)."""
+
     kind = "test_count"
 
     def __init__(self, n_train: int = 64, n_val: int = 16, n_test: int = 16, max_len: int = 6, data_seed: int = 1234):
@@ -64,6 +71,7 @@ class CountOnes(Task):
 
 class FixedLabels(Task):
     """Classification whose labels are known: val 1 1 1 0 (majority share 3/4), test 2 0 2 1 2 (3/5)."""
+
     kind = "classify"
     num_classes = 3
     LABELS = {"train": [0, 1, 2] * 6, "val": [1, 1, 1, 0], "test": [2, 0, 2, 1, 2]}
@@ -86,9 +94,16 @@ def registry_with(tmp_path, monkeypatch, name: str, task_class: type) -> Registr
     assert getattr(sys.modules[module], task_class.__name__) is task_class
     monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
     reg = yaml.safe_load((ROOT / "bench" / "registry.yaml").read_text())
-    reg["tasks"][name] = {"target": f"{module}:{task_class.__name__}", "description": "test double",
-                          "presets": {"smoke": {"model": {"d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32, "dropout": 0.0},
-                                                "train": {"max_epochs": 1, "batch_size": 16}}}}
+    reg["tasks"][name] = {
+        "target": f"{module}:{task_class.__name__}",
+        "description": "test double",
+        "presets": {
+            "smoke": {
+                "model": {"d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32, "dropout": 0.0},
+                "train": {"max_epochs": 1, "batch_size": 16},
+            }
+        },
+    }
     path = tmp_path / "registry.yaml"
     path.write_text(yaml.safe_dump(reg, allow_unicode=True))
     return Registry(path)
@@ -101,8 +116,9 @@ def count_registry(tmp_path, monkeypatch):
 
 def test_a_new_kind_is_one_class_and_trains(count_registry, tmp_path):
     assert KINDS["test_count"] is not None and isinstance(KINDS["test_count"], CountKind)
-    rec = bench.run(model="transformer", task="count-ones", preset="smoke", seed=0, out=tmp_path / "out",
-                    registry=count_registry, progress=False)
+    rec = bench.run(
+        model="transformer", task="count-ones", preset="smoke", seed=0, out=tmp_path / "out", registry=count_registry, progress=False
+    )
     assert rec["status"] == "ok" and set(rec["metrics"]) == {"val", "test"}
     assert 0.0 <= rec["metrics"]["test"]["acc"] <= 1.0 and rec["metrics"]["test"]["n"] == 16
     assert "majority" not in rec["metrics"]["test"]  # a kind without class labels has no majority share

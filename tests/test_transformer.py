@@ -1,4 +1,5 @@
 """Attention backends, positional encodings and the NoPE properties [NOPE]."""
+
 import pytest
 import torch
 
@@ -29,8 +30,9 @@ def test_block_matches_torch_encoder_layer_pre_and_post_ln(norm_first):
     torch.manual_seed(0)
     d, h, ff = 16, 4, 32
     ours = TransformerBlock(d, h, ff, norm_first=norm_first).eval()
-    ref = torch.nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, activation="gelu", batch_first=True,
-                                           norm_first=norm_first, bias=False).eval()
+    ref = torch.nn.TransformerEncoderLayer(
+        d, h, ff, dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first, bias=False
+    ).eval()
     with torch.no_grad():
         for ln in (ours.ln_attn, ours.ln_ffn):  # torch's bias-free LayerNorm: scale only
             ln.weight.uniform_(0.5, 1.5)

@@ -1,5 +1,6 @@
 """Trivial strategies (bench/tasks/trivial.py, scored by bench/tasks/chance.py): each strategy's outcomes on hand-written examples,
 the chance level as the best of them, and the levels a record keeps (new runs, backfilled ones)."""
+
 import json
 
 import numpy as np
@@ -107,8 +108,10 @@ def test_levels_by_length_and_length_averaged_take_one_strategy_for_the_split():
     averaged over the bins each scores 50%: the length-averaged level is 50%, not 100%."""
     task = FlipFlop(n_train=4, n_test=4, n_val_each=4, train_len=8, test_lens=[8], test_p_i=[0.5])
     # lengths 4 and 6: the scored target equals the current token in the first, the previous one in the second
-    columns = {"tokens": [np.array([1, 4, 2, 5]), np.array([1, 4, 3, 5, 2, 4])],
-               "targets": [np.array([X, X, 2, X]), np.array([X, X, X, X, 5, X])]}
+    columns = {
+        "tokens": [np.array([1, 4, 2, 5]), np.array([1, 4, 3, 5, 2, 4])],
+        "targets": [np.array([X, X, 2, X]), np.array([X, X, X, X, 5, X])],
+    }
     found = chance.levels(task, columns, lambda length: f"T{length}")
     assert found["by_length"]["T4"]["token_acc"]["level"] == 1.0 and found["by_length"]["T6"]["token_acc"]["level"] == 1.0
     assert found["length_avg_token_acc"]["level"] == 0.5

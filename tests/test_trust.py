@@ -2,6 +2,7 @@
 
 Most tests call the CLI in-process and train nothing; the few that train use the smoke preset
 with one or two epochs (a few seconds each)."""
+
 from __future__ import annotations
 
 import errno
@@ -17,9 +18,9 @@ import torch
 
 import bench
 from bench.cli import build_parser, main
-from bench.parsing import default_out
 from bench.config import canonical_overrides, parse_value, resolve_run
 from bench.cpus import _cgroup_quota, available_cpus, default_threads
+from bench.parsing import default_out
 from bench.records import read_record, record_checkpoint, record_path
 from bench.registry import Registry
 
@@ -39,9 +40,24 @@ def written(out: Path) -> list[str]:
 
 # ---- numbers and identity --------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, value", [("3e-4", 3e-4), ("1E-3", 1e-3), ("5E-4", 5e-4), ("1e3", 1000.0), ("0x40", 64),
-                                         ("0o17", 15), ("1_000", 1000), (" 64", 64), ("nan", "nan"), ("sinusoidal", "sinusoidal"),
-                                         ("[3e-4, 1E-3]", [3e-4, 1e-3]), ("true", True)])
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("3e-4", 3e-4),
+        ("1E-3", 1e-3),
+        ("5E-4", 5e-4),
+        ("1e3", 1000.0),
+        ("0x40", 64),
+        ("0o17", 15),
+        ("1_000", 1000),
+        (" 64", 64),
+        ("nan", "nan"),
+        ("sinusoidal", "sinusoidal"),
+        ("[3e-4, 1E-3]", [3e-4, 1e-3]),
+        ("true", True),
+    ],
+)
 def test_numbers_in_any_yaml_or_python_spelling_are_numbers(text, value):
     got = parse_value(text)
     if value == "nan":
@@ -58,11 +74,14 @@ def test_the_readme_example_lr_3e_4_is_accepted(capsys):
 
 
 def test_one_configuration_however_typed_is_one_run(tmp_path):
-    paths = {record_path(tmp_path, "transformer", "parity", "smoke", 0, [s]) for s in
-             ("model.d_model=64", "model.d_model= 64", "model.d_model=0x40", " model.d_model=64.")}
+    paths = {
+        record_path(tmp_path, "transformer", "parity", "smoke", 0, [s])
+        for s in ("model.d_model=64", "model.d_model= 64", "model.d_model=0x40", " model.d_model=64.")
+    }
     assert len(paths) == 2  # 64. is a float: another value (refused for an int parameter when run)
-    assert record_path(tmp_path, "t", "p", "s", 0, ["train.lr=3e-4", "model.d_model=64"]) == \
-        record_path(tmp_path, "t", "p", "s", 0, ["model.d_model=0x40", "train.lr=0.0003"])
+    assert record_path(tmp_path, "t", "p", "s", 0, ["train.lr=3e-4", "model.d_model=64"]) == record_path(
+        tmp_path, "t", "p", "s", 0, ["model.d_model=0x40", "train.lr=0.0003"]
+    )
     assert canonical_overrides(["train.lr=1e-3", "train.lr=3e-4"]) == ["train.lr=0.0003"]  # the last of a key wins, as in a run
     # settings that do not change what is learned are no part of the identity, however typed
     assert record_path(tmp_path, "t", "p", "s", 0, ["train.num_threads=0x2"]) == record_path(tmp_path, "t", "p", "s", 0, [])
@@ -75,8 +94,9 @@ def test_every_committed_record_keeps_its_folder_name():
     for path in sorted((ROOT / "results" / "runs").rglob("seed*.json")):
         rec = read_record(path)
         assert rec, path
-        expected = record_path(ROOT / "results", rec["model"], rec["task"], rec["preset"], rec["seed"], rec.get("overrides"),
-                               rec.get("world_size", 1))
+        expected = record_path(
+            ROOT / "results", rec["model"], rec["task"], rec["preset"], rec["seed"], rec.get("overrides"), rec.get("world_size", 1)
+        )
         assert expected == path, (path, rec.get("overrides"))
         checked += 1
     assert checked > 200
@@ -148,6 +168,7 @@ def test_values_from_the_registry_are_checked_too(tmp_path, capsys):
 
 # ---- malformed records: skipped with a warning wherever they are read ------------------------------
 
+
 def malformed(out: Path, text: str = '{"status": "ok", "config": [1], "metrics": 5, "model": "transformer"}') -> Path:
     path = out / "runs" / "parity" / "smoke" / "transformer" / "seed0.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -155,8 +176,17 @@ def malformed(out: Path, text: str = '{"status": "ok", "config": [1], "metrics":
     return path
 
 
-@pytest.mark.parametrize("text", ['{"status": "ok", "config": [1], "metrics": 5}', '[1, 2]', '{"status": "ok", "metrics": {"val": 3}}',
-                                  '{"seed": 0}', '{"status": "done", "metrics": {}}', "{not json"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"status": "ok", "config": [1], "metrics": 5}',
+        "[1, 2]",
+        '{"status": "ok", "metrics": {"val": 3}}',
+        '{"seed": 0}',
+        '{"status": "done", "metrics": {}}',
+        "{not json",
+    ],
+)
 def test_a_malformed_record_is_skipped_with_a_warning(text, tmp_path, capsys):
     path = malformed(tmp_path, text)
     code, _, err = cli(capsys, "compare", "--models", "transformer", "--tasks", "parity", "--preset", "smoke", "--out", str(tmp_path))
@@ -172,6 +202,7 @@ def test_a_malformed_record_is_skipped_with_a_warning(text, tmp_path, capsys):
 
 # ---- a record owns its folder -----------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """One finished smoke run (1 epoch), written with a relative --out from its own directory."""
@@ -179,8 +210,7 @@ def finished(tmp_path_factory):
     cwd = os.getcwd()
     os.chdir(base)
     try:
-        rec = bench.run(model="transformer", task="parity", preset="smoke", out="rel", progress="none",
-                        overrides=["train.max_epochs=1"])
+        rec = bench.run(model="transformer", task="parity", preset="smoke", out="rel", progress="none", overrides=["train.max_epochs=1"])
     finally:
         os.chdir(cwd)
     return base, base / rec["path"], rec
@@ -225,6 +255,7 @@ def test_a_damaged_tested_checkpoint_is_one_line_in_eval(finished, capsys, tmp_p
 
 # ---- one configuration, one process at a time ------------------------------------------------------
 
+
 def test_a_second_process_waits_for_the_first_and_never_trains_it_twice(finished, capsys, tmp_path):
     """While the run's lock is held (a first process training it), a second `bench run` of the same
     run waits and says so; when the first finishes, the second finds its record and trains nothing."""
@@ -237,8 +268,7 @@ def test_a_second_process_waits_for_the_first_and_never_trains_it_twice(finished
     lock = FileLock(str(target.parent / f".{target.stem}.lock"))
     lock.acquire()
     result = {}
-    second = threading.Thread(target=lambda: result.update(code=main(["run", *SMOKE, "--set", "train.max_epochs=1",
-                                                                            "--out", str(out)])))
+    second = threading.Thread(target=lambda: result.update(code=main(["run", *SMOKE, "--set", "train.max_epochs=1", "--out", str(out)])))
     second.start()
     time.sleep(3)
     assert second.is_alive(), "the second process did not wait for the lock"
@@ -252,6 +282,7 @@ def test_a_second_process_waits_for_the_first_and_never_trains_it_twice(finished
 
 
 # ---- checkpoints and storage: nothing lost ----------------------------------------------------------
+
 
 def test_a_damaged_resume_checkpoint_stops_with_one_line_and_rerun_starts_over(tmp_path, capsys):
     record = record_path(tmp_path, "transformer", "parity", "smoke", 0, ["train.max_epochs=1"])
@@ -293,6 +324,7 @@ def test_a_full_disk_mid_run_keeps_the_last_checkpoint_and_the_same_command_resu
 
 # ---- stale results are marked everywhere ---------------------------------------------------------
 
+
 def test_compare_marks_stale_records_and_says_how_to_retrain_them(tmp_path, capsys):
     current = resolve_run(Registry(), "transformer", "parity", "smoke").public()
     old = json.loads(json.dumps(current))
@@ -300,9 +332,21 @@ def test_compare_marks_stale_records_and_says_how_to_retrain_them(tmp_path, caps
     for model, config in (("transformer", old), ("lstm", resolve_run(Registry(), "lstm", "parity", "smoke").public())):
         path = record_path(tmp_path, model, "parity", "smoke", 0)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"model": model, "task": "parity", "preset": "smoke", "seed": 0, "status": "ok", "config": config,
-                                    "metrics": {"val": {"acc": 0.5, "n": 64}, "bin0": {"acc": 0.6, "n": 64}},
-                                    "test_splits": ["bin0"], "report_metrics": ["acc"]}))
+        path.write_text(
+            json.dumps(
+                {
+                    "model": model,
+                    "task": "parity",
+                    "preset": "smoke",
+                    "seed": 0,
+                    "status": "ok",
+                    "config": config,
+                    "metrics": {"val": {"acc": 0.5, "n": 64}, "bin0": {"acc": 0.6, "n": 64}},
+                    "test_splits": ["bin0"],
+                    "report_metrics": ["acc"],
+                }
+            )
+        )
     code, out, _ = cli(capsys, "compare", "--models", "transformer,lstm", "--tasks", "parity", "--preset", "smoke", "--out", str(tmp_path))
     rows = {ln.split("|")[1].strip(): ln for ln in out.splitlines() if ln.startswith("| ")}
     assert code == 0 and "60.0 †" in rows["transformer"] and "†" not in rows["lstm"], out
@@ -311,6 +355,7 @@ def test_compare_marks_stale_records_and_says_how_to_retrain_them(tmp_path, caps
 
 
 # ---- defaults --------------------------------------------------------------------------------
+
 
 def test_runs_and_leaderboards_go_to_an_ignored_folder_by_default(monkeypatch):
     monkeypatch.delenv("BENCH_OUT", raising=False)
@@ -350,8 +395,14 @@ def test_default_threads_are_capped_by_omp_num_threads_and_a_run_gives_the_calle
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        rec = bench.run(model="lstm", task="parity", preset="smoke", out=tmp_path, progress="none",
-                        overrides=["train.max_epochs=1", "train.num_threads=2"])
+        rec = bench.run(
+            model="lstm",
+            task="parity",
+            preset="smoke",
+            out=tmp_path,
+            progress="none",
+            overrides=["train.max_epochs=1", "train.num_threads=2"],
+        )
         assert rec["device"]["threads"] == 2  # the run trained on its own count
         assert torch.get_num_threads() == 1  # and the caller has its own back
         # and the vector unit its kernels used: records from an AVX2 and an AVX-512 machine round differently
@@ -363,9 +414,11 @@ def test_default_threads_are_capped_by_omp_num_threads_and_a_run_gives_the_calle
 def test_cpu_model_names_the_processor_by_its_first_block_with_family_model_and_stepping():
     from bench.records import cpu_model
 
-    two_cpus = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
-                "model name\t: AMD EPYC 9654 96-Core Processor\nstepping\t: 1\nflags\t\t: fpu avx512f\n\n"
-                "processor\t: 1\ncpu family\t: 6\nmodel name\t: another\n")
+    two_cpus = (
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+        "model name\t: AMD EPYC 9654 96-Core Processor\nstepping\t: 1\nflags\t\t: fpu avx512f\n\n"
+        "processor\t: 1\ncpu family\t: 6\nmodel name\t: another\n"
+    )
     assert cpu_model(two_cpus) == "AMD EPYC 9654 96-Core Processor (family 25, model 17, stepping 1)"
     assert cpu_model("processor\t: 0\nmodel name\t: AMD EPYC\n") == "AMD EPYC"  # no numbers given: the name alone
 

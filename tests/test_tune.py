@@ -1,6 +1,7 @@
 """bench tune: a study whose trials are runs, selected on validation, pruned, and summarised as a
 registry overlay that bench compare uses; bad input; Dodge et al.'s expected maximum. Workers sharing
 a study: tests/test_tune_workers.py; tables and overlays reading studies: tests/test_tune_tables.py."""
+
 import itertools
 import json
 import signal
@@ -9,12 +10,13 @@ import pytest
 
 optuna = pytest.importorskip("optuna")
 
+from tune_helpers import TASK, studies, trial_record, without_chance
+
 from bench.cli import main
 from bench.config import canonical_text, resolve_run
 from bench.records import read_record, record_path
 from bench.registry import Registry
 from bench.tune.report import expected_max
-from tune_helpers import TASK, studies, trial_record, without_chance
 
 
 def val(rec: dict) -> float:
@@ -25,6 +27,7 @@ def val(rec: dict) -> float:
 
 
 # ---- Dodge et al.'s expected maximum -----------------------------------------------------------
+
 
 def test_expected_max_hand_computed_and_by_enumeration():
     scores = [0.2, 0.5, 0.9]
@@ -43,18 +46,22 @@ def test_expected_max_hand_computed_and_by_enumeration():
 
 # ---- bad input ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("extra, words", [
-    (["--space", "train.lrr=loguniform(1e-4,1e-2)"], "no parameter 'lrr'"),
-    (["--space", "train.lr=gaussian(1e-3,1e-4)"], "unknown distribution 'gaussian'"),
-    (["--space", "train.lr=uniform(-0.01,0.01)"], "train.lr=-0.01"),
-    (["--space", "model.dropout=uniform(0.1,1.5)"], "model.dropout=1.5"),
-    (["--space", "model.d_model=uniform(16,32)"], "expected int"),
-    (["--space", "data.n_train=int(10,20)"], "only model.* and train.*"),
-    (["--space", "train.lr=loguniform(1e-4,1e-2)", "--trials", "0"], "--trials"),
-    (["--grid", "train.lr=3e-4"], "KEY=[V1,V2,...]"),
-    (["--space", "train.lr=loguniform(1e-4,1e-2)", "--set", "train.lr=1e-3"], "also fixed by --set"),
-    ([], "name what to tune"),
-])
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--space", "train.lrr=loguniform(1e-4,1e-2)"], "no parameter 'lrr'"),
+        (["--space", "train.lr=gaussian(1e-3,1e-4)"], "unknown distribution 'gaussian'"),
+        (["--space", "train.lr=uniform(-0.01,0.01)"], "train.lr=-0.01"),
+        (["--space", "model.dropout=uniform(0.1,1.5)"], "model.dropout=1.5"),
+        (["--space", "model.d_model=uniform(16,32)"], "expected int"),
+        (["--space", "data.n_train=int(10,20)"], "only model.* and train.*"),
+        (["--space", "train.lr=loguniform(1e-4,1e-2)", "--trials", "0"], "--trials"),
+        (["--grid", "train.lr=3e-4"], "KEY=[V1,V2,...]"),
+        (["--space", "train.lr=loguniform(1e-4,1e-2)", "--set", "train.lr=1e-3"], "also fixed by --set"),
+        ([], "name what to tune"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, extra, words):
     out = tmp_path / "out"
     assert main(["tune", "--models", "lstm,transformer", *TASK, "--out", str(out), *extra]) == 2
@@ -77,18 +84,26 @@ def test_study_names_lists_the_folders_holding_a_study(tmp_path):
 def test_a_study_of_another_task_is_refused(tmp_path, capsys):
     folder = tmp_path / "studies" / "mine"
     folder.mkdir(parents=True)
-    meta = {"task": "parity", "preset": "smoke", "models": ["lstm"], "space": ["train.lr=loguniform(0.0001,0.01)"], "set": [],
-            "seed": 0, "pruner": "asha", "trials": 2}
+    meta = {
+        "task": "parity",
+        "preset": "smoke",
+        "models": ["lstm"],
+        "space": ["train.lr=loguniform(0.0001,0.01)"],
+        "set": [],
+        "seed": 0,
+        "pruner": "asha",
+        "trials": 2,
+    }
     (folder / "study.json").write_text(json.dumps(meta))
     before = sorted(p.name for p in folder.iterdir())
-    code = main(["tune", "--models", "lstm", *TASK, "--space", "train.lr=loguniform(1e-4,1e-2)", "--study", "mine",
-                 "--out", str(tmp_path)])
+    code = main(["tune", "--models", "lstm", *TASK, "--space", "train.lr=loguniform(1e-4,1e-2)", "--study", "mine", "--out", str(tmp_path)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "tunes task 'parity', not 'flipflop'" in err, err
     assert sorted(p.name for p in folder.iterdir()) == before and not (tmp_path / "runs").exists()
 
 
 # ---- pruning ----------------------------------------------------------------------------------
+
 
 class AlwaysPrune(optuna.pruners.BasePruner):
     def prune(self, study, trial):
@@ -99,8 +114,16 @@ def test_a_pruned_trial_is_a_pruned_record_with_its_curve(tmp_path):
     from bench.report.leaderboard import load_records, table
     from bench.tune.study import Worker, create
 
-    meta = {"task": "flipflop", "preset": "smoke", "models": ["lstm"], "space": ["train.lr=[0.003]"],
-            "set": ["train.max_epochs=3"], "seed": 0, "pruner": "asha", "trials": 1}
+    meta = {
+        "task": "flipflop",
+        "preset": "smoke",
+        "models": ["lstm"],
+        "space": ["train.lr=[0.003]"],
+        "set": ["train.max_epochs=3"],
+        "seed": 0,
+        "pruner": "asha",
+        "trials": 1,
+    }
     create(tmp_path / "studies" / "p", meta)
     Worker(tmp_path, "p", Registry(), pruner=AlwaysPrune()).run()
     (trial,) = studies(tmp_path, "p")["lstm"].trials
@@ -122,15 +145,23 @@ def test_continuing_a_study_adds_to_its_journal_only_the_models_it_lacks(tmp_pat
     from bench.tune.study import create
 
     folder = tmp_path / "studies" / "c"
-    meta = {"task": "flipflop", "preset": "smoke", "models": ["lstm", "gru"], "space": ["train.lr=[0.003]"],
-            "set": [], "seed": 0, "pruner": "none", "trials": 1}
+    meta = {
+        "task": "flipflop",
+        "preset": "smoke",
+        "models": ["lstm", "gru"],
+        "space": ["train.lr=[0.003]"],
+        "set": [],
+        "seed": 0,
+        "pruner": "none",
+        "trials": 1,
+    }
     create(folder, meta)
     journal = (folder / "journal.log").read_text()
     assert sorted(studies(tmp_path, "c")) == ["gru", "lstm"]
     create(folder, meta)  # the same command again: nothing to add
     assert (folder / "journal.log").read_text() == journal
     create(folder, {**meta, "models": ["lstm", "gru", "transformer"]})  # one model more: one entry more
-    added = (folder / "journal.log").read_text()[len(journal):].splitlines()
+    added = (folder / "journal.log").read_text()[len(journal) :].splitlines()
     assert len(added) == 1 and json.loads(added[0])["study_name"] == "transformer"
 
 
@@ -141,9 +172,18 @@ def test_a_stopped_trial_is_requeued_with_its_values(tmp_path, monkeypatch):
 
     def stopped(*args, **kwargs):  # SIGINT mid-run: the run checkpoints and raises
         raise RunInterrupted(signal.SIGINT, 5, "last.ckpt")
+
     monkeypatch.setattr(bench.runner, "run", stopped)
-    meta = {"task": "flipflop", "preset": "smoke", "models": ["lstm"], "space": ["train.lr=loguniform(0.0001,0.01)"],
-            "set": [], "seed": 0, "pruner": "none", "trials": 2}
+    meta = {
+        "task": "flipflop",
+        "preset": "smoke",
+        "models": ["lstm"],
+        "space": ["train.lr=loguniform(0.0001,0.01)"],
+        "set": [],
+        "seed": 0,
+        "pruner": "none",
+        "trials": 2,
+    }
     create(tmp_path / "studies" / "s", meta)
     with pytest.raises(RunInterrupted):
         Worker(tmp_path, "s", Registry()).run()
@@ -171,8 +211,27 @@ def test_smoke_study_prints_best_writes_overlay_that_compare_uses(tmp_path, caps
         assert any(f"train.lr={canonical_text(lr)}" in line for lr, r in recs.items() if val(r) == top) and f"{100 * top:.1f}" in line
         assert "2 (2 finished, 0 pruned, 0 failed)" in line
     overlay = out / "studies" / "flipflop-smoke" / "tuned.yaml"
-    assert main(["--registry", str(overlay), "compare", "--models", "lstm-tuned,lstm", "--tasks", "flipflop", "--preset", "smoke",
-                 "--set", "train.max_epochs=1", "--out", str(out), "--run"]) == 0
+    assert (
+        main(
+            [
+                "--registry",
+                str(overlay),
+                "compare",
+                "--models",
+                "lstm-tuned,lstm",
+                "--tasks",
+                "flipflop",
+                "--preset",
+                "smoke",
+                "--set",
+                "train.max_epochs=1",
+                "--out",
+                str(out),
+                "--run",
+            ]
+        )
+        == 0
+    )
     tuned = read_record(record_path(out, "lstm-tuned", "flipflop", "smoke", 0, ["train.max_epochs=1"]))
     lstm = {lr: read_record(trial_record(out, "lstm", lr)) for lr in (1e-3, 3e-3)}
     assert tuned["status"] == "ok" and val(lstm[tuned["config"]["train"]["lr"]]) == max(map(val, lstm.values()))

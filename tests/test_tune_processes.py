@@ -1,6 +1,7 @@
 """bench tune's workers end with the command (issue: a killed tune leaves no worker): a SIGKILL of
 the command's process group, or of the command alone, leaves no worker running; SIGTERM stops
 every worker after a checkpoint and the command's last line counts what was written."""
+
 import os
 import signal
 import subprocess
@@ -40,11 +41,30 @@ def alive(pid: int) -> bool:
 def start(out: Path) -> tuple[subprocess.Popen, list[int]]:
     """bench tune --jobs 2 in a session of its own (the test's handle on its group), once both of its
     workers train; returns the command and its workers' pids."""
-    cmd = [sys.executable, "-m", "bench", "tune", "--task", "flipflop", "--preset", "smoke", "--models", "lstm",
-           "--grid", "train.lr=[1e-3,3e-3]", "--set", "train.max_epochs=200", "--jobs", "2", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench",
+        "tune",
+        "--task",
+        "flipflop",
+        "--preset",
+        "smoke",
+        "--models",
+        "lstm",
+        "--grid",
+        "train.lr=[1e-3,3e-3]",
+        "--set",
+        "train.max_epochs=200",
+        "--jobs",
+        "2",
+        "--out",
+        str(out),
+    ]
     err = open(out.parent / "stderr.txt", "w")
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     logs = out / "studies" / "flipflop-smoke" / "logs"
     deadline = time.time() + 300
     while time.time() < deadline:

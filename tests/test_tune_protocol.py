@@ -4,6 +4,7 @@ for bench.runner.run that reports given curves through the real TrialPruning cal
 with RunPaused): every configuration reaches a rung before any is stopped, ties and values within
 the noise are kept, the objective is the one declared, contenders get the second seed, a pick at
 the grid's edge extends it, every row has the same rungs; bad study files are one line."""
+
 import json
 import subprocess
 import sys
@@ -37,6 +38,7 @@ TASK = ["--task", "flipflop", "--preset", "smoke"]
 
 
 # ---- the rules, by hand ----------------------------------------------------------------------------
+
 
 def test_rungs_are_fractions_of_a_run_at_its_validations():
     assert rung_fractions(4) == [0.25, 0.5, 1.0]
@@ -123,9 +125,14 @@ def fake_runs(monkeypatch, curves, calls, n=300, chance=None, losses=None):
             verdict = cb.report(step, got)
             if verdict == "pause" and step < VALIDATIONS[-1]:
                 raise RunPaused(step, "ckpt")
-        return {"status": "ok", "steps_run": VALIDATIONS[-1], "primary_metric": "token_acc",
-                "metrics": {"val": {"n": n, "last_acc": values[-1], "token_acc": 1 - values[-1]}},
-                "val_history": [{"step": s, "token_acc": 1 - v, "objective": v} for s, v in zip(VALIDATIONS, values)]}
+        return {
+            "status": "ok",
+            "steps_run": VALIDATIONS[-1],
+            "primary_metric": "token_acc",
+            "metrics": {"val": {"n": n, "last_acc": values[-1], "token_acc": 1 - values[-1]}},
+            "val_history": [{"step": s, "token_acc": 1 - v, "objective": v} for s, v in zip(VALIDATIONS, values)],
+        }
+
     monkeypatch.setattr(bench.runner, "run", run)
 
 
@@ -139,8 +146,14 @@ def test_every_configuration_reaches_a_rung_before_any_is_stopped(tmp_path, monk
     decision; 3e-4 (far below, outside the top half) stops there; at rung 2 (step 20) 1e-3 trails
     by more than the noise and stops; 3e-3 and 1e-2 end within the noise of each other: both are
     trained on seed 1, and the mean of the two seeds picks 3e-3 although 1e-2 was ahead on seed 0."""
-    curves = {"lstm": {3e-4: [0.30, 0.31, 0.32, 0.33], 1e-3: [0.66, 0.62, 0.70, 0.75], 3e-3: [0.70, 0.85, 0.90, 0.90],
-                       1e-2: {0: [0.72, 0.86, 0.91, 0.91], 1: [0.60, 0.70, 0.80, 0.80]}}}
+    curves = {
+        "lstm": {
+            3e-4: [0.30, 0.31, 0.32, 0.33],
+            1e-3: [0.66, 0.62, 0.70, 0.75],
+            3e-3: [0.70, 0.85, 0.90, 0.90],
+            1e-2: {0: [0.72, 0.86, 0.91, 0.91], 1: [0.60, 0.70, 0.80, 0.80]},
+        }
+    }
     curves["lstm"][3e-3] = {0: curves["lstm"][3e-3], 1: [0.70, 0.85, 0.90, 0.92]}
     calls = []
     fake_runs(monkeypatch, curves, calls)
@@ -166,8 +179,9 @@ def test_every_configuration_reaches_a_rung_before_any_is_stopped(tmp_path, monk
     assert "Selected on validation last_acc, trials on seeds [0, 1]" in (folder / "tuned.yaml").read_text()
     assert "--seeds 2,3,4" in out.out  # the final seeds suggested are apart from the tuning seeds
     # Optuna keeps the bracket: four trials, the pick marked, two pruned with their rung scores
-    study = optuna.load_study(study_name="lstm", storage=optuna.storages.JournalStorage(
-        optuna.storages.journal.JournalFileBackend(str(folder / "journal.log"))))
+    study = optuna.load_study(
+        study_name="lstm", storage=optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(folder / "journal.log")))
+    )
     trials = {t.params["train.lr"]: t for t in study.get_trials()}
     assert trials[3e-4].state.name == "PRUNED" and trials[3e-4].intermediate_values == {10: 0.30}
     assert trials[3e-3].user_attrs["picked"] and trials[1e-2].value == 0.91
@@ -178,9 +192,15 @@ def test_every_row_gets_the_same_rungs_and_a_pick_at_the_edge_extends_the_grid(t
     largest value, so 1e-2 * (1e-2 / 3e-3) joins through the same rungs, and wins."""
     ext = 1e-2 * 1e-2 / 3e-3
     ext = float(f"{ext:.6g}")
-    curves = {"lstm": {1e-3: [0.5, 0.5, 0.5, 0.5], 3e-3: [0.6, 0.6, 0.6, 0.6], 1e-2: [0.9, 0.9, 0.9, 0.9], ext: [0.95, 0.96, 0.97, 0.98]},
-              "gru": {1e-3: [0.5, 0.6, 0.7, 0.9], 3e-3: [0.6, 0.6, 0.6, 0.6], 1e-2: [0.5, 0.5, 0.5, 0.5],
-                      float(f"{1e-3 * 1e-3 / 3e-3:.6g}"): [0.1, 0.1, 0.1, 0.1]}}
+    curves = {
+        "lstm": {1e-3: [0.5, 0.5, 0.5, 0.5], 3e-3: [0.6, 0.6, 0.6, 0.6], 1e-2: [0.9, 0.9, 0.9, 0.9], ext: [0.95, 0.96, 0.97, 0.98]},
+        "gru": {
+            1e-3: [0.5, 0.6, 0.7, 0.9],
+            3e-3: [0.6, 0.6, 0.6, 0.6],
+            1e-2: [0.5, 0.5, 0.5, 0.5],
+            float(f"{1e-3 * 1e-3 / 3e-3:.6g}"): [0.1, 0.1, 0.1, 0.1],
+        },
+    }
     calls = []
     fake_runs(monkeypatch, curves, calls, n=10**6)
     assert tune(tmp_path, "lstm,gru", "train.lr=[1e-3,3e-3,1e-2]") == 0
@@ -202,9 +222,16 @@ def test_a_study_held_by_another_worker_is_not_reported_final(tmp_path, monkeypa
     fake_runs(monkeypatch, {"lstm": {1e-3: [0.5] * 4, 3e-3: [0.6] * 4}}, [])
     folder = tmp_path / "studies" / "flipflop-smoke" / "workers"
     folder.mkdir(parents=True)
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from filelock import FileLock; "
-                               f"l = FileLock({str(folder / 'other.lock')!r}); l.acquire(); print('held', flush=True); time.sleep(120)"],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from filelock import FileLock; "
+            f"l = FileLock({str(folder / 'other.lock')!r}); l.acquire(); print('held', flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         assert tune(tmp_path, "lstm", "train.lr=[1e-3,3e-3]") == 1
@@ -251,6 +278,7 @@ def test_a_worker_at_one_rows_barrier_trains_the_next_rows_configurations(tmp_pa
 
 # ---- bad input -----------------------------------------------------------------------------------------
 
+
 def damage(kind: str, path: Path) -> None:
     text = path.read_bytes()
     if kind == "truncated":
@@ -267,8 +295,16 @@ def damage(kind: str, path: Path) -> None:
         path.mkdir()
 
 
-@pytest.mark.parametrize("kind, words", [("truncated", "cut-short line"), ("mid-line", "line 1 is not a journal entry"),
-                                         ("not utf-8", "is not UTF-8"), ("emptied", "is empty but"), ("folder", "is a folder")])
+@pytest.mark.parametrize(
+    "kind, words",
+    [
+        ("truncated", "cut-short line"),
+        ("mid-line", "line 1 is not a journal entry"),
+        ("not utf-8", "is not UTF-8"),
+        ("emptied", "is empty but"),
+        ("folder", "is a folder"),
+    ],
+)
 def test_a_damaged_journal_is_one_line_exit_2_nothing_trained(tmp_path, monkeypatch, capsys, kind, words):
     calls = []
     fake_runs(monkeypatch, {"lstm": {1e-3: [0.5] * 4, 3e-3: [0.6] * 4}}, calls)
@@ -284,14 +320,17 @@ def test_a_damaged_journal_is_one_line_exit_2_nothing_trained(tmp_path, monkeypa
     assert calls == [] and sorted(p.name for p in journal.parent.iterdir()) == before
 
 
-@pytest.mark.parametrize("extra, words", [
-    (["--study", ""], "--study is empty"),
-    (["--study", "  "], "--study is empty"),
-    (["--trials", "1000000000000"], "at most 10000 trials"),
-    (["--objective", "bleu"], "--objective 'bleu': flipflop's validation reports last_acc, token_acc"),
-    (["--objective", "last_acc@mean"], "METRIC@lengths"),
-    (["--trials", "3"], "--pruner sync runs every configuration of the grid (2)"),
-])
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--study", ""], "--study is empty"),
+        (["--study", "  "], "--study is empty"),
+        (["--trials", "1000000000000"], "at most 10000 trials"),
+        (["--objective", "bleu"], "--objective 'bleu': flipflop's validation reports last_acc, token_acc"),
+        (["--objective", "last_acc@mean"], "METRIC@lengths"),
+        (["--trials", "3"], "--pruner sync runs every configuration of the grid (2)"),
+    ],
+)
 def test_bad_tune_arguments_are_one_line_exit_2_nothing_written(tmp_path, capsys, extra, words):
     assert tune(tmp_path / "out", "lstm", "train.lr=[1e-3,3e-3]", extra) == 2
     err = capsys.readouterr().err.strip()
@@ -312,8 +351,23 @@ def test_an_objective_may_be_any_rate_validation_records(registry):
 
 
 def test_sync_needs_a_grid(tmp_path, capsys):
-    assert main(["tune", *TASK, "--models", "lstm", "--space", "train.lr=loguniform(1e-4,1e-2)", "--pruner", "sync",
-                 "--out", str(tmp_path / "o")]) == 2
+    assert (
+        main(
+            [
+                "tune",
+                *TASK,
+                "--models",
+                "lstm",
+                "--space",
+                "train.lr=loguniform(1e-4,1e-2)",
+                "--pruner",
+                "sync",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
     assert "--pruner sync tunes a grid" in capsys.readouterr().err
 
 
@@ -332,8 +386,9 @@ def test_the_committed_replay_rebuilds_from_the_committed_curves():
     results/grid4 and the tuned tables' studies (no number typed)."""
     root = Path(__file__).resolve().parent.parent
     committed = (root / "results" / "protocol-replay-t3cpu.md").read_text()
-    got = subprocess.run([sys.executable, "scripts/benchmarks/protocol_replay.py"], cwd=root, capture_output=True, text=True,
-                         check=True).stdout
+    got = subprocess.run(
+        [sys.executable, "scripts/benchmarks/protocol_replay.py"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
     assert committed.split("\n", 2)[2].strip() == got.strip()
 
 
@@ -346,16 +401,21 @@ def test_the_replays_rung_trace_marks_where_each_value_stopped():
     spec = importlib.util.spec_from_file_location("protocol_replay", root / "scripts" / "benchmarks" / "protocol_replay.py")
     replay = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(replay)
-    b = {"steps": {"0": 100, "1": 200, "2": 400},
-         "configs": {"train.lr=0.001": {"values": {"train.lr": 0.001}, "alive": True, "scores": {"0": 0.5, "1": 0.6, "2": 0.7}},
-                     "train.lr=0.01": {"values": {"train.lr": 0.01}, "alive": False, "scores": {"0": 0.25}, "stopped_at": 100},
-                     "train.lr=0.003": {"values": {"train.lr": 0.003}, "alive": False, "scores": {"0": 0.5, "1": 0.525},
-                                        "stopped_at": 200}}}
-    assert replay.rung_trace(b) == ("step 100: 0.001 50.0, 0.01 25.0 x, 0.003 50.0; step 200: 0.001 60.0, 0.003 52.5 x; "
-                                    "step 400: 0.001 70.0")
+    b = {
+        "steps": {"0": 100, "1": 200, "2": 400},
+        "configs": {
+            "train.lr=0.001": {"values": {"train.lr": 0.001}, "alive": True, "scores": {"0": 0.5, "1": 0.6, "2": 0.7}},
+            "train.lr=0.01": {"values": {"train.lr": 0.01}, "alive": False, "scores": {"0": 0.25}, "stopped_at": 100},
+            "train.lr=0.003": {"values": {"train.lr": 0.003}, "alive": False, "scores": {"0": 0.5, "1": 0.525}, "stopped_at": 200},
+        },
+    }
+    assert replay.rung_trace(b) == (
+        "step 100: 0.001 50.0, 0.01 25.0 x, 0.003 50.0; step 200: 0.001 60.0, 0.003 52.5 x; step 400: 0.001 70.0"
+    )
 
 
 # ---- the re-tuned tables ---------------------------------------------------------------------------------
+
 
 def test_the_retuned_tables_seeds_are_apart_from_their_studies_seeds():
     """halt-table{1,3}-cpu-tuned2: their studies (the commands of scripts/retune_halt_cpu.sh) train
@@ -389,13 +449,16 @@ def test_a_run_resumed_at_its_rung_pauses_again_without_training():
     from bench.runner.callbacks import GracefulStop, TrialPruning, ValidationHistory
 
     history = ValidationHistory("token_acc")
-    history.entries = [{"epoch": 0, "step": 10, "token_acc": 0.9, "objective": 0.6},
-                       {"epoch": 1, "step": 20, "token_acc": 0.95, "objective": 0.7}]
+    history.entries = [
+        {"epoch": 0, "step": 10, "token_acc": 0.9, "objective": 0.6},
+        {"epoch": 1, "step": 20, "token_acc": 0.95, "objective": 0.7},
+    ]
     seen = {}
 
     def report(step, value):
         seen[step] = value
         return "pause" if step >= 0.5 * 40 else False
+
     pruning = TrialPruning(report, objective=lambda scores: scores["last_acc"])
     trainer = SimpleNamespace(callbacks=[history, pruning, GracefulStop("ckpt/last.ckpt")], estimated_stepping_batches=40)
     with pytest.raises(RunPaused) as paused:
@@ -482,20 +545,29 @@ def test_a_run_diverges_when_it_fails_its_loss_rises_or_its_validation_falls_bac
     assert collapsed([0.30, 0.17], None) is None
     assert loss_rose([2.40, 2.10, 2.41]) and not loss_rose([2.40, 2.10, 2.40]) and not loss_rose([2.4])
     assert loss_rose([2.4, float("nan")])
-    assert diverged([0.3], [], LISTOPS, "non-finite training loss before step 40") == \
-        "the run failed (non-finite training loss before step 40)"
+    assert (
+        diverged([0.3], [], LISTOPS, "non-finite training loss before step 40")
+        == "the run failed (non-finite training loss before step 40)"
+    )
     assert diverged([0.3, 0.3], [2.4, float("inf")], LISTOPS) == "a non-finite training loss"
     assert diverged([0.3, 0.3], [2.40, 2.43], LISTOPS) == "its training loss ended above its first value (2.43 > 2.4)"
-    assert diverged([0.25, 0.30, 0.15], [2.4, 2.2, 2.3], LISTOPS) == \
-        "its validation fell back to the trivial level (15.0% after 30.0%, chance 14.8%)"
+    assert (
+        diverged([0.25, 0.30, 0.15], [2.4, 2.2, 2.3], LISTOPS)
+        == "its validation fell back to the trivial level (15.0% after 30.0%, chance 14.8%)"
+    )
     assert diverged([0.148], [2.407], LISTOPS) is None  # one validation at chance, one loss: nothing to tell a divergence by
 
 
 def test_a_pick_beside_a_diverged_neighbour_is_flagged_and_gives_way_to_a_stable_one_within_the_noise():
     """Grid neighbours along lr (the extension included); at n = 500, 2 se(0.34, 0.32) = 2 sqrt((0.2244 +
     0.2176) / 500) = 0.0595: 0.32 is within the noise of 0.34, 0.27 is not."""
-    configs = {"a": {"train.lr": 3e-4}, "b": {"train.lr": 1e-3}, "c": {"train.lr": 3e-3}, "d": {"train.lr": 1e-2},
-               "e": {"train.lr": 3.33e-2}}
+    configs = {
+        "a": {"train.lr": 3e-4},
+        "b": {"train.lr": 1e-3},
+        "c": {"train.lr": 3e-3},
+        "d": {"train.lr": 1e-2},
+        "e": {"train.lr": 3.33e-2},
+    }
     assert grid_neighbours(configs, "c") == ["b", "d"] and grid_neighbours(configs, "e") == ["d"] and grid_neighbours(configs, "a") == ["b"]
     two = {f"{lr}-{k}": {"train.lr": lr, "model.k": k} for lr in (1e-3, 3e-3, 1e-2) for k in (2, 4)}
     assert grid_neighbours(two, "0.003-2") == ["0.001-2", "0.01-2", "0.003-4"]
@@ -513,14 +585,21 @@ def test_a_pick_beside_a_diverged_neighbour_is_flagged_and_gives_way_to_a_stable
 
 # ---- the rules in the bracket, over simulated runs --------------------------------------------------------
 
+
 def test_mqar_like_plateau_every_lr_goes_on_and_the_finalists_get_two_seeds(tmp_path, monkeypatch, capsys):
     """MQAR's Transformer (pl-mqar) in small: at rung 1 every lr is on the plateau under the trivial level.
     The old rule stopped 3e-4 and 1e-3 there and picked 3e-3 (now confirmed on a second seed, where it fails); here all four go on (the
     rung is passed, said in the budget table), 1e-3 and 3e-3 both learn, end within the noise of each
     other, and get the second seed, where 3e-3 stays on the plateau (a failed seed): 1e-3 is picked on
     the mean of its two seeds, 99.95 against (1.0 + 0.15) / 2."""
-    curves = {"transformer": {3e-4: [0.01, 0.05, 0.09, 0.10], 1e-3: {0: [0.01, 0.95, 0.99, 0.999], 1: [0.01, 0.90, 0.99, 1.0]},
-                              3e-3: {0: [0.09, 0.99, 1.0, 1.0], 1: [0.09, 0.10, 0.12, 0.15]}, 1e-2: [0.10, 0.10, 0.10, 0.10]}}
+    curves = {
+        "transformer": {
+            3e-4: [0.01, 0.05, 0.09, 0.10],
+            1e-3: {0: [0.01, 0.95, 0.99, 0.999], 1: [0.01, 0.90, 0.99, 1.0]},
+            3e-3: {0: [0.09, 0.99, 1.0, 1.0], 1: [0.09, 0.10, 0.12, 0.15]},
+            1e-2: [0.10, 0.10, 0.10, 0.10],
+        }
+    }
     old_calls, calls = [], []
     fake_runs(monkeypatch, curves, old_calls)  # no chance level known: the old rule
     assert tune(tmp_path / "old", "transformer", "train.lr=[3e-4,1e-3,3e-3,1e-2]") == 0
@@ -551,9 +630,13 @@ def test_a_single_seed_configuration_within_the_noise_of_the_best_mean_gets_its_
     = 0.0577 < 0.10): A and B get seed 1, where A drops to 0.66 and B to 0.74 (means 0.78 and 0.81). C's
     0.80 is now within the noise of the best, 0.81 (2 se = 0.0647): it gets seed 1 too (0.84, mean 0.82)
     and is picked; the old rule picked B among the first contenders, C on one seed beside it."""
-    curves = {"lstm": {1e-3: {0: [0.6, 0.7, 0.8, 0.90], 1: [0.6, 0.7, 0.6, 0.66]},
-                       3e-3: {0: [0.6, 0.7, 0.8, 0.80], 1: [0.6, 0.7, 0.8, 0.84]},
-                       1e-2: {0: [0.6, 0.7, 0.8, 0.88], 1: [0.6, 0.7, 0.7, 0.74]}}}
+    curves = {
+        "lstm": {
+            1e-3: {0: [0.6, 0.7, 0.8, 0.90], 1: [0.6, 0.7, 0.6, 0.66]},
+            3e-3: {0: [0.6, 0.7, 0.8, 0.80], 1: [0.6, 0.7, 0.8, 0.84]},
+            1e-2: {0: [0.6, 0.7, 0.8, 0.88], 1: [0.6, 0.7, 0.7, 0.74]},
+        }
+    }
     calls = []
     fake_runs(monkeypatch, curves, calls)
     assert tune(tmp_path, "lstm", "train.lr=[1e-3,3e-3,1e-2]") == 0
@@ -573,8 +656,9 @@ def test_a_pick_whose_neighbour_collapsed_gives_way_to_the_stable_neighbour(tmp_
     folder = tmp_path / "studies" / "flipflop-smoke"
     best = json.loads((folder / "best.json").read_text())["models"]["gut"]
     assert best["values"] == {"train.lr": 0.001} and best["val"] == pytest.approx(0.33)
-    assert best["flags"][0] == ("its grid neighbour train.lr=0.01 diverged: its validation fell back to the trivial level "
-                                "(15.0% after 30.0%, chance 14.8%)")
+    assert best["flags"][0] == (
+        "its grid neighbour train.lr=0.01 diverged: its validation fell back to the trivial level (15.0% after 30.0%, chance 14.8%)"
+    )
     assert best["flags"][1] == "train.lr=0.001, stable and within the noise of train.lr=0.003, is taken instead"
     state = json.loads((folder / "bracket.json").read_text())["gut"]
     assert state["unstable_pick"] == "train.lr=0.003" and state["configs"]["train.lr=0.01"]["diverged"].startswith("its validation")
@@ -593,8 +677,10 @@ def test_an_extension_whose_loss_rose_flags_the_edge_pick(tmp_path, monkeypatch)
     folder = tmp_path / "studies" / "flipflop-smoke"
     best = json.loads((folder / "best.json").read_text())["models"]["gut"]
     assert best["values"] == {"train.lr": 0.003} and best["evidence"]["pick"]["seeds"] == {"0": 0.34, "1": 0.34}
-    assert best["flags"] == ["its grid neighbour train.lr=0.009 diverged: its training loss ended above its first value (2.45 > 2.4)",
-                             "no stable neighbour within the noise of train.lr=0.003: it stays the pick, flagged"]
+    assert best["flags"] == [
+        "its grid neighbour train.lr=0.009 diverged: its training loss ended above its first value (2.45 > 2.4)",
+        "no stable neighbour within the noise of train.lr=0.003: it stays the pick, flagged",
+    ]
     state = json.loads((folder / "bracket.json").read_text())["gut"]
     ext = state["configs"]["train.lr=0.009"]
     assert ext["stopped_at"] == 20 and ext["losses"] == {"10": 2.4, "20": 2.45}
@@ -609,13 +695,18 @@ def test_a_model_that_learned_nothing_gets_no_pick_and_a_table_reads_it_as_not_t
     from bench.report.tuned import apply_tuned
 
     flat = [0.50, 0.51, 0.52, 0.52]
-    curves = {"lstm": {1e-3: flat, 3e-3: flat, 1e-2: [0.5, 0.55, 0.5, 0.5]},
-              "gru": {1e-3: [0.5, 0.6, 0.7, 0.9], 3e-3: [0.5, 0.55, 0.6, 0.6], 1e-2: [0.5, 0.5, 0.5, 0.5]}}
+    curves = {
+        "lstm": {1e-3: flat, 3e-3: flat, 1e-2: [0.5, 0.55, 0.5, 0.5]},
+        "gru": {1e-3: [0.5, 0.6, 0.7, 0.9], 3e-3: [0.5, 0.55, 0.6, 0.6], 1e-2: [0.5, 0.5, 0.5, 0.5]},
+    }
     calls = []
     fake_runs(monkeypatch, curves, calls, chance=(0.5, 300, "most frequent target"))
     assert tune(tmp_path, "lstm,gru", "train.lr=[1e-3,3e-3,1e-2]") == 0
     assert not [c for c in calls if c[0] == "lstm" and c[2] == 1] and {c[1] for c in calls if c[0] == "lstm" and c[3] == 40} == {
-        1e-3, 3e-3, 1e-2}
+        1e-3,
+        3e-3,
+        1e-2,
+    }
     folder = tmp_path / "studies" / "flipflop-smoke"
     best = json.loads((folder / "best.json").read_text())
     assert list(best["models"]) == ["gru"] and best["models"]["gru"]["values"] == {"train.lr": 0.001}
@@ -630,7 +721,8 @@ def test_a_model_that_learned_nothing_gets_no_pick_and_a_table_reads_it_as_not_t
     (tmp_path / "tables" / "toy.yaml").write_text(
         "title: toy\nsource: none\npreset: smoke\nseeds: [2]\nmetric: last_acc\nset: [train.max_epochs=4]\n"
         "tuned: [flipflop-smoke]\ntasks: [flipflop]\nsplits: [T32_p1]\nrows:\n"
-        "  - {model: lstm, paper: [90]}\n  - {model: gru, paper: [90]}\n")
+        "  - {model: lstm, paper: [90]}\n  - {model: gru, paper: [90]}\n"
+    )
     table = load_table("toy", folder=tmp_path / "tables")
     apply_tuned(table, tmp_path, "smoke")
     assert table.tuned_text["lstm"] == "not tuned" and ("lstm", "flipflop") not in table.tuned_sets
@@ -660,22 +752,31 @@ def test_a_validation_under_1000_examples_is_one_line_naming_its_setting_and_the
     fake_runs(monkeypatch, {"lstm": {1e-3: [0.5] * 4, 3e-3: [0.6] * 4}}, [])
     assert tune(tmp_path, "lstm", "train.lr=[1e-3,3e-3]") == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if "validation split has" in line]
-    assert lines == ["bench: the validation split has 32 examples, under the 1,000 a tuned table should select on (2 SE of a difference "
-                     "near 50% is 25.0 points at this size): raise it with --set data.n_val_each=..., or give --val-reason TEXT to "
-                     "record why the study goes on at this size"]
+    assert lines == [
+        "bench: the validation split has 32 examples, under the 1,000 a tuned table should select on (2 SE of a difference "
+        "near 50% is 25.0 points at this size): raise it with --set data.n_val_each=..., or give --val-reason TEXT to "
+        "record why the study goes on at this size"
+    ]
     folder = tmp_path / "studies" / "flipflop-smoke"
-    assert json.loads((folder / "study.json").read_text())["validation"] == {"n": 32, "minimum": 1000, "settings": ["data.n_val_each"],
-                                                                             "reason": None}
+    assert json.loads((folder / "study.json").read_text())["validation"] == {
+        "n": 32,
+        "minimum": 1000,
+        "settings": ["data.n_val_each"],
+        "reason": None,
+    }
     assert tune(tmp_path, "lstm", "train.lr=[1e-3,3e-3]", ["--val-reason", "a smoke test of the plumbing"]) == 0
     err = capsys.readouterr().err
-    assert "32 examples, under the 1,000 a tuned table should select on (2 SE of a difference near 50% is 25.0 points at this size); " \
-           "going on, because: a smoke test of the plumbing (recorded in study.json)" in err
+    assert (
+        "32 examples, under the 1,000 a tuned table should select on (2 SE of a difference near 50% is 25.0 points at this size); "
+        "going on, because: a smoke test of the plumbing (recorded in study.json)" in err
+    )
     assert json.loads((folder / "study.json").read_text())["validation"]["reason"] == "a smoke test of the plumbing"
     assert json.loads((folder / "best.json").read_text())["validation"]["reason"] == "a smoke test of the plumbing"
     assert tune(tmp_path, "lstm", "train.lr=[1e-3,3e-3]", ["--val-reason", " "]) == 2
 
 
 # ---- the rules replayed on the committed studies -----------------------------------------------------------
+
 
 def replay_module():
     import importlib.util
@@ -694,13 +795,30 @@ def test_the_rules_replay_runs_a_recorded_bracket_again_and_names_the_run_it_lac
     pick, 3e-3, on both seeds. With MQAR's level the first rung is passed and 3e-4 and 1e-3 would go on
     to step 500, runs the study never trained: the new pick needs them."""
     replay = replay_module()
-    meta = {"task": "mqar", "preset": "small", "models": ["transformer"], "space": ["train.lr=[0.0003,0.001,0.003,0.01]"],
-            "set": ["data.n_test=1000"], "seed": 100, "pruner": "sync", "trials": 4, "objective": "token_acc"}
-    old = {"fractions": [0.25, 0.5, 1.0], "steps": {"0": 250, "1": 500, "2": 1000}, "n": 300, "full_steps": 1000, "second": {},
-           "configs": {"train.lr=0.0003": {"values": {"train.lr": 0.0003}, "scores": {"0": 0.0093}, "stopped_at": 250},
-                       "train.lr=0.001": {"values": {"train.lr": 0.001}, "scores": {"0": 0.01}, "stopped_at": 250},
-                       "train.lr=0.003": {"values": {"train.lr": 0.003}, "scores": {"0": 0.0943, "1": 0.9996, "2": 1.0}},
-                       "train.lr=0.01": {"values": {"train.lr": 0.01}, "scores": {"0": 0.1029, "1": 0.1039}, "stopped_at": 500}}}
+    meta = {
+        "task": "mqar",
+        "preset": "small",
+        "models": ["transformer"],
+        "space": ["train.lr=[0.0003,0.001,0.003,0.01]"],
+        "set": ["data.n_test=1000"],
+        "seed": 100,
+        "pruner": "sync",
+        "trials": 4,
+        "objective": "token_acc",
+    }
+    old = {
+        "fractions": [0.25, 0.5, 1.0],
+        "steps": {"0": 250, "1": 500, "2": 1000},
+        "n": 300,
+        "full_steps": 1000,
+        "second": {},
+        "configs": {
+            "train.lr=0.0003": {"values": {"train.lr": 0.0003}, "scores": {"0": 0.0093}, "stopped_at": 250},
+            "train.lr=0.001": {"values": {"train.lr": 0.001}, "scores": {"0": 0.01}, "stopped_at": 250},
+            "train.lr=0.003": {"values": {"train.lr": 0.003}, "scores": {"0": 0.0943, "1": 0.9996, "2": 1.0}},
+            "train.lr=0.01": {"values": {"train.lr": 0.01}, "scores": {"0": 0.1029, "1": 0.1039}, "stopped_at": 500},
+        },
+    }
     alone = replay.replay_bracket(tmp_path, meta, "transformer", old, None)
     assert alone["needs"] == "train.lr=0.003 on seed 101" and alone["contention"] == ["train.lr=0.003"]
     row = replay.rules_row("pl-mqar", "transformer", {"train.lr": 0.003}, old, alone, None)
@@ -709,8 +827,10 @@ def test_the_rules_replay_runs_a_recorded_bracket_again_and_names_the_run_it_lac
     same = replay.replay_bracket(tmp_path, meta, "transformer", seeded, None)
     assert same["pick"] == "train.lr=0.003" and same["evidence"]["pick"]["seeds"] == {"100": 1.0, "101": 0.9}
     new = replay.replay_bracket(tmp_path, meta, "transformer", old, MQAR)
-    assert new["needs"] == ("train.lr=0.0003 to step 500 (the old bracket stopped it at step 250); "
-                            "train.lr=0.001 to step 500 (the old bracket stopped it at step 250)")
+    assert new["needs"] == (
+        "train.lr=0.0003 to step 500 (the old bracket stopped it at step 250); "
+        "train.lr=0.001 to step 500 (the old bracket stopped it at step 250)"
+    )
     assert new["decisions"][0]["passed"] and new["decisions"][0]["kept"] == list(old["configs"])
     row = replay.rules_row("pl-mqar", "transformer", {"train.lr": 0.003}, old, new, MQAR)
     assert (row["old"], row["new"], row["changed"], row["passed"]) == ("train.lr=0.003", "needs training", None, "250")
@@ -721,6 +841,7 @@ def test_the_committed_rules_replay_rebuilds_from_the_committed_studies():
     the records (no number typed)."""
     root = Path(__file__).resolve().parent.parent
     committed = (root / "results" / "protocol-rules-replay.md").read_text()
-    got = subprocess.run([sys.executable, "scripts/benchmarks/protocol_replay.py", "--rules"], cwd=root, capture_output=True, text=True,
-                         check=True).stdout
+    got = subprocess.run(
+        [sys.executable, "scripts/benchmarks/protocol_replay.py", "--rules"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
     assert committed.split("\n", 2)[2].strip() == got.strip()

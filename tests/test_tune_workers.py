@@ -1,6 +1,7 @@
 """bench tune's workers sharing one study: local processes (one SIGKILLed mid-run, its run resumed
 from its checkpoint, a rerun training nothing finished) and SLURM jobs through submitit's local
 executor."""
+
 import json
 import os
 import signal
@@ -13,9 +14,10 @@ import pytest
 
 optuna = pytest.importorskip("optuna")
 
+from tune_helpers import TASK, studies, trial_record
+
 from bench.cli import main
 from bench.records import read_record
-from tune_helpers import TASK, studies, trial_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,8 +27,25 @@ def test_a_killed_worker_is_resumed_and_a_rerun_trains_nothing_finished(tmp_path
     out = tmp_path / "out"
     lrs = [1e-3, 2e-3, 3e-3, 4e-3]
     sets = ("train.max_epochs=4",)
-    argv = [sys.executable, "-m", "bench", "tune", "--models", "lstm", *TASK, "--set", sets[0],
-            "--grid", f"train.lr=[{','.join(map(str, lrs))}]", "--pruner", "none", "--jobs", "2", "--out", str(out)]
+    argv = [
+        sys.executable,
+        "-m",
+        "bench",
+        "tune",
+        "--models",
+        "lstm",
+        *TASK,
+        "--set",
+        sets[0],
+        "--grid",
+        f"train.lr=[{','.join(map(str, lrs))}]",
+        "--pruner",
+        "none",
+        "--jobs",
+        "2",
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed, deadline = None, time.time() + 240
@@ -46,8 +65,25 @@ def test_a_killed_worker_is_resumed_and_a_rerun_trains_nothing_finished(tmp_path
     assert killed is not None, output
     # the killed run was resumed from its checkpoint (by the other worker, or by the rerun below)
     first = {p: p.read_bytes() for p in (out / "runs").rglob("seed0-*.json")}
-    assert main(["tune", "--models", "lstm", *TASK, "--set", sets[0], "--grid", f"train.lr=[{','.join(map(str, lrs))}]",
-                 "--pruner", "none", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "tune",
+                "--models",
+                "lstm",
+                *TASK,
+                "--set",
+                sets[0],
+                "--grid",
+                f"train.lr=[{','.join(map(str, lrs))}]",
+                "--pruner",
+                "none",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     after = {p: p.read_bytes() for p in (out / "runs").rglob("seed0-*.json")}
     assert all(after[p] == data for p, data in first.items())  # no finished trial trained again
     recs = {lr: read_record(trial_record(out, "lstm", lr, sets)) for lr in lrs}
@@ -65,9 +101,31 @@ def test_a_killed_worker_is_resumed_and_a_rerun_trains_nothing_finished(tmp_path
 def test_the_same_study_through_slurm_with_submitits_local_executor(tmp_path, capsys):
     pytest.importorskip("submitit")
     out = tmp_path / "out"
-    assert main(["tune", "--models", "lstm", *TASK, "--set", "train.max_epochs=1", "--grid", "train.lr=[1e-3,3e-3]",
-                 "--jobs", "2", "--launcher", "slurm", "--slurm", "executor=local", "--slurm", "cpus_per_cell=1",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "tune",
+                "--models",
+                "lstm",
+                *TASK,
+                "--set",
+                "train.max_epochs=1",
+                "--grid",
+                "train.lr=[1e-3,3e-3]",
+                "--jobs",
+                "2",
+                "--launcher",
+                "slurm",
+                "--slurm",
+                "executor=local",
+                "--slurm",
+                "cpus_per_cell=1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out  # the default for a grid, --pruner sync: its brackets shared by the two jobs
     assert "| lstm " in printed and "finished" in printed and "Budget per row" in printed
     assert json.loads((out / "studies" / "flipflop-smoke" / "bracket.json").read_text())["lstm"]["done"]

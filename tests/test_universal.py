@@ -1,4 +1,5 @@
 """UT / GUT (and GUTLB when TLB's memory layers exist): halting behaviour, modes, causality, learning."""
+
 import pytest
 import torch
 

@@ -1,5 +1,6 @@
 """`bench validate`: targets of the right base class, parameters of the right type; a wrong
 target stops `bench run` with one line instead of an AttributeError."""
+
 from pathlib import Path
 
 import pytest
@@ -27,21 +28,30 @@ BAD_TASKS = {
     "not-a-task": {"base": "_formal", "target": "bench.models.transformer:Transformer"},
     "abstract": {"base": "_formal", "target": "bench.tasks.lra:FileTask"},
     "mistyped": {**PARITY, "params": {"n_train": "many"}},
-    "bad-data": {**PARITY, "presets": {
-        "smoke": {"data": {"bin_width": 2.5, "n_val": 10}},
-        "small": {"data": {"colour": 3}},
-        "paper": {"model": {"d_model": "big", "n_heads": 4}},
-    }},
-    "bad-family": {**PARITY, "presets": {
-        "smoke": {"family": {"transformer": {"n_layers": "two"}}},
-        "small": {"family": {"lstm": {"n_heads": 2}}},
-        "paper": {"family": {"tbl": {"d_model": 8}}},
-    }},
-    "bad-train": {**PARITY, "presets": {
-        "smoke": {"family_train": {"tbl": {"lr": 0.1}}},
-        "small": {"family_train": {"tlb": {"lrr": 0.1, "batch_size": 64}}},
-        "paper": {"train": {"schedule": "cosin"}},
-    }},
+    "bad-data": {
+        **PARITY,
+        "presets": {
+            "smoke": {"data": {"bin_width": 2.5, "n_val": 10}},
+            "small": {"data": {"colour": 3}},
+            "paper": {"model": {"d_model": "big", "n_heads": 4}},
+        },
+    },
+    "bad-family": {
+        **PARITY,
+        "presets": {
+            "smoke": {"family": {"transformer": {"n_layers": "two"}}},
+            "small": {"family": {"lstm": {"n_heads": 2}}},
+            "paper": {"family": {"tbl": {"d_model": 8}}},
+        },
+    },
+    "bad-train": {
+        **PARITY,
+        "presets": {
+            "smoke": {"family_train": {"tbl": {"lr": 0.1}}},
+            "small": {"family_train": {"tlb": {"lrr": 0.1, "batch_size": 64}}},
+            "paper": {"train": {"schedule": "cosin"}},
+        },
+    },
     "mistyped-train": {**PARITY, "presets": {"smoke": {"family_train": {"tlb": {"lr": "fast"}}}}},
 }
 

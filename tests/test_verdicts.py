@@ -1,11 +1,12 @@
 """The bench:verdicts block of a write-up (bench/report/verdicts.py): two tables' verdicts on the
 same claims side by side, from what `bench reproduce` wrote for each, over fake records (no training)."""
+
 import pytest
+from test_reproduce import printed_row, write_record
+from test_reproduce_claims import CLAIMS_TABLE
 
 from bench.cli import main
 from bench.report.reproduce import load_table
-from test_reproduce import printed_row, write_record
-from test_reproduce_claims import CLAIMS_TABLE
 
 TUNED = """
 base: t
@@ -88,11 +89,14 @@ def test_the_block_shows_each_tables_verdict_as_reproduce_prints_it_and_whether_
     assert page.read_text() == text  # filled: the same again
 
 
-@pytest.mark.parametrize("block, message", [
-    ("t other", "claims differ: 'TLB beats the Transformer on 500-600' is only in 't'"),
-    ("t t-tund", "'t-tund' is not a table; valid: other, t, t-tuned; did you mean 't-tuned'"),
-    ("t", "takes two generated tables"),
-])
+@pytest.mark.parametrize(
+    "block, message",
+    [
+        ("t other", "claims differ: 'TLB beats the Transformer on 500-600' is only in 't'"),
+        ("t t-tund", "'t-tund' is not a table; valid: other, t, t-tuned; did you mean 't-tuned'"),
+        ("t", "takes two generated tables"),
+    ],
+)
 def test_a_bad_verdicts_block_is_one_line_naming_its_file_and_line(two_tables, capsys, block, message):
     assert main(["reproduce", "other", "--out", str(two_tables)]) == 0
     good = two_tables / "a.md"

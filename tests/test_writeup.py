@@ -1,4 +1,5 @@
 """Write-ups with generated numbers (bench/report/writeup.py), and the provenance marks of records."""
+
 import hashlib
 import json
 import re
@@ -9,7 +10,8 @@ import pytest
 
 from bench.cli import main
 from bench.errors import UserError
-from bench.records import base_record, git_commit as real_git_commit, record_path, write_json_atomic
+from bench.records import base_record, record_path, write_json_atomic
+from bench.records import git_commit as real_git_commit
 from bench.report import writeup
 from bench.report.reproduce import build, load_table
 
@@ -18,8 +20,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def write_record(out, model, task, seed, metrics, preset="paper", git=None, **extra):
     rec = base_record(model, task, preset, seed, [])
-    rec.update(status="ok", primary_metric="acc", report_metrics=["acc"], test_splits=list(metrics),
-               metrics={s: {"n": 10, "acc": v} for s, v in metrics.items()}, **extra)
+    rec.update(
+        status="ok",
+        primary_metric="acc",
+        report_metrics=["acc"],
+        test_splits=list(metrics),
+        metrics={s: {"n": 10, "acc": v} for s, v in metrics.items()},
+        **extra,
+    )
     if git is not None:
         rec["git"] = git
     write_json_atomic(record_path(out, model, task, preset, seed), rec)
@@ -75,8 +83,10 @@ def test_a_value_block_steps_into_a_list_by_index(tmp_path):
     write_record(tmp_path, "transformer", "parity", 0, {"bin0": 0.9, "bin1": 0.0}, val_history=curve)
     rec = "runs/parity/paper/transformer/seed0.json"
     page = tmp_path / "page.md"
-    page.write_text(f"at step <!-- bench:value {rec} val_history.1.step -->?<!-- /bench -->: "
-                    f"<!-- bench:value {rec} val_history.1.acc pct -->?<!-- /bench --> %\n")
+    page.write_text(
+        f"at step <!-- bench:value {rec} val_history.1.step -->?<!-- /bench -->: "
+        f"<!-- bench:value {rec} val_history.1.acc pct -->?<!-- /bench --> %\n"
+    )
     writeup.fill_writeups(tmp_path)
     assert writeup.BLOCK.sub(lambda m: m["body"], page.read_text()) == "at step 470: 91.2 %\n"
     page.write_text(f"<!-- bench:value {rec} val_history.2.acc pct -->?<!-- /bench -->\n")  # past the end: one line

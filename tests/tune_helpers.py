@@ -1,5 +1,6 @@
 """Shared by the bench tune tests (``tests/test_tune*.py``): the smoke study's task, where a trial's
 record lies, and the Optuna studies of a study folder."""
+
 from pathlib import Path
 
 import optuna

@@ -8,6 +8,7 @@ Output: runs and leaderboards go to --out, by default $BENCH_OUT or ``out/`` (ig
 never into the committed reference results under ``results/`` unless asked (``--out results``);
 ``bench reproduce`` reads those reference records by default (its --out defaults to results/ when
 the current folder has one, i.e. in a checkout; elsewhere to $BENCH_OUT or ``out/``)."""
+
 from __future__ import annotations
 
 import os
@@ -76,15 +77,21 @@ def main(argv: list[str] | None = None) -> int:
             from ..tune import written_since
 
             records, ckpts = written_since(TUNE_STARTED["out"], TUNE_STARTED["t0"])
-            print(f"bench: interrupted; the workers have stopped (a run in training after writing its checkpoint). Written under "
-                  f"{TUNE_STARTED['out']}/runs since the command started: {records} run record(s), {ckpts} resume checkpoint(s); the "
-                  "study keeps its progress: run the same command again to continue", file=sys.stderr)
+            print(
+                f"bench: interrupted; the workers have stopped (a run in training after writing its checkpoint). Written under "
+                f"{TUNE_STARTED['out']}/runs since the command started: {records} run record(s), {ckpts} resume checkpoint(s); the "
+                "study keeps its progress: run the same command again to continue",
+                file=sys.stderr,
+            )
             return 128 + getattr(exc, "signum", signal.SIGINT)
         summary = getattr(exc, "summary", None)  # a grid's own account of what it wrote (bench/grid/common.py: Stopped)
         if not summary:
-            summary = ("bench: interrupted; finished runs keep their records and the others their last checkpoints: run the same "
-                       "command again to resume" if trains else "bench: interrupted; nothing was written (its files are written when "
-                       "it is done)")
+            summary = (
+                "bench: interrupted; finished runs keep their records and the others their last checkpoints: run the same "
+                "command again to resume"
+                if trains
+                else "bench: interrupted; nothing was written (its files are written when it is done)"
+            )
         print(summary, file=sys.stderr)
         return 128 + getattr(exc, "signum", signal.SIGINT)
     except BrokenPipeError:  # `bench compare ... | head`: the reader left; say nothing more

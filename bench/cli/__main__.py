@@ -1,4 +1,5 @@
 """``python -m bench.cli``: the command line, as ``bench`` and ``python -m bench``."""
+
 import sys
 
 from . import main

@@ -1,5 +1,6 @@
 """What the commands share: notes on stderr, the run summary table, descriptions cut to the
 terminal, and the checks on seeds, names and Lightning options."""
+
 from __future__ import annotations
 
 import logging

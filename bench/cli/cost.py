@@ -1,5 +1,6 @@
 """``bench cost``: what a model costs to train (LRA Table 2's shape), --halting (HALT Table 5),
 --stream (prefill, per-token decoding, state); the measurements are bench/cost/'s."""
+
 from __future__ import annotations
 
 import sys

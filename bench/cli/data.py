@@ -1,5 +1,6 @@
 """``bench data check``: whether the files a task reads (the LRA Text, Retrieval and Image sets you
 supply) are where the task looks, in one of the layouts it reads (each task's ``layouts``, bench/tasks/lra/)."""
+
 from __future__ import annotations
 
 import sys

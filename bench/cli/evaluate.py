@@ -1,5 +1,6 @@
 """The commands on a finished run's tested checkpoint: ``bench eval`` (batched or --stream) and
 ``bench generate``."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,8 +19,9 @@ def _device(accelerator: str | None, batched: bool = False) -> str | None:
     if accelerator not in ("gpu", "cuda"):
         raise UserError(f"--accelerator {accelerator!r}: choose cpu, gpu or auto")
     if not torch.cuda.is_available():
-        raise UserError(f"--accelerator {accelerator}: torch sees no CUDA device here; leave --accelerator out "
-                        f"(or --accelerator cpu) to run on the CPU")
+        raise UserError(
+            f"--accelerator {accelerator}: torch sees no CUDA device here; leave --accelerator out (or --accelerator cpu) to run on the CPU"
+        )
     return "gpu" if batched else "cuda"
 
 

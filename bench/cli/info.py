@@ -1,5 +1,6 @@
 """The commands that read the registry or records: ``bench list``, ``validate``, ``explain`` and
 ``curves``."""
+
 from __future__ import annotations
 
 import sys
@@ -81,4 +82,3 @@ def cmd_explain(args, registry) -> int:
     ]
     print(tabulate(rows, headers=["section", "key", "value", "source"], tablefmt="simple", disable_numparse=True))
     return 0
-

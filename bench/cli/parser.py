@@ -1,4 +1,5 @@
 """The argument parser: every command's options (``bench --help``)."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,9 +16,11 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="bench", description="Recurrent Transformer families side by side on one task suite.")
     p.add_argument("--version", action="version", version=f"%(prog)s {version()}", help="print bench's version and exit")
-    registry_help = ("your registry.yaml, extending the shipped one and plugins' (new entries, or replacing those of the "
-                     "same name; several files a.yaml,b.yaml, e.g. tuned overlays, are merged key by key; default: "
-                     "$BENCH_REGISTRY, if set)")
+    registry_help = (
+        "your registry.yaml, extending the shipped one and plugins' (new entries, or replacing those of the "
+        "same name; several files a.yaml,b.yaml, e.g. tuned overlays, are merged key by key; default: "
+        "$BENCH_REGISTRY, if set)"
+    )
     p.add_argument("--registry", metavar="FILE", help=registry_help)
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
@@ -141,10 +144,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("reproduce", help="a paper's table (tables/*.yaml): our records beside the paper's numbers", parents=[grid])
     rp.add_argument("table", nargs="?", help="table name, e.g. rsa-table2 (see --list)")
-    rp.add_argument("--list", dest="list_tables", action="store_true",
-                    help="list the tables (their files only: under a second; a broken file is listed as BROKEN, with its problem)")
-    rp.add_argument("--records", action="store_true",
-                    help="with --list: also count each table's cells with records (reads every record: seconds to a minute)")
+    rp.add_argument(
+        "--list",
+        dest="list_tables",
+        action="store_true",
+        help="list the tables (their files only: under a second; a broken file is listed as BROKEN, with its problem)",
+    )
+    rp.add_argument(
+        "--records",
+        action="store_true",
+        help="with --list: also count each table's cells with records (reads every record: seconds to a minute)",
+    )
     rp.add_argument(
         "--full", action="store_true", help="with --list: whole descriptions (default: cut to the terminal's width, 100 columns when piped)"
     )

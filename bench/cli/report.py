@@ -1,4 +1,5 @@
 """``bench report``: the results folder as one offline web page (bench/report/page/)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,6 +19,8 @@ def cmd_report(args, registry) -> int:
     ensure_writable(dest.parent)
     tables = parse_names(args.tables, "tables") if args.tables else None
     built = build_report(out, dest, registry, tables)
-    print(f"wrote {built['path']} ({built['bytes'] / 1e6:.1f} MB: {built['tables']} tables, {built['records']} records, "
-          f"{built['families']} families, {built['cost_rows']} cost rows; {built['seconds']:.0f} s); open it in a browser, offline")
+    print(
+        f"wrote {built['path']} ({built['bytes'] / 1e6:.1f} MB: {built['tables']} tables, {built['records']} records, "
+        f"{built['families']} families, {built['cost_rows']} cost rows; {built['seconds']:.0f} s); open it in a browser, offline"
+    )
     return 0

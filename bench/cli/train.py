@@ -1,5 +1,6 @@
 """The commands that train: ``bench run`` (one model on one task), ``compare`` and ``reproduce``
 (with --run, the missing cells through the grid launcher)."""
+
 from __future__ import annotations
 
 import sys
@@ -19,12 +20,20 @@ def cmd_run(args, registry) -> int:
     check_logger(args.logger)
     preset = args.preset or "small"
     # every seed planned (every check on the input) before the first line and any training; each plan is run as made
-    plans = [plan_cell(Cell(args.model, args.task, preset, seed, tuple(args.set or ())), args.out, registry=registry,
-                       trainer_kwargs=_trainer_kwargs(args)) for seed in seeds]
+    plans = [
+        plan_cell(
+            Cell(args.model, args.task, preset, seed, tuple(args.set or ())),
+            args.out,
+            registry=registry,
+            trainer_kwargs=_trainer_kwargs(args),
+        )
+        for seed in seeds
+    ]
     chosen = "" if args.preset else " (the default; --preset smoke|small|paper to choose)"
 
     def announce(plan):  # the first line of each run, once its input is checked: the preset it trains with
         note(f"bench: {plan.model} on {plan.task}, preset {plan.preset}{chosen}, seed {plan.seed}: training into {plan.folder}")
+
     from ..runner.lifecycle import run_plan  # Lightning: loaded once every seed's input is checked
 
     records = []
@@ -34,8 +43,10 @@ def cmd_run(args, registry) -> int:
             continue  # other ranks of a multi-device run: rank 0 reports
         records.append(rec)
         if rec.get("skipped"):
-            note(f"bench: {rec['model']} on {rec['task']}, preset {rec['preset']}{chosen}, seed {rec['seed']}: "
-                 "already finished (pass --rerun to train it again)")
+            note(
+                f"bench: {rec['model']} on {rec['task']}, preset {rec['preset']}{chosen}, seed {rec['seed']}: "
+                "already finished (pass --rerun to train it again)"
+            )
         print(f"record: {rec['path']}")
     if records:
         _print_summary(records)
@@ -46,8 +57,7 @@ def cmd_compare(args, registry) -> int:
     from tabulate import tabulate
 
     from ..grid import plan_grid
-    from ..records import overrides_tag
-    from ..records import other_code
+    from ..records import other_code, overrides_tag
     from ..report.leaderboard import OTHER_CODE_RULE, STAT_TEXT, load_records, mark_stale, plot, seeds_note, stale_note, table, write_tables
 
     models = _names(args.models, "models")
@@ -104,17 +114,30 @@ def _compare_command(args, registry, run: bool = False, tasks: str | None = None
 
     from ..parsing import default_out
 
-    words = ["bench", "compare", "--models", args.models, "--tasks", tasks or args.tasks, "--preset", preset or args.preset,
-             *(["--out", args.out] if args.out != default_out() else []), *(w for item in args.set or [] for w in ("--set", item)),
-             *(["--seeds", args.seeds] if args.seeds else ["--seed", args.seed] if args.seed else []), *(["--run"] if run else [])]
+    words = [
+        "bench",
+        "compare",
+        "--models",
+        args.models,
+        "--tasks",
+        tasks or args.tasks,
+        "--preset",
+        preset or args.preset,
+        *(["--out", args.out] if args.out != default_out() else []),
+        *(w for item in args.set or [] for w in ("--set", item)),
+        *(["--seeds", args.seeds] if args.seeds else ["--seed", args.seed] if args.seed else []),
+        *(["--run"] if run else []),
+    ]
     return shlex.join(words)
 
 
 def _ask_for_tasks(args, registry, why: str) -> UserError:
     """No --tasks where they are needed: ask for them (never choose), naming a quick first one."""
     cheap = CHEAP_TASK if CHEAP_TASK in registry.task_names() else registry.task_names()[0]
-    return UserError(f"{why}; name the tasks with --tasks (bench list tasks shows them; every run's time depends on the task and "
-                     f"--preset, docs/presets.md) - a quick first one to try: {_compare_command(args, registry, True, cheap, 'smoke')}")
+    return UserError(
+        f"{why}; name the tasks with --tasks (bench list tasks shows them; every run's time depends on the task and "
+        f"--preset, docs/presets.md) - a quick first one to try: {_compare_command(args, registry, True, cheap, 'smoke')}"
+    )
 
 
 def _with_state(registry, args, records, models, tasks, headers, rows):

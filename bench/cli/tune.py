@@ -1,10 +1,10 @@
 """``bench tune``: an Optuna study per model on one task and preset (bench/tune), its best
 settings printed and written as a registry overlay; ``--report`` draws the study."""
+
 from __future__ import annotations
 
-from pathlib import Path
-
 import time
+from pathlib import Path
 
 from ..errors import UserError
 from .common import _check_names, _names, note
@@ -51,8 +51,10 @@ def cmd_tune(args, registry) -> int:
     if args.trials is not None and args.trials < 1:
         raise UserError(f"--trials takes a whole number >= 1, got {args.trials}")
     if args.trials is not None and args.trials > MAX_TRIALS:
-        raise UserError(f"--trials {args.trials}: at most {MAX_TRIALS} trials per model (each trial is a run: {MAX_TRIALS} runs of the "
-                        f"{args.preset} preset are already days of CPU); give a number <= {MAX_TRIALS}, or a --grid, which is tuned whole")
+        raise UserError(
+            f"--trials {args.trials}: at most {MAX_TRIALS} trials per model (each trial is a run: {MAX_TRIALS} runs of the "
+            f"{args.preset} preset are already days of CPU); give a number <= {MAX_TRIALS}, or a --grid, which is tuned whole"
+        )
     if args.jobs < 1:
         raise UserError(f"--jobs takes a whole number >= 1, got {args.jobs}")
     if args.pruner is not None and args.pruner not in PRUNERS:
@@ -77,8 +79,17 @@ def cmd_tune(args, registry) -> int:
         raise UserError(f"--seed takes a whole number from 0 to 4294967294 with --pruner sync (it also trains seed + 1), got {args.seed}")
     trials = args.trials if args.trials is not None else (size if grid else 8)
     objective = _objective(registry, models[0], args.task, preset, fixed, args.objective)
-    meta = {"task": args.task, "preset": preset, "models": models, "space": [p.text for p in params], "set": fixed,
-            "seed": args.seed, "pruner": pruner, "trials": trials, "objective": objective}
+    meta = {
+        "task": args.task,
+        "preset": preset,
+        "models": models,
+        "space": [p.text for p in params],
+        "set": fixed,
+        "seed": args.seed,
+        "pruner": pruner,
+        "trials": trials,
+        "objective": objective,
+    }
     if pruner == "sync":
         from ..tune.sync import ETA, Z, tuning_seeds
 
@@ -99,43 +110,66 @@ def cmd_tune(args, registry) -> int:
 
         # more (or fewer) trials: the same study, continued; the validation's size or reason alone: only that key
         write_json_atomic(folder / "study.json", meta if have["trials"] != trials else {**have, "validation": meta["validation"]})
-    how = (f"synchronous successive halving (rungs at {', '.join(f'{f:g}' for f in rung_fractions(size))} of a run, eta "
-           f"{meta['protocol']['eta']}, stopped only beyond {meta['protocol']['z']:g} SE of the best; seeds {meta['protocol']['seeds']})"
-           if pruner == "sync" else f"pruner {pruner}")
-    note(f"bench: tuning {', '.join(models)} on {args.task} ({preset} preset): {trials} trial(s) each, "
-         f"{'grid' if grid else 'TPE'} over {' '.join(p.text for p in params)}, objective: validation {objective}, {how}"
-         f"{', continuing study ' + name if continued else ''}; study in {folder}")
+    how = (
+        f"synchronous successive halving (rungs at {', '.join(f'{f:g}' for f in rung_fractions(size))} of a run, eta "
+        f"{meta['protocol']['eta']}, stopped only beyond {meta['protocol']['z']:g} SE of the best; seeds {meta['protocol']['seeds']})"
+        if pruner == "sync"
+        else f"pruner {pruner}"
+    )
+    note(
+        f"bench: tuning {', '.join(models)} on {args.task} ({preset} preset): {trials} trial(s) each, "
+        f"{'grid' if grid else 'TPE'} over {' '.join(p.text for p in params)}, objective: validation {objective}, {how}"
+        f"{', continuing study ' + name if continued else ''}; study in {folder}"
+    )
     TUNE_STARTED.update(out=Path(args.out), t0=time.time())
     launch(Path(args.out), name, registry, jobs=args.jobs, launcher=args.launcher, profile=profile)
     others = live_workers(Path(args.out), name)
     rows = results(Path(args.out), name)
     for r in rows:
         r["val_chance"] = _val_chance(Path(args.out), r, objective)
-    print(tabulate([[r["model"], NOTHING_LEARNED if r.get("nothing_learned") else _values(r["best"]), _val_text(r),
-                     f"{r['complete'] + r['pruned'] + r['failed']} ({r['complete']} finished, {r['pruned']} pruned, {r['failed']} failed)",
-                     r["record"] or "—"] for r in rows],
-                   headers=["model", "best setting", "val % ↑ (chance)", "trials", "best record (under OUT)"], tablefmt="github",
-                   disable_numparse=True))
+    print(
+        tabulate(
+            [
+                [
+                    r["model"],
+                    NOTHING_LEARNED if r.get("nothing_learned") else _values(r["best"]),
+                    _val_text(r),
+                    f"{r['complete'] + r['pruned'] + r['failed']} ({r['complete']} finished, {r['pruned']} pruned, {r['failed']} failed)",
+                    r["record"] or "—",
+                ]
+                for r in rows
+            ],
+            headers=["model", "best setting", "val % ↑ (chance)", "trials", "best record (under OUT)"],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+    )
     if any(r["val_chance"] for r in rows):
         from ..report.cells import CHANCE, CHANCE_SES, LEARNED_SHARE
 
         still = [r["model"] for r in rows if r["val_chance"] and r["val_chance"]["at_chance"]]
-        print(f"(chance: the best record's validation chance level p, the best trivial strategy's score; {CHANCE} = the best "
-              f"setting's validation score does not clear p by max({CHANCE_SES} SE, {LEARNED_SHARE:g} x (1 - p)), SE = sqrt(p(1-p)/n), "
-              f"n = the validation examples){': at chance on validation: ' + ', '.join(still) if still else ''}")
+        print(
+            f"(chance: the best record's validation chance level p, the best trivial strategy's score; {CHANCE} = the best "
+            f"setting's validation score does not clear p by max({CHANCE_SES} SE, {LEARNED_SHARE:g} x (1 - p)), SE = sqrt(p(1-p)/n), "
+            f"n = the validation examples){': at chance on validation: ' + ', '.join(still) if still else ''}"
+        )
     if pruner == "sync":
         _print_budget(folder, models)
     _print_evidence(rows)
     nothing = [r["model"] for r in rows if r.get("nothing_learned")]
     for r in rows:
         if r.get("nothing_learned"):
-            note(f"bench: {r['model']}: {NOTHING_LEARNED}: {r['nothing_learned']['why']}; no tuned value is written for it "
-                 "(tuned.yaml and best.json's models leave it out, best.json's nothing_learned names it: a table reads its row "
-                 "as not tuned)")
+            note(
+                f"bench: {r['model']}: {NOTHING_LEARNED}: {r['nothing_learned']['why']}; no tuned value is written for it "
+                "(tuned.yaml and best.json's models leave it out, best.json's nothing_learned names it: a table reads its row "
+                "as not tuned)"
+            )
     best = {r["model"]: r["best"] for r in rows if r["best"] is not None}
     if others:
-        note(f"bench: study {name} is still held by {others} other worker(s) (another bench tune on it): the table above is not final "
-             f"and tuned.yaml / best.json are not written; run the same command when they are done")
+        note(
+            f"bench: study {name} is still held by {others} other worker(s) (another bench tune on it): the table above is not final "
+            f"and tuned.yaml / best.json are not written; run the same command when they are done"
+        )
         return 1
     if best:
         from ..tune.overlay import overlay, tuned_name, write_best, write_overlay
@@ -145,8 +179,10 @@ def cmd_tune(args, registry) -> int:
         from ..tune.overlay import tuning_seeds
 
         finals = ",".join(str(s) for s in [s for s in range(len(tuning_seeds(meta)) + 3) if s not in tuning_seeds(meta)][:3])
-        command = (f"bench compare --registry {path} --models {','.join(tuned_name(m) for m in best)} --tasks {args.task} "
-                   f"--preset {preset}{sets} --out {args.out} --seeds {finals} --run")
+        command = (
+            f"bench compare --registry {path} --models {','.join(tuned_name(m) for m in best)} --tasks {args.task} "
+            f"--preset {preset}{sets} --out {args.out} --seeds {finals} --run"
+        )
         write_overlay(path, overlay(registry, meta, best, name), meta, command)
         write_best(folder, meta, rows)
         print(f"wrote {path}; train the final seeds at the tuned settings with:\n  {command}")
@@ -234,11 +270,34 @@ def _print_budget(folder: Path, models: list[str]) -> None:
         b = budget(state[model])
         ext = b["extension"] or {}
         extended = f"{ext['key']}={ext['value']}" + (" (refused: outside the domain)" if "refused" in ext else "") if "key" in ext else "—"
-        body.append([model, ", ".join(f"{s}: {n}" for s, n in b["rungs"]), ", ".join(str(s) for s in b["passed"]) or "—",
-                     ", ".join(b["second"]) or "—", extended, str(b["steps"]), f"{b['full_runs']:.2f}"])
+        body.append(
+            [
+                model,
+                ", ".join(f"{s}: {n}" for s, n in b["rungs"]),
+                ", ".join(str(s) for s in b["passed"]) or "—",
+                ", ".join(b["second"]) or "—",
+                extended,
+                str(b["steps"]),
+                f"{b['full_runs']:.2f}",
+            ]
+        )
     print("\nBudget per row (every row: the same configurations and rungs):")
-    print(tabulate(body, headers=["model", "rungs (step: configurations)", "passed (none above chance)", "second seed", "grid extended",
-                                  "steps trained", "full runs"], tablefmt="github", disable_numparse=True))
+    print(
+        tabulate(
+            body,
+            headers=[
+                "model",
+                "rungs (step: configurations)",
+                "passed (none above chance)",
+                "second seed",
+                "grid extended",
+                "steps trained",
+                "full runs",
+            ],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+    )
 
 
 def _values(values: dict | None) -> str:
@@ -286,8 +345,7 @@ def _report(folder: Path, name: str) -> int:
     if not any(r["trials"] for r in rows):
         raise UserError(f"study {name!r} has no finished trial yet; run bench tune first")
     headers, body = table(rows)
-    print(f"Study {name}: expected best validation (%) after n trials (Dodge et al. 2019), "
-          f"{meta['task']} ({meta['preset']} preset)\n")
+    print(f"Study {name}: expected best validation (%) after n trials (Dodge et al. 2019), {meta['task']} ({meta['preset']} preset)\n")
     print(tabulate(body, headers=headers, tablefmt="github", disable_numparse=True))
     metric = meta.get("objective") or _metric(folder.parent.parent, rows)
     md, png = write_report(folder, rows, metric)

@@ -65,36 +65,104 @@ The package, data flowing one way (each module imports only those above it):
 
 Nothing here prints: the CLI prints what these functions return.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
-from .common import (COMPILE_FAILED, DTYPES, OOM, RATIO_KEYS, REFERENCE, Row, Setup, add_ratios, is_oom, parse_positive_ints, random_batch,
-                     resolve_device, resolve_rows, with_reference)
+from ..runner.stream_state import longest_test_length, state_bytes, state_of, stream_state_bytes, streaming_refusal
+from .common import (
+    COMPILE_FAILED,
+    DTYPES,
+    OOM,
+    RATIO_KEYS,
+    REFERENCE,
+    Row,
+    Setup,
+    add_ratios,
+    is_oom,
+    parse_positive_ints,
+    random_batch,
+    resolve_device,
+    resolve_rows,
+    with_reference,
+)
 from .counters import BOOL_INDEX_OPS, NO_KERNEL, SYNC_OPS, OpCounter, SavedBytes, aten, is_sync, launches_kernel
 from .halting import HALTING_MODELS, HALTING_MODES, halting_rows, halting_table, measure_halting
 from .kernels import count_kernels, kernel_calls
-from .step import TrainingStep, build_steps, count_forward_backward, halt_depth, instrumented_step, timed, training_step
-from ..runner.stream_state import longest_test_length, state_bytes, state_of, stream_state_bytes, streaming_refusal
 from .state import model_state
+from .step import TrainingStep, build_steps, count_forward_backward, halt_depth, instrumented_step, timed, training_step
 from .streaming import measure_streaming, plot_streaming, streaming_table
 from .tables import device_name, header, stem, write_outputs
 from .training import measure_steps, measure_training, training_table
 
 __all__ = [
-    "BOOL_INDEX_OPS", "COMPILE_FAILED", "DTYPES", "HALTING_MODELS", "HALTING_MODES", "NO_KERNEL", "OOM", "RATIO_KEYS", "REFERENCE",
+    "BOOL_INDEX_OPS",
+    "COMPILE_FAILED",
+    "DTYPES",
+    "HALTING_MODELS",
+    "HALTING_MODES",
+    "NO_KERNEL",
+    "OOM",
+    "RATIO_KEYS",
+    "REFERENCE",
     "SYNC_OPS",
-    "OpCounter", "Row", "SavedBytes", "Setup", "TrainingStep", "add_ratios", "aten", "build_steps", "count_forward_backward",
-    "count_kernels", "device_name", "halt_depth", "halting_rows", "halting_table", "header", "instrumented_step", "is_oom", "is_sync",
-    "kernel_calls", "launches_kernel", "longest_test_length", "model_state", "state_of", "stream_state_bytes",
-    "streaming_refusal", "measure_halting", "measure_steps", "measure_streaming", "measure_training",
-    "parse_positive_ints", "plot_streaming", "random_batch", "resolve_device", "resolve_rows", "run_cost", "state_bytes", "stem",
-    "streaming_table", "timed", "training_step", "training_table", "with_reference", "write_outputs",
+    "OpCounter",
+    "Row",
+    "SavedBytes",
+    "Setup",
+    "TrainingStep",
+    "add_ratios",
+    "aten",
+    "build_steps",
+    "count_forward_backward",
+    "count_kernels",
+    "device_name",
+    "halt_depth",
+    "halting_rows",
+    "halting_table",
+    "header",
+    "instrumented_step",
+    "is_oom",
+    "is_sync",
+    "kernel_calls",
+    "launches_kernel",
+    "longest_test_length",
+    "model_state",
+    "state_of",
+    "stream_state_bytes",
+    "streaming_refusal",
+    "measure_halting",
+    "measure_steps",
+    "measure_streaming",
+    "measure_training",
+    "parse_positive_ints",
+    "plot_streaming",
+    "random_batch",
+    "resolve_device",
+    "resolve_rows",
+    "run_cost",
+    "state_bytes",
+    "stem",
+    "streaming_table",
+    "timed",
+    "training_step",
+    "training_table",
+    "with_reference",
+    "write_outputs",
 ]
 
 
-def run_cost(registry, rows: list[Row], setup: Setup, out: Path | None, mode: str = "training", bounds: list[int] | None = None,
-             decode_tokens: int = 32, progress=None) -> dict:
+def run_cost(
+    registry,
+    rows: list[Row],
+    setup: Setup,
+    out: Path | None,
+    mode: str = "training",
+    bounds: list[int] | None = None,
+    decode_tokens: int = 32,
+    progress=None,
+) -> dict:
     """One `bench cost` measurement: its rows resolved once (``resolve_rows``; with the reference
     row, or each row at each bound and mode for ``halting``), measured; the table, the header, the
     files written (if ``out``)."""
@@ -106,20 +174,42 @@ def run_cost(registry, rows: list[Row], setup: Setup, out: Path | None, mode: st
     if mode == "halting":
         cells = measure_halting(configs, setup, progress)
         headers, table = halting_table(cells, setup)
-        head = header("halting", names, setup, cells, {"bounds": ", ".join(map(str, bounds)),
-                                                       "weights": "fresh initialisation (halting not trained)"}, raised)
+        head = header(
+            "halting",
+            names,
+            setup,
+            cells,
+            {"bounds": ", ".join(map(str, bounds)), "weights": "fresh initialisation (halting not trained)"},
+            raised,
+        )
     elif mode == "streaming":
         cells = measure_streaming(configs, setup, decode_tokens, progress)
         headers, table = streaming_table(cells, setup)
-        head = header("streaming", names, setup, cells,
-                      {"decode": f"{decode_tokens} single-token steps after the context, per repeat; eval mode, no grad",
-                       "state": "sum of tensor nbytes over the state after the context"}, raised)
+        head = header(
+            "streaming",
+            names,
+            setup,
+            cells,
+            {
+                "decode": f"{decode_tokens} single-token steps after the context, per repeat; eval mode, no grad",
+                "state": "sum of tensor nbytes over the state after the context",
+            },
+            raised,
+        )
     else:
         cells = measure_training(configs, setup, progress)
         headers, table = training_table(cells, setup)
-        head = header("training", names, setup, cells,
-                      {"step": "forward, task head + loss, backward, grad clip, optimizer step (the preset's)",
-                       "ratios": f"(x) = value / {REFERENCE}'s at the same length"}, raised)
+        head = header(
+            "training",
+            names,
+            setup,
+            cells,
+            {
+                "step": "forward, task head + loss, backward, grad clip, optimizer step (the preset's)",
+                "ratios": f"(x) = value / {REFERENCE}'s at the same length",
+            },
+            raised,
+        )
     files = []
     if out is not None:
         name = stem(mode, setup)

@@ -1,6 +1,7 @@
 """What every `bench cost` measurement shares: the command's inputs (``Setup``, the lengths, the
 device), its rows (``Row``) each resolved once (``resolve_rows``), random batches, OOM cells and the
 ratio to a reference row."""
+
 from __future__ import annotations
 
 import logging
@@ -8,9 +9,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from ..config import resolve_run
+from ..config import RunConfig, resolve_run
 from ..errors import UserError
-from ..config import RunConfig
 from ..tasks.kinds import kind_of
 
 log = logging.getLogger("bench.cost")
@@ -55,7 +55,7 @@ class Row:
     cell: str | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "Row":
+    def parse(cls, text: str) -> Row:
         """A --models item: ``tlb`` or ``tlb:chunk_size=100:memory_slots=10`` (a model with its own settings)."""
         model, *items = text.split(":")
         return cls(model, tuple(f"model.{item}" for item in items), text)
@@ -65,8 +65,11 @@ class Row:
         return self.label or self.model
 
     def __str__(self) -> str:
-        where = ", ".join(filter(None, [f"bound {self.bound}" if self.bound is not None else "", self.mode or "",
-                                        f"cell {self.cell}" if self.cell else ""]))
+        where = ", ".join(
+            filter(
+                None, [f"bound {self.bound}" if self.bound is not None else "", self.mode or "", f"cell {self.cell}" if self.cell else ""]
+            )
+        )
         return f"{self.name} ({where})" if where else self.name
 
 
@@ -102,6 +105,7 @@ class Setup:
 
 def random_batch(task, batch: int, length: int, device: torch.device, gen: torch.Generator) -> dict:
     """A batch of the task's kind: uniform non-PAD tokens of its vocabulary, every position real."""
+
     def tokens():
         return torch.randint(1, task.vocab_size, (batch, length), generator=gen).to(device)
 
@@ -115,8 +119,9 @@ def is_oom(exc: BaseException) -> bool:
     if isinstance(exc, torch.OutOfMemoryError):
         return True
     text = str(exc).lower()
-    return isinstance(exc, (RuntimeError, MemoryError)) and ("out of memory" in text or "can't allocate memory" in text
-                                                              or isinstance(exc, MemoryError))
+    return isinstance(exc, (RuntimeError, MemoryError)) and (
+        "out of memory" in text or "can't allocate memory" in text or isinstance(exc, MemoryError)
+    )
 
 
 def is_compile_failure(exc: BaseException) -> bool:
@@ -176,8 +181,11 @@ def resolve_rows(registry, rows: list[Row], setup: Setup) -> tuple[dict[Row, Run
         config = resolve_run(registry, row.model, setup.task, setup.preset, [*setup.overrides, *row.sets])
         max_len = config.model.params.get("max_len")
         if isinstance(max_len, int) and max_len < longest:
-            model = replace(config.model, params={**config.model.params, "max_len": longest},
-                            sources={**config.model.sources, "max_len": "--lengths (the longest)"})
+            model = replace(
+                config.model,
+                params={**config.model.params, "max_len": longest},
+                sources={**config.model.sources, "max_len": "--lengths (the longest)"},
+            )
             config = replace(config, model=model)
             raised.append(row.name)
         check_step_sizes(row, config, setup)
@@ -194,8 +202,7 @@ def check_step_sizes(row: Row, config: RunConfig, setup: Setup) -> None:
     for length in setup.lengths:
         need, macs = forward_cost(config.model.params, batch, length, training=True)
         if setup.device == "cpu":
-            check_fits(f"{row}: a training step of a batch of {batch:,} at length {length:,}", need,
-                       "lower --lengths or --batch")
+            check_fits(f"{row}: a training step of a batch of {batch:,} at length {length:,}", need, "lower --lengths or --batch")
         steps = 1 + setup.warmup + setup.repeats
         if setup.device == "cpu" and macs * steps / CPU_MACS_PER_S > 120:
             log.info(f"bench: note: {row} at length {length:,}: {steps} steps of about {duration(macs)} each on one CPU core (rough)")

@@ -1,6 +1,7 @@
 """Counting one step without timing it: aten operators that launch a kernel and host syncs
 (``OpCounter``, a TorchDispatchMode), the bytes autograd saves for backward (``SavedBytes``) and
 the rules are in bench/cost/__init__.py's docstring."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -8,14 +9,31 @@ from collections import Counter
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-
 aten = torch.ops.aten
 
 
-NO_KERNEL = {aten._unsafe_view, aten._reshape_alias, aten.lift_fresh, aten.empty, aten.empty_like, aten.empty_strided,
-             aten.new_empty, aten.new_empty_strided, aten.resize_}
-SYNC_OPS = {aten._local_scalar_dense, aten.nonzero, aten.masked_select, aten._unique, aten._unique2, aten.unique_dim,
-            aten.unique_consecutive, aten.equal, aten.is_nonzero}
+NO_KERNEL = {
+    aten._unsafe_view,
+    aten._reshape_alias,
+    aten.lift_fresh,
+    aten.empty,
+    aten.empty_like,
+    aten.empty_strided,
+    aten.new_empty,
+    aten.new_empty_strided,
+    aten.resize_,
+}
+SYNC_OPS = {
+    aten._local_scalar_dense,
+    aten.nonzero,
+    aten.masked_select,
+    aten._unique,
+    aten._unique2,
+    aten.unique_dim,
+    aten.unique_consecutive,
+    aten.equal,
+    aten.is_nonzero,
+}
 BOOL_INDEX_OPS = {aten.index, aten.index_put, aten.index_put_, aten._index_put_impl_}
 
 

@@ -1,19 +1,19 @@
 """`bench cost --halting` (HALT Table 5): the depth-recurrent models in each mode (halt /
 upperbound / no-halt) at each bound (``max_layers``), training steps measured as
 ``measure_steps`` measures them; ratios to no-halt at the same bound."""
+
 from __future__ import annotations
 
 import math
 from dataclasses import replace
 
+from ..config import RunConfig
 from ..errors import UserError
 from ..registry import constructor_params, import_model_class
-from ..config import RunConfig
 from .common import Row, Setup
 from .step import build_steps
 from .tables import _spread
 from .training import measure_steps
-
 
 HALTING_MODELS = ("ut", "gut", "gutlb")
 HALTING_MODES = ("halt", "upperbound", "no-halt")
@@ -24,10 +24,16 @@ def halting_rows(registry, rows: list[Row], bounds: list[int]) -> list[Row]:
     for row in rows:
         entry = registry.model_entry(row.model)
         if not {"mode", "max_layers"} <= set(constructor_params(import_model_class(entry["target"], f"models.{row.model}"))):
-            raise UserError(f"--halting: model {row.name!r} has no halting modes (no mode / max_layers parameter); "
-                            f"use depth-recurrent models such as {', '.join(HALTING_MODELS)}")
-    return [replace(row, sets=(*row.sets, f"model.max_layers={bound}", f"model.mode={mode}"), label=row.name, bound=bound, mode=mode)
-            for row in rows for bound in bounds for mode in HALTING_MODES]
+            raise UserError(
+                f"--halting: model {row.name!r} has no halting modes (no mode / max_layers parameter); "
+                f"use depth-recurrent models such as {', '.join(HALTING_MODELS)}"
+            )
+    return [
+        replace(row, sets=(*row.sets, f"model.max_layers={bound}", f"model.mode={mode}"), label=row.name, bound=bound, mode=mode)
+        for row in rows
+        for bound in bounds
+        for mode in HALTING_MODES
+    ]
 
 
 def measure_halting(configs: dict[Row, RunConfig], setup: Setup, progress=None) -> list[dict]:
@@ -55,9 +61,19 @@ def halting_table(rows: list[dict], setup: Setup) -> tuple[list[str], list[list[
     table = []
     for r in rows:
         ok = r["status"] == "ok"
-        table.append([r["model"], r["length"], r["bound"], r["mode"], f"{1000 * r['step_s']:,.1f}" if ok else r["status"], _spread(r),
-                      f"{r['step_s_ratio']:.2f}" if r.get("step_s_ratio") is not None else "—",
-                      f"{r['epoch_min']:,.1f}" if r.get("epoch_min") is not None else "—",
-                      f"{r['halt_depth']:.2f}" if r.get("halt_depth") is not None else "—",
-                      f"{r['ops']:,}" if r.get("ops") is not None else "—", f"{r['syncs']:,}" if r.get("syncs") is not None else "—"])
+        table.append(
+            [
+                r["model"],
+                r["length"],
+                r["bound"],
+                r["mode"],
+                f"{1000 * r['step_s']:,.1f}" if ok else r["status"],
+                _spread(r),
+                f"{r['step_s_ratio']:.2f}" if r.get("step_s_ratio") is not None else "—",
+                f"{r['epoch_min']:,.1f}" if r.get("epoch_min") is not None else "—",
+                f"{r['halt_depth']:.2f}" if r.get("halt_depth") is not None else "—",
+                f"{r['ops']:,}" if r.get("ops") is not None else "—",
+                f"{r['syncs']:,}" if r.get("syncs") is not None else "—",
+            ]
+        )
     return headers, table

@@ -11,6 +11,7 @@ allocations excluded, as ``ops``; by operator name: the profiler gives no overlo
 model it reproduces ``ops`` to about 1-2% (flip-flop smoke: transformer 247 vs 248, tlb 3,170 vs
 3,152, gutlb 5,384 vs 5,453); the compiled count is the same rule applied to the compiled step.
 """
+
 from __future__ import annotations
 
 import torch

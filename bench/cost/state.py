@@ -1,5 +1,6 @@
 """A registry model's streaming state in bytes, built as `bench run` builds it: ``model_state``
 (the measuring itself is bench/runner/stream_state.py, which runs record)."""
+
 from __future__ import annotations
 
 import torch

@@ -1,15 +1,16 @@
 """One model's training step as `bench run` builds it (``TrainingStep``: a resolved model, the
 harness's head, loss, gradient clipping and optimizer), timed (``timed``) or counted
 (``instrumented_step``, ``count_forward_backward``)."""
+
 from __future__ import annotations
 
 import time
 
 import torch
 
+from ..config import RunConfig
 from ..runner.build import instantiate_model, instantiate_task
 from ..runner.module import Head, TaskModule, forward_batch, task_loss
-from ..config import RunConfig
 from .common import Row, Setup, resolve_rows
 from .counters import OpCounter, SavedBytes
 
@@ -37,8 +38,11 @@ class TrainingStep:
     def host_counters(self) -> set[int]:
         """Data pointers of the optimizer's step counters: torch.optim keeps them on the host
         (not capturable / fused), so reading them never waits for a GPU."""
-        return {s["step"].data_ptr() for s in self.optimizer.state.values()
-                if isinstance(s.get("step"), torch.Tensor) and s["step"].device.type == "cpu"}
+        return {
+            s["step"].data_ptr()
+            for s in self.optimizer.state.values()
+            if isinstance(s.get("step"), torch.Tensor) and s["step"].device.type == "cpu"
+        }
 
     @property
     def parameters(self) -> list[torch.Tensor]:
@@ -93,8 +97,14 @@ def instrumented_step(step: TrainingStep, batch: dict) -> dict:
         step(batch)
     with OpCounter(step.host_counters()) as counter, SavedBytes(exclude=step.parameters) as saved:
         stats = step(batch)
-    return {"ops": counter.ops, "all_ops": counter.all_ops, "syncs": counter.syncs, "saved_bytes": saved.nbytes,
-            "sync_ops": dict(counter.sync_names), "halt_depth": halt_depth(stats)}
+    return {
+        "ops": counter.ops,
+        "all_ops": counter.all_ops,
+        "syncs": counter.syncs,
+        "saved_bytes": saved.nbytes,
+        "sync_ops": dict(counter.sync_names),
+        "halt_depth": halt_depth(stats),
+    }
 
 
 def count_forward_backward(step: TrainingStep, batch: dict) -> dict:

@@ -1,6 +1,7 @@
 """`bench cost --stream`: models with the streaming contract of bench/models/base.py,
 prefill of a context in one ``step`` call, per-token decoding latency, the state's bytes; the
 table and the latency / state plot against the context length."""
+
 from __future__ import annotations
 
 import math
@@ -9,11 +10,11 @@ from pathlib import Path
 
 import torch
 
+from ..config import RunConfig
 from ..errors import UserError
 from ..runner.build import instantiate_model, instantiate_task
-from ..config import RunConfig
-from .common import Row, Setup, _cell_guard, add_ratios
 from ..runner.stream_state import state_bytes, streaming_refusal
+from .common import Row, Setup, _cell_guard, add_ratios
 from .step import timed
 from .tables import _cell
 
@@ -50,14 +51,18 @@ def _stream_at(backbones: dict[str, tuple], setup: Setup, length: int, decode_to
     device = torch.device(setup.device)
     gen = torch.Generator().manual_seed(length)
     cells, prefill, decode = {}, {n: [] for n in backbones}, {n: [] for n in backbones}
-    inputs = {n: (torch.randint(1, t.vocab_size, (b, length), generator=gen).to(device),
-                  torch.randint(1, t.vocab_size, (b, decode_tokens), generator=gen).to(device))
-              for n, (_, t, b) in backbones.items()}
+    inputs = {
+        n: (
+            torch.randint(1, t.vocab_size, (b, length), generator=gen).to(device),
+            torch.randint(1, t.vocab_size, (b, decode_tokens), generator=gen).to(device),
+        )
+        for n, (_, t, b) in backbones.items()
+    }
     for name, (_, _, b) in backbones.items():
         cells[name] = {"model": name, "length": length, "batch": b, "status": "ok"}
     order = list(backbones)
     for r in range(setup.warmup + setup.repeats):
-        for name in order[r % len(order):] + order[: r % len(order)] if order else []:
+        for name in order[r % len(order) :] + order[: r % len(order)] if order else []:
             row, (backbone, _, b) = cells[name], backbones[name]
             if row["status"] != "ok":
                 continue
@@ -71,7 +76,7 @@ def _stream_at(backbones: dict[str, tuple], setup: Setup, length: int, decode_to
                         row["state_bytes"] = state_bytes(state)
                     lat = []
                     for i in range(decode_tokens):
-                        s, (_, state) = timed(device, backbone.step, tokens[:, i: i + 1], state)
+                        s, (_, state) = timed(device, backbone.step, tokens[:, i : i + 1], state)
                         lat.append(s)
                 if r >= setup.warmup:
                     prefill[name].append(seconds)
@@ -82,8 +87,12 @@ def _stream_at(backbones: dict[str, tuple], setup: Setup, length: int, decode_to
     for name, row in cells.items():
         if row["status"] == "ok":
             lat = sorted(decode[name])
-            row.update(prefill_s=statistics.median(prefill[name]), decode_s=statistics.median(lat),
-                       decode_p90_s=lat[min(len(lat) - 1, math.ceil(0.9 * len(lat)) - 1)], decode_steps=len(lat))
+            row.update(
+                prefill_s=statistics.median(prefill[name]),
+                decode_s=statistics.median(lat),
+                decode_p90_s=lat[min(len(lat) - 1, math.ceil(0.9 * len(lat)) - 1)],
+                decode_steps=len(lat),
+            )
     return list(cells.values())
 
 
@@ -95,8 +104,16 @@ def streaming_table(rows: list[dict], setup: Setup) -> tuple[list[str], list[lis
             table.append([r["model"], r["length"], r["status"], "", "", ""])
             continue
         ms = lambda v: f"{1000 * v:,.2f}"  # noqa: E731
-        table.append([r["model"], r["length"], _cell(r, "prefill_s", ms), _cell(r, "decode_s", ms), _cell(r, "decode_p90_s", ms),
-                      _cell(r, "state_bytes", lambda v: f"{v / 2**20:,.3f}")])
+        table.append(
+            [
+                r["model"],
+                r["length"],
+                _cell(r, "prefill_s", ms),
+                _cell(r, "decode_s", ms),
+                _cell(r, "decode_p90_s", ms),
+                _cell(r, "state_bytes", lambda v: f"{v / 2**20:,.3f}"),
+            ]
+        )
     return headers, table
 
 

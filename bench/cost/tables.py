@@ -1,5 +1,6 @@
 """What `bench cost` writes: the cells' formats, the header (what a reader needs to trust or redo
 a table), the files' stem and the Markdown / CSV / JSON files."""
+
 from __future__ import annotations
 
 import datetime
@@ -40,8 +41,9 @@ def _git_commit() -> str:
         return "unknown"
     try:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True,
-                               timeout=10).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (sha or "unknown") + ("-dirty" if dirty else "")
@@ -65,14 +67,23 @@ def header(kind: str, models: list[str], setup: Setup, rows: list[dict], extra: 
     """What a reader needs to trust (or redo) the table, in the style of fla's benchmark scripts;
     ``raised``: the rows whose position table was raised to the longest length (``resolve_rows``)."""
     batches = sorted({r["batch"] for r in rows if "batch" in r})
-    memory = ("torch.cuda.max_memory_allocated over one step (weights, grads, optimizer state, activations)" if setup.device == "cuda"
-              else "bytes of distinct storages autograd saves for backward in one step's forward (parameters excluded)")
+    memory = (
+        "torch.cuda.max_memory_allocated over one step (weights, grads, optimizer state, activations)"
+        if setup.device == "cuda"
+        else "bytes of distinct storages autograd saves for backward in one step's forward (parameters excluded)"
+    )
     h = {
-        "measurement": kind, "task": setup.task, "preset": setup.preset, "models": models,
+        "measurement": kind,
+        "task": setup.task,
+        "preset": setup.preset,
+        "models": models,
         "shapes": f"batch {', '.join(map(str, batches)) or setup.batch} x length {', '.join(map(str, setup.lengths))}",
         "inputs": "random tokens of the task's vocabulary, every position real (no data generated)",
-        "dtype": setup.dtype + (" (autocast)" if setup.dtype == "bf16" else ""), "compile": setup.compile,
-        "device": device_name(setup.device), "torch": torch.__version__, "commit": _git_commit(),
+        "dtype": setup.dtype + (" (autocast)" if setup.dtype == "bf16" else ""),
+        "compile": setup.compile,
+        "device": device_name(setup.device),
+        "torch": torch.__version__,
+        "commit": _git_commit(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "repeats": f"{setup.repeats} timed (interleaved across models), after the counted step and {setup.warmup} warm-up step(s)",
     }
@@ -81,9 +92,11 @@ def header(kind: str, models: list[str], setup: Setup, rows: list[dict], extra: 
         h["ops"] = "aten ops reaching a kernel per training step (views, metadata, bare allocations excluded); eager model"
         h["syncs"] = "host reads of tensor values per training step (_local_scalar_dense, nonzero, boolean-mask indexing ...)"
         if setup.kernels:
-            h["kernels"] = ("kernel calls per training step from torch.profiler: inductor's C++ kernels (in parentheses) + aten "
-                            "operators called from outside any kernel that launch one (bench/cost/kernels.py's docstring); "
-                            "eager, and compiled")
+            h["kernels"] = (
+                "kernel calls per training step from torch.profiler: inductor's C++ kernels (in parentheses) + aten "
+                "operators called from outside any kernel that launch one (bench/cost/kernels.py's docstring); "
+                "eager, and compiled"
+            )
     if setup.overrides:
         h["overrides"] = " ".join(setup.overrides)
     if raised:

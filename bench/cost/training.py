@@ -1,6 +1,7 @@
 """The training measurement (default; LRA Table 2's shape): every model at every length, the counts
 first on the eager models, then (compiled, if asked) warm-up and the timed repeats, interleaved
 across models; ``measure_steps`` serves --halting and `bench reproduce`'s cost tables too."""
+
 from __future__ import annotations
 
 import statistics
@@ -15,8 +16,13 @@ from .tables import _cell, _mb, _spread
 
 
 def _summary(times: list[float]) -> dict:
-    return {"step_s": statistics.median(times), "step_min_s": min(times), "step_max_s": max(times), "repeats": len(times),
-            "step_times_s": list(times)}
+    return {
+        "step_s": statistics.median(times),
+        "step_min_s": min(times),
+        "step_max_s": max(times),
+        "repeats": len(times),
+        "step_times_s": list(times),
+    }
 
 
 def measure_steps(steps: dict[Row, TrainingStep], setup: Setup, lengths: list[int], progress=None) -> list[tuple[Row, dict]]:
@@ -37,7 +43,10 @@ def measure_steps(steps: dict[Row, TrainingStep], setup: Setup, lengths: list[in
         for row, step in steps.items():
             if cells[row, length]["status"] == "ok":
                 say(f"T={length} {row}: warming up")
-                _cell_guard(cells[row, length], lambda step=step, cell=cells[row, length]: _prepare(step, cell, data[row, length], setup))
+                _cell_guard(
+                    cells[row, length],
+                    lambda step=step, cell=cells[row, length], batch=data[row, length]: _prepare(step, cell, batch, setup),
+                )
                 step.release()
         _time(steps, setup, length, cells, data, say)
     return [(row, cells[row, length]) for length in lengths for row in steps]
@@ -55,8 +64,12 @@ def _count(steps: dict[Row, TrainingStep], setup: Setup, lengths: list[int], say
             cell = cells[row, length] = {"model": row.name, "length": length, "batch": step.batch_size, "status": "ok"}
             batch = data[row, length] = random_batch(step.task, step.batch_size, length, device, gen)
             say(f"T={length} {row}: counting ops")
-            _cell_guard(cell, lambda cell=cell, step=step, batch=batch: cell.update(
-                instrumented_step(step, batch), **{f"fwd_bwd_{k}": v for k, v in count_forward_backward(step, batch).items()}))
+            _cell_guard(
+                cell,
+                lambda cell=cell, step=step, batch=batch: cell.update(
+                    instrumented_step(step, batch), **{f"fwd_bwd_{k}": v for k, v in count_forward_backward(step, batch).items()}
+                ),
+            )
             if setup.kernels and cell["status"] == "ok":
                 say(f"T={length} {row}: counting kernel calls (profiler)")
                 cell.update({f"eager_{k}": v for k, v in count_kernels(lambda step=step, batch=batch: step(batch)).items()})
@@ -90,7 +103,7 @@ def _time(steps: dict[Row, TrainingStep], setup: Setup, length: int, cells: dict
     times: dict[Row, list[float]] = {row: [] for row in steps}
     order = list(steps)
     for r in range(setup.repeats):
-        for row in order[r % len(order):] + order[: r % len(order)]:
+        for row in order[r % len(order) :] + order[: r % len(order)]:
             if cells[row, length]["status"] != "ok":
                 continue
 
@@ -136,8 +149,14 @@ def training_table(rows: list[dict], setup: Setup) -> tuple[list[str], list[list
         line = [m]
         for t in lengths:
             r = by[(m, t)]
-            line += [_cell(r, "step_s", lambda v: f"{1000 * v:,.1f}"), _spread(r), _cell(r, "tokens_per_s", lambda v: f"{v:,.0f}"),
-                     _cell(r, "peak_bytes", _mb), _cell(r, "ops", lambda v: f"{v:,}"), _cell(r, "syncs", lambda v: f"{v:,}")]
+            line += [
+                _cell(r, "step_s", lambda v: f"{1000 * v:,.1f}"),
+                _spread(r),
+                _cell(r, "tokens_per_s", lambda v: f"{v:,.0f}"),
+                _cell(r, "peak_bytes", _mb),
+                _cell(r, "ops", lambda v: f"{v:,}"),
+                _cell(r, "syncs", lambda v: f"{v:,}"),
+            ]
             if depth:
                 line.append("" if r.get("halt_depth") is None else f"{r['halt_depth']:.2f}")
             if setup.kernels:

@@ -10,6 +10,7 @@ a model in no-halt mode) are left out and listed. The timed steps then train on 
 with a fresh optimizer at the schedule's first learning rate (warm-up: lr / warmup_steps), so the
 weights move by about that much per step.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,8 +42,9 @@ def tested_checkpoint(out: Path, model: str, task: str, preset: str, seed: int, 
         raise UserError(f"cost.weights: the run {record} {what}; train it first: {train}")
     ckpt = record_checkpoint(record, rec)
     if not ckpt.is_file():
-        raise UserError(f"cost.weights: {record} has no tested checkpoint {ckpt} (checkpoints are not committed); "
-                        f"train it again: {train} --rerun")
+        raise UserError(
+            f"cost.weights: {record} has no tested checkpoint {ckpt} (checkpoints are not committed); train it again: {train} --rerun"
+        )
     return ckpt
 
 
@@ -64,9 +66,11 @@ def load_weights(step, checkpoint: Path) -> dict:
     missing = [k for k in own if k not in state]
     wrong = [f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}" for k, v in own.items() if k in state and state[k].shape != v.shape]
     if missing or wrong:
-        raise UserError(f"cost.weights: {checkpoint} does not fit {step.name} ({step.config.model.params.get('mode', '')}): "
-                        + (f"missing {', '.join(missing[:3])}" if missing else f"shapes {', '.join(wrong[:3])}")
-                        + "; the table's settings must build the model the run trained")
+        raise UserError(
+            f"cost.weights: {checkpoint} does not fit {step.name} ({step.config.model.params.get('mode', '')}): "
+            + (f"missing {', '.join(missing[:3])}" if missing else f"shapes {', '.join(wrong[:3])}")
+            + "; the table's settings must build the model the run trained"
+        )
     unused = sorted(k for k in state if k not in own)
     step.module.load_state_dict({k: state[k] for k in own})
     return {"checkpoint_sha256": sha256(checkpoint), "unused": unused}

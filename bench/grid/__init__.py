@@ -4,18 +4,19 @@ SLURM through submitit); what a cell does is ``bench.runner.run_cell``, the same
 local CPU cell calls it in a forked process; a GPU cell or a SLURM job runs ``bench run``, which
 calls it). Progress is logged to ``bench.grid`` (the CLI writes it to stderr); nothing here prints.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..grid_cell import Cell
 from ..config import parse_overrides, resolve_run, resolve_task
 from ..data import load_split
 from ..errors import UserError
+from ..grid_cell import Cell
 from ..records import config_changes, read_record, record_path
-from .common import Progress, Stopped
 from . import local, slurm
+from .common import Progress, Stopped
 
 __all__ = ["Cell", "GridPlan", "Progress", "Stopped", "launcher_profile", "plan_grid", "prepare_data", "run_grid", "seed_major"]
 
@@ -27,8 +28,17 @@ class GridPlan:
     incompatible: list[tuple[Cell, str]] = field(default_factory=list)
 
 
-def plan_grid(registry, models: list[str], tasks: list[str], seeds: list[int], preset: str, overrides: list[str] | None,
-              out: Path, world_size: int = 1, rerun: bool = False) -> GridPlan:
+def plan_grid(
+    registry,
+    models: list[str],
+    tasks: list[str],
+    seeds: list[int],
+    preset: str,
+    overrides: list[str] | None,
+    out: Path,
+    world_size: int = 1,
+    rerun: bool = False,
+) -> GridPlan:
     """Which cells to train: every (task, model, seed) without a finished record (status ok, made
     with the settings the registry gives today).
     Cells a model cannot run (a causal task for a bidirectional-only model) are set aside with
@@ -83,8 +93,18 @@ def seed_major(cells: list[Cell]) -> list[Cell]:
     return sorted(cells, key=lambda c: c.seed)
 
 
-def run_grid(registry, cells: list[Cell], out: Path, *, jobs: int = 1, launcher: str = "local", runs_per_gpu: int = 1,
-             trainer_args: dict | None = None, rerun: bool = False, profile: str | None = None) -> list[tuple[Cell, str]]:
+def run_grid(
+    registry,
+    cells: list[Cell],
+    out: Path,
+    *,
+    jobs: int = 1,
+    launcher: str = "local",
+    runs_per_gpu: int = 1,
+    trainer_args: dict | None = None,
+    rerun: bool = False,
+    profile: str | None = None,
+) -> list[tuple[Cell, str]]:
     """Train the cells, seed-major; returns the failed ones with a one-line reason (empty: all succeeded)."""
     if not cells:
         return []

@@ -1,5 +1,6 @@
 """What the grid and its launchers share: the grid's progress lines, its stop by a signal and its
 process's own log folder."""
+
 from __future__ import annotations
 
 import logging
@@ -59,12 +60,22 @@ class Progress:
 
         ok = self.done - len(self.failed)
         resumable = sum(1 for _, has in self.stopped if has)
-        parts = [f"{ok} run(s) finished (their records written)", *([f"{len(self.failed)} failed"] if self.failed else []),
-                 f"{resumable} stopped at a checkpoint", *([f"{len(self.stopped) - resumable} stopped before any checkpoint "
-                                                            f"(nothing of them kept)"] if len(self.stopped) > resumable else []),
-                 f"{self.total - self.done - len(self.stopped)} not started"]
-        return (f"bench: stopped by {signal.Signals(signum).name}: of {self.total} cell(s), " + ", ".join(parts)
-                + f"; cell logs in {logs}; run the same command again to resume")
+        parts = [
+            f"{ok} run(s) finished (their records written)",
+            *([f"{len(self.failed)} failed"] if self.failed else []),
+            f"{resumable} stopped at a checkpoint",
+            *(
+                [f"{len(self.stopped) - resumable} stopped before any checkpoint (nothing of them kept)"]
+                if len(self.stopped) > resumable
+                else []
+            ),
+            f"{self.total - self.done - len(self.stopped)} not started",
+        ]
+        return (
+            f"bench: stopped by {signal.Signals(signum).name}: of {self.total} cell(s), "
+            + ", ".join(parts)
+            + f"; cell logs in {logs}; run the same command again to resume"
+        )
 
 
 def log_folder(out: Path, kind: str) -> Path:

@@ -23,6 +23,7 @@ and stops, SIGKILL after ``ORPHAN_GRACE_S`` at the latest: Linux's parent-death 
 watchdog thread that checks every second that the grid's process is still there (any OS, and the
 case of a fork server that outlives the grid). A stopped grid's last line says what it wrote.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,8 +37,8 @@ import time
 from pathlib import Path
 
 from ..cpus import available_cpus
-from ..grid_cell import Cell
 from ..errors import RunInterrupted, UserError
+from ..grid_cell import Cell
 from ..records import record_path, run_folder
 from ..registry import Registry
 from .common import Progress, Stopped, log_folder
@@ -107,8 +108,18 @@ def stopped_status(code: int | None) -> bool:
     return code in (128 + signal.SIGINT, 128 + signal.SIGTERM, -signal.SIGINT, -signal.SIGTERM)
 
 
-def _forked_cell(cell: Cell, out: str, registry_path: str | None, trainer_args: dict, rerun: bool, threads: int | None,
-                 env: dict, log: str, status=None, grid_pid: int | None = None) -> None:
+def _forked_cell(
+    cell: Cell,
+    out: str,
+    registry_path: str | None,
+    trainer_args: dict,
+    rerun: bool,
+    threads: int | None,
+    env: dict,
+    log: str,
+    status=None,
+    grid_pid: int | None = None,
+) -> None:
     """The body of a forked cell: its own session (the grid forwards Ctrl-C once), ended with the
     grid (``die_with_grid``), output to its log, then ``run_cell``; it exits with ``bench run``'s
     status (0 trained, 1 failed, 2 bad input, 130 / 143 stopped by a signal), which it first sends
@@ -142,8 +153,9 @@ def _forked_cell(cell: Cell, out: str, registry_path: str | None, trainer_args: 
     sys.exit(code)
 
 
-def cell_status(cell: Cell, out: str, registry_path: str | None, trainer_args: dict, rerun: bool, threads: int | None,
-                notes: logging.Logger) -> int:
+def cell_status(
+    cell: Cell, out: str, registry_path: str | None, trainer_args: dict, rerun: bool, threads: int | None, notes: logging.Logger
+) -> int:
     """Train the cell with ``run_cell`` and return ``bench run``'s exit status, with its last line
     saying what happened (the grid's FAIL line quotes it)."""
     from ..runner import run_cell  # here, not at the top: bench.grid is imported without Lightning (bench reproduce --list)
@@ -153,9 +165,11 @@ def cell_status(cell: Cell, out: str, registry_path: str | None, trainer_args: d
 
     def announce(plan):
         notes.info(f"bench: {plan.model} on {plan.task}, preset {plan.preset}, seed {plan.seed}: training into {plan.folder}")
+
     try:
-        rec = run_cell(cell, out, registry=Registry(registry_path), trainer_kwargs=trainer_args, rerun=rerun, threads=threads,
-                       on_start=announce)
+        rec = run_cell(
+            cell, out, registry=Registry(registry_path), trainer_kwargs=trainer_args, rerun=rerun, threads=threads, on_start=announce
+        )
     except UserError as exc:
         notes.error(f"bench: error: {exc}")
         return 2
@@ -195,21 +209,38 @@ class CellProcess:
     """One running cell: a fork (CPU) calling ``run_cell``, or a fresh interpreter (GPU) running
     ``bench run``, with one interface."""
 
-    def __init__(self, cell: Cell, out: Path, registry_path: str | None, trainer_args: dict, rerun: bool, threads: int | None,
-                 env: dict, log: Path, fresh: bool):
+    def __init__(
+        self,
+        cell: Cell,
+        out: Path,
+        registry_path: str | None,
+        trainer_args: dict,
+        rerun: bool,
+        threads: int | None,
+        env: dict,
+        log: Path,
+        fresh: bool,
+    ):
         self.log = log
         if fresh:
             argv = cell.argv(out, registry_path, trainer_args, rerun) + (cell.threads_argv(threads) if threads else [])
             with open(log, "w") as f:
-                self.proc = subprocess.Popen([sys.executable, "-m", "bench", *argv], stdout=f, stderr=subprocess.STDOUT,
-                                             env={**os.environ, **env}, start_new_session=True, preexec_fn=parent_death_signal)
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "bench", *argv],
+                    stdout=f,
+                    stderr=subprocess.STDOUT,
+                    env={**os.environ, **env},
+                    start_new_session=True,
+                    preexec_fn=parent_death_signal,
+                )
             self.pid = self.proc.pid
         else:
             context = _fork_server()
             self.status, status_w = context.Pipe(duplex=False)
-            self.proc = context.Process(target=_forked_cell,
-                                        args=(cell, str(out), registry_path, trainer_args, rerun, threads, env, str(log), status_w,
-                                              os.getpid()))
+            self.proc = context.Process(
+                target=_forked_cell,
+                args=(cell, str(out), registry_path, trainer_args, rerun, threads, env, str(log), status_w, os.getpid()),
+            )
             self.proc.start()
             status_w.close()  # the cell holds the only write end now: EOF on it means the cell has ended
             self.pid = self.proc.pid
@@ -238,8 +269,9 @@ class CellProcess:
             pass
 
 
-def run_local(cells: list[Cell], out: Path, registry_path: str, *, jobs: int, runs_per_gpu: int, trainer_args: dict,
-              rerun: bool) -> list[tuple[Cell, str]]:
+def run_local(
+    cells: list[Cell], out: Path, registry_path: str, *, jobs: int, runs_per_gpu: int, trainer_args: dict, rerun: bool
+) -> list[tuple[Cell, str]]:
     slots, fresh = device_slots(jobs, runs_per_gpu)
     logs = log_folder(out, "grid")
     progress = Progress(len(cells), len(slots))

@@ -18,6 +18,7 @@ with no change to the run lifecycle; a cell on several GPUs then launches its ow
 ``executor: local`` runs the same jobs through submitit's LocalExecutor on this machine: the
 tests use it, and it tries a profile out without a cluster. Needs ``pip install "bench[slurm]"``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,14 +31,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional, Union
 
-from ..errors import UserError
 from ..cpus import available_cpus
+from ..errors import UserError
+from ..grid_cell import Cell
 from ..records import read_record, record_path, run_folder
 from ..schema import Schema
-from ..grid_cell import Cell
 from .common import Progress, Stopped, log, log_folder
+
 
 def _setting(default, meaning: str):
     return dataclasses.field(default=default, metadata={"help": meaning})
@@ -46,25 +47,26 @@ def _setting(default, meaning: str):
 @dataclasses.dataclass
 class SlurmProfile(Schema):
     """The profile's settings, their types, defaults and meaning; docs/cluster.md shows an example."""
+
     UNKNOWN = "unknown setting {first}"
     executor: str = _setting("slurm", "slurm, or local (submitit's LocalExecutor: this machine, no cluster)")
-    partition: Optional[str] = _setting(None, "SLURM partition (default: the cluster's)")
-    account: Optional[str] = _setting(None, "SLURM account")
-    qos: Optional[str] = _setting(None, "SLURM quality of service")
-    constraint: Optional[str] = _setting(None, "SLURM node features, e.g. a100")
-    timeout_min: Union[int, float] = _setting(60, "time limit of one job, in minutes (a chunk longer than this is requeued and resumed)")
+    partition: str | None = _setting(None, "SLURM partition (default: the cluster's)")
+    account: str | None = _setting(None, "SLURM account")
+    qos: str | None = _setting(None, "SLURM quality of service")
+    constraint: str | None = _setting(None, "SLURM node features, e.g. a100")
+    timeout_min: int | float = _setting(60, "time limit of one job, in minutes (a chunk longer than this is requeued and resumed)")
     gpus_per_cell: int = _setting(1, "GPUs per cell, i.e. per job (0 on CPU partitions)")
-    cpus_per_cell: Optional[int] = _setting(None, "CPU cores per cell; also its torch threads (default: the cores the job may use)")
-    mem_gb: Union[int, float, None] = _setting(None, "memory per job in GB")
-    array_parallelism: Optional[int] = _setting(None, "jobs of the array running at once (slurm default 256; local default 1)")
+    cpus_per_cell: int | None = _setting(None, "CPU cores per cell; also its torch threads (default: the cores the job may use)")
+    mem_gb: int | float | None = _setting(None, "memory per job in GB")
+    array_parallelism: int | None = _setting(None, "jobs of the array running at once (slurm default 256; local default 1)")
     cells_per_job: int = _setting(1, "cells one job runs one after another (more amortise scheduling for short cells)")
     max_num_timeout: int = _setting(3, "times a job may be requeued after hitting its time limit (preemptions do not count)")
-    signal_delay_s: Optional[int] = _setting(None, "seconds between the requeue signal and the time limit (submitit: 90 slurm, 30 local)")
-    setup: Optional[list] = _setting(None, "shell lines run in each job before it starts (module load ..., source .../activate)")
-    sbatch: Optional[dict] = _setting(None, "any other sbatch option, e.g. {exclusive: true, mail-type: END}")
+    signal_delay_s: int | None = _setting(None, "seconds between the requeue signal and the time limit (submitit: 90 slurm, 30 local)")
+    setup: list | None = _setting(None, "shell lines run in each job before it starts (module load ..., source .../activate)")
+    sbatch: dict | None = _setting(None, "any other sbatch option, e.g. {exclusive: true, mail-type: END}")
     job_name: str = _setting("bench", "job name shown by squeue")
-    folder: Optional[str] = _setting(None, "submitit's job files and logs (default OUT/slurm; must be shared with the nodes)")
-    cell_command: Optional[str] = _setting(None, "the command that runs one cell (default: the job's python -m bench)")
+    folder: str | None = _setting(None, "submitit's job files and logs (default OUT/slurm; must be shared with the nodes)")
+    cell_command: str | None = _setting(None, "the command that runs one cell (default: the job's python -m bench)")
 
 
 POLL_S = 2.0
@@ -110,8 +112,9 @@ def load_profile(source: str | os.PathLike | dict | None = None, overrides: list
     return profile
 
 
-def run_slurm(cells: list[Cell], out: Path, registry_path: str | None, *, trainer_args: dict, rerun: bool,
-              profile: str | os.PathLike | dict | None) -> list[tuple[Cell, str]]:
+def run_slurm(
+    cells: list[Cell], out: Path, registry_path: str | None, *, trainer_args: dict, rerun: bool, profile: str | os.PathLike | dict | None
+) -> list[tuple[Cell, str]]:
     """Train the cells as a submitit job array and wait for them; returns the failed ones with a
     one-line reason. Ctrl-C / SIGTERM cancel the jobs: running cells checkpoint and stop, and the
     same command resumes them."""
@@ -119,11 +122,18 @@ def run_slurm(cells: list[Cell], out: Path, registry_path: str | None, *, traine
 
     prof, out, folder, executor = slurm_executor(profile, out)
     logs = log_folder(out, "slurm")
-    chunk_fn = CellChunk(out=str(out), registry_path=registry_path, trainer_args=dict(trainer_args), logs=str(logs),
-                         threads=prof["cpus_per_cell"], world_size=world_size_of(dict(trainer_args)),
-                         fresh=frozenset(cells) if rerun else frozenset(), cell_command=prof["cell_command"])
+    chunk_fn = CellChunk(
+        out=str(out),
+        registry_path=registry_path,
+        trainer_args=dict(trainer_args),
+        logs=str(logs),
+        threads=prof["cpus_per_cell"],
+        world_size=world_size_of(dict(trainer_args)),
+        fresh=frozenset(cells) if rerun else frozenset(),
+        cell_command=prof["cell_command"],
+    )
     n = prof["cells_per_job"]
-    chunks = [cells[i:i + n] for i in range(0, len(cells), n)]
+    chunks = [cells[i : i + n] for i in range(0, len(cells), n)]
     limit = len(chunks) if prof["executor"] == "slurm" else (prof["array_parallelism"] or 1)
     progress, reported = Progress(len(cells), limit), set()
     waiting, running, started = list(chunks), [], time.time()
@@ -188,11 +198,21 @@ def _executor(submitit, prof: dict, folder: Path):
             params = {"timeout_min": prof["timeout_min"], "gpus_per_node": prof["gpus_per_cell"], "setup": prof["setup"] or ()}
         else:
             executor = submitit.SlurmExecutor(folder, max_num_timeout=prof["max_num_timeout"])
-            params = {"time": int(prof["timeout_min"]), "gpus_per_node": prof["gpus_per_cell"] or None, "ntasks_per_node": 1,
-                      "cpus_per_task": prof["cpus_per_cell"], "mem": f"{int(prof['mem_gb'] * 1024)}MB" if prof["mem_gb"] else None,
-                      "partition": prof["partition"], "account": prof["account"], "qos": prof["qos"],
-                      "constraint": prof["constraint"], "job_name": prof["job_name"], "setup": prof["setup"],
-                      "additional_parameters": prof["sbatch"], "array_parallelism": prof["array_parallelism"]}
+            params = {
+                "time": int(prof["timeout_min"]),
+                "gpus_per_node": prof["gpus_per_cell"] or None,
+                "ntasks_per_node": 1,
+                "cpus_per_task": prof["cpus_per_cell"],
+                "mem": f"{int(prof['mem_gb'] * 1024)}MB" if prof["mem_gb"] else None,
+                "partition": prof["partition"],
+                "account": prof["account"],
+                "qos": prof["qos"],
+                "constraint": prof["constraint"],
+                "job_name": prof["job_name"],
+                "setup": prof["setup"],
+                "additional_parameters": prof["sbatch"],
+                "array_parallelism": prof["array_parallelism"],
+            }
         params["signal_delay_s"] = prof["signal_delay_s"]
         executor.update_parameters(**{k: v for k, v in params.items() if v is not None})
     except RuntimeError as exc:  # SlurmExecutor without srun on PATH
@@ -281,11 +301,11 @@ class CellChunk:
         log = Path(self.logs) / f"{cell.task}--{cell.model}--seed{cell.seed}.log"
         t0 = time.perf_counter()
         with open(log, "a") as f:
-            f.write(f"\n{HEADER}{time.strftime('%Y-%m-%d %H:%M:%S')} job {JobEnvironment().job_id}: "
-                    f"{shlex.join(command + argv)}\n")
+            f.write(f"\n{HEADER}{time.strftime('%Y-%m-%d %H:%M:%S')} job {JobEnvironment().job_id}: {shlex.join(command + argv)}\n")
             f.flush()
-            self._proc = subprocess.Popen(command + argv, stdout=f, stderr=subprocess.STDOUT, env=_cell_env(),
-                                          preexec_fn=_ignoring(_requeue_signal()))
+            self._proc = subprocess.Popen(
+                command + argv, stdout=f, stderr=subprocess.STDOUT, env=_cell_env(), preexec_fn=_ignoring(_requeue_signal())
+            )
             try:
                 code = self._proc.wait()
             except KeyboardInterrupt:  # the local executor cancels its jobs with SIGINT

@@ -4,10 +4,12 @@ A backbone maps ``tokens[B,T]`` (and an optional padding ``mask[B,T]``, True = r
 to per-position states ``hidden[B,T,d]``. Heads (classification, tagging, LM) belong to the
 harness, so any backbone runs on any task whose causality it supports.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn

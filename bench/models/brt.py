@@ -30,6 +30,7 @@ Gradients flow through the state across all blocks of a sequence (the model's re
 but not through the XL caches (as in Transformer-XL). A block with no real token leaves the
 state untouched.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -172,9 +173,7 @@ class BlockRecurrentTransformer(Backbone):
         attns = [layer.token_self if l == self.recurrent_index else layer.attn for l, layer in enumerate(self.layers)]
         return project_relative(attns, max_dist, device)  # (H, 2 max_dist + 1, hd) each
 
-    def forward_block(
-        self, tokens: Tensor, mask: Tensor, state: BRTState, rel: list[Tensor] | None = None
-    ) -> tuple[Tensor, BRTState]:
+    def forward_block(self, tokens: Tensor, mask: Tensor, state: BRTState, rel: list[Tensor] | None = None) -> tuple[Tensor, BRTState]:
         """One block (B, W) -> (hidden (B, W, d), state for the next block). ``rel``: the layers'
         relative positions (``relative_positions``), built here when None."""
         x = self.drop(self.embed(tokens))  # (B, W, d)
@@ -208,8 +207,9 @@ class BlockRecurrentTransformer(Backbone):
     def init_state(self, batch_size: int, device=None) -> dict:
         if not self.causal:
             raise StreamingUnsupported(self.streaming_refusal())
-        caches = [(layer.token_self if l == self.recurrent_index else layer).init_cache(batch_size, device)
-                  for l, layer in enumerate(self.layers)]
+        caches = [
+            (layer.token_self if l == self.recurrent_index else layer).init_cache(batch_size, device) for l, layer in enumerate(self.layers)
+        ]
         c = self.state0.detach().expand(batch_size, -1, -1).to(device or self.state0.device).clone()
         return {"pos": 0, "layers": caches, "c": c, "block": c.new_zeros(batch_size, 0, self.d_model)}
 

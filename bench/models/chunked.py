@@ -48,6 +48,7 @@ where it crosses a chunk boundary. State, bounded by g and S:
 forward updates the memory with that partial chunk too, so the step does the same on a copy, on
 demand (``LazyPooled``): decoding token by token does not pay a memory update per token.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -64,7 +65,6 @@ from .layers.dropout import Dropout
 from .layers.feedforward import head_mlp
 from .layers.memory import MemoryUpdate, init_slots, keep_where
 from .layers.positional import RotaryTables
-
 
 UPDATE_FFN = ("d_ff", "d_model")  # model.update_ffn: the memory update's FFN width
 
@@ -84,8 +84,18 @@ class ChunkRecurrent(Backbone):
         self.chunk_size = chunk_size  # g
         self.embed = nn.Embedding(vocab_size, d_model)
 
-    def build_memory(self, n_heads: int, d_ff: int, memory_slots: int, update_layers: int, *,
-                     update_ffn: str = "d_ff", classifier: str = "linear", final_norm: bool = True, **kw) -> None:
+    def build_memory(
+        self,
+        n_heads: int,
+        d_ff: int,
+        memory_slots: int,
+        update_layers: int,
+        *,
+        update_ffn: str = "d_ff",
+        classifier: str = "linear",
+        final_norm: bool = True,
+        **kw,
+    ) -> None:
         """M^0, the U update layers (Alg. 2 lines 14-19), the output norms and the chunks' xPos; a
         subclass calls it where its parameters are initialised in order. ``update_ffn``: the memory
         update's FFN width, ``d_ff`` or ``d_model`` (d -> d -> d, the reference code's
@@ -148,9 +158,7 @@ class ChunkRecurrent(Backbone):
         hidden = self.ln_out(c_last)
         return hidden if self.classifier is None else self.classifier(hidden)
 
-    def update_memory(
-        self, memory: Tensor, c_last: Tensor, mask: Tensor | None = None, active: Tensor | None = None
-    ) -> Tensor:
+    def update_memory(self, memory: Tensor, c_last: Tensor, mask: Tensor | None = None, active: Tensor | None = None) -> Tensor:
         """Alg. 2 lines 14-20: M^t (B, S, d) attends to a chunk's C_L (B, n, d) (its real positions:
         ``mask`` (B, n)) through the U update layers -> M^{t+1}; the old memory where the chunk has no
         real token (``active`` (B,) False)."""
@@ -238,6 +246,7 @@ class ChunkRecurrent(Backbone):
                     rope = RotaryTables(*(None if x is None else x[t, :, :w].unsqueeze(1) for x in tables))  # B,1,w,hd
                     memory = memory if (t or first is None) else first(memory)
                     return step(c[:, :w], rope, masks[t, :, :w], active[t], memory, a1[t] if t < len(a1) else None)
+
                 return run
 
             yield [chunk(t, c, w) for t, (c, w) in enumerate(zip(chunks.unbind(0), widths))]
@@ -269,8 +278,12 @@ class ChunkRecurrent(Backbone):
         if not (self.supports_streaming and self.causal):
             raise StreamingUnsupported(self.streaming_refusal())
         memory = self.memory0.detach().expand(batch_size, -1, -1).to(device or self.memory0.device).clone()  # M^0
-        return {"pos": 0, "memory": memory, "stack": self.stack_init_cache(batch_size, memory.device),
-                "chunk": memory.new_zeros(batch_size, 0, self.d_model)}
+        return {
+            "pos": 0,
+            "memory": memory,
+            "stack": self.stack_init_cache(batch_size, memory.device),
+            "chunk": memory.new_zeros(batch_size, 0, self.d_model),
+        }
 
     def step(self, tokens: Tensor, state: dict) -> tuple[BackboneOutput, dict]:
         if not (self.supports_streaming and self.causal):

@@ -20,22 +20,22 @@ transform (``delta_rule``) in chunks of ``chunk_size`` (16 by default: on the CP
 (C, C) solve and products cost O(C) per token, and 16 trains fastest at head width 16);
 ``conv_size=0`` drops the convolution (then (1) is SiLU(W x)).
 """
+
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .linear_recurrent import LinearRecurrent, heads, merge, recurrence
 from .layers.short_conv import ShortConv
+from .linear_recurrent import LinearRecurrent, heads, merge, recurrence
 
 
 class DeltaRuleAttention(nn.Module):
     """Eq. (1)-(6); with ``gated`` the Gated DeltaNet mixer (bench/models/gated_deltanet.py) adds the
     decay alpha_t and the output gate."""
 
-    def __init__(self, d_model: int, n_heads: int, chunk_size: int = 16, conv_size: int = 4, beta_range: float = 1.0,
-                 gated: bool = False):
+    def __init__(self, d_model: int, n_heads: int, chunk_size: int = 16, conv_size: int = 4, beta_range: float = 1.0, gated: bool = False):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model {d_model} must be divisible by n_heads {n_heads}")
@@ -71,8 +71,9 @@ class DeltaRuleAttention(nn.Module):
         log_decay = None
         if self.gated:
             log_decay = (-self.A_log.exp() * F.softplus(self.alpha(x) + self.dt_bias)).transpose(1, 2)  # (B, H, T)
-        o, S = recurrence(q, k, v, beta=beta, log_decay=log_decay, state=None if state is None else state["S"],
-                          chunk_size=self.chunk_size)  # eq. (4)-(5)
+        o, S = recurrence(
+            q, k, v, beta=beta, log_decay=log_decay, state=None if state is None else state["S"], chunk_size=self.chunk_size
+        )  # eq. (4)-(5)
         o = self.norm(o)  # (B, H, T, hd)
         y = merge(o)
         if self.gated:
@@ -83,7 +84,25 @@ class DeltaRuleAttention(nn.Module):
 class DeltaNet(LinearRecurrent):
     """DeltaNet [Yang et al. 2024]; ``beta_range=2``: beta in (0, 2), negative eigenvalues [Grazzi et al. 2025]."""
 
-    def __init__(self, vocab_size: int, causal: bool = True, d_model: int = 128, n_heads: int = 4, n_layers: int = 2,
-                 d_ff: int = 256, dropout: float = 0.1, chunk_size: int = 16, conv_size: int = 4, beta_range: float = 1.0):
-        super().__init__(vocab_size, causal, d_model, n_layers, d_ff, dropout,
-                         lambda: DeltaRuleAttention(d_model, n_heads, chunk_size, conv_size, beta_range))
+    def __init__(
+        self,
+        vocab_size: int,
+        causal: bool = True,
+        d_model: int = 128,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        d_ff: int = 256,
+        dropout: float = 0.1,
+        chunk_size: int = 16,
+        conv_size: int = 4,
+        beta_range: float = 1.0,
+    ):
+        super().__init__(
+            vocab_size,
+            causal,
+            d_model,
+            n_layers,
+            d_ff,
+            dropout,
+            lambda: DeltaRuleAttention(d_model, n_heads, chunk_size, conv_size, beta_range),
+        )

@@ -13,6 +13,7 @@ memory read); ``DepthRecurrent.iterate_block`` runs the loop, eagerly or, after 
 compiled iteration (block + halting update) reused for every l; ``stream_block`` is the loop on t
 new positions of a stream (``DepthHalting.step``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -48,8 +49,11 @@ class BlockIteration:
 
     def __call__(self, h: Tensor, s: Tensor, rows: Tensor | None = None) -> Tensor:
         out, gate = self.block(
-            h, context=s if self.attend_to_mixture else None, memory=self.memory,
-            rope=None if self.rope is None else self.rope.rows(rows), key_mask=take(self.key_mask, rows),
+            h,
+            context=s if self.attend_to_mixture else None,
+            memory=self.memory,
+            rope=None if self.rope is None else self.rope.rows(rows),
+            key_mask=take(self.key_mask, rows),
             causal=self.causal,
         )
         if gate is not None:
@@ -82,8 +86,17 @@ class DepthRecurrent:
         def iterate(l: int, h: Tensor, s: Tensor, c, x_prev, parts: tuple, rows: Tensor | None):
             rope = None if shared.rope is None else shared.rope.rows(rows)
             h, s, c, x_prev, gate = compiled(
-                levels[l - 1], h, s, c, x_prev, parts, rope, take(shared.key_mask, rows),
-                None if given is not None else take(shared.mask, rows), shared.memory, given,
+                levels[l - 1],
+                h,
+                s,
+                c,
+                x_prev,
+                parts,
+                rope,
+                take(shared.key_mask, rows),
+                None if given is not None else take(shared.mask, rows),
+                shared.memory,
+                given,
             )
             if gate is not None:
                 shared.gates.append(gate)
@@ -91,8 +104,20 @@ class DepthRecurrent:
 
         return self.halting.run(iterate, h0, mask, compiled=True)
 
-    def depth_iteration(self, level: Tensor, h: Tensor, s: Tensor, carry, x_prev, parts: tuple, rope,
-                        key_mask: Tensor | None, mask: Tensor | None, memory: tuple | None, given: tuple | None):
+    def depth_iteration(
+        self,
+        level: Tensor,
+        h: Tensor,
+        s: Tensor,
+        carry,
+        x_prev,
+        parts: tuple,
+        rope,
+        key_mask: Tensor | None,
+        mask: Tensor | None,
+        memory: tuple | None,
+        given: tuple | None,
+    ):
         """``DepthHalting.iteration`` with the shared block, on the running sequences' rows (``rope``,
         ``key_mask``, ``mask`` already theirs): what ``compile`` compiles, once for every l (``level``
         a tensor) -> (H_l, S_l, carry, x_prev, the mean gate's pair or None)."""
@@ -112,15 +137,21 @@ class DepthRecurrent:
         caches = [self.block.init_cache(batch_size, device) for _ in range(self.halting.max_iters)]
         return self.halting.init_state(caches, batch_size, device)
 
-    def stream_block(self, h0: Tensor, state: dict, *, rope, key_scale, memory: Tensor | None = None,
-                     gates: list | None = None) -> tuple[HaltingOutput, dict]:
+    def stream_block(
+        self, h0: Tensor, state: dict, *, rope, key_scale, memory: Tensor | None = None, gates: list | None = None
+    ) -> tuple[HaltingOutput, dict]:
         """The loop on t new positions (causal): H_0 (B, t, d) and the halting state (one block cache
         per iteration) -> (S_L of the new positions, the new state); ``gates`` (if given) collects
         each iteration's mean gate."""
 
         def block_step(h: Tensor, s: Tensor, cache: dict) -> tuple[Tensor, dict]:  # one iteration, t new positions
             out, gate, cache = self.block.iterate_step(
-                h, cache, context=s if self.attend_to_mixture else None, memory=memory, rope=rope, key_scale=key_scale,
+                h,
+                cache,
+                context=s if self.attend_to_mixture else None,
+                memory=memory,
+                rope=rope,
+                key_scale=key_scale,
             )
             if gates is not None and gate is not None:
                 gates.append(gate_mean(gate, torch.ones(h.shape[:2], dtype=torch.bool, device=h.device)))

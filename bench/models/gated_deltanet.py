@@ -13,6 +13,7 @@ everything quickly, the delta rule one key precisely. Eq. (4) runs chunkwise (``
 per-head ``log_decay`` = log alpha_t); A_log and dt_bias are initialised as Mamba-2's (A in [1, 16],
 softplus(dt_bias) log-uniform in [1e-3, 0.1]).
 """
+
 from __future__ import annotations
 
 from .deltanet import DeltaRuleAttention
@@ -22,7 +23,25 @@ from .linear_recurrent import LinearRecurrent
 class GatedDeltaNet(LinearRecurrent):
     """Gated DeltaNet [Yang et al. 2025]: eq. (1)-(6) (the gated ``DeltaRuleAttention``)."""
 
-    def __init__(self, vocab_size: int, causal: bool = True, d_model: int = 128, n_heads: int = 4, n_layers: int = 2,
-                 d_ff: int = 256, dropout: float = 0.1, chunk_size: int = 16, conv_size: int = 4, beta_range: float = 1.0):
-        super().__init__(vocab_size, causal, d_model, n_layers, d_ff, dropout,
-                         lambda: DeltaRuleAttention(d_model, n_heads, chunk_size, conv_size, beta_range, gated=True))
+    def __init__(
+        self,
+        vocab_size: int,
+        causal: bool = True,
+        d_model: int = 128,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        d_ff: int = 256,
+        dropout: float = 0.1,
+        chunk_size: int = 16,
+        conv_size: int = 4,
+        beta_range: float = 1.0,
+    ):
+        super().__init__(
+            vocab_size,
+            causal,
+            d_model,
+            n_layers,
+            d_ff,
+            dropout,
+            lambda: DeltaRuleAttention(d_model, n_heads, chunk_size, conv_size, beta_range, gated=True),
+        )

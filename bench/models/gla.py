@@ -11,6 +11,7 @@ channel, per head:
 log alpha_t = logsigmoid(.) / tau; eq. (3) is ``gated_linear_attention`` with that per-channel
 log decay (chunks of at most 8 steps: the (C, C, dk) decay tensor).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,7 @@ from .linear_recurrent import LinearRecurrent, heads, merge, recurrence
 
 
 class GatedLinearAttention(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, chunk_size: int = 64, expand_k: float = 0.5, gate_rank: int = 16,
-                 tau: float = 16.0):
+    def __init__(self, d_model: int, n_heads: int, chunk_size: int = 64, expand_k: float = 0.5, gate_rank: int = 16, tau: float = 16.0):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model {d_model} must be divisible by n_heads {n_heads}")
@@ -53,7 +53,18 @@ class GatedLinearAttention(nn.Module):
 class GLA(LinearRecurrent):
     """Gated Linear Attention [Yang et al. 2024]: data-dependent per-channel decay."""
 
-    def __init__(self, vocab_size: int, causal: bool = True, d_model: int = 128, n_heads: int = 4, n_layers: int = 2,
-                 d_ff: int = 256, dropout: float = 0.1, chunk_size: int = 64, expand_k: float = 0.5):
-        super().__init__(vocab_size, causal, d_model, n_layers, d_ff, dropout,
-                         lambda: GatedLinearAttention(d_model, n_heads, chunk_size, expand_k))
+    def __init__(
+        self,
+        vocab_size: int,
+        causal: bool = True,
+        d_model: int = 128,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        d_ff: int = 256,
+        dropout: float = 0.1,
+        chunk_size: int = 64,
+        expand_k: float = 0.5,
+    ):
+        super().__init__(
+            vocab_size, causal, d_model, n_layers, d_ff, dropout, lambda: GatedLinearAttention(d_model, n_heads, chunk_size, expand_k)
+        )

@@ -24,6 +24,7 @@ freezes halted units on the device and asks once per chunk whether all have halt
 Streaming (causal): the stack's state is the depth loop's (one block cache per iteration and the
 prefix sums of the causal halting units), restarting with every chunk.
 """
+
 from __future__ import annotations
 
 import torch
@@ -64,12 +65,20 @@ class GUTLB(DepthRecurrent, ChunkRecurrent):
     ):
         super().__init__(vocab_size, causal, d_model, chunk_size)
         kw = {"dropout": dropout, "attn_dropout": attn_dropout, "backend": attn_backend}
-        self.build_memory(n_heads, d_ff, memory_slots, update_layers, update_ffn=update_ffn, classifier=classifier,
-                          final_norm=final_norm, **kw)
+        self.build_memory(
+            n_heads, d_ff, memory_slots, update_layers, update_ffn=update_ffn, classifier=classifier, final_norm=final_norm, **kw
+        )
         self.block = RecurrentBlock(d_model, n_heads, d_ff, gate=gate, read=True, **kw)  # xPos: self.rotary's
         self.halting = DepthHalting(
-            d_model, max_layers, global_halt=global_halt, transition=transition, causal=causal,
-            mode=mode, threshold=threshold, bias_init=halt_bias_init, exit="freeze",
+            d_model,
+            max_layers,
+            global_halt=global_halt,
+            transition=transition,
+            causal=causal,
+            mode=mode,
+            threshold=threshold,
+            bias_init=halt_bias_init,
+            exit="freeze",
             rules=halt_rules,
         )
         self.attend_to_mixture = not global_halt  # token-level ablation follows Alg. 1
@@ -95,8 +104,10 @@ class GUTLB(DepthRecurrent, ChunkRecurrent):
         real_f = torch.stack(active.unbind(0), 1).to(ponder.dtype)  # (B, n_chunks)
         gates = [it for chunk in stats for it in chunk[2]]  # (mean gate, any real token) per iteration
         n_real = real_f.sum(1).clamp_min(1.0)
-        out = {"halt_depth": ((depth * real_f).sum(1) / n_real).detach(),  # mean iterations per chunk
-               "total_depth": (depth * real_f).sum(1).detach()}  # iterations over all chunks
+        out = {
+            "halt_depth": ((depth * real_f).sum(1) / n_real).detach(),  # mean iterations per chunk
+            "total_depth": (depth * real_f).sum(1).detach(),
+        }  # iterations over all chunks
         if gates:
             out["gate_mean"] = mean_over_iterations(gates)
         aux = self.beta * ((ponder * real_f).sum(1) / n_real).mean() if self.beta else None

@@ -16,9 +16,10 @@ is a fixed set of tensors (the (dk, dv) matrix per head, a conv window, ...): it
 with the stream. ``recurrence`` runs one of the two mechanisms (bench/models/layers/
 linear_recurrence.py) chunkwise, or by its step form for a single new token.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -42,8 +43,7 @@ def merge(x: Tensor) -> Tensor:
     return x.transpose(1, 2).reshape(B, T, H * hd)
 
 
-def head_norm(x: Tensor, n_heads: int, weight: Tensor | None = None, bias: Tensor | None = None,
-              eps: float = 1e-5) -> Tensor:
+def head_norm(x: Tensor, n_heads: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """GroupNorm with one group per head, at every position: x (B, T, H * hd) normalised over each head's hd
     channels, then the per-channel affine (weight, bias (H * hd) or None). The same function as
     ``F.group_norm(x.reshape(B * T, H * hd), H, weight, bias, eps)``, as a layer norm over (..., H, hd)
@@ -54,8 +54,17 @@ def head_norm(x: Tensor, n_heads: int, weight: Tensor | None = None, bias: Tenso
     return y if weight is None else y * weight
 
 
-def recurrence(q: Tensor, k: Tensor, v: Tensor, *, beta: Tensor | None = None, log_decay: Tensor | None = None,
-               state: Tensor | None = None, chunk_size: int = 64, decay_sign: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def recurrence(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    beta: Tensor | None = None,
+    log_decay: Tensor | None = None,
+    state: Tensor | None = None,
+    chunk_size: int = 64,
+    decay_sign: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
     """The delta rule (``beta`` given) or gated linear attention on (B, H, T, .) inputs from ``state``
     (None: zeros): chunkwise, or the step form when one token continues a stream."""
     if state is not None and q.shape[2] == 1:
@@ -63,8 +72,9 @@ def recurrence(q: Tensor, k: Tensor, v: Tensor, *, beta: Tensor | None = None, l
         if beta is not None:
             o, S = delta_rule_step(q[:, :, 0], k[:, :, 0], v[:, :, 0], beta[:, :, 0], ld, state)
         else:
-            o, S = gated_linear_attention_step(q[:, :, 0], k[:, :, 0], v[:, :, 0], ld, state,
-                                               None if decay_sign is None else decay_sign[:, :, 0])
+            o, S = gated_linear_attention_step(
+                q[:, :, 0], k[:, :, 0], v[:, :, 0], ld, state, None if decay_sign is None else decay_sign[:, :, 0]
+            )
         return o[:, :, None], S
     if beta is not None:
         return delta_rule(q, k, v, beta, log_decay, initial_state=state, chunk_size=chunk_size)
@@ -96,8 +106,9 @@ class LinearRecurrent(Backbone):
     supports_bidirectional = False
     supports_streaming = True
 
-    def __init__(self, vocab_size: int, causal: bool, d_model: int, n_layers: int, d_ff: int, dropout: float,
-                 make_mixer: Callable[[], nn.Module]):
+    def __init__(
+        self, vocab_size: int, causal: bool, d_model: int, n_layers: int, d_ff: int, dropout: float, make_mixer: Callable[[], nn.Module]
+    ):
         if not causal:
             raise ValueError(f"{type(self).__name__} is a causal recurrence; it has no bidirectional form")
         super().__init__(vocab_size, causal, d_model)

@@ -15,6 +15,7 @@ per head holds W and z. The transition is the identity ("not true recurrence", [
 positional encoding, so a one-layer model's last output is the same for any order of the prefix
 and two layers are position-sensitive (the nope-properties table checks both).
 """
+
 from __future__ import annotations
 
 import torch
@@ -50,7 +51,15 @@ class FastWeightAttention(nn.Module):
 class LinearTransformer(LinearRecurrent):
     """Linear Transformer / fast weight programmer (phi = elu + 1, normalised) [NOPE §4]."""
 
-    def __init__(self, vocab_size: int, causal: bool = True, d_model: int = 128, n_heads: int = 4, n_layers: int = 2,
-                 d_ff: int = 256, dropout: float = 0.1, chunk_size: int = 64):
-        super().__init__(vocab_size, causal, d_model, n_layers, d_ff, dropout,
-                         lambda: FastWeightAttention(d_model, n_heads, chunk_size))
+    def __init__(
+        self,
+        vocab_size: int,
+        causal: bool = True,
+        d_model: int = 128,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        d_ff: int = 256,
+        dropout: float = 0.1,
+        chunk_size: int = 64,
+    ):
+        super().__init__(vocab_size, causal, d_model, n_layers, d_ff, dropout, lambda: FastWeightAttention(d_model, n_heads, chunk_size))

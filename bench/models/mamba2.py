@@ -21,6 +21,7 @@ A, dt_bias and D initialised as the reference (A uniform in [1, 16], softplus(dt
 in [1e-3, 0.1], D = 1). ``d_ff`` > 0 keeps the FFN sublayer of the shared stack
 (bench/models/linear_recurrent.py); ``d_ff: 0`` is the pure Mamba-2 stack.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,16 @@ from .linear_recurrent import LinearRecurrent, heads, merge, recurrence
 
 
 class SSD(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, chunk_size: int = 64, d_state: int = 16, expand: int = 2,
-                 conv_size: int = 4, negative_transitions: bool = False):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        chunk_size: int = 64,
+        d_state: int = 16,
+        expand: int = 2,
+        conv_size: int = 4,
+        negative_transitions: bool = False,
+    ):
         super().__init__()
         d_inner = expand * d_model
         if d_inner % n_heads:
@@ -70,8 +79,15 @@ class SSD(nn.Module):
         x = heads(x, self.n_heads)  # (Bsz, H, T, P)
         q = C[:, None].expand(Bsz, self.n_heads, T, self.d_state)  # (Bsz, H, T, N)
         k = B[:, None].expand(Bsz, self.n_heads, T, self.d_state)
-        y, h = recurrence(q, k, x * delta[..., None], log_decay=log_a, decay_sign=sign,
-                          state=None if state is None else state["h"], chunk_size=self.chunk_size)  # eq. (5)
+        y, h = recurrence(
+            q,
+            k,
+            x * delta[..., None],
+            log_decay=log_a,
+            decay_sign=sign,
+            state=None if state is None else state["h"],
+            chunk_size=self.chunk_size,
+        )  # eq. (5)
         y = merge(y + self.D[:, None, None] * x)  # (Bsz, T, d_inner)
         return self.out_proj(self.norm(y * F.silu(z))), {"h": h, "conv": conv_state}  # eq. (6)
 
@@ -79,8 +95,27 @@ class SSD(nn.Module):
 class Mamba2(LinearRecurrent):
     """Mamba-2 [Dao & Gu 2024] (SSD); ``negative_transitions``: a_t in (-1, 1] [Grazzi et al. 2025]."""
 
-    def __init__(self, vocab_size: int, causal: bool = True, d_model: int = 128, n_heads: int = 4, n_layers: int = 2,
-                 d_ff: int = 256, dropout: float = 0.1, chunk_size: int = 64, d_state: int = 16, expand: int = 2,
-                 conv_size: int = 4, negative_transitions: bool = False):
-        super().__init__(vocab_size, causal, d_model, n_layers, d_ff, dropout,
-                         lambda: SSD(d_model, n_heads, chunk_size, d_state, expand, conv_size, negative_transitions))
+    def __init__(
+        self,
+        vocab_size: int,
+        causal: bool = True,
+        d_model: int = 128,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        d_ff: int = 256,
+        dropout: float = 0.1,
+        chunk_size: int = 64,
+        d_state: int = 16,
+        expand: int = 2,
+        conv_size: int = 4,
+        negative_transitions: bool = False,
+    ):
+        super().__init__(
+            vocab_size,
+            causal,
+            d_model,
+            n_layers,
+            d_ff,
+            dropout,
+            lambda: SSD(d_model, n_heads, chunk_size, d_state, expand, conv_size, negative_transitions),
+        )

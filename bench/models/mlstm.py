@@ -56,6 +56,7 @@ As the paper's code: projections without bias; m_0 = 0 (any m_0 gives the same o
 initialisation: gates' weights 0, forget biases evenly spaced in [3, 6], input biases N(0, 0.1);
 W_up, W_q, W_k, W_v N(0, 2 / (5 d)); W_down N(0, (2 / (L sqrt(d)))^2), L = n_layers; skip s = 1.
 """
+
 from __future__ import annotations
 
 import math
@@ -77,8 +78,9 @@ def stabiliser(log_f: Tensor, i_pre: Tensor, m0: Tensor) -> Tensor:
         return F_ + torch.maximum(running, m0.detach()[..., None])
 
 
-def mlstm_cell(q: Tensor, k: Tensor, v: Tensor, i_pre: Tensor, f_pre: Tensor, *, S: Tensor | None = None,
-               m: Tensor | None = None, chunk_size: int = 32) -> tuple[Tensor, Tensor, Tensor]:
+def mlstm_cell(
+    q: Tensor, k: Tensor, v: Tensor, i_pre: Tensor, f_pre: Tensor, *, S: Tensor | None = None, m: Tensor | None = None, chunk_size: int = 32
+) -> tuple[Tensor, Tensor, Tensor]:
     """Eq. (1)-(4) by their stabilised form (11)-(13) on ``gated_linear_attention``.
 
     q, k (B, H, T, dk), k already scaled by 1 / sqrt(dk); v (B, H, T, dv); i_pre, f_pre (B, H, T)
@@ -120,8 +122,16 @@ class BlockDiagonal(nn.Module):
 class MLSTMLayer(nn.Module):
     """The mLSTM block's mixer: eq. (5)-(10) around the cell (1)-(4)."""
 
-    def __init__(self, d_model: int, n_heads: int, n_layers: int = 1, chunk_size: int = 32, proj_factor: float = 2.0,
-                 conv_size: int = 4, qkv_block: int = 4):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        n_layers: int = 1,
+        chunk_size: int = 32,
+        proj_factor: float = 2.0,
+        conv_size: int = 4,
+        qkv_block: int = 4,
+    ):
         super().__init__()
         d_inner = int(round(proj_factor * d_model))
         if d_inner % n_heads:
@@ -162,8 +172,16 @@ class MLSTMLayer(nn.Module):
         i_pre, f_pre = F.linear(gates, weight, bias).transpose(1, 2).chunk(2, dim=1)  # (B, H, T) each, eq. (8)
         q, v = heads(q, self.n_heads), heads(v, self.n_heads)  # (B, H, T, d_h)
         k = heads(k, self.n_heads) / math.sqrt(self.head_dim)
-        h, S, m = mlstm_cell(q, k, v, i_pre, f_pre, S=None if state is None else state["S"],
-                             m=None if state is None else state["m"], chunk_size=self.chunk_size)  # eq. (1)-(4), (11)-(13)
+        h, S, m = mlstm_cell(
+            q,
+            k,
+            v,
+            i_pre,
+            f_pre,
+            S=None if state is None else state["S"],
+            m=None if state is None else state["m"],
+            chunk_size=self.chunk_size,
+        )  # eq. (1)-(4), (11)-(13)
         h = head_norm(merge(h), self.n_heads, self.norm_weight)  # (B, T, d_in), per head
         h = (h + self.skip * c) * F.silu(z)  # eq. (9)
         return self.down(h), {"S": S, "m": m, "conv": conv_state}  # eq. (10)
@@ -172,8 +190,26 @@ class MLSTMLayer(nn.Module):
 class MLSTM(LinearRecurrent):
     """mLSTM [Beck et al. 2024, xLSTM]: exponential input gate, sigmoid forget gate, normaliser, stabiliser m_t."""
 
-    def __init__(self, vocab_size: int, causal: bool = True, d_model: int = 128, n_heads: int = 4, n_layers: int = 2,
-                 d_ff: int = 256, dropout: float = 0.1, chunk_size: int = 32, proj_factor: float = 2.0, conv_size: int = 4,
-                 qkv_block: int = 4):
-        super().__init__(vocab_size, causal, d_model, n_layers, d_ff, dropout,
-                         lambda: MLSTMLayer(d_model, n_heads, n_layers, chunk_size, proj_factor, conv_size, qkv_block))
+    def __init__(
+        self,
+        vocab_size: int,
+        causal: bool = True,
+        d_model: int = 128,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        d_ff: int = 256,
+        dropout: float = 0.1,
+        chunk_size: int = 32,
+        proj_factor: float = 2.0,
+        conv_size: int = 4,
+        qkv_block: int = 4,
+    ):
+        super().__init__(
+            vocab_size,
+            causal,
+            d_model,
+            n_layers,
+            d_ff,
+            dropout,
+            lambda: MLSTMLayer(d_model, n_heads, n_layers, chunk_size, proj_factor, conv_size, qkv_block),
+        )

@@ -19,6 +19,7 @@ LayerNorm (unbiased std, eps outside the root) and biased attention projections
 The paper targets autoregressive tasks; with ``causal=False`` (classification) attention becomes
 bidirectional over real tokens while the LocalRNN windows stay left-to-right.
 """
+
 from __future__ import annotations
 
 import torch
@@ -28,7 +29,6 @@ from .base import Backbone, BackboneOutput, StreamingUnsupported
 from .layers import TransformerBlock
 from .layers.feedforward import ACTIVATIONS
 from .layers.local_rnn import LocalRNN
-
 
 NORMS = ("torch", "reference")  # model.norm
 
@@ -66,8 +66,7 @@ class RTransformerLayer(nn.Module):
         self.rnns = nn.ModuleList(LocalRNN(d_model, window, cell) for _ in range(rnn_per_layer))
         self.drop = nn.Dropout(dropout)
         # MHA (no positions) + FFN (eq. 7: ReLU by default)
-        self.block = TransformerBlock(d_model, n_heads, d_ff, dropout=dropout, backend=backend, activation=activation,
-                                      attn_bias=attn_bias)
+        self.block = TransformerBlock(d_model, n_heads, d_ff, dropout=dropout, backend=backend, activation=activation, attn_bias=attn_bias)
 
     def forward(self, x: Tensor, key_mask: Tensor | None, causal: bool) -> Tensor:  # (B, T, d)
         for ln, rnn in zip(self.ln_rnn, self.rnns):
@@ -77,8 +76,10 @@ class RTransformerLayer(nn.Module):
     def init_state(self, batch_size: int, device=None) -> dict:
         d = self.block.ln_attn.normalized_shape[0]
         dtype = self.block.ln_attn.weight.dtype
-        return {"rnn": [rnn.init_state(batch_size, d, device, dtype) for rnn in self.rnns],
-                "attn": self.block.init_cache(batch_size, device)}
+        return {
+            "rnn": [rnn.init_state(batch_size, d, device, dtype) for rnn in self.rnns],
+            "attn": self.block.init_cache(batch_size, device),
+        }
 
     def step(self, x: Tensor, state: dict) -> tuple[Tensor, dict]:  # x (B, t, d): new positions
         windows = []

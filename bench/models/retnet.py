@@ -13,6 +13,7 @@ position before entering S, so streaming continues the positions from the number
 (the state: S per head and that count). Eq. (2) is ``gated_linear_attention`` with the constant
 per-head log decay log gamma_h. Value width: the paper's 2 x d is here d (as every family here).
 """
+
 from __future__ import annotations
 
 import math
@@ -48,8 +49,7 @@ class MultiScaleRetention(nn.Module):
         tables = self.rotary.tables(torch.arange(n, n + T, device=x.device))  # (T, hd) each
         q, k = rotate(q, tables), rotate(k, tables) / math.sqrt(self.head_dim)  # eq. (1)
         log_decay = self.log_gamma.to(x.dtype)[None, :, None].expand(B, self.n_heads, T)  # (B, H, T)
-        o, S = recurrence(q, k, v, log_decay=log_decay, state=None if state is None else state["S"],
-                          chunk_size=self.chunk_size)  # eq. (2)
+        o, S = recurrence(q, k, v, log_decay=log_decay, state=None if state is None else state["S"], chunk_size=self.chunk_size)  # eq. (2)
         o = head_norm(merge(o), self.n_heads)  # (B, T, d), eq. (4), per head
         return self.out(F.silu(self.gate(x)) * o), {"S": S, "n": n + T}  # eq. (5)
 
@@ -57,7 +57,15 @@ class MultiScaleRetention(nn.Module):
 class RetNet(LinearRecurrent):
     """RetNet [Sun et al. 2023]: multi-scale retention, fixed decays 1 - 2^{-5-h}."""
 
-    def __init__(self, vocab_size: int, causal: bool = True, d_model: int = 128, n_heads: int = 4, n_layers: int = 2,
-                 d_ff: int = 256, dropout: float = 0.1, chunk_size: int = 64):
-        super().__init__(vocab_size, causal, d_model, n_layers, d_ff, dropout,
-                         lambda: MultiScaleRetention(d_model, n_heads, chunk_size))
+    def __init__(
+        self,
+        vocab_size: int,
+        causal: bool = True,
+        d_model: int = 128,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        d_ff: int = 256,
+        dropout: float = 0.1,
+        chunk_size: int = 64,
+    ):
+        super().__init__(vocab_size, causal, d_model, n_layers, d_ff, dropout, lambda: MultiScaleRetention(d_model, n_heads, chunk_size))

@@ -6,6 +6,7 @@ backward stacks of d/2 units each, concatenated, for classification tasks.
 Streaming (causal): the state is the stack's last hidden state h (GRU) or (h, c) (LSTM),
 (n_layers, B, d) each.
 """
+
 from __future__ import annotations
 
 from torch import Tensor, nn

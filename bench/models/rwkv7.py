@@ -42,6 +42,7 @@ the rounding, not the function). Streaming: per layer S (B, H, N, N) and
 the two token-shift inputs (B, d): a fixed size whatever the context; v_1 is recomputed at each
 position (layer 1 at the same token), never stored.
 """
+
 from __future__ import annotations
 
 import math
@@ -54,7 +55,6 @@ from .base import Backbone, BackboneOutput
 from .layers.dropout import Dropout
 from .layers.linear_recurrence import dplr_delta_rule, dplr_delta_rule_step
 from .linear_recurrent import head_norm, heads, merge
-
 
 DECAY_SCALE = math.exp(-0.5)  # eq. (3): log w = -e^{-1/2} sigmoid(.), so every log w lies in (-DECAY_SCALE, 0)
 
@@ -88,7 +88,7 @@ class TimeMix(nn.Module):
         lin = i / (d - 1) - 0.5 if d > 1 else torch.zeros(1)
         zig = ((i % N) - (N - 1) / 2) / max((N - 1) / 2, 1)
         zig = zig * zig.abs()
-        self.w0 = nn.Parameter(-6 + 6 * (i / max(d - 1, 1)) ** (1 + depth01 ** 0.3) + 0.5 + 2.5 * zig)
+        self.w0 = nn.Parameter(-6 + 6 * (i / max(d - 1, 1)) ** (1 + depth01**0.3) + 0.5 + 2.5 * zig)
         self.w1, self.w2 = lora(d, lora_rank)
         self.a0 = nn.Parameter(-0.19 + 0.3 * zig + 0.4 * lin)
         self.a1, self.a2 = lora(d, lora_rank)
@@ -107,8 +107,10 @@ class TimeMix(nn.Module):
 
     def init_state(self, batch_size: int, device=None, dtype=None) -> dict:
         N = self.mu.shape[1] // self.n_heads
-        return {"S": torch.zeros(batch_size, self.n_heads, N, N, device=device, dtype=dtype),
-                "shift": torch.zeros(batch_size, self.mu.shape[1], device=device, dtype=dtype)}
+        return {
+            "S": torch.zeros(batch_size, self.n_heads, N, N, device=device, dtype=dtype),
+            "shift": torch.zeros(batch_size, self.mu.shape[1], device=device, dtype=dtype),
+        }
 
     def forward(self, x: Tensor, v_first: Tensor | None, state: dict | None = None) -> tuple[Tensor, Tensor, dict]:
         """x (B, T, d); v_first layer 1's values (None in layer 1) -> (out, v_first, state)."""
@@ -128,12 +130,12 @@ class TimeMix(nn.Module):
         r, k, v, a, log_w = (heads(t, self.n_heads) for t in (r, k, v, a, log_w))  # (B, H, T, N)
         S0 = None if state is None else state["S"]
         if S0 is not None and T == 1:  # eq. (8), one token of a stream
-            o, S = dplr_delta_rule_step(r[:, :, 0], k[:, :, 0], v[:, :, 0], -kappa[:, :, 0], (kappa * a)[:, :, 0],
-                                        log_w[:, :, 0], S0)
+            o, S = dplr_delta_rule_step(r[:, :, 0], k[:, :, 0], v[:, :, 0], -kappa[:, :, 0], (kappa * a)[:, :, 0], log_w[:, :, 0], S0)
             o = o[:, :, None]
         else:
-            o, S = dplr_delta_rule(r, k, v, -kappa, kappa * a, log_w, initial_state=S0, chunk_size=self.chunk_size,
-                                   decay_floor=-DECAY_SCALE)  # eq. (3)'s bound: no host read of the decays
+            o, S = dplr_delta_rule(
+                r, k, v, -kappa, kappa * a, log_w, initial_state=S0, chunk_size=self.chunk_size, decay_floor=-DECAY_SCALE
+            )  # eq. (3)'s bound: no host read of the decays
         o = head_norm(merge(o), self.n_heads, self.ln_x.weight, self.ln_x.bias, self.ln_x.eps)  # (B, T, d), eq. (9)
         bonus = (r * self.rho[:, None] * k).sum(-1, keepdim=True) * v  # (B, H, T, N)
         o = o + merge(bonus)
@@ -158,8 +160,7 @@ class ChannelMix(nn.Module):
 
 
 class RWKV7Block(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, layer: int, n_layers: int,
-                 lora_rank: int, chunk_size: int):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, layer: int, n_layers: int, lora_rank: int, chunk_size: int):
         super().__init__()
         self.ln_time, self.ln_channel = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.time = TimeMix(d_model, n_heads, layer, n_layers, lora_rank, chunk_size)
@@ -183,8 +184,18 @@ class RWKV7(Backbone):
     supports_bidirectional = False
     supports_streaming = True
 
-    def __init__(self, vocab_size: int, causal: bool = True, d_model: int = 128, n_heads: int = 4, n_layers: int = 2,
-                 d_ff: int = 256, dropout: float = 0.1, lora_rank: int = 8, chunk_size: int = 32):
+    def __init__(
+        self,
+        vocab_size: int,
+        causal: bool = True,
+        d_model: int = 128,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        d_ff: int = 256,
+        dropout: float = 0.1,
+        lora_rank: int = 8,
+        chunk_size: int = 32,
+    ):
         if not causal:
             raise ValueError("RWKV7 is a causal recurrence; it has no bidirectional form")
         if d_ff < 1:
@@ -192,8 +203,9 @@ class RWKV7(Backbone):
         super().__init__(vocab_size, causal, d_model)
         self.embed = nn.Embedding(vocab_size, d_model)
         self.drop = Dropout(dropout)
-        self.blocks = nn.ModuleList(RWKV7Block(d_model, n_heads, d_ff, dropout, layer, n_layers, lora_rank, chunk_size)
-                                    for layer in range(n_layers))
+        self.blocks = nn.ModuleList(
+            RWKV7Block(d_model, n_heads, d_ff, dropout, layer, n_layers, lora_rank, chunk_size) for layer in range(n_layers)
+        )
         self.ln_out = nn.LayerNorm(d_model)
 
     def _run(self, tokens: Tensor, state: dict | None) -> tuple[BackboneOutput, dict]:

@@ -17,6 +17,7 @@ chunk at once (``ChunkRecurrent.chunk_steps``).
 Streaming: the stack's state is one KV cache per layer (keys rotated at positions 0..pos-1 of the
 chunk, with RSA's REM state), reset at every chunk boundary as the chunk's attention restarts.
 """
+
 from __future__ import annotations
 
 from torch import Tensor, nn
@@ -49,11 +50,10 @@ class TLB(ChunkRecurrent):
         super().__init__(vocab_size, causal, d_model, chunk_size)
         kw = {"dropout": dropout, "attn_dropout": attn_dropout, "backend": attn_backend}
         # chunk-processing layers: Attention1 (self, xPos) -> Attention2 (memory read) -> FFN
-        self.layers = nn.ModuleList(
-            TransformerBlock(d_model, n_heads, d_ff, rsa=rsa, read=True, **kw) for _ in range(n_layers)
+        self.layers = nn.ModuleList(TransformerBlock(d_model, n_heads, d_ff, rsa=rsa, read=True, **kw) for _ in range(n_layers))
+        self.build_memory(
+            n_heads, d_ff, memory_slots, update_layers, update_ffn=update_ffn, classifier=classifier, final_norm=final_norm, **kw
         )
-        self.build_memory(n_heads, d_ff, memory_slots, update_layers, update_ffn=update_ffn, classifier=classifier,
-                          final_norm=final_norm, **kw)
 
     def chunk_stack(self, c0: Tensor, rope, mask: Tensor, memory: Tensor, a1: Tensor | None) -> tuple[Tensor, tuple]:
         """Alg. 2 lines 8-13: C_0 (B, g, d) -> (C_L (B, g, d), no statistics). ``a1``: A_1 = C_0 +

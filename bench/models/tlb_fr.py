@@ -17,6 +17,7 @@ a chunk, and an all-padding chunk keeps the memory, as in TLB). Slicing by the b
 sequence instead (torch.chunk over the padded batch) made a sequence's outputs depend on what else
 was in its batch, and evaluation depend on the eval batch size.
 """
+
 from __future__ import annotations
 
 import torch

@@ -15,6 +15,7 @@ NoPE: a causal decoder with no positional encoding at all. Causal masking alone 
 recover positions: one layer is blind to the order of the prefix (the last position's output
 is invariant to permuting it); two or more layers are fully position-sensitive.
 """
+
 from __future__ import annotations
 
 from torch import Tensor, nn
@@ -45,8 +46,9 @@ class Transformer(Backbone):
         super().__init__(vocab_size, causal, d_model)
         self.embed = TokenEmbedding(vocab_size, d_model, pos_encoding, max_len, dropout)
         self.blocks = nn.ModuleList(
-            TransformerBlock(d_model, n_heads, d_ff, dropout=dropout, attn_dropout=attn_dropout, backend=attn_backend,
-                             rsa=rsa, norm_first=norm_first)
+            TransformerBlock(
+                d_model, n_heads, d_ff, dropout=dropout, attn_dropout=attn_dropout, backend=attn_backend, rsa=rsa, norm_first=norm_first
+            )
             for _ in range(n_layers)
         )
         self.rotary = make_rotary(pos_encoding, d_model // n_heads)  # weightless: one for every layer

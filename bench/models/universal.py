@@ -24,6 +24,7 @@ number seen, for the absolute encodings and rotary / xPos alike (as ``Transforme
 attention does. ``step`` reports halt_depth and ponder per new position (B, t); its aux_loss is
 0 (the ACT cost is a training loss of the whole sequence: use ``forward`` to train).
 """
+
 from __future__ import annotations
 
 import torch
@@ -80,8 +81,15 @@ class UT(DepthRecurrent, Backbone):
         self.block = RecurrentBlock(d_model, n_heads, d_ff, gate=gate, dropout=dropout, attn_dropout=attn_dropout, backend=attn_backend)
         self.rotary = make_rotary(pos_encoding, d_model // n_heads)
         self.halting = DepthHalting(
-            d_model, max_layers, global_halt=global_halt, transition=transition, causal=causal,
-            mode=mode, threshold=threshold, bias_init=halt_bias_init, rules=halt_rules,
+            d_model,
+            max_layers,
+            global_halt=global_halt,
+            transition=transition,
+            causal=causal,
+            mode=mode,
+            threshold=threshold,
+            bias_init=halt_bias_init,
+            rules=halt_rules,
         )
         # Alg. 1 (token-level) attends to the mixture S_{l-1}; Alg. 3 (global) to H_{l-1}.
         self.attend_to_mixture = not global_halt

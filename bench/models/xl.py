@@ -29,6 +29,7 @@ never depends on positions > t. Non-causal (classification): attention is bidire
 *within* the segment and also reads the memory of earlier segments, but never later segments;
 so the model is not causal then, and early tokens see less context than late ones.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ class SegmentMemory:
     mask: Tensor  # (B, M) True = real token
 
     @staticmethod
-    def extend(prev: "SegmentMemory | None", layer_inputs: list[Tensor], mask: Tensor, mem_len: int) -> "SegmentMemory":
+    def extend(prev: SegmentMemory | None, layer_inputs: list[Tensor], mask: Tensor, mem_len: int) -> SegmentMemory:
         """Append this segment's layer inputs, keep the last ``mem_len`` positions, stop gradients."""
         if prev is not None:
             layer_inputs = [torch.cat((m, h), dim=1) for m, h in zip(prev.mems, layer_inputs)]
@@ -119,8 +120,12 @@ class TransformerXL(Backbone):
         for l, layer in enumerate(self.layers):
             inputs.append(x)
             x = layer(
-                x, cached=None if memory is None else memory.mems[l],
-                causal=self.causal, key_mask=key_mask, rel=rel[l], mask_bias=mask_bias,
+                x,
+                cached=None if memory is None else memory.mems[l],
+                causal=self.causal,
+                key_mask=key_mask,
+                rel=rel[l],
+                mask_bias=mask_bias,
             )
         new_memory = SegmentMemory.extend(memory, inputs, mask, self.mem_len) if self.mem_len > 0 else None
         return self.ln_out(x), new_memory

@@ -18,6 +18,7 @@ files (``§``: bench/report/results_table.py), has no test. The block prints the
 (▲ above, ▼ below) and, per row, one generated sentence naming the columns of each kind, every
 tested one (inconclusive too) with its effect, CI and adjusted p.
 """
+
 from __future__ import annotations
 
 import csv
@@ -40,6 +41,7 @@ MARKS = {ABOVE: " ▲", BELOW: " ▼", UNSURE: "", NO_TEST: ""}
 @dataclass(frozen=True)
 class Compared:
     """One cell against the baseline's: its verdict, and (when tested) Δ, 95% CI, adjusted p."""
+
     verdict: str
     effect: float | None = None
     ci: tuple[float, float] | None = None
@@ -65,7 +67,7 @@ def _pair(a: dict | None, b: dict | None) -> tuple[np.ndarray, ...] | str:
         mean, std = (_number(c["ours"]), _number(c["ours_std"])) if c else (None, None)
         if n < 2 or mean is None or std is None:
             return "< 2 seeds a side"
-        sides.append((mean, std ** 2, n))
+        sides.append((mean, std**2, n))
     if a.get("at_chance") == "True" and b.get("at_chance") == "True":
         return "both at chance"
     if a.get("outcomes_missing") or b.get("outcomes_missing"):
@@ -81,7 +83,7 @@ def _learned(c: dict | None) -> tuple[int, int, str] | None:
 
 
 def _differ(a: dict | None, b: dict | None) -> str:
-    """"1 of 5 (4 collapsed) vs 5 of 5" where the two cells' seeds learned in different shares, else ""."""
+    """ "1 of 5 (4 collapsed) vs 5 of 5" where the two cells' seeds learned in different shares, else ""."""
     la, lb = _learned(a), _learned(b)
     if la is None or lb is None or la[0] * lb[1] == lb[0] * la[1]:
         return ""
@@ -102,8 +104,9 @@ def _paired_test(a: dict | None, b: dict | None, scale: float) -> tuple[float, f
     return effect * unit * scale, lo * unit * scale, hi * unit * scale, p
 
 
-def compare_rows(cells: dict, rows: list[str], columns: list[str], baseline: str, outcomes: dict | None = None,
-                 scale: float = 100.0) -> dict[str, list[Compared]]:
+def compare_rows(
+    cells: dict, rows: list[str], columns: list[str], baseline: str, outcomes: dict | None = None, scale: float = 100.0
+) -> dict[str, list[Compared]]:
     """Each row but the baseline -> its cells against the baseline's, in column order (the test
     of the module's note: the paired test where both cells kept per-example outcomes, ``outcomes``
     {(row, column): cells.cell_scores}, else Welch's; Holm over each row's tested
@@ -155,25 +158,37 @@ def table_outcomes(out: Path, name: str, md: Path, where: str) -> dict:
     return _SCORES[key]
 
 
-TEST_TEXT = ("the paired test over seeds and examples where both cells kept per-example outcomes (bench/report/stats.py: "
-             "paired_t), else Welch t over seeds")
+TEST_TEXT = (
+    "the paired test over seeds and examples where both cells kept per-example outcomes (bench/report/stats.py: "
+    "paired_t), else Welch t over seeds"
+)
 DIFFER_MARK = " *"
 DIFFER_RULE = "; * = the two cells' seeds learned in different shares (the row's line names them, with the seeds whose run went wrong)"
 
 
 def _grid(found: dict[str, list[Compared]], digits: int) -> list[list[str]]:
-    return [[row, *(("—" if r.effect is None else f"{r.effect:+.{digits}f}") + MARKS[r.verdict] + (DIFFER_MARK if r.differ else "")
-                     for r in results)] for row, results in found.items()]
+    return [
+        [
+            row,
+            *(
+                ("—" if r.effect is None else f"{r.effect:+.{digits}f}") + MARKS[r.verdict] + (DIFFER_MARK if r.differ else "")
+                for r in results
+            ),
+        ]
+        for row, results in found.items()
+    ]
 
 
 def _sentence(row: str, baseline: str, columns: list[str], results: list[Compared], digits: int) -> str:
     parts = []
     for verdict in (ABOVE, BELOW, UNSURE):
-        named = [f"{col} ({effect_text(r.effect, r.ci, r.p, digits, p_label='Holm p', level=stats.LEVEL)})"
-                 for col, r in zip(columns, results) if r.verdict == verdict]
+        named = [
+            f"{col} ({effect_text(r.effect, r.ci, r.p, digits, p_label='Holm p', level=stats.LEVEL)})"
+            for col, r in zip(columns, results)
+            if r.verdict == verdict
+        ]
         if named:
-            parts.append(f"{verdict} on {'; '.join(named)}" if verdict == UNSURE
-                         else f"{verdict} {baseline} on {'; '.join(named)}")
+            parts.append(f"{verdict} on {'; '.join(named)}" if verdict == UNSURE else f"{verdict} {baseline} on {'; '.join(named)}")
     reasons = dict.fromkeys(r.why for r in results if r.verdict == NO_TEST)
     for why in reasons:
         parts.append(f"no test on {', '.join(col for col, r in zip(columns, results) if r.why == why)} ({why})")
@@ -187,9 +202,11 @@ def against_block(out: Path, spec: str, where: str) -> str:
     """The Markdown a ``bench:against TABLE BASELINE [ROWS]`` block shows."""
     parts = spec.split()
     if len(parts) not in (2, 3):
-        raise UserError(f"{where}: bench:against takes a generated table, the row to compare the others with and "
-                        f"optionally which rows (comma-separated), e.g. 'probes-cpu transformer' or 'probes-cpu xl rsa-xl'; "
-                        f"got {spec!r}")
+        raise UserError(
+            f"{where}: bench:against takes a generated table, the row to compare the others with and "
+            f"optionally which rows (comma-separated), e.g. 'probes-cpu transformer' or 'probes-cpu xl rsa-xl'; "
+            f"got {spec!r}"
+        )
     name, baseline = parts[:2]
     if baseline.startswith("@"):
         return versus_block(out, name, baseline[1:], parts[2] if len(parts) == 3 else None, where)
@@ -208,10 +225,12 @@ def against_block(out: Path, spec: str, where: str) -> str:
     found = compare_rows(_cells(md), [baseline, *chosen], columns, baseline, table_outcomes(out, name, md, where), scale)
     digits = digits_of(table)
     grid = _grid(found, digits)
-    head = (f"Each row against {baseline}, from `{command_of(md.read_text())}` (bench/report/against.py): Δ = row mean - "
-            f"{baseline} mean in {table.unit or 'the metric'}, {TEST_TEXT}, two-sided, Holm over each row's columns; "
-            f"▲ above / ▼ below at adjusted p < {stats.ALPHA}, unmarked: inconclusive; — no test (< 2 seeds a side, or both "
-            "cells at chance)" + (DIFFER_RULE if any(r.differ for rs in found.values() for r in rs) else "") + ".")
+    head = (
+        f"Each row against {baseline}, from `{command_of(md.read_text())}` (bench/report/against.py): Δ = row mean - "
+        f"{baseline} mean in {table.unit or 'the metric'}, {TEST_TEXT}, two-sided, Holm over each row's columns; "
+        f"▲ above / ▼ below at adjusted p < {stats.ALPHA}, unmarked: inconclusive; — no test (< 2 seeds a side, or both "
+        "cells at chance)" + (DIFFER_RULE if any(r.differ for rs in found.values() for r in rs) else "") + "."
+    )
     sentences = "\n".join(_sentence(row, baseline, columns, results, digits) for row, results in found.items())
     table_md = tabulate(grid, headers=["row", *columns], tablefmt="github", disable_numparse=True)
     return f"\n\n{head}\n\n{table_md}\n\n{sentences}\n\n"
@@ -233,8 +252,10 @@ def versus_block(out: Path, name: str, other: str, chosen: str | None, where: st
     rows = [r for r in chosen.split(",") if r] if chosen else shared
     unknown = [r for r in rows if r not in shared]
     if unknown or not rows:
-        raise UserError(f"{where}: bench:against {name} @{other}: {unknown[0] if unknown else 'no row'!r} is not a row of both "
-                        f"tables; they share {', '.join(shared) or 'none'}")
+        raise UserError(
+            f"{where}: bench:against {name} @{other}: {unknown[0] if unknown else 'no row'!r} is not a row of both "
+            f"tables; they share {', '.join(shared) or 'none'}"
+        )
     mine, base_md = generated_table(out, name, where), generated_table(out, other, where)
     a, b = _cells(mine), _cells(base_md)
     digits = digits_of(table)
@@ -246,11 +267,14 @@ def versus_block(out: Path, name: str, other: str, chosen: str | None, where: st
         scores = {**{(row, c): oa.get((row, c)) for c in columns}, **{(f"@{row}", c): ob.get((row, c)) for c in columns}}
         found[row] = compare_rows(cells, [f"@{row}", row], columns, f"@{row}", scores, scale)[row]
     grid = _grid(found, digits)
-    head = (f"Each row of {name} (`{command_of(mine.read_text())}`) against the same row of {other} "
-            f"(`{command_of(base_md.read_text())}`), bench/report/against.py: Δ = {name} mean - {other} mean in "
-            f"{table.unit or 'the metric'}, {TEST_TEXT}, two-sided, Holm over each row's columns; ▲ above / ▼ below "
-            f"at adjusted p < {stats.ALPHA}, unmarked: inconclusive; — no test (< 2 seeds a side, or both cells at chance)"
-            + (DIFFER_RULE if any(r.differ for rs in found.values() for r in rs) else "") + ".")
+    head = (
+        f"Each row of {name} (`{command_of(mine.read_text())}`) against the same row of {other} "
+        f"(`{command_of(base_md.read_text())}`), bench/report/against.py: Δ = {name} mean - {other} mean in "
+        f"{table.unit or 'the metric'}, {TEST_TEXT}, two-sided, Holm over each row's columns; ▲ above / ▼ below "
+        f"at adjusted p < {stats.ALPHA}, unmarked: inconclusive; — no test (< 2 seeds a side, or both cells at chance)"
+        + (DIFFER_RULE if any(r.differ for rs in found.values() for r in rs) else "")
+        + "."
+    )
     sentences = "\n".join(_sentence(row, other, columns, results, digits) for row, results in found.items())
     table_md = tabulate(grid, headers=["row", *columns], tablefmt="github", disable_numparse=True)
     return f"\n\n{head}\n\n{table_md}\n\n{sentences}\n\n"

@@ -1,5 +1,6 @@
 """The records of one cell of a paper's table, and how they compare with what the registry gives
 today; shared by results tables (reproduce.py) and checks tables (checks.py)."""
+
 from __future__ import annotations
 
 import math
@@ -16,17 +17,23 @@ from .leaderboard import load_records
 MISSING, NOT_REPORTED, STALE, CHANCE, NOT_ITS_COMMIT = "—", "n/r", "†", "~", "‡"
 CHANCE_SES = 2  # the margin above the chance level is at least this many binomial standard errors
 LEARNED_SHARE = 0.1  # ... and at least this share of the gap from the chance level to 100%
-CHANCE_RULE = (f"{CHANCE} = at chance: the mean over seeds does not clear the chance level p by the margin, max({CHANCE_SES} SE, "
-               f"{LEARNED_SHARE:g} x (1 - p)), SE = sqrt(p(1-p)/n), n = the split's examples; p = the score of the best trivial "
-               "strategy on the split's own test examples (bench/tasks/trivial.py: the most frequent target, a guess among the "
-               "context's values, a copy of the current, previous or first token, ...), named per column in the chance row")
+CHANCE_RULE = (
+    f"{CHANCE} = at chance: the mean over seeds does not clear the chance level p by the margin, max({CHANCE_SES} SE, "
+    f"{LEARNED_SHARE:g} x (1 - p)), SE = sqrt(p(1-p)/n), n = the split's examples; p = the score of the best trivial "
+    "strategy on the split's own test examples (bench/tasks/trivial.py: the most frequent target, a guess among the "
+    "context's values, a copy of the current, previous or first token, ...), named per column in the chance row"
+)
 CHANCE_ROW = "chance (trivial strategy)"  # the row of a results table that prints each column's chance level
-TOKEN_CHANCE_RULE = ("; for a length-averaged metric p is each length bin's best strategy's score, averaged as the metric is "
-                     "(n = the examples of all its length bins)")
+TOKEN_CHANCE_RULE = (
+    "; for a length-averaged metric p is each length bin's best strategy's score, averaged as the metric is "
+    "(n = the examples of all its length bins)"
+)
 
 
-NOT_ITS_COMMIT_RULE = (f"{NOT_ITS_COMMIT} = records made from code their named commit does not give (a dirty tree: the record's "
-                       "git.diff_sha256 names the diff, or git.note says which code it was)")
+NOT_ITS_COMMIT_RULE = (
+    f"{NOT_ITS_COMMIT} = records made from code their named commit does not give (a dirty tree: the record's "
+    "git.diff_sha256 names the diff, or git.note says which code it was)"
+)
 
 
 def not_its_commit(rec: dict) -> bool:
@@ -49,13 +56,14 @@ def record_value(rec: dict, split: str, metric: str):
     if metric.startswith(LENGTH_AVERAGED):
         from ..tasks.chomsky import length_averaged
 
-        return length_averaged(split_metrics, metric[len(LENGTH_AVERAGED):]) if split_metrics.get("by_length") else None
+        return length_averaged(split_metrics, metric[len(LENGTH_AVERAGED) :]) if split_metrics.get("by_length") else None
     return split_metrics.get(metric)
 
 
 class Chance(NamedTuple):
     """A cell's chance level on a split: ``level`` (a fraction: the best trivial strategy's score),
     ``n`` (the split's examples) and ``strategy`` (the strategy that sets it)."""
+
     level: float
     n: int
     strategy: str
@@ -105,7 +113,7 @@ def _chance_level(split_metrics: dict, metric: str) -> Chance | None:
     metric's is the split's (the best strategy's score averaged over the bins), else, for records
     made before the split kept one, the bins' levels averaged."""
     if metric.startswith(LENGTH_AVERAGED) and metric not in (split_metrics.get("chance") or {}):
-        levels = [_level(b, metric[len(LENGTH_AVERAGED):], in_bin=True) for b in (split_metrics.get("by_length") or {}).values()]
+        levels = [_level(b, metric[len(LENGTH_AVERAGED) :], in_bin=True) for b in (split_metrics.get("by_length") or {}).values()]
         if not levels or any(x is None for x in levels):
             return None
         strategy = BEST_PER_BIN if any(c.strategy == BEST_PER_BIN for c in levels) else levels[0].strategy
@@ -134,8 +142,10 @@ def at_chance(mean_acc: float, chance) -> bool:
     return mean_acc < chance[0] + margin(chance)
 
 
-LEARNED_RULE = (f"k learned = the seeds whose own score clears the chance level p by the margin, max({CHANCE_SES} SE, "
-                f"{LEARNED_SHARE:g} x (1 - p)) (the ~ rule applied to each seed)")
+LEARNED_RULE = (
+    f"k learned = the seeds whose own score clears the chance level p by the margin, max({CHANCE_SES} SE, "
+    f"{LEARNED_SHARE:g} x (1 - p)) (the ~ rule applied to each seed)"
+)
 
 
 def learned(values: list[float], chance) -> int:
@@ -188,8 +198,11 @@ def cell_scores(out: Path, table, row, col, preset: str, records: list[dict]) ->
     metric = table.metric_of(col)
     tag = overrides_tag(table.cell_set(row, col))
     folder = Path(out) / "runs" / col.task / preset / row.model
-    lost = [r["seed"] for r in records if "outcomes" in r
-            and not outcomes_file(folder / f"seed{r['seed']}{'-' + tag if tag else ''}.json").is_file()]
+    lost = [
+        r["seed"]
+        for r in records
+        if "outcomes" in r and not outcomes_file(folder / f"seed{r['seed']}{'-' + tag if tag else ''}.json").is_file()
+    ]
     if lost:
         return {"missing": f"seed{'s' if len(lost) > 1 else ''} {','.join(map(str, lost))}"}
     if metric == "minutes_per_epoch" or len(records) < 2 or not all("outcomes" in r for r in records):
@@ -212,8 +225,7 @@ def cell_scores(out: Path, table, row, col, preset: str, records: list[dict]) ->
     data = {json.dumps((r.get("config") or {}).get("task"), sort_keys=True) for r in records}
     if len(data) != 1:
         return None
-    return {"seeds": [{"index": o["index"], "score": s} for o, (s, _) in zip(per_seed, scored)], "unit": scored[0][1],
-            "data": data.pop()}
+    return {"seeds": [{"index": o["index"], "score": s} for o, (s, _) in zip(per_seed, scored)], "unit": scored[0][1], "data": data.pop()}
 
 
 def _task_of(rec: dict):
@@ -250,7 +262,7 @@ def example_scores(arrays: dict, metric: str, bins: list | None = None) -> tuple
     if metric.startswith(LENGTH_AVERAGED):
         if bins is None or len(bins) != n:
             return None
-        base = example_scores(arrays, metric[len(LENGTH_AVERAGED):])
+        base = example_scores(arrays, metric[len(LENGTH_AVERAGED) :])
         if base is None:
             return None
         scores, _ = base

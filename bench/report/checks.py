@@ -30,11 +30,12 @@ when it is significantly below, inconclusive otherwise.
 ``ChecksTable`` is the kind: it loads the ``checks`` list, names the models and tasks they read,
 plans the runs the record checks read (``--run``) and builds one line per check (no claims).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 from ..config import parse_overrides
 from ..errors import UserError
@@ -69,10 +70,10 @@ EXPECT = {
 class CheckEntry(Schema):
     claim: str
     source: str
-    compute: Optional[dict] = None
-    records: Optional[dict] = None
-    status: Optional[str] = None
-    expect: Optional[Literal["same", "differs", "at_least_baseline"]] = None
+    compute: dict | None = None
+    records: dict | None = None
+    status: str | None = None
+    expect: Literal["same", "differs", "at_least_baseline"] | None = None
 
 
 @dataclass
@@ -80,7 +81,7 @@ class ComputeEntry(Schema):
     test: str
     model: str
     causal: bool
-    params: Optional[dict] = None
+    params: dict | None = None
 
 
 @dataclass

@@ -32,6 +32,7 @@ Any table kind with cells judges its claims here (``run_claims``); the texts of 
 (``test_text``, ``cell_text``, ``both_at_chance``) are shared with the record checks of
 bench/report/checks.py.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,36 +44,48 @@ from . import stats
 from .cells import STALE
 from .stats import FAILS, HOLDS, UNSURE
 
-RULE = ("per pair, a one-sided Welch t-test of A beating B over {over} (H1: mean_A > mean_B, < where lower is better; "
-        "a paired t over seeds and examples where both cells have per-example outcomes on the same examples: its variance the "
-        "seeds' plus the test examples' sampling, calibrated in results/stats_calibration.md), "
-        "the effect Δ = mean_A - mean_B with its 90% CI (each end the one-sided "
-        "95% bound, so a pair has p < 0.05 exactly when its CI is above 0); a claim holds when every pair has p < 0.05 "
-        "(intersection-union), does not hold when some pair is significant the other way after Holm's correction over "
-        "the claim's pairs, and is inconclusive otherwise; a pair with < 2 values a side, or whose cells are both at chance "
-        "(~), has no test; cells: mean ± 95% t-interval half-width (n); paper = the same test on its printed mean ± std {paper}")
+RULE = (
+    "per pair, a one-sided Welch t-test of A beating B over {over} (H1: mean_A > mean_B, < where lower is better; "
+    "a paired t over seeds and examples where both cells have per-example outcomes on the same examples: its variance the "
+    "seeds' plus the test examples' sampling, calibrated in results/stats_calibration.md), "
+    "the effect Δ = mean_A - mean_B with its 90% CI (each end the one-sided "
+    "95% bound, so a pair has p < 0.05 exactly when its CI is above 0); a claim holds when every pair has p < 0.05 "
+    "(intersection-union), does not hold when some pair is significant the other way after Holm's correction over "
+    "the claim's pairs, and is inconclusive otherwise; a pair with < 2 values a side, or whose cells are both at chance "
+    "(~), has no test; cells: mean ± 95% t-interval half-width (n); paper = the same test on its printed mean ± std {paper}"
+)
 MEASURED = "measured"
-QUESTION_RULE = (f"open questions: each pair tested as a claim would be (H1: the first named above the second), its effect, CI and "
-                 f"one-sided p printed as {MEASURED}, without a verdict")
-RATIO_RULE = ("A costs <= r x B: Welch t on the logarithms of the timed repeats, H1: mean log A - mean log B < log r; "
-              "ratio = geometric mean of A / of B with its 90% CI; inconclusive when the claim's premise (halting depth "
-              "below a bound) is absent; paper: its means only, no spread printed")
+QUESTION_RULE = (
+    f"open questions: each pair tested as a claim would be (H1: the first named above the second), its effect, CI and "
+    f"one-sided p printed as {MEASURED}, without a verdict"
+)
+RATIO_RULE = (
+    "A costs <= r x B: Welch t on the logarithms of the timed repeats, H1: mean log A - mean log B < log r; "
+    "ratio = geometric mean of A / of B with its 90% CI; inconclusive when the claim's premise (halting depth "
+    "below a bound) is absent; paper: its means only, no spread printed"
+)
 
-RELIABILITY_RULE = ("reliability claims (A fails less often than B): per pair, Fisher's exact test, one-sided, on the seeds that "
-                    "learned (k learned of n, the cells' rule) of A against B (H1: A's share that learned is higher), Δ = the "
-                    "difference of those shares in points, no interval; combined over pairs as any claim")
+RELIABILITY_RULE = (
+    "reliability claims (A fails less often than B): per pair, Fisher's exact test, one-sided, on the seeds that "
+    "learned (k learned of n, the cells' rule) of A against B (H1: A's share that learned is higher), Δ = the "
+    "difference of those shares in points, no interval; combined over pairs as any claim"
+)
 UNADJUSTED = "unadjusted only"
-TABLE_HOLM_RULE = ("p (Holm, table) = each claim's p (its weakest pair's; 1 where a pair has no test) adjusted by Holm's step-down "
-                   "method over the table's {m} claims (open questions left out); a claim that holds at p < 0.05 but not after "
-                   f"that adjustment is marked holds ({UNADJUSTED})")
+TABLE_HOLM_RULE = (
+    "p (Holm, table) = each claim's p (its weakest pair's; 1 where a pair has no test) adjusted by Holm's step-down "
+    "method over the table's {m} claims (open questions left out); a claim that holds at p < 0.05 but not after "
+    f"that adjustment is marked holds ({UNADJUSTED})"
+)
 
 PROVISIONAL = "provisional"
-PROVISIONAL_RULE = (f"{PROVISIONAL} = some cell the claim compares has fewer seeds than the table plans ({{planned}}): "
-                    "the verdict is that of the seeds present and may change as the others land")
+PROVISIONAL_RULE = (
+    f"{PROVISIONAL} = some cell the claim compares has fewer seeds than the table plans ({{planned}}): "
+    "the verdict is that of the seeds present and may change as the others land"
+)
 
 
 def _short_of_plan(pairs, values: dict, planned: int | None) -> str:
-    """"2-3 of 5 seeds" when a cell the pairs compare has fewer seeds than ``planned``, else ""."""
+    """ "2-3 of 5 seeds" when a cell the pairs compare has fewer seeds than ``planned``, else ""."""
     if not planned:
         return ""
     counts = [len(values[cell][0]) for cell in dict.fromkeys(c for p in pairs for c in (p.better, p.than))]
@@ -86,8 +99,16 @@ def _p_text(p: float, label: str = "p") -> str:
     return f"{label} < 0.001" if p < 0.001 else f"{label} = {p:.3f}"
 
 
-def effect_text(effect: float, ci: tuple[float, float], p: float, digits: int, ratio_to: float | None = None,
-                reverse: bool = False, p_label: str | None = None, level: float = stats.PAIR_LEVEL) -> str:
+def effect_text(
+    effect: float,
+    ci: tuple[float, float],
+    p: float,
+    digits: int,
+    ratio_to: float | None = None,
+    reverse: bool = False,
+    p_label: str | None = None,
+    level: float = stats.PAIR_LEVEL,
+) -> str:
     """The effect, its CI at ``level`` (a one-sided test's: stats.PAIR_LEVEL) and the p-value
     (``reverse``: ``p`` is the Holm-adjusted p against the claim; ``p_label``: another name for
     ``p``), as a claim's test prints them."""
@@ -150,9 +171,14 @@ def _aggregate(tests: list, texts: list[str], digits: int, over: str, ratio_to: 
         lead = "strongest reversal:" if verdict == FAILS else "weakest:" if tests[i] is not None else "e.g."
         decided = f"{counts}; {lead} {decided}"
     t = tests[i] if i is not None else None
-    numbers = {"effect": None if t is None else t.effect, "ci_low": None if t is None else t.ci[0],
-               "ci_high": None if t is None else t.ci[1], "p": None if t is None else (p_rev[i] if verdict == FAILS else t.p),
-               "n": "" if t is None else f"{t.n[0]} vs {t.n[1]}", "test": "" if t is None else t.test}
+    numbers = {
+        "effect": None if t is None else t.effect,
+        "ci_low": None if t is None else t.ci[0],
+        "ci_high": None if t is None else t.ci[1],
+        "p": None if t is None else (p_rev[i] if verdict == FAILS else t.p),
+        "n": "" if t is None else f"{t.n[0]} vs {t.n[1]}",
+        "test": "" if t is None else t.test,
+    }
     return verdict, decided, numbers
 
 
@@ -160,9 +186,14 @@ def _measured(tests: list, texts: list[str], digits: int, over: str) -> tuple[st
     """(every pair's numbers, the first tested pair's numbers) of an open question: no verdict."""
     lines = [texts[j] if t is None else f"{texts[j]}: {test_text(t, digits, over)}" for j, t in enumerate(tests)]
     t = next((t for t in tests if t is not None), None)
-    numbers = {"effect": None if t is None else t.effect, "ci_low": None if t is None else t.ci[0],
-               "ci_high": None if t is None else t.ci[1], "p": None if t is None else t.p,
-               "n": "" if t is None else f"{t.n[0]} vs {t.n[1]}", "test": "" if t is None else t.test}
+    numbers = {
+        "effect": None if t is None else t.effect,
+        "ci_low": None if t is None else t.ci[0],
+        "ci_high": None if t is None else t.ci[1],
+        "p": None if t is None else t.p,
+        "n": "" if t is None else f"{t.n[0]} vs {t.n[1]}",
+        "test": "" if t is None else t.test,
+    }
     return "; ".join(lines), numbers
 
 
@@ -194,8 +225,18 @@ def paired_scores(a: dict | None, b: dict | None) -> tuple[float, np.ndarray, np
     return None if both is None else (a["unit"], *both)
 
 
-def _judge_pair(pair, claim, values: dict, depths: dict, at_chance: dict, outcomes: dict, digits: int, scale: float,
-                over: str, learned: dict | None = None) -> tuple[stats.PairTest | None, str]:
+def _judge_pair(
+    pair,
+    claim,
+    values: dict,
+    depths: dict,
+    at_chance: dict,
+    outcomes: dict,
+    digits: int,
+    scale: float,
+    over: str,
+    learned: dict | None = None,
+) -> tuple[stats.PairTest | None, str]:
     """(our test of one pair or None, the text naming its cells, with why it has no test)."""
     (ra, ca), (rb, cb) = pair.better, pair.than
     where = ca if ca == cb else f"{ca} vs {cb}"
@@ -221,8 +262,11 @@ def _judge_pair(pair, claim, values: dict, depths: dict, at_chance: dict, outcom
             why = "no chance level recorded: the seeds that learned are not counted"
     elif pair.better in at_chance and pair.than in at_chance:
         why = both_at_chance(at_chance[pair.better], at_chance[pair.than], digits)
-    elif lost := [f"{cell[0]} on {cell[1]} ({outcomes[cell]['missing']})" for cell in (pair.better, pair.than)
-                  if "missing" in (outcomes.get(cell) or {})]:
+    elif lost := [
+        f"{cell[0]} on {cell[1]} ({outcomes[cell]['missing']})"
+        for cell in (pair.better, pair.than)
+        if "missing" in (outcomes.get(cell) or {})
+    ]:
         why = f"outcomes files missing: {'; '.join(lost)}: no test"
     elif (both := paired_scores(outcomes.get(pair.better), outcomes.get(pair.than))) is not None:
         unit, a, b = both
@@ -245,7 +289,7 @@ def _paper_verdict(tests: list, texts: list[str], digits: int, seeds: int | None
 
 
 def _learned_differ(pairs, learned: dict) -> str:
-    """"learned seeds differ: A 5 of 5 vs B 3 of 5 on C; ..." over the pairs whose two cells differ
+    """ "learned seeds differ: A 5 of 5 vs B 3 of 5 on C; ..." over the pairs whose two cells differ
     in the share of their seeds that learned (cells.learned), else "". The share, not the count: 4 of
     4 against 3 of 3 (a seed still missing) is no difference, 5 of 5 against 4 of 5 is."""
     said = []
@@ -286,15 +330,22 @@ def _power(ours: list, pairs, values: dict, scale: float) -> str:
     if len(va) < 2 or len(vb) < 2:
         return ""
     sd_a, sd_b = float(np.std(va, ddof=1)), float(np.std(vb, ddof=1))
-    seeds2 = sd_a ** 2 / len(va) + sd_b ** 2 / len(vb)
+    seeds2 = sd_a**2 / len(va) + sd_b**2 / len(vb)
     se = (test.ci[1] - test.ci[0]) / (2 * norm.ppf(0.5 + stats.PAIR_LEVEL / 2))  # the test's own standard error
-    examples_se = max(0.0, se ** 2 - seeds2) ** 0.5
+    examples_se = max(0.0, se**2 - seeds2) ** 0.5
     power = stats.power_at(POWER_EFFECT, sd_a, len(va), sd_b, len(vb), examples_se)
     return f"power to find +{POWER_EFFECT:g} points at these spreads: {100 * power:.0f}%"
 
 
-def run_claims(table, values: dict, depths: dict | None = None, over: str = "seeds", at_chance: dict | None = None,
-               outcomes: dict | None = None, learned: dict | None = None) -> dict:
+def run_claims(
+    table,
+    values: dict,
+    depths: dict | None = None,
+    over: str = "seeds",
+    at_chance: dict | None = None,
+    outcomes: dict | None = None,
+    learned: dict | None = None,
+) -> dict:
     """Each claim of a table judged on ``values`` ({(row label, column label): (per-seed values in
     display units, stale)}) and on the paper's numbers: headers, rows, CSV rows and the rule.
     Comparisons naming a row the table no longer has (``--models``) are left out; a claim left
@@ -319,8 +370,9 @@ def run_claims(table, values: dict, depths: dict | None = None, over: str = "see
         pairs = [p for p in claim.comparisons if p.better in values and p.than in values]
         if not pairs:
             continue
-        ours = [_judge_pair(p, claim, values, depths or {}, at_chance or {}, outcomes or {}, digits, scale, over, learned or {})
-                for p in pairs]
+        ours = [
+            _judge_pair(p, claim, values, depths or {}, at_chance or {}, outcomes or {}, digits, scale, over, learned or {}) for p in pairs
+        ]
         theirs = []
         for p in pairs:
             (ra, ca), (rb, cb) = p.better, p.than
@@ -335,14 +387,27 @@ def run_claims(table, values: dict, depths: dict | None = None, over: str = "see
         differ = _learned_differ(pairs, learned or {})
         why = f"{why}; {differ}" if differ and not claim.fails_less else why
         if not claim.question and not claim.fails_less and claim.ratio_at_most is None:
-            caveat = (_not_excluded(pairs, learned or {}) if verdict == HOLDS
-                      else _power(ours, pairs, values, scale) if verdict == UNSURE else "")
+            caveat = (
+                _not_excluded(pairs, learned or {}) if verdict == HOLDS else _power(ours, pairs, values, scale) if verdict == UNSURE else ""
+            )
             why = f"{why}; {caveat}" if caveat else why
         short = _short_of_plan(pairs, values, planned)
         shown, why = (f"{verdict} ({PROVISIONAL})", f"{PROVISIONAL}: {short}; {why}") if short else (verdict, why)
         rows.append([claim.text, claim.source, shown, why, pverdict, ""])
-        csv_rows.append({"claim": claim.text, "source": claim.source, "ours": verdict, "why": why, **numbers,
-                         "provisional": short, "paper": pverdict, "paper_why": pwhy, "p_table_holm": None, "holds_unadjusted_only": False})
+        csv_rows.append(
+            {
+                "claim": claim.text,
+                "source": claim.source,
+                "ours": verdict,
+                "why": why,
+                **numbers,
+                "provisional": short,
+                "paper": pverdict,
+                "paper_why": pwhy,
+                "p_table_holm": None,
+                "holds_unadjusted_only": False,
+            }
+        )
         claim_p.append(None if claim.question else max(1.0 if t is None else t.p for t, _ in ours))
     judged = [i for i, p in enumerate(claim_p) if p is not None]
     adjusted = stats.holm([claim_p[i] for i in judged]) if judged else []
@@ -353,7 +418,7 @@ def run_claims(table, values: dict, depths: dict | None = None, over: str = "see
             csv_rows[i]["holds_unadjusted_only"] = True
             rows[i][2] = rows[i][2].replace(HOLDS, f"{HOLDS} ({UNADJUSTED})", 1)
     headers = ["claim", "source", "ours", "why", "paper", "ours: p (Holm, table)"]
-    paper_rule = (f"and the paper's {seeds} runs per cell" if seeds else "(the paper's number of runs not given: no test)")
+    paper_rule = f"and the paper's {seeds} runs per cell" if seeds else "(the paper's number of runs not given: no test)"
     rule = RULE.format(over=over, paper=paper_rule)
     if any(c.ratio_at_most is not None for c in table.claims):
         rule += "; ratio claims: " + RATIO_RULE

@@ -23,6 +23,7 @@ ratio to the reference is the ratio of the repeats' geometric means with its 95%
 with a ``cost`` entry (``CostEntry``), whose ``--run`` measures (``measure``) and whose rows are
 built from the measurements (``build``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,16 +39,18 @@ from ..records import write_atomic
 from ..schema import Schema
 from . import stats
 from .cells import MISSING, NOT_REPORTED
-from .cost_weights import cell_runs, describe
 from .claims import run_claims
+from .cost_weights import cell_runs, describe
 from .outputs import output_stem
 from .results_table import ResultsTable
 from .table_parts import row_label
+
 
 @dataclass
 class CostEntry(Schema):
     """A cost table's measurement: every cell a training step at batch x length (bench/cost/);
     ``reference`` is the row every cell's time is divided by, in the same column."""
+
     length: int
     reference: str
     batch: int | None = None  # None: the preset's train.batch_size
@@ -58,8 +61,18 @@ class CostEntry(Schema):
     weights: dict | None = None  # {seed, set}: time trained weights, not fresh ones (bench/report/cost_weights.py)
 
 
-HEADERS = ["row", "column", "ms/step", "spread", "halt depth", "ours min/epoch", "paper min/epoch", "ours × ref", "paper × ref",
-           "Δ (ours ÷ paper, × ref)"]
+HEADERS = [
+    "row",
+    "column",
+    "ms/step",
+    "spread",
+    "halt depth",
+    "ours min/epoch",
+    "paper min/epoch",
+    "ours × ref",
+    "paper × ref",
+    "Δ (ours ÷ paper, × ref)",
+]
 
 
 def measured_path(stem: Path) -> Path:
@@ -72,9 +85,13 @@ def _key(i: int, j: int) -> str:
 
 def spec(table, preset: str) -> dict:
     """What a measurement depends on (a file made with another spec is not read: --run again)."""
-    made = {"preset": preset, "cost": {k: v for k, v in table.cost.items() if k != "weights" or v},
-            "cells": {_key(i, j): [row.model, *table.cell_set(row, col)] for i, row in enumerate(table.rows)
-                      for j, col in enumerate(table.columns)}}
+    made = {
+        "preset": preset,
+        "cost": {k: v for k, v in table.cost.items() if k != "weights" or v},
+        "cells": {
+            _key(i, j): [row.model, *table.cell_set(row, col)] for i, row in enumerate(table.rows) for j, col in enumerate(table.columns)
+        },
+    }
     if table.cost.get("weights"):  # trained weights: each cell's run (cost_weights.py)
         made["weights"] = cell_runs(table, preset)
     return made
@@ -95,8 +112,15 @@ def measure(table, registry, preset: str, stem: Path, progress=None) -> Path:
 
     c = table.cost
     torch.set_num_threads(c["threads"])
-    setup = Setup(task=_task(table), preset=preset, lengths=[c["length"]], batch=c["batch"], device=c["device"],
-                  repeats=c["repeats"], warmup=c["warmup"])
+    setup = Setup(
+        task=_task(table),
+        preset=preset,
+        lengths=[c["length"]],
+        batch=c["batch"],
+        device=c["device"],
+        repeats=c["repeats"],
+        warmup=c["warmup"],
+    )
     setup.check()
     made = spec(table, preset)
     cells, runs = made["cells"], made.get("weights")
@@ -120,8 +144,9 @@ def measure(table, registry, preset: str, stem: Path, progress=None) -> Path:
         if row["status"] == "ok" and isinstance(n_train, int):
             row["steps_per_epoch"] = math.ceil(n_train / row["batch"])
         rows.append(row)
-    head = header(f"cost table {table.name}", sorted({r["model"] for r in rows}), setup, rows,
-                  {"n_train": n_train, "threads": c["threads"]}, raised)
+    head = header(
+        f"cost table {table.name}", sorted({r["model"] for r in rows}), setup, rows, {"n_train": n_train, "threads": c["threads"]}, raised
+    )
     path = measured_path(stem)
     write_atomic(path, json.dumps({"spec": spec(table, preset), "header": head, "rows": rows}, indent=1, default=str) + "\n")
     return path

@@ -1,5 +1,6 @@
 """`bench curves`: validation metric (or train loss, lr) against training step, one line per
 run, drawn from the metrics.csv each run writes beside its record (CSVLogger)."""
+
 from __future__ import annotations
 
 import csv
@@ -42,16 +43,19 @@ def _checked_curves(out: Path, models: list[str], task: str, preset: str, overri
     warning naming the models that have none."""
     curves = find_curves(out, models, task, preset, overrides)
     if not curves:
-        raise UserError(f"no curves (metrics.csv) for {', '.join(models)} on {task!r} with preset {preset!r} under {out}/runs; "
-                        "runs write them since resumable runs; train with bench run or compare --run")
+        raise UserError(
+            f"no curves (metrics.csv) for {', '.join(models)} on {task!r} with preset {preset!r} under {out}/runs; "
+            "runs write them since resumable runs; train with bench run or compare --run"
+        )
     columns = {column for paths in curves.values() for path in paths for column in _columns(path)}
     if metric not in columns:
         drawable = sorted(columns - {"step", "global_step", "epoch"})
         raise UserError(f"--metric {metric!r} is not a column of these runs' metrics.csv; choose one of {', '.join(drawable)}")
     missing = [m for m in models if m not in curves]
     if missing:
-        log.warning(f"bench: warning: no runs of {', '.join(missing)} on {task!r} with preset {preset!r} under {out}/runs; "
-                    f"the plot leaves them out")
+        log.warning(
+            f"bench: warning: no runs of {', '.join(missing)} on {task!r} with preset {preset!r} under {out}/runs; the plot leaves them out"
+        )
     return curves
 
 
@@ -69,8 +73,7 @@ def draw_curves(out: Path, models: list[str], tasks: list[str], preset: str, ove
             for j, path in enumerate(paths):
                 steps, values = read_curve(path, metric)
                 scale = 100 if metric == "val_metric" else 1
-                ax.plot(steps, [scale * v for v in values], color=f"C{i}", alpha=0.85, marker=".",
-                        label=model if j == 0 else None)
+                ax.plot(steps, [scale * v for v in values], color=f"C{i}", alpha=0.85, marker=".", label=model if j == 0 else None)
         ax.set_xlabel("training step")
         ax.set_ylabel("validation metric (%)" if metric == "val_metric" else metric)
         ax.set_title(f"{task} ({preset}); one line per seed")

@@ -5,6 +5,7 @@ with mean and median over seeds), FAIL for failed runs. Markdown, CSV and plots.
 A cell whose records were made with settings the registry no longer gives (a preset edited
 since; the records ``bench run`` and ``bench compare --run`` would train again) is marked †, as
 in ``bench reproduce``, and the note says which settings changed and how to retrain them."""
+
 from __future__ import annotations
 
 import csv
@@ -16,15 +17,17 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from .stats import mean_std
 from ..config import resolve_run
 from ..errors import UserError
 from ..metrics import _bin_start
 from ..records import config_changes, other_code, read_record, write_atomic
+from .stats import mean_std
 
 MISSING, STALE, OTHER_CODE = "—", "†", "‡"
-OTHER_CODE_RULE = (f"{OTHER_CODE} = records made from code their named commit does not give (a dirty tree: the record's "
-                   "git.diff_sha256 names the diff, or git.note says which code it was)")
+OTHER_CODE_RULE = (
+    f"{OTHER_CODE} = records made from code their named commit does not give (a dirty tree: the record's "
+    "git.diff_sha256 names the diff, or git.note says which code it was)"
+)
 
 
 def load_records(out: Path, models: list[str], tasks: list[str] | None, preset: str, tag: str = "") -> dict:
@@ -69,10 +72,11 @@ def stale_note(stale: dict, models: list[str], tasks: list[str], args=None) -> s
     if args is not None:
         seeds = f" --seeds {args.seeds}" if getattr(args, "seeds", None) else ""
         sets = "".join(f" --set {item}" for item in (args.set or []))
-        command = (f"; retrain them with: bench compare --models {','.join(models)} --tasks {','.join(tasks)} --preset {args.preset}"
-                   f"{seeds}{sets} --out {args.out} --run")
-    return (f"{STALE} = records made with settings the registry no longer gives ({len(stale)} cell(s): {cells}; {reasons})"
-            f"{command}")
+        command = (
+            f"; retrain them with: bench compare --models {','.join(models)} --tasks {','.join(tasks)} --preset {args.preset}"
+            f"{seeds}{sets} --out {args.out} --run"
+        )
+    return f"{STALE} = records made with settings the registry no longer gives ({len(stale)} cell(s): {cells}; {reasons}){command}"
 
 
 STATS = ("mean", "median", "both")
@@ -167,8 +171,9 @@ def seeds_note(records: dict, models: list[str], tasks: list[str]) -> str:
     return f"seeds per cell: {', '.join(map(str, counts))}" if counts else "no records found"
 
 
-def write_tables(out: Path, preset: str, models: list[str], tasks: list[str], headers, rows, note: str, tag: str = "",
-                 stat: str = "mean") -> tuple[Path, Path]:
+def write_tables(
+    out: Path, preset: str, models: list[str], tasks: list[str], headers, rows, note: str, tag: str = "", stat: str = "mean"
+) -> tuple[Path, Path]:
     key = hashlib.sha1(f"{','.join(models)}|{','.join(tasks)}".encode()).hexdigest()[:6]
     name = f"{preset}--{'+'.join(tasks)[:60]}--{key}" + (f"--set-{tag}" if tag else "") + (f"--{stat}" if stat != "mean" else "")
     folder = Path(out) / "leaderboards"

@@ -2,6 +2,7 @@
 ``OUT/reproduce/NAME[--PRESET][--set-TAG]``, NAME.md (the command that made it, the note, the
 table and the claims), NAME.csv (one line per cell or check) and NAME--claims.csv; and how a
 write-up finds them again (``generated_table``, ``command_of``)."""
+
 from __future__ import annotations
 
 import csv
@@ -33,14 +34,24 @@ def csv_text(csv_rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def write_outputs(stem: Path, title: str, command: str, note_text: str, headers: list[str], rows: list[list], csv_rows: list[dict],
-                  claims: dict | None = None) -> list[Path]:
+def write_outputs(
+    stem: Path,
+    title: str,
+    command: str,
+    note_text: str,
+    headers: list[str],
+    rows: list[list],
+    csv_rows: list[dict],
+    claims: dict | None = None,
+) -> list[Path]:
     """NAME.md (the table, and the claims when given) and NAME.csv; the claims also to NAME--claims.csv."""
     md, csv_path = stem.with_suffix(".md"), stem.with_suffix(".csv")
     text = f"# {title}\n\n`{command}`\n\n{note_text}.\n\n{tabulate(rows, headers=headers, tablefmt='github', disable_numparse=True)}\n"
     if claims:
-        text += (f"\n## The paper's claims\n\nRule: {claims['rule']}.\n\n"
-                 f"{tabulate(claims['rows'], headers=claims['headers'], tablefmt='github', disable_numparse=True)}\n")
+        text += (
+            f"\n## The paper's claims\n\nRule: {claims['rule']}.\n\n"
+            f"{tabulate(claims['rows'], headers=claims['headers'], tablefmt='github', disable_numparse=True)}\n"
+        )
     write_atomic(md, text)
     write_atomic(csv_path, csv_text(csv_rows))
     paths = [md, csv_path]
@@ -54,8 +65,10 @@ def generated_table(out: Path, name: str, where: str) -> Path:
     """OUT/reproduce/NAME.md, the file a table block is filled from (UserError when there is none)."""
     path = Path(out) / "reproduce" / f"{name}.md"
     if not path.is_file():
-        raise UserError(f"{where} names table {name!r}, but there is no {path}: make it with "
-                        f"'bench reproduce {name.split('--')[0]} --out {out}' (with the --preset / --set it was made with)")
+        raise UserError(
+            f"{where} names table {name!r}, but there is no {path}: make it with "
+            f"'bench reproduce {name.split('--')[0]} --out {out}' (with the --preset / --set it was made with)"
+        )
     return path
 
 

@@ -26,6 +26,7 @@ default), a cost table measured instead of trained, whose ``--run`` times its ce
 write-ups in OUT (``results/*.md``) show the tables in marked blocks, filled here from the
 Markdown just written (bench/report/writeup.py).
 """
+
 from __future__ import annotations
 
 import shlex
@@ -44,11 +45,29 @@ from .table_parts import Table
 from .tables import TABLES_DIR, check_names, kind_of, load_table, table_names
 from .tuned import overlay_registry
 
-__all__ = ["MISSING", "NOT_REPORTED", "STALE", "build", "cell_records", "check_names", "current_config", "list_tables", "load_table",
-           "measure_cost", "measures", "plan", "record_value", "reproduce", "select_table", "stale", "table_names"]
+__all__ = [
+    "MISSING",
+    "NOT_REPORTED",
+    "STALE",
+    "build",
+    "cell_records",
+    "check_names",
+    "current_config",
+    "list_tables",
+    "load_table",
+    "measure_cost",
+    "measures",
+    "plan",
+    "record_value",
+    "reproduce",
+    "select_table",
+    "stale",
+    "table_names",
+]
 
 
 # ---- training the missing cells -------------------------------------------------------------
+
 
 def plan(table: Table, registry, preset: str, out: Path, rerun: bool = False) -> tuple[list, list]:
     """(cells to train, incompatible (cell, why)) over the runs the table's cells read, one grid
@@ -85,6 +104,7 @@ def absent_data(table: Table, registry, preset: str) -> dict[str, str]:
 
 # ---- command --------------------------------------------------------------------------------
 
+
 def list_tables(out: Path, folder: Path = TABLES_DIR, registry=None) -> list[list[str]]:
     """One line per table: name, preset, cells with records (made with today's settings, when a
     registry is given; cells holding only stale records are counted apart), title."""
@@ -103,8 +123,15 @@ def list_tables(out: Path, folder: Path = TABLES_DIR, registry=None) -> list[lis
     return rows
 
 
-def select_table(name: str, registry, preset: str | None = None, models: list[str] | None = None, seeds: list[int] | None = None,
-                 overrides: list[str] | None = None, out: Path | None = None) -> tuple[Table, str, object]:
+def select_table(
+    name: str,
+    registry,
+    preset: str | None = None,
+    models: list[str] | None = None,
+    seeds: list[int] | None = None,
+    overrides: list[str] | None = None,
+    out: Path | None = None,
+) -> tuple[Table, str, object]:
     """The table ``name`` as ``bench reproduce`` uses it, the preset it is read at and the registry
     it is read with (``registry``, plus the overlays of the studies under ``out`` that the table's
     ``overlays`` name: bench/report/tuned.py): only the rows of ``models``, ``seeds`` instead of the
@@ -132,8 +159,9 @@ def select_table(name: str, registry, preset: str | None = None, models: list[st
     return table, preset, registry
 
 
-def reproduce(table: Table, registry, preset: str, out: Path, command: str, overrides: list[str] | None = None,
-              tables_out: Path | None = None) -> dict:
+def reproduce(
+    table: Table, registry, preset: str, out: Path, command: str, overrides: list[str] | None = None, tables_out: Path | None = None
+) -> dict:
     """The table from the records under ``out`` (a cost table: from its measurement there), written
     to TABLES_OUT/reproduce/ (default ``out``) by its kind (Markdown, CSV, the claims when the table
     has some, and the kind's own files), then the write-ups beside the tables (TABLES_OUT/*.md) that
@@ -161,6 +189,14 @@ def measure_cost(table: Table, registry, preset: str, out: Path, overrides: list
 
 def command_text(table: Table, out: Path, preset: str | None, models: str | None, seeds: str | None, overrides: list[str] | None) -> str:
     """The ``bench reproduce`` command written at the top of the Markdown (how to make it again)."""
-    return " ".join(["bench reproduce", table.name, f"--out {out}", *([f"--preset {preset}"] if preset else []),
-                     *([f"--models {models}"] if models else []), *([f"--seeds {seeds}"] if seeds else []),
-                     *(f"--set {shlex.quote(item)}" for item in overrides or [])])
+    return " ".join(
+        [
+            "bench reproduce",
+            table.name,
+            f"--out {out}",
+            *([f"--preset {preset}"] if preset else []),
+            *([f"--models {models}"] if models else []),
+            *([f"--seeds {seeds}"] if seeds else []),
+            *(f"--set {shlex.quote(item)}" for item in overrides or []),
+        ]
+    )

@@ -18,6 +18,7 @@ A table of our own runs without any paper number (probes-cpu) prints ours only, 
 record_value); ``state: [task, ...]`` adds a column per task with each row's streaming state bytes
 from its records (bench/budget.py: state_column, as ``bench compare --state``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,12 +28,30 @@ from pathlib import Path
 from ..errors import UserError
 from ..records import other_code
 from . import stats
-from .stats import mean_std
-from .cells import (CHANCE, CHANCE_ROW, CHANCE_RULE, LEARNED_RULE, LENGTH_AVERAGED, MISSING, NOT_REPORTED, STALE, TOKEN_CHANCE_RULE,
-                    at_chance, cell_records, cell_scores, chance_level, chance_text, current_config, learned, record_value, stale,
-                    troubled_seeds)
+from .cells import (
+    CHANCE,
+    CHANCE_ROW,
+    CHANCE_RULE,
+    LEARNED_RULE,
+    LENGTH_AVERAGED,
+    MISSING,
+    NOT_REPORTED,
+    STALE,
+    TOKEN_CHANCE_RULE,
+    at_chance,
+    cell_records,
+    cell_scores,
+    chance_level,
+    chance_text,
+    current_config,
+    learned,
+    record_value,
+    stale,
+    troubled_seeds,
+)
 from .claims import run_claims
 from .leaderboard import OTHER_CODE, OTHER_CODE_RULE, cell_percent
+from .stats import mean_std
 from .table_kind import TableKind
 from .table_parts import Column, Row, Table, load_cells, load_claims
 from .tuned import apply_tuned, waiting_cells, with_tuned_column
@@ -41,16 +60,21 @@ log = logging.getLogger(__name__)
 PROXY_PRESETS = ("smoke", "small")
 NEEDS_DATA = "needs data"  # a cell without records whose task reads files you supply (a column's needs_data)
 BINOMIAL_METRICS = ("acc", "last_acc")  # one 0/1 outcome per example: a binomial standard error applies
-TROUBLE_RULE = ("k collapsed / diverged / stuck = seeds whose run went wrong (their records' trouble, bench/runner/health.py): "
-                "collapsed, the tested weights predict one class on every split; diverged, the training loss ended above its "
-                "first value; stuck, it fell by less than 2% of it; the CSV's trouble column names the seeds")
+TROUBLE_RULE = (
+    "k collapsed / diverged / stuck = seeds whose run went wrong (their records' trouble, bench/runner/health.py): "
+    "collapsed, the tested weights predict one class on every split; diverged, the training loss ended above its "
+    "first value; stuck, it fell by less than 2% of it; the CSV's trouble column names the seeds"
+)
 LOST = "§"
-LOST_RULE = (f"{LOST} = some of the cell's records name a per-example outcomes file that is not in the results tree ({{cells}} cells): "
-             "its claims' pairs are not tested (no paired test is possible, and Welch's on the seed means is not calibrated where "
-             "the shared test set dominates); train those runs again at their records' commit to recover them")
+LOST_RULE = (
+    f"{LOST} = some of the cell's records name a per-example outcomes file that is not in the results tree ({{cells}} cells): "
+    "its claims' pairs are not tested (no paired test is possible, and Welch's on the seed means is not calibrated where "
+    "the shared test set dominates); train those runs again at their records' commit to recover them"
+)
 
 
 # ---- cells ----------------------------------------------------------------------------------
+
 
 def _summary(values: list[float], stat: str) -> float | None:
     vals = sorted(values)
@@ -62,8 +86,15 @@ def _summary(values: list[float], stat: str) -> float | None:
     return sum(vals) / len(vals)
 
 
-def _ours_text(values: list[float], center: float | None, table: Table, examples: int | None = None, metric: str | None = None,
-               learned_seeds: int | None = None, troubled: dict | None = None) -> str:
+def _ours_text(
+    values: list[float],
+    center: float | None,
+    table: Table,
+    examples: int | None = None,
+    metric: str | None = None,
+    learned_seeds: int | None = None,
+    troubled: dict | None = None,
+) -> str:
     """values as recorded (fractions, or minutes): the mean ± the half-width of its 95% t interval
     over seeds (stats.mean_ci), or the median, with n and, where the metric has a chance level,
     how many seeds learned (``learned_seeds``: cells.learned), how many seeds' runs went wrong
@@ -137,8 +168,9 @@ def _raw(table: Table, col: Column, ok: list[dict]) -> list[float]:
     return [v for v in (record_value(r, col.split, table.metric_of(col)) for r in ok) if v is not None and not math.isnan(v)]
 
 
-def _cell(table: Table, row: Row, col: Column, paper, ok: list[dict], counts: tuple[int, int], mark: str,
-          level, chance: bool) -> tuple[list[str], dict]:
+def _cell(
+    table: Table, row: Row, col: Column, paper, ok: list[dict], counts: tuple[int, int], mark: str, level, chance: bool
+) -> tuple[list[str], dict]:
     """One cell's (ours, paper, Δ) texts and its CSV line, from its records (``counts``: its failed
     runs and its records in all; ``level``: the split's chance level (cells.Chance) or None;
     ``chance``: whether the cell is at chance)."""
@@ -151,22 +183,46 @@ def _cell(table: Table, row: Row, col: Column, paper, ok: list[dict], counts: tu
     examples = _examples(ok, col.split) if raw else None
     learned_seeds = learned(raw, level) if level and raw else None
     troubled = troubled_seeds(ok)
-    text = ("FAIL" if failed and not ok else NEEDS_DATA if col.needs_data and not n_recs
-            else _ours_text(raw, center, table, examples, table.metric_of(col), learned_seeds, troubled) + mark)
+    text = (
+        "FAIL"
+        if failed and not ok
+        else NEEDS_DATA
+        if col.needs_data and not n_recs
+        else _ours_text(raw, center, table, examples, table.metric_of(col), learned_seeds, troubled) + mark
+    )
     text += f" {CHANCE}" if chance else ""
     text += f" {OTHER_CODE}" if any(other_code(r) for r in ok) else ""
     if failed and ok:
         text += f" (FAIL {failed}/{n_recs})"
-    line = {"row": row.label, "model": row.model, "task": col.task, "split": col.split, "column": col.label,
-            "n": len(values), "failed": failed, "ours": center, "ours_std": mean_std(values)[1] if values else None,
-            "ours_ci95": stats.mean_ci(values)[1] if values else None, "examples": examples,
-            "binomial_se": (scale * stats.binomial_se(min(max(sum(raw) / len(raw), 0.0), 1.0), examples)
-                            if examples and raw and table.metric_of(col) in BINOMIAL_METRICS else None),
-            "paper": None if paper is None else paper[0], "paper_std": None if paper is None else paper[1], "delta": d,
-            "stale": bool(mark), "chance_level": None if level is None else level.level * scale,
-            "chance_strategy": None if level is None else level.strategy, "at_chance": chance, "learned": learned_seeds,
-            "trouble": "; ".join(f"seed {r['seed']}: {', '.join(r['trouble'])}" for r in ok if r.get("trouble")) or None,
-            "troubled": ", ".join(f"{k} {kind}" for kind, k in troubled.items()) or None, "outcomes_missing": None}
+    line = {
+        "row": row.label,
+        "model": row.model,
+        "task": col.task,
+        "split": col.split,
+        "column": col.label,
+        "n": len(values),
+        "failed": failed,
+        "ours": center,
+        "ours_std": mean_std(values)[1] if values else None,
+        "ours_ci95": stats.mean_ci(values)[1] if values else None,
+        "examples": examples,
+        "binomial_se": (
+            scale * stats.binomial_se(min(max(sum(raw) / len(raw), 0.0), 1.0), examples)
+            if examples and raw and table.metric_of(col) in BINOMIAL_METRICS
+            else None
+        ),
+        "paper": None if paper is None else paper[0],
+        "paper_std": None if paper is None else paper[1],
+        "delta": d,
+        "stale": bool(mark),
+        "chance_level": None if level is None else level.level * scale,
+        "chance_strategy": None if level is None else level.strategy,
+        "at_chance": chance,
+        "learned": learned_seeds,
+        "trouble": "; ".join(f"seed {r['seed']}: {', '.join(r['trouble'])}" for r in ok if r.get("trouble")) or None,
+        "troubled": ", ".join(f"{k} {kind}" for kind, k in troubled.items()) or None,
+        "outcomes_missing": None,
+    }
     return [text, _paper_text(paper), _delta_text(d, table.delta)], line
 
 
@@ -218,16 +274,30 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     headers, rows = _layout(table, texts, chance_row)
     only_stale = [run for run, by_seed in stale_runs.items() if all(by_seed.values())]
     reasons = sorted({why for run in only_stale for why in stale_runs[run].values() if why})
-    return {"headers": headers, "rows": rows, "cells": cells, "values": values_by_cell, "records": records, "at_chance": chance_by_cell,
-            "outcomes": outcomes, "learned": learned_by_cell, "learned_rule": LEARNED_RULE if learned_by_cell else "",
-            "chance": CHANCE_RULE + (TOKEN_CHANCE_RULE if token_chance else "") if chance_by_cell else "",
-            "present": len(present), "expected": len(expected) * len(table.seeds),
-            "other_code": OTHER_CODE_RULE if any(f" {OTHER_CODE}" in t[0] for t in texts.values()) else "",
-            "lost": LOST_RULE.format(cells=lost_cells) if lost_cells else "",
-            "trouble": TROUBLE_RULE if any(troubled_seeds(recs) for recs in records.values()) else "",
-            "stale": (f"{STALE} = only records made with settings the registry no longer gives for that cell "
-                      f"({len(only_stale)} of {len(expected)} (model, task) cells; {'; '.join(reasons[:3])}): "
-                      "rerun them to compare the current setting; they do not count as present") if reasons else ""}
+    return {
+        "headers": headers,
+        "rows": rows,
+        "cells": cells,
+        "values": values_by_cell,
+        "records": records,
+        "at_chance": chance_by_cell,
+        "outcomes": outcomes,
+        "learned": learned_by_cell,
+        "learned_rule": LEARNED_RULE if learned_by_cell else "",
+        "chance": CHANCE_RULE + (TOKEN_CHANCE_RULE if token_chance else "") if chance_by_cell else "",
+        "present": len(present),
+        "expected": len(expected) * len(table.seeds),
+        "other_code": OTHER_CODE_RULE if any(f" {OTHER_CODE}" in t[0] for t in texts.values()) else "",
+        "lost": LOST_RULE.format(cells=lost_cells) if lost_cells else "",
+        "trouble": TROUBLE_RULE if any(troubled_seeds(recs) for recs in records.values()) else "",
+        "stale": (
+            f"{STALE} = only records made with settings the registry no longer gives for that cell "
+            f"({len(only_stale)} of {len(expected)} (model, task) cells; {'; '.join(reasons[:3])}): "
+            "rerun them to compare the current setting; they do not count as present"
+        )
+        if reasons
+        else "",
+    }
 
 
 def _chance_row(table: Table, levels: dict, scale: float) -> dict:
@@ -266,12 +336,19 @@ def _layout(table: Table, texts: dict, chance_row: dict | None = None) -> tuple[
     headers = ["task", "row"] + [f"{split} {what}" for split in splits for what in ("ours", "paper", "Δ")]
     rows = []
     for task in tasks:
-        rows += [[task, r.label] + [t for split in splits for t in texts.get((r.label, label.get((task, split))), ["", "", ""])]
-                 for r in table.rows]
+        rows += [
+            [task, r.label] + [t for split in splits for t in texts.get((r.label, label.get((task, split))), ["", "", ""])]
+            for r in table.rows
+        ]
         if chance_row:
-            rows.append([task, CHANCE_ROW] + [t for split in splits
-                                              for t in ((chance_row.get(label.get((task, split)), ""), "", "")
-                                                        if (task, split) in label else ("", "", ""))])
+            rows.append(
+                [task, CHANCE_ROW]
+                + [
+                    t
+                    for split in splits
+                    for t in ((chance_row.get(label.get((task, split)), ""), "", "") if (task, split) in label else ("", "", ""))
+                ]
+            )
     return headers, rows
 
 
@@ -286,9 +363,13 @@ def note(table: Table, preset: str, present: int, expected: int, out: Path) -> s
     delta = "Δ = ours / paper" if table.delta == "ratio" else "Δ = ours - paper in points"
     overrides = f"; overrides: {' '.join(table.set)}" if table.set else ""
     paper = any(p is not None for r in table.rows for p in r.paper)
-    return (f"{where}; {present}/{expected} runs present (seeds {','.join(map(str, table.seeds))} per cell){overrides}; "
-            f"ours = {stat} {unit}, from records under {out}/runs; " + (f"paper: {table.source}; {delta}; " if paper else "")
-            + f"{MISSING} = no record" + (f", {NOT_REPORTED} = not reported by the paper" if paper else ""))
+    return (
+        f"{where}; {present}/{expected} runs present (seeds {','.join(map(str, table.seeds))} per cell){overrides}; "
+        f"ours = {stat} {unit}, from records under {out}/runs; "
+        + (f"paper: {table.source}; {delta}; " if paper else "")
+        + f"{MISSING} = no record"
+        + (f", {NOT_REPORTED} = not reported by the paper" if paper else "")
+    )
 
 
 def plot(stem: Path, table: Table, cells: list[dict], preset: str) -> Path | None:
@@ -304,8 +385,15 @@ def plot(stem: Path, table: Table, cells: list[dict], preset: str) -> Path | Non
     fig, ax = plt.subplots(figsize=(5.5, 5))
     for label in dict.fromkeys(c["row"] for c in both):
         mine = [c for c in both if c["row"] == label]
-        ax.errorbar([c["paper"] for c in mine], [c["ours"] for c in mine], yerr=[c["ours_std"] or 0 for c in mine],
-                    fmt="o", capsize=2, label=label, alpha=0.8)
+        ax.errorbar(
+            [c["paper"] for c in mine],
+            [c["ours"] for c in mine],
+            yerr=[c["ours_std"] or 0 for c in mine],
+            fmt="o",
+            capsize=2,
+            label=label,
+            alpha=0.8,
+        )
     lo = min(0.0, *(c["ours"] for c in both), *(c["paper"] for c in both))
     hi = max(*(c["ours"] for c in both), *(c["paper"] for c in both)) * 1.05 or 1.0
     ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
@@ -330,9 +418,12 @@ def metrics_note(table: Table) -> str:
             own.setdefault(c.metric, []).append(c.label)
     if not own:
         return ""
-    avg = (f"; {LENGTH_AVERAGED}M = metric M averaged over the split's per-length bins (bench.tasks.chomsky.length_averaged)"
-           if any(m.startswith(LENGTH_AVERAGED) for m in own) else "")
-    return (f"metric {table.metric}, except " + "; ".join(f"{m} on {', '.join(labels)}" for m, labels in own.items()) + avg)
+    avg = (
+        f"; {LENGTH_AVERAGED}M = metric M averaged over the split's per-length bins (bench.tasks.chomsky.length_averaged)"
+        if any(m.startswith(LENGTH_AVERAGED) for m in own)
+        else ""
+    )
+    return f"metric {table.metric}, except " + "; ".join(f"{m} on {', '.join(labels)}" for m, labels in own.items()) + avg
 
 
 def needs_data_note(table: Table) -> str:
@@ -340,12 +431,13 @@ def needs_data_note(table: Table) -> str:
     cols = [c for c in table.columns if c.needs_data]
     if not cols:
         return ""
-    return (f"{NEEDS_DATA} = no record, and the task reads files you supply: "
-            + "; ".join(f"{c.label}: {c.needs_data}" for c in cols))
+    return f"{NEEDS_DATA} = no record, and the task reads files you supply: " + "; ".join(f"{c.label}: {c.needs_data}" for c in cols)
 
 
-STATE_NOTE = ("state = the bytes of the row's streaming state for one stream after the task's longest test length, at its "
-              "width (the records' stream_state, bench/cost/state.py; * = measured now for records made before it was recorded)")
+STATE_NOTE = (
+    "state = the bytes of the row's streaming state for one stream after the task's longest test length, at its "
+    "width (the records' stream_state, bench/cost/state.py; * = measured now for records made before it was recorded)"
+)
 
 
 def with_state_columns(table: Table, registry, preset: str, records: dict, headers: list[str], rows: list[list]) -> tuple[list, list]:
@@ -366,8 +458,10 @@ def with_state_columns(table: Table, registry, preset: str, records: dict, heade
 
 # ---- the kind -------------------------------------------------------------------------------
 
+
 class ResultsTable(TableKind):
     """A paper's table beside our run records (the module docstring)."""
+
     name = "results"
 
     def load(self, table, spec, raw, preset, where):
@@ -388,8 +482,10 @@ class ResultsTable(TableKind):
             which = f"studies {studies} have" if len(table.tuned_pending) > 1 else f"study {studies} has"
             by_column = {col: [r for r, c in waiting if c == col] for col in dict.fromkeys(c for _, c in waiting)}
             cells = "; ".join(f"{', '.join(rows)} on {col}" for col, rows in by_column.items())
-            log.warning(f"bench: not training {cells}: {which} not finished (no best.json under {out}/studies) "
-                        f"and may tune them; finish bench tune, then run this command again")
+            log.warning(
+                f"bench: not training {cells}: {which} not finished (no best.json under {out}/studies) "
+                f"and may tune them; finish bench tune, then run this command again"
+            )
         groups: dict = {}
         for row in table.rows:
             for col in table.columns:
@@ -403,20 +499,38 @@ class ResultsTable(TableKind):
         if table.state:
             built["headers"], built["rows"] = with_state_columns(table, registry, preset, built["records"], built["headers"], built["rows"])
         built["headers"], built["rows"] = with_tuned_column(table, built["headers"], built["rows"])
-        tuned = "; ".join([*([f"tuned: rows at the best setting of study {', '.join(table.tuned)} (bench tune)"] if table.tuned else []),
-                           *([f"tuned: rows' models from the overlays of study {', '.join(table.overlays)} (bench tune)"]
-                             if table.overlays else [])])
-        built["note"] = "; ".join(part for part in (note(table, preset, built["present"], built["expected"], out), metrics_note(table),
-                                                    needs_data_note(table),
-                                                    built["stale"], built["chance"], built["learned_rule"], built["other_code"],
-                                                    built["lost"], built["trouble"], tuned,
-                                                    STATE_NOTE if table.state else "") if part)
+        tuned = "; ".join(
+            [
+                *([f"tuned: rows at the best setting of study {', '.join(table.tuned)} (bench tune)"] if table.tuned else []),
+                *([f"tuned: rows' models from the overlays of study {', '.join(table.overlays)} (bench tune)"] if table.overlays else []),
+            ]
+        )
+        built["note"] = "; ".join(
+            part
+            for part in (
+                note(table, preset, built["present"], built["expected"], out),
+                metrics_note(table),
+                needs_data_note(table),
+                built["stale"],
+                built["chance"],
+                built["learned_rule"],
+                built["other_code"],
+                built["lost"],
+                built["trouble"],
+                tuned,
+                STATE_NOTE if table.state else "",
+            )
+            if part
+        )
         built["csv"] = built["cells"]
         return built
 
     def judge(self, table, built):
-        claims = (run_claims(table, built["values"], at_chance=built["at_chance"], outcomes=built["outcomes"], learned=built["learned"])
-                  if table.claims else None)
+        claims = (
+            run_claims(table, built["values"], at_chance=built["at_chance"], outcomes=built["outcomes"], learned=built["learned"])
+            if table.claims
+            else None
+        )
         return claims if claims and claims["rows"] else None
 
     def files(self, table, built, stem, preset):

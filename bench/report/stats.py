@@ -34,6 +34,7 @@ bootstrap one: at 3 seeds the bootstrap has 10 distinct resamples and its percen
 far too narrow, while the t interval is exact for normal noise and wide where n is small. Beside
 it the test set's binomial standard error of one run's accuracy (``binomial_se``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -57,6 +58,7 @@ class PairTest:
     """One pair's test: ``effect`` = mean_A - mean_B oriented so that > 0 is the claim's direction
     (a ratio test: the ratio of geometric means), its interval at PAIR_LEVEL, the one-sided p-values for the
     claim (``p``) and against it (``p_reverse``), the values per side and the test's name."""
+
     effect: float
     ci: tuple[float, float]
     p: float
@@ -74,7 +76,7 @@ def welch_arrays(ma, va, na, mb, vb, nb, shift=0.0, level: float = LEVEL):
     se2 = va / na + vb / nb
     spread = se2 > 0
     safe = np.where(spread, se2, 1.0)
-    df = safe ** 2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1) + ~spread)  # Welch-Satterthwaite
+    df = safe**2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1) + ~spread)  # Welch-Satterthwaite
     half = np.where(spread, sps.t.ppf(0.5 + level / 2, df) * np.sqrt(safe), 0.0)
     sa, sb = np.sqrt(np.where(spread, va, 1.0)), np.sqrt(np.where(spread, vb, 1.0))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -110,13 +112,14 @@ def welch_from_stats(a: tuple[float, float], b: tuple[float, float], n: int, low
 
 
 def ratio_test(a, b, at_most: float) -> PairTest | None:
-    """"A / B <= at_most" on positive repeated measurements (times): Welch on the logarithms;
+    """ "A / B <= at_most" on positive repeated measurements (times): Welch on the logarithms;
     effect and CI are ratios of geometric means; ``p`` is for ratio < at_most."""
     la, lb = np.log(np.asarray(a, float)), np.log(np.asarray(b, float))
     if len(la) < 2 or len(lb) < 2:
         return None
-    d, (lo, hi), p_above, p_below = _welch_stats(la.mean(), la.var(ddof=1), len(la), lb.mean(), lb.var(ddof=1), len(lb),
-                                                 shift=math.log(at_most))
+    d, (lo, hi), p_above, p_below = _welch_stats(
+        la.mean(), la.var(ddof=1), len(la), lb.mean(), lb.var(ddof=1), len(lb), shift=math.log(at_most)
+    )
     return PairTest(math.exp(d), (math.exp(lo), math.exp(hi)), p_below, p_above, (len(la), len(lb)), LOG_WELCH)
 
 
@@ -133,7 +136,7 @@ def ratio_ci(a, b, level: float = LEVEL) -> tuple[float, float, float] | None:
 def _integers(x: np.ndarray) -> tuple[np.ndarray, float]:
     """(x as exact int64 over its greatest common divisor, that divisor) where every value of x
     is an integer (0/1 correctness, or it times 100); (x, 1.0) otherwise."""
-    if x.size and np.all(np.isfinite(x)) and np.all(x == np.round(x)) and np.abs(x).max() < 2 ** 31:
+    if x.size and np.all(np.isfinite(x)) and np.all(x == np.round(x)) and np.abs(x).max() < 2**31:
         ints = np.round(x).astype(np.int64)
         g = int(np.gcd.reduce(np.abs(ints).ravel())) or 1
         return ints // g, float(g)
@@ -187,8 +190,14 @@ SHARED_FROM = 3
 #: the positive nodes of the 12-point Gauss-Hermite rule for the standard normal (probabilists' Hermite
 #: polynomial He_12) and their weights (summing to 1/2; the negative nodes mirror them), to 17 digits
 _GH_NODES = (0.44440300194413895, 1.3403751971516167, 2.2594644510007993, 3.2237098287700974, 4.2718258479322815, 5.500901704467748)
-_GH_WEIGHTS = (0.32166436151283, 0.14696704804532998, 0.02911668791236415, 0.002203380687533199, 4.837184922590628e-05,
-               1.499927167637168e-07)
+_GH_WEIGHTS = (
+    0.32166436151283,
+    0.14696704804532998,
+    0.02911668791236415,
+    0.002203380687533199,
+    4.837184922590628e-05,
+    1.499927167637168e-07,
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -262,7 +271,7 @@ def _pivot(sums_a, sums_b, total, examples, n: int, level: float):
     pa, pb = va / ka, vb / kb
     if ka == kb >= SHARED_FROM:  # one scale for both locations at Welch-Satterthwaite's df; the spreads' at k - 1 df, the same level
         spread = pa + pb > 0
-        df = np.where(spread, (pa + pb) ** 2 / np.where(spread, pa ** 2 / (ka - 1) + pb ** 2 / (kb - 1), 1.0), float(ka - 1))
+        df = np.where(spread, (pa + pb) ** 2 / np.where(spread, pa**2 / (ka - 1) + pb**2 / (kb - 1), 1.0), float(ka - 1))
         low = np.clip(np.floor(df).astype(int), 1, ka + kb - 2)
         frac = np.clip(df - low, 0.0, 1.0)[..., None]
         loc_a = loc_b = shared[low - 1] * (1.0 - frac) + shared[low] * frac  # linear in df between whole dfs
@@ -270,10 +279,14 @@ def _pivot(sums_a, sums_b, total, examples, n: int, level: float):
     else:  # each side its own pivot (location and spread at its own level)
         loc_a, wide_a, loc_b, wide_b = own_a, own_a, own_b, own_b
     sd_a, sd_b = np.sqrt(va), np.sqrt(vb)
-    at_a = mean_a[..., None] + (_logit_normal_mean(ya[..., None] - z_a * loc_a * np.sqrt(pa)[..., None], sd_a[..., None] * wide_a)
-                                - _logit_normal_mean(ya, sd_a)[..., None])
-    at_b = mean_b[..., None] + (_logit_normal_mean(yb[..., None] - z_b * loc_b * np.sqrt(pb)[..., None], sd_b[..., None] * wide_b)
-                                - _logit_normal_mean(yb, sd_b)[..., None])
+    at_a = mean_a[..., None] + (
+        _logit_normal_mean(ya[..., None] - z_a * loc_a * np.sqrt(pa)[..., None], sd_a[..., None] * wide_a)
+        - _logit_normal_mean(ya, sd_a)[..., None]
+    )
+    at_b = mean_b[..., None] + (
+        _logit_normal_mean(yb[..., None] - z_b * loc_b * np.sqrt(pb)[..., None], sd_b[..., None] * wide_b)
+        - _logit_normal_mean(yb, sd_b)[..., None]
+    )
     d = (at_a - at_b) - e * np.sqrt(examples)[..., None]
     m = d.shape[-1]
     j = math.ceil((1 - level) / 2 * m)  # p < (1 - level) / 2 exactly when the j-th smallest draw is above 0
@@ -292,8 +305,8 @@ def _student(ra, rb, ta, tb, examples, ka: int, kb: int, n: int, level: float):
     var = seeds_a + seeds_b + examples
     spread = var > 0
     safe = np.where(spread, var, 1.0)
-    seeds_df = seeds_a ** 2 / (ka - 1) + seeds_b ** 2 / (kb - 1) if ka == kb else (seeds_a + seeds_b) ** 2 / (min(ka, kb) - 1)
-    df = safe ** 2 / (seeds_df + examples ** 2 / max(n - 1, 1) + ~spread)
+    seeds_df = seeds_a**2 / (ka - 1) + seeds_b**2 / (kb - 1) if ka == kb else (seeds_a + seeds_b) ** 2 / (min(ka, kb) - 1)
+    df = safe**2 / (seeds_df + examples**2 / max(n - 1, 1) + ~spread)
     se = np.sqrt(safe)
     half = np.where(spread, sps.t.ppf(0.5 + level / 2, df) * se, 0.0)
     t = effect / se
@@ -319,8 +332,10 @@ def _pivot_arrays(ra, rb, examples, n: int, level: float, unit):
             raise ValueError("paired_t_arrays: a seed's share (its mean score times unit) is outside [0, 1]")
     sums_a, sums_b = np.clip(sums_a, 0, total[:, None]), np.clip(sums_b, 0, total[:, None])
     examples = np.reshape(examples, -1) * unit * unit  # in shares^2
-    parts = [_pivot(sums_a[i:i + 256], sums_b[i:i + 256], total[i:i + 256], examples[i:i + 256], n, level)
-             for i in range(0, len(total), 256)]
+    parts = [
+        _pivot(sums_a[i : i + 256], sums_b[i : i + 256], total[i : i + 256], examples[i : i + 256], n, level)
+        for i in range(0, len(total), 256)
+    ]
     lo, hi, p, p_rev = (np.concatenate([part[i] for part in parts]) for i in range(4))
     return (lo / unit).reshape(lead), (hi / unit).reshape(lead), p.reshape(lead), p_rev.reshape(lead)
 
@@ -393,7 +408,7 @@ def _paired_scores(a: np.ndarray, b: np.ndarray, unit: float | None):
     elif unit is None and both.size and np.isin(both, (0.0, 100.0)).all():
         unit = 0.01
     ints, g = _integers(both)
-    return ints[:len(a)], ints[len(a):], unit, g
+    return ints[: len(a)], ints[len(a) :], unit, g
 
 
 def _paired_arrays(first, second, unit: float | None, g: float, level: float):
@@ -402,7 +417,7 @@ def _paired_arrays(first, second, unit: float | None, g: float, level: float):
 
 
 def paired_t(a, b, lower_is_better: bool = False, unit: float | None = None) -> PairTest | None:
-    """"A beats B" from per-example scores on the same examples: ``a`` (seeds_A, examples),
+    """ "A beats B" from per-example scores on the same examples: ``a`` (seeds_A, examples),
     ``b`` (seeds_B, examples), column i of both the same test example; the one-sided test of
     ``paired_t_arrays`` (the paired t test and the logit-normal pivot, both), its interval at
     PAIR_LEVEL, effect and interval in the scores' units. ``unit``: what a score's mean is
@@ -462,23 +477,23 @@ def power_at(effect: float, sd_a: float, k_a: int, sd_b: float, k_b: int, exampl
     counts differ; the test set's part taken as known). That is the power of Welch's t, which the
     pair test is where the shares are far from 0 and 1; near them the pair test allows for skew and
     has less."""
-    pa, pb = sd_a ** 2 / k_a, sd_b ** 2 / k_b
-    se2 = pa + pb + examples_se ** 2
+    pa, pb = sd_a**2 / k_a, sd_b**2 / k_b
+    se2 = pa + pb + examples_se**2
     if se2 <= 0:
         return 1.0 if effect > 0 else 0.0
     if pa + pb == 0:
         df = math.inf
     elif k_a == k_b:
-        df = se2 ** 2 / (pa ** 2 / (k_a - 1) + pb ** 2 / (k_b - 1))
+        df = se2**2 / (pa**2 / (k_a - 1) + pb**2 / (k_b - 1))
     else:
-        df = se2 ** 2 / ((pa + pb) ** 2 / (min(k_a, k_b) - 1))
+        df = se2**2 / ((pa + pb) ** 2 / (min(k_a, k_b) - 1))
     if math.isinf(df):
         return float(sps.norm.sf(sps.norm.ppf(1 - alpha) - effect / math.sqrt(se2)))
     return float(sps.nct.sf(sps.t.ppf(1 - alpha, df), df, effect / math.sqrt(se2)))
 
 
 def fisher_learned(learned_a: int, n_a: int, learned_b: int, n_b: int) -> PairTest:
-    """"A fails less often than B": Fisher's exact test (scipy.stats.fisher_exact), one-sided, on
+    """ "A fails less often than B": Fisher's exact test (scipy.stats.fisher_exact), one-sided, on
     the 2x2 table of seeds that learned and did not (H1: A's share that learned is higher; the
     reverse p for lower). The effect is the difference of the learned shares in points; ``ci``
     holds the two learned counts (the test has no interval on that scale)."""

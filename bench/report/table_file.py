@@ -2,12 +2,13 @@
 file may have (``TableFile``), its names, and reading one with its ``base`` merged in. Light to
 import (no torch, no scipy): ``bench reproduce --list`` reads the files through this module only;
 the kinds that build a table from the file are in bench/report/tables.py."""
+
 from __future__ import annotations
 
 import importlib.resources
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from ..errors import UserError
 from ..registry import deep_merge
@@ -21,27 +22,28 @@ TABLES_DIR = Path(str(importlib.resources.files("bench").joinpath("tables")))
 @dataclass
 class TableFile(Schema):
     """A table file's keys (after its ``base`` is merged in: title, source, preset, seeds may come from it)."""
+
     title: str
     source: str
     preset: str
     seeds: list[int]
-    base: Optional[str] = None
+    base: str | None = None
     kind: str = "results"
-    paper_seeds: Optional[int] = None
+    paper_seeds: int | None = None
     metric: str = "acc"
     stat: Literal["mean", "median"] = "mean"
     paper_units: Literal["percent", "fraction", "minutes"] = "percent"
     delta: Literal["points", "ratio"] = "points"
-    set: Optional[list[str]] = None
-    tasks: Optional[list[str]] = None
+    set: list[str] | None = None
+    tasks: list[str] | None = None
     splits: Any = None
-    columns: Optional[list] = None
-    rows: Optional[list] = None
-    checks: Optional[list] = None
-    claims: Optional[list] = None
-    questions: Optional[list] = None
-    state: Optional[list[str]] = None
-    cost: Optional[dict] = None
+    columns: list | None = None
+    rows: list | None = None
+    checks: list | None = None
+    claims: list | None = None
+    questions: list | None = None
+    state: list[str] | None = None
+    cost: dict | None = None
     tuned: Any = None
     overlays: Any = None
 

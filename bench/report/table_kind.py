@@ -16,6 +16,7 @@
 ``report`` strings these together for one table. A new kind of table is one subclass of
 ``TableKind`` (or of a kind it resembles) and one line in ``KINDS``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,6 +29,7 @@ from .table_parts import Table
 
 class TableKind:
     """One kind of table (see the module docstring); subclasses set ``name`` and override what differs."""
+
     name: ClassVar[str] = ""
     measures: ClassVar[bool] = False  # True: ``--run`` measures the cells now (``measure``) instead of training runs
 
@@ -82,5 +84,11 @@ class TableKind:
         claims = self.judge(table, built)
         paths = write_outputs(stem, table.title, command, built["note"], built["headers"], built["rows"], built["csv"], claims)
         paths += self.files(table, built, stem, preset)
-        return {"title": table.title, "headers": built["headers"], "rows": built["rows"], "note": built["note"], "claims": claims,
-                "paths": paths}
+        return {
+            "title": table.title,
+            "headers": built["headers"],
+            "rows": built["rows"],
+            "note": built["note"],
+            "claims": claims,
+            "paths": paths,
+        }

@@ -2,11 +2,12 @@
 as ``bench reproduce`` uses them (``Table``, its ``Column``s, ``Row``s and ``Claim``s), and the
 parsing from one to the other that every kind of table with cells shares (``load_cells``). The
 file schema itself and loading by name: bench/report/tables.py."""
+
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from ..errors import UserError
 from ..schema import Schema, suggest
@@ -16,21 +17,22 @@ PAPER_UNITS = {"percent": 1.0, "fraction": 100.0, "minutes": 1.0}  # factor to o
 
 # ---- the entries as written ------------------------------------------------------------------
 
+
 @dataclass
 class ColumnEntry(Schema):
     task: str
     split: str = ""
-    label: Optional[str] = None
-    set: Optional[list[str]] = None
-    metric: Optional[str] = None
-    needs_data: Optional[str] = None
+    label: str | None = None
+    set: list[str] | None = None
+    metric: str | None = None
+    needs_data: str | None = None
 
 
 @dataclass
 class RowEntry(Schema):
     model: str
-    label: Optional[str] = None
-    set: Optional[list[str]] = None
+    label: str | None = None
+    set: list[str] | None = None
     paper: Any = None
 
 
@@ -40,27 +42,29 @@ class ClaimEntry(Schema):
     source: Any
     better: Any
     than: Any
-    split: Optional[str] = None
-    splits: Optional[list[str]] = None
-    lower_is_better: Optional[bool] = None
-    ratio_at_most: Optional[float] = None
-    halt_depth_below: Optional[float] = None
-    fails_less: Optional[bool] = None
+    split: str | None = None
+    splits: list[str] | None = None
+    lower_is_better: bool | None = None
+    ratio_at_most: float | None = None
+    halt_depth_below: float | None = None
+    fails_less: bool | None = None
 
 
 @dataclass
 class SideEntry(Schema):
-    model: Optional[str] = None
-    models: Optional[list[str]] = None
-    split: Optional[str] = None
-    splits: Optional[list[str]] = None
+    model: str | None = None
+    models: list[str] | None = None
+    split: str | None = None
+    splits: list[str] | None = None
 
 
 # ---- the tables as used -----------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Column:
     """One column: a task's split, its printed label, and the overrides of its cells."""
+
     task: str
     split: str
     label: str
@@ -72,6 +76,7 @@ class Column:
 @dataclass(frozen=True)
 class Row:
     """One row: a registry model, its printed label, its overrides and the paper's numbers."""
+
     model: str
     label: str
     set: tuple[str, ...] = ()
@@ -81,6 +86,7 @@ class Row:
 @dataclass(frozen=True)
 class Comparison:
     """One ordered pair of cells, by row and column label: ``better`` is claimed above ``than``."""
+
     better: tuple[str, str]  # (row label, column label)
     than: tuple[str, str]
 
@@ -88,6 +94,7 @@ class Comparison:
 @dataclass(frozen=True)
 class Claim:
     """One of the paper's findings over the table's cells, as the pairs of cells it compares."""
+
     text: str
     source: str
     comparisons: tuple[Comparison, ...]
@@ -102,6 +109,7 @@ class Claim:
 class Table:
     """A table as ``bench reproduce`` uses it; ``kind`` names the class that loaded it and does the
     rest (bench/report/tables.py: KINDS); the fields a kind does not use keep their defaults."""
+
     name: str
     title: str
     source: str
@@ -142,6 +150,7 @@ class Table:
 
 # ---- parsing ----------------------------------------------------------------------------------
 
+
 def _study_names(value, what: str, where: str) -> tuple[str, ...]:
     """A key naming bench tune studies (``tuned:``, ``overlays:``): a name or a list of names."""
     names = [value] if isinstance(value, str) else value or []
@@ -179,8 +188,9 @@ def load_cells(table: Table, spec, raw: dict, preset: str, where: str) -> None:
 def load_claims(table: Table, raw: dict, preset: str, where: str) -> None:
     """The table's claims and open questions (after its rows and columns, which they name)."""
     table.claims = [parse_claim(c, i + 1, table, raw.get("splits"), preset, where) for i, c in enumerate(raw.get("claims") or [])]
-    table.claims += [parse_claim(q, i + 1, table, raw.get("splits"), preset, where, question=True)
-                     for i, q in enumerate(raw.get("questions") or [])]
+    table.claims += [
+        parse_claim(q, i + 1, table, raw.get("splits"), preset, where, question=True) for i, q in enumerate(raw.get("questions") or [])
+    ]
 
 
 def parse_columns(raw: dict, preset: str, where: str) -> list[Column]:
@@ -283,8 +293,13 @@ def parse_claim(c, i: int, table: Table, raw_splits, preset: str, where: str, qu
     b_splits, t_splits = (s * n if len(s) == 1 else s for s in (b_splits, t_splits))
     rows = {m: row_label(m, table, what) for m in better + than}
     cols = {s: column_label(s, table, raw_splits, preset, what) for s in b_splits + t_splits}
-    pairs = tuple(Comparison((rows[a], cols[sa]), (rows[b], cols[sb]))
-                  for sa, sb in zip(b_splits, t_splits) for a in better for b in than if (rows[a], cols[sa]) != (rows[b], cols[sb]))
+    pairs = tuple(
+        Comparison((rows[a], cols[sa]), (rows[b], cols[sb]))
+        for sa, sb in zip(b_splits, t_splits)
+        for a in better
+        for b in than
+        if (rows[a], cols[sa]) != (rows[b], cols[sb])
+    )
     if not pairs:
         raise UserError(f"{what}: compares nothing (better and than name the same cells)")
     lower = c["lower_is_better"] if c["lower_is_better"] is not None else table.metric == "minutes_per_epoch"

@@ -96,6 +96,7 @@ splits follow the preset, maps by position: T512_p98 -> T128_p98 at the small pr
 model of ``better`` is compared with every model of ``than``, on each split pair (a list of
 splits on both sides pairs by position; one split is used for every pair).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -104,8 +105,8 @@ from pathlib import Path
 from .checks import ChecksTable
 from .cost_table import CostTable
 from .results_table import ResultsTable
-from .table_kind import TableKind
 from .table_file import KIND_NAMES, TABLES_DIR, TableFile, _raw, read_table_file, table_names  # noqa: F401 - light to import
+from .table_kind import TableKind
 from .table_parts import Table
 
 #: every kind of table by the name a file's ``kind`` gives

@@ -16,6 +16,7 @@ the ``M-tuned`` models bench tune writes) are loaded with the table (``overlay_r
 names such a model, which keeps the study's best values at whatever settings the row adds (the
 budget sweep: each family at the learning rate tuned at its preset width, trained wider); its
 tuned column names the study, its best values and the settings the row adds to the study's."""
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,7 @@ def _fixed(items, tuned_keys) -> set[str]:
 def _difference(study: dict, theirs: set[str], ours: set[str]) -> str:
     """Why a study of the row's model did not tune it: the settings in which they differ."""
     only_study, only_row = sorted(theirs - ours), sorted(ours - theirs)
-    parts = [f"tuned with {' '.join(only_study)}" if only_study else "",
-             f"the row has {' '.join(only_row)}" if only_row else ""]
+    parts = [f"tuned with {' '.join(only_study)}" if only_study else "", f"the row has {' '.join(only_row)}" if only_row else ""]
     return f"study {study['study']} " + ", ".join(p for p in parts if p)
 
 
@@ -57,8 +57,10 @@ def overlay_registry(table: Table, registry, out: Path):
     paths = [_overlay_path(out, name) for name in table.overlays]
     missing = next((name for name, path in zip(table.overlays, paths) if not path.is_file()), None)
     if missing is not None:
-        raise UserError(f"table {table.name} takes its rows' models from bench tune study {missing}'s overlay, and "
-                        f"{_overlay_path(out, missing)} does not exist: run that study first, or give --out the folder that holds it")
+        raise UserError(
+            f"table {table.name} takes its rows' models from bench tune study {missing}'s overlay, and "
+            f"{_overlay_path(out, missing)} does not exist: run that study first, or give --out the folder that holds it"
+        )
     return type(registry)(",".join(map(str, [*registry.user_paths, *paths])))
 
 
@@ -81,8 +83,11 @@ def _overlay_texts(table: Table, out: Path) -> None:
             keys = set(found["values"])
             items = " ".join(f"{k}={canonical_text(v)}" for k, v in sorted(found["values"].items()))
             added = sorted(_fixed([*table.set, *row.set], keys) - _fixed(best.get("set", []), keys))
-            table.tuned_text[row.label] = (f"{items} ({row.model}: study {name}, {found['trials']} trials, val {100 * found['val']:.1f}"
-                                           + (f"; the row adds {' '.join(added)}" if added else "") + ")")
+            table.tuned_text[row.label] = (
+                f"{items} ({row.model}: study {name}, {found['trials']} trials, val {100 * found['val']:.1f}"
+                + (f"; the row adds {' '.join(added)}" if added else "")
+                + ")"
+            )
 
 
 def apply_tuned(table: Table, out: Path, preset: str) -> None:
@@ -126,10 +131,16 @@ def apply_tuned(table: Table, out: Path, preset: str) -> None:
                 table.tuned_sets[row.label, col.label] = items
                 seed = study.get("seed", 0)
                 own = seed in table.seeds and best.get("record") == str(
-                    record_path(Path(out), row.model, col.task, preset, seed, table.cell_set(row, col)).relative_to(Path(out)))
+                    record_path(Path(out), row.model, col.task, preset, seed, table.cell_set(row, col)).relative_to(Path(out))
+                )
                 again = f"; re-tuned by {study['study']}, first tuned by {earlier['study']}" if earlier is not None else ""
-                by_column[col.label] = (f"{' '.join(items)} ({best['trials']} trials, val {100 * best['val']:.1f}"
-                                        + (f"; seed {seed}: the best trial" if own else "") + _seeds_text(study, table.seeds) + again + ")")
+                by_column[col.label] = (
+                    f"{' '.join(items)} ({best['trials']} trials, val {100 * best['val']:.1f}"
+                    + (f"; seed {seed}: the best trial" if own else "")
+                    + _seeds_text(study, table.seeds)
+                    + again
+                    + ")"
+                )
         texts = list(dict.fromkeys(by_column.values()))
         if texts:
             table.tuned_text[row.label] = "; ".join(texts)
@@ -146,8 +157,9 @@ def _seeds_text(study: dict, seeds) -> str:
     if tuned is None:
         return ""
     both = sorted(set(tuned) & set(seeds))
-    return (f"; selected on val {study.get('objective')}, tuning seeds {','.join(map(str, tuned))}"
-            + (f"; seed(s) {','.join(map(str, both))} also tuned: not apart from the selection" if both else ""))
+    return f"; selected on val {study.get('objective')}, tuning seeds {','.join(map(str, tuned))}" + (
+        f"; seed(s) {','.join(map(str, both))} also tuned: not apart from the selection" if both else ""
+    )
 
 
 def _pending(out: Path, name: str) -> tuple[str, tuple[str, ...]] | None:
@@ -167,9 +179,12 @@ def waiting_cells(table: Table) -> list[tuple[str, str]]:
     (apply_tuned first); the other cells are, so one column's final seeds train while another
     column's study runs."""
     pending = list(table.tuned_pending.values())
-    return [(row.label, col.label) for row in table.rows for col in table.columns
-            if (row.label, col.label) not in table.tuned_sets
-            and any(p is None or (p[0] == col.task and row.model in p[1]) for p in pending)]
+    return [
+        (row.label, col.label)
+        for row in table.rows
+        for col in table.columns
+        if (row.label, col.label) not in table.tuned_sets and any(p is None or (p[0] == col.task and row.model in p[1]) for p in pending)
+    ]
 
 
 def with_tuned_column(table: Table, headers: list[str], rows: list[list]) -> tuple[list[str], list[list]]:

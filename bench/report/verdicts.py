@@ -13,6 +13,7 @@ last column says whether the verdict
 changed, stayed the same, or is not judged. Claims are matched by their text: the two tables
 must carry the same claims.
 """
+
 from __future__ import annotations
 
 import csv
@@ -36,8 +37,10 @@ def table_of(name: str, where: str) -> Table:
     base, *rest = name.split("--")
     preset = rest[0] if rest and not rest[0].startswith("set-") else None
     if base not in table_names():
-        raise UserError(f"{where}: bench:verdicts names {name!r}, but {base!r} is not a table; {suggest(base, table_names())} "
-                        "(the names of generated tables, as bench:table blocks take them)")
+        raise UserError(
+            f"{where}: bench:verdicts names {name!r}, but {base!r} is not a table; {suggest(base, table_names())} "
+            "(the names of generated tables, as bench:table blocks take them)"
+        )
     return load_table(base, preset)
 
 
@@ -49,8 +52,10 @@ def _read_csv(path: Path) -> list[dict]:
 def _side(out: Path, name: str, where: str) -> tuple[dict, dict, str]:
     """({claim text: its claims-CSV line}, {(row, column): records}, the command that made it) of one table."""
     md = generated_table(out, name, where)
-    cells = {(c.get("row"), c.get("column")): int(c.get("n") or c.get("repeats") or 0)  # records (a cost table: timed repeats)
-             for c in _read_csv(md.with_suffix(".csv"))}
+    cells = {
+        (c.get("row"), c.get("column")): int(c.get("n") or c.get("repeats") or 0)  # records (a cost table: timed repeats)
+        for c in _read_csv(md.with_suffix(".csv"))
+    }
     claims_csv = md.with_name(f"{name}--claims.csv")
     claims = {c["claim"]: c for c in _read_csv(claims_csv)} if claims_csv.is_file() else {}
     return claims, cells, command_of(md.read_text())
@@ -71,8 +76,14 @@ def _verdict_text(table: Table, claim, line: dict | None, cells: dict) -> tuple[
     shown = f"{verdict} ({PROVISIONAL}: {line['provisional']})" if line.get("provisional") else verdict
     if line["effect"] == "":
         return f"{shown} (no test)", verdict
-    numbers = effect_text(float(line["effect"]), (float(line["ci_low"]), float(line["ci_high"])), float(line["p"]),
-                          digits_of(table), claim.ratio_at_most, reverse=verdict == FAILS)
+    numbers = effect_text(
+        float(line["effect"]),
+        (float(line["ci_low"]), float(line["ci_high"])),
+        float(line["p"]),
+        digits_of(table),
+        claim.ratio_at_most,
+        reverse=verdict == FAILS,
+    )
     return f"{shown}: {numbers}", verdict
 
 
@@ -81,8 +92,10 @@ def compared_tables(spec: str, where: str) -> tuple[list[str], list[Table]]:
     UserError (``where``: the block's file and line) unless they are two tables with the same claims."""
     names = spec.split()
     if len(names) != 2:
-        raise UserError(f"{where}: bench:verdicts takes two generated tables with the same claims, e.g. "
-                        f"'halt-table3-cpu halt-table3-cpu-tuned'; got {spec!r}")
+        raise UserError(
+            f"{where}: bench:verdicts takes two generated tables with the same claims, e.g. "
+            f"'halt-table3-cpu halt-table3-cpu-tuned'; got {spec!r}"
+        )
     tables = [table_of(name, where) for name in names]
     texts = [[c.text for c in t.claims] for t in tables]
     if not texts[0]:
@@ -90,8 +103,10 @@ def compared_tables(spec: str, where: str) -> tuple[list[str], list[Table]]:
     only = next((t for t in texts[0] + texts[1] if (t in texts[0]) != (t in texts[1])), None)
     if only is not None:
         which = names[0] if only in texts[0] else names[1]
-        raise UserError(f"{where}: bench:verdicts compares {names[0]!r} and {names[1]!r}, whose claims differ: "
-                        f"{only!r} is only in {which!r}; name two tables with the same claims (a table and its tuned copy)")
+        raise UserError(
+            f"{where}: bench:verdicts compares {names[0]!r} and {names[1]!r}, whose claims differ: "
+            f"{only!r} is only in {which!r}; name two tables with the same claims (a table and its tuned copy)"
+        )
     return names, tables
 
 
@@ -102,13 +117,17 @@ def verdicts_block(out: Path, spec: str, where: str) -> str:
     sides = [_side(out, name, where) for name in names]
     rows = []
     for claim in tables[0].claims:
-        said = [_verdict_text(t, next(c for c in t.claims if c.text == claim.text), claims.get(claim.text), cells)
-                for t, (claims, cells, _) in zip(tables, sides)]
+        said = [
+            _verdict_text(t, next(c for c in t.claims if c.text == claim.text), claims.get(claim.text), cells)
+            for t, (claims, cells, _) in zip(tables, sides)
+        ]
         verdicts = [v for _, v in said]
         change = NOT_JUDGED if None in verdicts else "same" if verdicts[0] == verdicts[1] else "changed"
         rows.append([claim.text, said[0][0], said[1][0], change])
     commands = " and ".join(f"`{command}`" for _, _, command in sides)
-    head = (f"Verdicts of {commands} (bench/report/claims.py), claims matched by their text; a side is {NOT_JUDGED} "
-            "while a cell its claim compares has fewer than two records.")
+    head = (
+        f"Verdicts of {commands} (bench/report/claims.py), claims matched by their text; a side is {NOT_JUDGED} "
+        "while a cell its claim compares has fewer than two records."
+    )
     table = tabulate(rows, headers=["claim", names[0], names[1], "change"], tablefmt="github", disable_numparse=True)
     return f"\n\n{head}\n\n{table}\n\n"

@@ -38,6 +38,7 @@ it just wrote, every value, verdicts and against block; ``bench reproduce --writ
 write-up names and fills them all. A value from a record made from code its commit does not
 give (``bench.records.other_code``) is marked ‡, as the tables mark it.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,8 +46,8 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..records import other_code, read_record, write_atomic
-from .leaderboard import OTHER_CODE
 from .against import against_block
+from .leaderboard import OTHER_CODE
 from .outputs import generated_table
 from .verdicts import compared_tables, verdicts_block
 
@@ -98,8 +99,10 @@ def record_value(out: Path, spec: str, where: str) -> str:
     dotted, a number in it an index into a list)."""
     parts = spec.split()
     if len(parts) not in (2, 3):
-        raise UserError(f"{where}: bench:value takes a record path under the results folder, a dotted key and an optional "
-                        f"format, e.g. 'runs/d2/paper/nope/seed0.json metrics.bin1.acc pct'; got {spec!r}")
+        raise UserError(
+            f"{where}: bench:value takes a record path under the results folder, a dotted key and an optional "
+            f"format, e.g. 'runs/d2/paper/nope/seed0.json metrics.bin1.acc pct'; got {spec!r}"
+        )
     path, key, fmt = parts[0], parts[1], parts[2] if len(parts) == 3 else ""
     rec = read_record(Path(out) / path, quiet=True)
     if not rec:
@@ -117,14 +120,16 @@ def record_value(out: Path, spec: str, where: str) -> str:
     try:
         return format(value * scale if scale != 1.0 else value, spec_) + mark
     except (TypeError, ValueError):
-        raise UserError(f"{where}: {key} of {path} is {value!r}, which format {fmt!r} cannot print "
-                        "(a Python format spec such as .1f, or pct, or min)") from None
+        raise UserError(
+            f"{where}: {key} of {path} is {value!r}, which format {fmt!r} cannot print (a Python format spec such as .1f, or pct, or min)"
+        ) from None
 
 
 def fill(text: str, tables: dict[str, str] | None, out: Path, where: str) -> str:
     """``text`` with its table blocks named in ``tables`` (name -> generated Markdown) refilled, and
     every value block refilled from its record and verdicts block from its tables' generated files
     under OUT/reproduce/; everything outside the blocks as it was."""
+
     def one(m: re.Match) -> str:
         kind, arg = m["kind"], m["arg"].strip()
         here = place(text, m, where)

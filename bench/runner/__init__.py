@@ -4,13 +4,24 @@ is the one entry every caller (CLI, local grid, SLURM jobs through the CLI) trai
 
 The names are loaded on first use: planning (``plan_cell``, bench/runner/planning.py) needs no
 Lightning, so a run refused for its input is refused before Lightning is imported."""
+
 from __future__ import annotations
 
 import importlib
 
-_WHERE = {"build_model": "build", "build_task": "build", "instantiate_model": "build", "instantiate_task": "build",
-          "RunInterrupted": "callbacks", "plan_cell": "cell", "run_cell": "cell", "run": "lifecycle", "run_plan": "lifecycle",
-          "RunPlan": "plan", "plan_run": "planning"}
+_WHERE = {
+    "build_model": "build",
+    "build_task": "build",
+    "instantiate_model": "build",
+    "instantiate_task": "build",
+    "RunInterrupted": "callbacks",
+    "plan_cell": "cell",
+    "run_cell": "cell",
+    "run": "lifecycle",
+    "run_plan": "lifecycle",
+    "RunPlan": "plan",
+    "plan_run": "planning",
+}
 
 __all__ = sorted(_WHERE)
 

@@ -1,4 +1,5 @@
 """Build a run's parts from the registry: the task, the backbone, checks on where it runs."""
+
 from __future__ import annotations
 
 import torch

@@ -11,6 +11,7 @@
 - ``TrialPruning``: a tuning trial's validations reported to it, and the run stopped when its
   pruner says so (``bench tune``; the run is then recorded with status ``pruned``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,8 +37,12 @@ class RNGState(L.Callback):
     def state_dict(self) -> dict:
         # tensors, ints and strings only: the checkpoint stays loadable with torch.load(weights_only=True)
         name, keys, pos, has_gauss, gauss = np.random.get_state()
-        return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-                "numpy": [name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss], "python": random.getstate()}
+        return {
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "numpy": [name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss],
+            "python": random.getstate(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self._pending = state  # applied when training starts, after everything that builds or loads
@@ -62,8 +67,9 @@ class ValidationHistory(L.Callback):
     def on_validation_end(self, trainer, module):
         if trainer.sanity_checking or 0 not in module.last_eval:
             return
-        self.entries.append({"epoch": trainer.current_epoch, "step": trainer.global_step,
-                             self.metric: module.last_eval[0][self.metric], **module.watched()})
+        self.entries.append(
+            {"epoch": trainer.current_epoch, "step": trainer.global_step, self.metric: module.last_eval[0][self.metric], **module.watched()}
+        )
 
     def best(self) -> dict | None:
         """The first validation with the highest metric (ModelCheckpoint keeps the same one: it
@@ -190,9 +196,14 @@ class LineProgress(L.Callback):
         step, elapsed = trainer.global_step, now - self._t0
         done = step - self._step0
         loss = trainer.callback_metrics.get("train_loss") if loss is None else loss
-        parts = [f"step {step}/{self.total}", f"epoch {trainer.current_epoch}",
-                 f"loss {float(loss):.4f}" if loss is not None else "loss -", *extra,
-                 f"elapsed {elapsed:.0f}s", eta_text(elapsed, done, self.total - step) if self.total > 0 else "eta -"]
+        parts = [
+            f"step {step}/{self.total}",
+            f"epoch {trainer.current_epoch}",
+            f"loss {float(loss):.4f}" if loss is not None else "loss -",
+            *extra,
+            f"elapsed {elapsed:.0f}s",
+            eta_text(elapsed, done, self.total - step) if self.total > 0 else "eta -",
+        ]
         self.notes.info("  ".join(parts))
         self._last = now
 

@@ -4,6 +4,7 @@ Lightning's own ``_atomic_save`` writes the final path in place on a local disk,
 mid-write would corrupt the only resume point of a run. Checkpoints are read with
 ``weights_only=True`` (tensors and plain values: nothing in a file is unpickled as code), by a
 resume as by ``inspect_checkpoint``; every callback's state is made of such values (callbacks.py)."""
+
 from __future__ import annotations
 
 import io

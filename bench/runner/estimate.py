@@ -4,6 +4,7 @@ data order are untouched: the run trains exactly as without the estimate) on a b
 examples taken evenly through the split; a forward pass of the same batch, per token, times the
 validations and the tests. The estimate is a line of text (``estimate_line``) the runner logs to
 ``bench.progress`` before ``trainer.fit``; ``Estimate`` holds its numbers."""
+
 from __future__ import annotations
 
 import copy
@@ -95,8 +96,13 @@ def estimate(module, data, train, device: torch.device, start_step: int = 0) -> 
     validations = math.ceil(steps / every) if every else 0
     watched = sum(_tokens(data.splits[s]) for s in ["val", *train.watch_splits])
     tested = sum(_tokens(data.splits[s]) for s in ["val", *data.test_splits()])
-    return Estimate(params=sum(p.numel() for p in module.parameters()), steps=steps, step_s=step_s, train_s=steps * step_s,
-                    eval_s=(validations * watched + tested) * token_s)
+    return Estimate(
+        params=sum(p.numel() for p in module.parameters()),
+        steps=steps,
+        step_s=step_s,
+        train_s=steps * step_s,
+        eval_s=(validations * watched + tested) * token_s,
+    )
 
 
 def duration(seconds: float) -> str:
@@ -114,8 +120,10 @@ def estimate_line(est: Estimate, preset: str, resumed: bool = False) -> str:
     """One line: size, steps, the timed step and the time it makes; the smoke preset named when the
     estimate is longer than LONG_S and the run is not already at it."""
     params = f"{est.params / 1e6:.2f} M" if est.params >= 1e5 else f"{est.params:,}"
-    line = (f"bench: {params} parameters, {est.steps:,} steps{' left' if resumed else ''}; a timed step takes {est.step_s:.3g} s: "
-            f"about {duration(est.total_s)} ({duration(est.train_s)} training, {duration(est.eval_s)} validating and testing)")
+    line = (
+        f"bench: {params} parameters, {est.steps:,} steps{' left' if resumed else ''}; a timed step takes {est.step_s:.3g} s: "
+        f"about {duration(est.total_s)} ({duration(est.train_s)} training, {duration(est.eval_s)} validating and testing)"
+    )
     if est.total_s > LONG_S and preset != "smoke":
         line += "; --preset smoke is a quick first run"
     return line

@@ -28,12 +28,12 @@ from ..records import (
     Record,
     RecordError,
     config_changes,
-    rerun_command,
     eval_folder,
     outcomes_file,
     overrides_tag,
     record_checkpoint,
     relative_checkpoint,
+    rerun_command,
     write_json_atomic,
 )
 from ..registry import BACKBONE_SETTINGS, constructor_params, import_model_class, import_task_class
@@ -84,8 +84,9 @@ def rebuild_run(path: Path, data_overrides: list[str], registry, accelerator: st
         )
     problem = inspect_checkpoint(ckpt, needs=("state_dict",))[1]
     if problem:
-        raise UserError(f"the record's checkpoint {str(ckpt)!r} is damaged ({problem}); this recreates it: "
-                        f"{rerun_command(Path(path), rec)}")
+        raise UserError(
+            f"the record's checkpoint {str(ckpt)!r} is damaged ({problem}); this recreates it: {rerun_command(Path(path), rec)}"
+        )
     config = record_run_config(Path(path), rec, data_overrides)
     train = config.train
     check_sizes(config, train, "the evaluation", on_cpu=runs_on_cpu({"accelerator": accelerator or "auto"}))

@@ -1,6 +1,7 @@
 """The checks and guards around one run: its lock, storage errors, the resume checkpoint, whether
 its data fits in memory, the world size Lightning will run, and the finished record. Lightning is
 imported only where a guard needs it (a run planned with bad input is refused before it loads)."""
+
 from __future__ import annotations
 
 import errno
@@ -45,8 +46,9 @@ class run_lock:
         try:
             self.lock.acquire(timeout=0)
         except Timeout:
-            log.info(f"bench: waiting: another process is running {self.plan.record} (lock {self.plan.lock}); "
-                     "this one goes on when it ends")
+            log.info(
+                f"bench: waiting: another process is running {self.plan.record} (lock {self.plan.lock}); this one goes on when it ends"
+            )
             self.lock.acquire()
         return self
 
@@ -76,11 +78,13 @@ class storage_errors:
 
         last = self.plan.last_ckpt
         step = inspect_checkpoint(last)[0] if last.is_file() else None
-        kept = (f"the last good checkpoint {last} (step {step}) is kept; run the same command again to resume from it"
-                if step is not None else "no checkpoint was written yet; run the same command again to start it")
+        kept = (
+            f"the last good checkpoint {last} (step {step}) is kept; run the same command again to resume from it"
+            if step is not None
+            else "no checkpoint was written yet; run the same command again to start it"
+        )
         at = f", at step {self.trainer.global_step}" if self.trainer is not None else ""
-        raise UserError(f"cannot write in {self.plan.folder} ({exc.strerror or exc}{at}): "
-                        f"make room or make it writable; {kept}") from None
+        raise UserError(f"cannot write in {self.plan.folder} ({exc.strerror or exc}{at}): make room or make it writable; {kept}") from None
 
 
 def check_resume_point(plan: RunPlan) -> int | None:
@@ -92,8 +96,10 @@ def check_resume_point(plan: RunPlan) -> int | None:
         return None
     step, problem = inspect_checkpoint(plan.last_ckpt)
     if problem:
-        raise UserError(f"the resume checkpoint {plan.last_ckpt} is damaged ({problem}); nothing was changed: "
-                        "pass --rerun to start this run over (its checkpoints are discarded)")
+        raise UserError(
+            f"the resume checkpoint {plan.last_ckpt} is damaged ({problem}); nothing was changed: "
+            "pass --rerun to start this run over (its checkpoints are discarded)"
+        )
     return step
 
 
@@ -129,8 +135,13 @@ def data_estimate(config: RunConfig, task=None) -> tuple[int, int, int]:
     (n_train, n_val or n_test examples) takes at the longest length any *len* parameter allows;
     splits are generated one at a time. *task*: the built task, where the caller has it."""
     values = task_values(config, task)
-    lengths = [v for key, value in values.items() if "len" in key
-               for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, int) and not isinstance(v, bool)]
+    lengths = [
+        v
+        for key, value in values.items()
+        if "len" in key
+        for v in (value if isinstance(value, (list, tuple)) else [value])
+        if isinstance(v, int) and not isinstance(v, bool)
+    ]
     if not lengths:
         return 0, 0, 0
     examples = max([values[k] for k in ("n_train", "n_val", "n_test") if isinstance(values.get(k), int)] or [0])

@@ -11,6 +11,7 @@ The training loss is the mean since the previous validation, as the run's metric
 value per validation). A run whose loss is not finite during training fails (bench/runner/module.py:
 RunFailed), with no record of status ok; these are the troubles of runs that did not.
 """
+
 from __future__ import annotations
 
 import csv

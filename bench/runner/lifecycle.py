@@ -34,6 +34,7 @@ run stops and says to pass --rerun); a full disk or a folder that turned read-on
 the run with the folder named, the last good checkpoint intact (checkpoints are written by
 rename), and the same command resumes from it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -48,8 +49,8 @@ import torch
 
 from bench.tasks.base import TaskError
 
-from ..data import DATA_ENV, TaskData, cache_root
 from ..cpus import default_threads
+from ..data import DATA_ENV, TaskData, cache_root
 from ..errors import RunFailed, UserError
 from ..logs import quiet
 from ..metrics import write_outcomes
@@ -61,22 +62,42 @@ from .health import losses_of, troubles
 from .module import TaskModule
 from .plan import RunPlan
 from .planning import check_logger, plan_run
-from .trainer import finish_wandb, make_trainer  # make_trainer: looked up here (tests wrap it)
 from .stream_state import longest_test_length, state_of
+from .trainer import finish_wandb, make_trainer  # make_trainer: looked up here (tests wrap it)
 
 __all__ = ["RunInterrupted", "RunPlan", "plan_run", "run", "run_plan"]
 log = logging.getLogger(__name__)
 
-_QUIET_WARNINGS = (".*does not have many workers.*", ".*deterministic.*", ".*number of training batches.*", ".*LeafSpec.*",
-                   ".*litlogger.*", ".*Checkpoint directory.*exists and is not empty.*", ".*Experiment logs directory.*",
-                   ".*resuming from a checkpoint that ended before the epoch ended.*", ".*on_validation_end.*",
-                   ".*sync_dist=True.*", ".*`srun` command is available.*")  # logged values are already gathered or reduced over ranks
+_QUIET_WARNINGS = (
+    ".*does not have many workers.*",
+    ".*deterministic.*",
+    ".*number of training batches.*",
+    ".*LeafSpec.*",
+    ".*litlogger.*",
+    ".*Checkpoint directory.*exists and is not empty.*",
+    ".*Experiment logs directory.*",
+    ".*resuming from a checkpoint that ended before the epoch ended.*",
+    ".*on_validation_end.*",
+    ".*sync_dist=True.*",
+    ".*`srun` command is available.*",
+)  # logged values are already gathered or reduced over ranks
 
 
-def run(model: str, task: str, preset: str = "small", seed: int = 0, out: str | os.PathLike = "out",
-        overrides: list[str] | dict | None = None, registry=None, trainer_kwargs: dict | None = None,
-        progress: bool | str = "auto", logger: str = "csv", rerun: bool = False, callbacks: list | None = None,
-        on_start=None) -> dict:
+def run(
+    model: str,
+    task: str,
+    preset: str = "small",
+    seed: int = 0,
+    out: str | os.PathLike = "out",
+    overrides: list[str] | dict | None = None,
+    registry=None,
+    trainer_kwargs: dict | None = None,
+    progress: bool | str = "auto",
+    logger: str = "csv",
+    rerun: bool = False,
+    callbacks: list | None = None,
+    on_start=None,
+) -> dict:
     """Train ``model`` on ``task`` (resuming from its last checkpoint when one exists), test the
     selected weights on every test split, write one JSON record and return it: ``plan_run``, then
     ``run_plan``. Bad input raises UserError before anything is written."""
@@ -85,8 +106,9 @@ def run(model: str, task: str, preset: str = "small", seed: int = 0, out: str | 
     return run_plan(plan, progress=progress, logger=logger, rerun=rerun, callbacks=callbacks, on_start=on_start)
 
 
-def run_plan(plan: RunPlan, progress: bool | str = "auto", logger: str = "csv", rerun: bool = False, callbacks: list | None = None,
-             on_start=None) -> dict:
+def run_plan(
+    plan: RunPlan, progress: bool | str = "auto", logger: str = "csv", rerun: bool = False, callbacks: list | None = None, on_start=None
+) -> dict:
     """Carry out a planned run: a finished run (a record with status ok, made with the settings
     the plan resolves) is returned as it is, unless ``rerun``; otherwise build, fit, test and
     record. SIGINT / SIGTERM raise RunInterrupted after a checkpoint. ``on_start(plan)`` is called
@@ -132,14 +154,28 @@ def _run_locked(plan: RunPlan, built, progress, logger, rerun, callbacks, on_sta
         if progress not in ("none", False, None) and trainer.is_global_zero:
             say_estimate(plan, module, data, trainer.strategy.root_device, step)
         record = base_record(plan.model, plan.task, plan.preset, plan.seed, plan.overrides)
-        record.update({"status": "running", "config": plan.config.public(), "param_count": sum(p.numel() for p in module.parameters()),
-                       "primary_metric": task_obj.metric, "report_metrics": list(task_obj.report_metrics)})
+        record.update(
+            {
+                "status": "running",
+                "config": plan.config.public(),
+                "param_count": sum(p.numel() for p in module.parameters()),
+                "primary_metric": task_obj.metric,
+                "report_metrics": list(task_obj.report_metrics),
+            }
+        )
         t0 = time.perf_counter()
         try:
             fit(plan, trainer, module, data)
         except RunFailed as exc:
-            record.update({"status": "failed", "error": str(exc), "steps_run": trainer.global_step, "wall_time_s": time.perf_counter() - t0,
-                           "device": device_info(trainer)})
+            record.update(
+                {
+                    "status": "failed",
+                    "error": str(exc),
+                    "steps_run": trainer.global_step,
+                    "wall_time_s": time.perf_counter() - t0,
+                    "device": device_info(trainer),
+                }
+            )
             return write_record(plan, trainer, record)
         if pruned_at(trainer) is not None:
             return write_pruned(plan, trainer, module, record, wall=time.perf_counter() - t0)
@@ -172,19 +208,22 @@ def build(plan: RunPlan):
     task_obj = instantiate_task(plan.config.task)
     unknown = [s for s in train.watch_splits if s not in task_obj.test_splits()]
     if unknown:
-        raise UserError(f"train.watch_splits: {plan.task!r} has no test split {unknown[0]!r}; "
-                        f"its test splits are {', '.join(task_obj.test_splits())}")
+        raise UserError(
+            f"train.watch_splits: {plan.task!r} has no test split {unknown[0]!r}; its test splits are {', '.join(task_obj.test_splits())}"
+        )
     try:
         data = TaskData(task_obj, train.batch_size, train.eval_batch_size, plan.seed)
     except TaskError as exc:
         raise UserError(f"task {plan.task!r}: {exc}") from None
     except (ValueError, ZeroDivisionError, IndexError) as exc:  # a generator that cannot use its parameters
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise UserError(f"task {plan.task!r} cannot generate its data with these parameters ({type(exc).__name__}: {text}); "
-                        f"see bench explain for them") from None
+        raise UserError(
+            f"task {plan.task!r} cannot generate its data with these parameters ({type(exc).__name__}: {text}); see bench explain for them"
+        ) from None
     except OSError as exc:  # the data cache cannot be created or written
-        raise UserError(f"the data cache {cache_root()} cannot be written ({exc.strerror or exc}); "
-                        f"set ${DATA_ENV} to a writable folder") from None
+        raise UserError(
+            f"the data cache {cache_root()} cannot be written ({exc.strerror or exc}); set ${DATA_ENV} to a writable folder"
+        ) from None
     backbone = instantiate_model(plan.config.model, task_obj.vocab_size)
     if train.compile:
         from torch import _dynamo
@@ -195,8 +234,10 @@ def build(plan: RunPlan):
     steps_per_epoch = math.ceil(batches / train.accumulate_grad_batches)
     first_val = train.val_every_steps or steps_per_epoch
     if train.max_steps not in (-1, None) and train.max_steps < first_val:
-        raise UserError(f"train.max_steps={train.max_steps} ends before the first validation (step {first_val}); "
-                        f"raise train.max_steps or set train.val_every_steps <= {train.max_steps}")
+        raise UserError(
+            f"train.max_steps={train.max_steps} ends before the first validation (step {first_val}); "
+            f"raise train.max_steps or set train.val_every_steps <= {train.max_steps}"
+        )
     return task_obj, data, TaskModule(backbone, task_obj, train, steps_per_epoch=steps_per_epoch)
 
 
@@ -211,8 +252,10 @@ def fit(plan: RunPlan, trainer: L.Trainer, module: TaskModule, data: TaskData) -
         with signals_stop(trainer, str(plan.last_ckpt)):
             trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=val_loaders, ckpt_path=resume)
     except torch.OutOfMemoryError as exc:
-        raise UserError(f"out of memory at step {trainer.global_step} with train.batch_size={plan.train.batch_size} "
-                        f"({str(exc).splitlines()[0]}); lower train.batch_size or the model size") from None
+        raise UserError(
+            f"out of memory at step {trainer.global_step} with train.batch_size={plan.train.batch_size} "
+            f"({str(exc).splitlines()[0]}); lower train.batch_size or the model size"
+        ) from None
     if not next(c for c in trainer.callbacks if isinstance(c, ValidationHistory)).entries:
         raise UserError("training ran no validation; raise train.max_epochs / train.max_steps")
     trainer.save_checkpoint(str(plan.last_ckpt))  # the final weights (train.select=last tests these)
@@ -224,8 +267,10 @@ def test(plan: RunPlan, trainer: L.Trainer, module: TaskModule, data: TaskData, 
     splits = ["val", *task_obj.test_splits()]
     with signals_stop(trainer, str(plan.last_ckpt)):  # training is over: the same command only tests again
         trainer.test(module, dataloaders=[data.eval_loader(s) for s in splits], ckpt_path=str(ckpt), verbose=False)
-    return ({split: data.with_chance(split, module.last_eval[i]) for i, split in enumerate(splits)},
-            {split: module.last_outcomes[i] for i, split in enumerate(splits)})
+    return (
+        {split: data.with_chance(split, module.last_eval[i]) for i, split in enumerate(splits)},
+        {split: module.last_outcomes[i] for i, split in enumerate(splits)},
+    )
 
 
 # ---- record ----------------------------------------------------------------------------------
@@ -238,16 +283,20 @@ def summarize(plan: RunPlan, trainer: L.Trainer, module: TaskModule, tested: dic
         "metrics": tested,
         "test_splits": [s for s in tested if s != "val"],
         "select": plan.train.select,
-        "best_epoch": best["epoch"], "best_step": best["step"], "best_val": best[history.metric],
+        "best_epoch": best["epoch"],
+        "best_step": best["step"],
+        "best_val": best[history.metric],
         "last_val": history.entries[-1][history.metric],
         "val_history": history.entries,
         "learned": module.backbone.learned(),  # e.g. RSA gates and REM parameters of the tested weights
         "trouble": troubles(tested, losses_of(curve_rows(trainer))),  # collapsed, diverged or stuck (health.py)
-        "epochs_run": trainer.current_epoch, "steps_run": trainer.global_step,
+        "epochs_run": trainer.current_epoch,
+        "steps_run": trainer.global_step,
         "resumed_from": module.resumed_from,
         "wall_time_s": wall,  # this session's; train_time_s adds up every session of the run
         "train_time_s": module.train_time_s,
-        "val_time_s": module.val_time_s, "test_time_s": module.test_time_s,  # this session's, within wall_time_s
+        "val_time_s": module.val_time_s,
+        "test_time_s": module.test_time_s,  # this session's, within wall_time_s
         "train_tokens": tokens,
         "train_tokens_per_s": tokens / module.train_time_s if module.train_time_s else None,
         "device": device_info(trainer),
@@ -298,11 +347,22 @@ def write_pruned(plan: RunPlan, trainer: L.Trainer, module: TaskModule, record: 
     """A pruned trial's record: status ``pruned`` with its validation curve, nothing tested; its
     checkpoints are removed (a pruned trial is never resumed)."""
     history = next(c for c in trainer.callbacks if isinstance(c, ValidationHistory))
-    record.update({"status": "pruned", "pruned_step": pruned_at(trainer), "val_history": history.entries,
-                   "best_val": history.best()[history.metric], "last_val": history.entries[-1][history.metric],
-                   "epochs_run": trainer.current_epoch, "steps_run": trainer.global_step, "resumed_from": module.resumed_from,
-                   "wall_time_s": wall, "train_time_s": module.train_time_s, "val_time_s": module.val_time_s,
-                   "device": device_info(trainer)})
+    record.update(
+        {
+            "status": "pruned",
+            "pruned_step": pruned_at(trainer),
+            "val_history": history.entries,
+            "best_val": history.best()[history.metric],
+            "last_val": history.entries[-1][history.metric],
+            "epochs_run": trainer.current_epoch,
+            "steps_run": trainer.global_step,
+            "resumed_from": module.resumed_from,
+            "wall_time_s": wall,
+            "train_time_s": module.train_time_s,
+            "val_time_s": module.val_time_s,
+            "device": device_info(trainer),
+        }
+    )
     record = write_record(plan, trainer, record)
     trainer.strategy.barrier()
     if trainer.is_global_zero:

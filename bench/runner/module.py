@@ -1,5 +1,6 @@
 """The LightningModule that joins any backbone to any task: the head and loss of the task's kind,
 the loss, AdamW/Adam with warm-up and a schedule, and evaluation by per-example outcomes."""
+
 from __future__ import annotations
 
 import math
@@ -217,8 +218,7 @@ class TaskModule(L.LightningModule):
     def watched(self) -> dict:
         """The last validation's scores of train.watch_splits (eval loaders 1.., after val), as
         ``<split>_<metric>``: logged and kept in the history, never selected on."""
-        return {f"{split}_{self.metric}": self.last_eval[i][self.metric]
-                for i, split in enumerate(self.train_cfg.watch_splits, start=1)}
+        return {f"{split}_{self.metric}": self.last_eval[i][self.metric] for i, split in enumerate(self.train_cfg.watch_splits, start=1)}
 
     def on_train_end(self):
         self.check_finite()
@@ -243,8 +243,12 @@ class TaskModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         running = {k: float(getattr(self, k)) for k in self.RUNNING if getattr(self, k) is not None}
-        checkpoint["bench"] = {"train_tokens": self.train_tokens, "train_time_s": self.train_time_s,
-                               "resumed_from": list(self.resumed_from), "running": running}
+        checkpoint["bench"] = {
+            "train_tokens": self.train_tokens,
+            "train_time_s": self.train_time_s,
+            "resumed_from": list(self.resumed_from),
+            "running": running,
+        }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         if self._trainer is None or self.trainer.state.fn != "fit":

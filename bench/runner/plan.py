@@ -1,14 +1,14 @@
 """A run's plan: what it is (model, task, preset, seed, overrides), its resolved configuration and
 where it lives (record, run folder, checkpoints, lock), made once by ``lifecycle.plan_run`` and
 handed to every later step."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import TrainConfig
+from ..config import RunConfig, TrainConfig
 from ..records import run_folder
-from ..config import RunConfig
 
 
 @dataclass(frozen=True)

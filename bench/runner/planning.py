@@ -2,6 +2,7 @@
 the output folder writable, the logger available; nothing is written. Every check on user input
 happens here, so a run asked with bad input is refused in one line before Lightning (seconds of
 import) is loaded; ``lifecycle`` then builds, fits, tests and records the plan."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -18,8 +19,11 @@ from .plan import RunPlan
 #: --logger choices; csv and tensorboard come with Lightning, the others are optional extras
 LOGGERS = ("csv", "tensorboard", "wandb", "mlflow", "none")
 #: the package each logger needs (any of them) and how to install it
-LOGGER_PACKAGES = {"tensorboard": (("tensorboard", "tensorboardX"), "pip install tensorboard"),
-                   "wandb": (("wandb",), 'pip install "bench[wandb]"'), "mlflow": (("mlflow",), 'pip install "bench[mlflow]"')}
+LOGGER_PACKAGES = {
+    "tensorboard": (("tensorboard", "tensorboardX"), "pip install tensorboard"),
+    "wandb": (("wandb",), 'pip install "bench[wandb]"'),
+    "mlflow": (("mlflow",), 'pip install "bench[mlflow]"'),
+}
 
 
 def check_logger(kind: str) -> None:
@@ -32,8 +36,16 @@ def check_logger(kind: str) -> None:
             raise UserError(f"--logger {kind} needs the {packages[0]} package ({install}); or use --logger csv")
 
 
-def plan_run(model: str, task: str, preset: str, seed: int, out: str | os.PathLike, overrides: list[str] | dict | None,
-             registry=None, trainer_kwargs: dict | None = None) -> RunPlan:
+def plan_run(
+    model: str,
+    task: str,
+    preset: str,
+    seed: int,
+    out: str | os.PathLike,
+    overrides: list[str] | dict | None,
+    registry=None,
+    trainer_kwargs: dict | None = None,
+) -> RunPlan:
     """The run's plan: its configuration resolved and checked (the seed, the task's settings, the
     data and a forward fit in memory), its record's path, the output folder writable; nothing is
     written."""
@@ -48,4 +60,3 @@ def plan_run(model: str, task: str, preset: str, seed: int, out: str | os.PathLi
     path = record_path(Path(out), model, task, preset, seed, overrides, world)
     ensure_writable(Path(out))
     return RunPlan(model, task, preset, seed, overrides, config, train, path, kwargs, world)
-

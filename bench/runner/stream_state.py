@@ -8,6 +8,7 @@ contract makes equal to one call) and counts the state after it (``state_bytes``
 inferred from shapes, so a state that grows with the length (a Transformer's KV cache) and one that
 does not (an LSTM's h and c) are measured alike. ``longest_test_length`` is the length a run
 measures at: the task's longest test sequence."""
+
 from __future__ import annotations
 
 import torch
@@ -59,7 +60,7 @@ def stream_state_bytes(backbone, length: int, seed: int = 0) -> int:
         with torch.inference_mode():
             state = backbone.init_state(1, device)
             for start in range(0, length, PIECE):
-                _, state = backbone.step(tokens[:, start: start + PIECE], state)
+                _, state = backbone.step(tokens[:, start : start + PIECE], state)
             return state_bytes(state)
     finally:
         backbone.train(was_training)

@@ -1,5 +1,6 @@
 """The run's Lightning Trainer (callbacks, checkpoints, progress) and its loggers (CSV,
 TensorBoard, W&B, MLflow)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -34,13 +35,22 @@ def make_trainer(plan: RunPlan, task_obj, data: TaskData, progress, logger: str,
     # every validation's checkpoints are written when it ends (not at the end of the training
     # epoch), so a stop right after a validation resumes from that validation
     at_validation = dict(save_on_train_epoch_end=False, enable_version_counter=False)
-    callbacks = [ValidationHistory(task_obj.metric), RNGState(), *extra_callbacks,
-                 ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val_metric", mode="max", save_top_k=1,
-                                 save_weights_only=True, **at_validation),
-                 ModelCheckpoint(dirpath=ckpt_dir, filename="last", **at_validation),
-                 ModelCheckpoint(dirpath=ckpt_dir, filename="last", enable_version_counter=False,
-                                 train_time_interval=timedelta(minutes=train.checkpoint_every_min)),
-                 GracefulStop(str(plan.last_ckpt))]  # after the ModelCheckpoints (see its docstring)
+    callbacks = [
+        ValidationHistory(task_obj.metric),
+        RNGState(),
+        *extra_callbacks,
+        ModelCheckpoint(
+            dirpath=ckpt_dir, filename="best", monitor="val_metric", mode="max", save_top_k=1, save_weights_only=True, **at_validation
+        ),
+        ModelCheckpoint(dirpath=ckpt_dir, filename="last", **at_validation),
+        ModelCheckpoint(
+            dirpath=ckpt_dir,
+            filename="last",
+            enable_version_counter=False,
+            train_time_interval=timedelta(minutes=train.checkpoint_every_min),
+        ),
+        GracefulStop(str(plan.last_ckpt)),
+    ]  # after the ModelCheckpoints (see its docstring)
     if train.patience:
         callbacks.append(EarlyStopping(monitor="val_metric", mode="max", patience=train.patience, check_on_train_epoch_end=False))
     on_terminal = sys.stdout.isatty() and sys.stderr.isatty()
@@ -48,11 +58,23 @@ def make_trainer(plan: RunPlan, task_obj, data: TaskData, progress, logger: str,
     if mode == "lines":  # logged to bench.progress (the CLI writes it to stderr, as every note: stdout has the results only)
         callbacks.append(LineProgress(task_obj.metric, every_s=60 * train.progress_every_min))
     kwargs = dict(
-        max_epochs=train.max_epochs, max_steps=train.max_steps, gradient_clip_val=train.grad_clip or None,
-        accumulate_grad_batches=train.accumulate_grad_batches, precision=train.precision,
-        deterministic="warn" if train.deterministic else False, callbacks=callbacks, logger=make_loggers(plan, logger),
-        plugins=[AtomicCheckpointIO()], enable_progress_bar=mode == "bar", enable_model_summary=False, num_sanity_val_steps=0,
-        accelerator="auto", devices=1, use_distributed_sampler=False, default_root_dir=str(plan.folder), log_every_n_steps=1,
+        max_epochs=train.max_epochs,
+        max_steps=train.max_steps,
+        gradient_clip_val=train.grad_clip or None,
+        accumulate_grad_batches=train.accumulate_grad_batches,
+        precision=train.precision,
+        deterministic="warn" if train.deterministic else False,
+        callbacks=callbacks,
+        logger=make_loggers(plan, logger),
+        plugins=[AtomicCheckpointIO()],
+        enable_progress_bar=mode == "bar",
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        accelerator="auto",
+        devices=1,
+        use_distributed_sampler=False,
+        default_root_dir=str(plan.folder),
+        log_every_n_steps=1,
     )
     if train.val_every_steps:
         kwargs.update(val_check_interval=train.val_every_steps, check_val_every_n_epoch=None)
@@ -87,14 +109,20 @@ def make_loggers(plan: RunPlan, kind: str) -> list:
     if kind == "tensorboard":
         loggers.append(TensorBoardLogger(save_dir=str(plan.folder), name="", version="tensorboard"))
     elif kind == "wandb":
+        import wandb
         from lightning.pytorch.loggers import WandbLogger
 
-        import wandb
-
         offline = not os.environ.get("WANDB_MODE")  # the user's WANDB_MODE wins; else nothing is sent
-        loggers.append(WandbLogger(name=name, project=os.environ.get("WANDB_PROJECT") or "bench", save_dir=str(plan.folder),
-                                   offline=offline, config=plan.config.public(),
-                                   settings=wandb.Settings(quiet=True)))  # its notes stay off stdout, which holds results
+        loggers.append(
+            WandbLogger(
+                name=name,
+                project=os.environ.get("WANDB_PROJECT") or "bench",
+                save_dir=str(plan.folder),
+                offline=offline,
+                config=plan.config.public(),
+                settings=wandb.Settings(quiet=True),
+            )
+        )  # its notes stay off stdout, which holds results
     elif kind == "mlflow":
         from lightning.pytorch.loggers import MLFlowLogger
 
@@ -102,6 +130,5 @@ def make_loggers(plan: RunPlan, kind: str) -> list:
         if not uri:  # a local file store in the run's folder (file:///.../mlruns); MLflow >= 3.7 wants it allowed
             uri = (plan.folder / "mlruns").resolve().as_uri()
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-        loggers.append(MLFlowLogger(experiment_name=os.environ.get("MLFLOW_EXPERIMENT_NAME") or "bench", run_name=name,
-                                    tracking_uri=uri))
+        loggers.append(MLFlowLogger(experiment_name=os.environ.get("MLFLOW_EXPERIMENT_NAME") or "bench", run_name=name, tracking_uri=uri))
     return loggers

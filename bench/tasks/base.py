@@ -28,6 +28,7 @@ Every task instance carries ``params`` (its constructor's arguments, defaults in
 JSON values) and ``name``, both set by this base class before the subclass constructor runs,
 so the data-cache key always sees every parameter, however the task was built.
 """
+
 from __future__ import annotations
 
 import abc

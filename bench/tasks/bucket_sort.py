@@ -7,6 +7,7 @@ Worked example (alphabet_size 5), the string 3 0 4 0 1:
     tokens    3  0  4  0  1  =  _  _  _  _
     targets   .  .  .  .  .  0  0  1  3  4       ("=" separator, "_" empty, "." = IGNORE)
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +16,6 @@ from .chomsky import StringOverAlphabet
 
 
 class BucketSort(StringOverAlphabet):
-
     def __init__(self, alphabet_size: int = 5, **kwargs):
         super().__init__(alphabet_size, **kwargs)
 

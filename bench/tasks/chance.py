@@ -18,6 +18,7 @@ scores, not only against the majority class. A length bin's level is the best st
 bin (choosing the strategy by length is itself trivial: the length is seen); a length-averaged
 metric's is one strategy's over the whole split, as the metric averages a model's.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,10 +43,12 @@ def outcomes(task, columns: dict) -> dict[str, dict[str, np.ndarray]]:
     for name, strategy in strategies(task).items():
         right = strategy(task, columns, kind)
         tokens = np.array([len(r) for r in right], dtype=np.int64)
-        found[name] = {"correct": np.array([float(np.prod(r)) if len(r) else 0.0 for r in right]),
-                       "token_correct": np.array([float(np.sum(r)) for r in right]),
-                       "tokens": tokens,
-                       "last_correct": np.array([float(r[-1]) if len(r) else np.nan for r in right])}
+        found[name] = {
+            "correct": np.array([float(np.prod(r)) if len(r) else 0.0 for r in right]),
+            "token_correct": np.array([float(np.sum(r)) for r in right]),
+            "tokens": tokens,
+            "last_correct": np.array([float(r[-1]) if len(r) else np.nan for r in right]),
+        }
     return found
 
 
@@ -56,8 +59,11 @@ def scores(o: dict[str, np.ndarray], where: np.ndarray | None = None) -> dict[st
     scored = idx[o["tokens"][idx] > 0]
     if not scored.size:
         return {"acc": float("nan"), "token_acc": float("nan"), "last_acc": float("nan")}
-    return {"acc": float(o["correct"][scored].mean()), "token_acc": float(o["token_correct"][scored].sum() / o["tokens"][scored].sum()),
-            "last_acc": float(o["last_correct"][scored].mean())}
+    return {
+        "acc": float(o["correct"][scored].mean()),
+        "token_acc": float(o["token_correct"][scored].sum() / o["tokens"][scored].sum()),
+        "last_acc": float(o["last_correct"][scored].mean()),
+    }
 
 
 def best(per_strategy: dict[str, dict[str, float]]) -> dict[str, dict]:
@@ -88,8 +94,7 @@ def levels(task, columns: dict, length_bin=None) -> dict:
                 bins.setdefault(label, []).append(i)
         if bins:
             per_bin = {label: {name: scores(o, np.asarray(idx)) for name, o in found.items()} for label, idx in bins.items()}
-            averaged = {name: {LENGTH_AVERAGED + m: float(np.mean([per_bin[b][name][m] for b in bins])) for m in METRICS}
-                        for name in found}
+            averaged = {name: {LENGTH_AVERAGED + m: float(np.mean([per_bin[b][name][m] for b in bins])) for m in METRICS} for name in found}
             for metric in METRICS:
                 key = LENGTH_AVERAGED + metric
                 ranked = [(s[key], name) for name, s in averaged.items() if s[key] == s[key]]
@@ -108,6 +113,8 @@ def with_levels(split_metrics: dict, task, columns: dict, found: dict | None = N
     by_length = found.pop("by_length", {})
     out = dict(split_metrics, chance=found)
     if out.get("by_length"):  # a bin holds the levels only (its strategies: ``levels``)
-        out["by_length"] = {label: dict(entry, chance={m: v["level"] for m, v in by_length.get(label, {}).items()})
-                            for label, entry in out["by_length"].items()}
+        out["by_length"] = {
+            label: dict(entry, chance={m: v["level"] for m, v in by_length.get(label, {}).items()})
+            for label, entry in out["by_length"].items()
+        }
     return out

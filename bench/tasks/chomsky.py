@@ -28,6 +28,7 @@ that number (max and mean over seeds). Here that is ``token_acc`` of each per-le
 The split-level ``token_acc`` pools tokens, so longer lengths weigh more; ``acc`` is the share of
 strings with every output right. For one-output tasks (modular arithmetic) all three agree.
 """
+
 from __future__ import annotations
 
 import abc
@@ -51,7 +52,6 @@ class ChomskyTask(LMTask):
     """A string-to-string task laid out as input, separator, empty output positions (see the
     module docstring). Subclasses name their ``symbols`` and implement ``sample``."""
 
-
     def __init__(
         self,
         min_len: int = 1,
@@ -66,9 +66,19 @@ class ChomskyTask(LMTask):
         data_seed: int = 1234,
     ):
         super().__init__(data_seed)
-        problems = [f"{name}={value} (must be >= 1)" for name, value in (
-            ("min_len", min_len), ("test_len_step", test_len_step), ("n_train", n_train), ("n_val", n_val),
-            ("n_test", n_test), ("n_test_per_length", n_test_per_length), ("bin_width", bin_width)) if value < 1]
+        problems = [
+            f"{name}={value} (must be >= 1)"
+            for name, value in (
+                ("min_len", min_len),
+                ("test_len_step", test_len_step),
+                ("n_train", n_train),
+                ("n_val", n_val),
+                ("n_test", n_test),
+                ("n_test_per_length", n_test_per_length),
+                ("bin_width", bin_width),
+            )
+            if value < 1
+        ]
         if problems:
             raise ValueError(", ".join(problems))
         if max_len < min_len:
@@ -78,8 +88,9 @@ class ChomskyTask(LMTask):
         self.min_len, self.max_len, self.test_max_len, self.test_len_step = min_len, max_len, test_max_len, test_len_step
         self.n_train, self.n_val, self.n_test, self.n_test_per_length = n_train, n_val, n_test, n_test_per_length
         self.bin_width = bin_width
-        self.ood_lengths = sorted({self.input_length(n) for n in range(max_len + 1, test_max_len + 1, test_len_step)
-                                   if self.input_length(n) > max_len})
+        self.ood_lengths = sorted(
+            {self.input_length(n) for n in range(max_len + 1, test_max_len + 1, test_len_step) if self.input_length(n) > max_len}
+        )
         if not self.ood_lengths:
             raise ValueError(f"no test length above max_len={max_len} up to test_max_len={test_max_len}")
 
@@ -158,8 +169,10 @@ class ChomskyTask(LMTask):
                     inputs.append(x)
                     outputs.append(y)
         if len(inputs) < count:
-            raise TaskError(f"{self.name}: only {len(inputs)} of {count} {split} strings found in lengths "
-                            f"{self.min_len}..{self.max_len}; raise max_len or lower n_{'test' if split == 'iid' else split}")
+            raise TaskError(
+                f"{self.name}: only {len(inputs)} of {count} {split} strings found in lengths "
+                f"{self.min_len}..{self.max_len}; raise max_len or lower n_{'test' if split == 'iid' else split}"
+            )
         return inputs[:count], outputs[:count]
 
 

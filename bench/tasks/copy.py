@@ -13,6 +13,7 @@ Worked example (n_symbols=10, pattern_len=4 for brevity, length 12):
 Training lengths are drawn uniformly from [2 * (pattern_len + 1), max_len]; each test split
 ``len<L>`` holds sequences of exactly length L, so accuracy is reported per length.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,7 +22,6 @@ from .base import IGNORE, LMTask
 
 
 class Copy(LMTask):
-
     def __init__(
         self,
         n_symbols: int = 10,

@@ -8,6 +8,7 @@ hash of its tokens (``crc32 % 20``: 0-15 train, 16-17 val, 18-19 test) and each 
 only its own, so train, val and the in-distribution tests are disjoint by construction, at any
 size. Splits at other lengths or settings are disjoint anyway and need no filter.
 """
+
 from __future__ import annotations
 
 import zlib
@@ -71,5 +72,5 @@ def distinct_draws(rng: np.random.Generator, n: int, pool: int, k: int) -> np.nd
     chunk = max(1, 2**22 // pool)  # rows of uniforms held at once: ~32 MB
     for lo in range(0, n, chunk):
         u = rng.random((min(chunk, n - lo), pool))
-        out[lo:lo + len(u)] = np.argsort(u, axis=1)[:, :k]
+        out[lo : lo + len(u)] = np.argsort(u, axis=1)[:, :k]
     return out

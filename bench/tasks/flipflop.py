@@ -21,6 +21,7 @@ paper's 1000 per setting), drawn from its own seed so it never equals a test set
 Generation is vectorised: the last write before each read is found with a running maximum
 over write positions, so 160k x 512 tokens take about a second.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -62,16 +63,23 @@ class FlipFlop(LMTask):
     report_metrics = ("last_acc", "token_acc")  # [HALT Table 3] reports last-read accuracy
     version = "1"
 
-    def __init__(self, n_train: int = 160000, n_test: int = 10000, n_val_each: int = 1000,
-                 train_len: int = 512, train_p_i: float = 0.8, test_lens: list | None = None,
-                 test_p_i: list | None = None, data_seed: int = 1234):
+    def __init__(
+        self,
+        n_train: int = 160000,
+        n_test: int = 10000,
+        n_val_each: int = 1000,
+        train_len: int = 512,
+        train_p_i: float = 0.8,
+        test_lens: list | None = None,
+        test_p_i: list | None = None,
+        data_seed: int = 1234,
+    ):
         super().__init__(data_seed)
         self.n_train, self.n_test, self.n_val_each = n_train, n_test, n_val_each
         self.train_len, self.train_p_i = train_len, train_p_i
         self.test_lens = list(test_lens) if test_lens is not None else [512, 1024]
         self.test_p_i = list(test_p_i) if test_p_i is not None else [0.1, 0.8, 0.98]
-        self._settings = {f"T{L}_p{_fmt(p)}": (L, p) for L in self.test_lens
-                          for p in self.test_p_i}
+        self._settings = {f"T{L}_p{_fmt(p)}": (L, p) for L in self.test_lens for p in self.test_p_i}
 
     @property
     def vocab(self):

@@ -46,6 +46,7 @@ Worked example, D2, string aabbab:
     depth    1      2      1      0      1      0
     labels   [1,1]  [0,1]  [1,1]  [1,0]  [1,1]  [1,0]
 """
+
 from __future__ import annotations
 
 import zlib
@@ -103,9 +104,7 @@ class FormalLanguage(Task):
         self.max_len = hi if max_len is None else max_len
         self.bin1_max_len = hi1 if bin1_max_len is None else bin1_max_len
         if not 1 <= self.min_len <= self.max_len < self.bin1_max_len:
-            raise ValueError(
-                f"need 1 <= min_len <= max_len < bin1_max_len, got {self.min_len}, {self.max_len}, {self.bin1_max_len}"
-            )
+            raise ValueError(f"need 1 <= min_len <= max_len < bin1_max_len, got {self.min_len}, {self.max_len}, {self.bin1_max_len}")
         self.n_train, self.n_val, self.n_test = n_train, n_val, n_test
         self.bin_width = bin_width
         self.start_symbol = start_symbol

@@ -40,6 +40,7 @@ on every length up to it); tests ``len<L>`` at each of ``test_lengths`` (default
 from the training distribution and kept disjoint from train by a hash of the tokens
 (bench/tasks/draws.py).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -74,8 +75,16 @@ def group_elements(group: str) -> tuple[list[str], np.ndarray]:
 class GroupWordProblem(LMTask):
     report_metrics = ("token_acc", "acc", "last_acc")
 
-    def __init__(self, group: str, train_len: int = 16, test_lengths: list | None = None,
-                 n_train: int = 10000, n_val: int = 500, n_test: int = 500, data_seed: int = 1234):
+    def __init__(
+        self,
+        group: str,
+        train_len: int = 16,
+        test_lengths: list | None = None,
+        n_train: int = 10000,
+        n_val: int = 500,
+        n_test: int = 500,
+        data_seed: int = 1234,
+    ):
         super().__init__(data_seed)
         self.group = group
         self.names, self.table = group_elements(group)

@@ -16,6 +16,7 @@ Defining a subclass with a ``name`` registers it in ``KINDS``; a task class name
 that string (``kind = "classify"``). A new kind is one class: nothing else in the harness
 switches on kind names.
 """
+
 from __future__ import annotations
 
 from typing import ClassVar
@@ -29,7 +30,7 @@ from . import trivial
 from .base import IGNORE, PAD
 
 #: every kind by name (filled by TaskKind.__init_subclass__)
-KINDS: dict[str, "TaskKind"] = {}
+KINDS: dict[str, TaskKind] = {}
 
 
 def pad(seqs: list, value, dtype=torch.long) -> tuple[Tensor, Tensor]:
@@ -54,7 +55,7 @@ def pool(out, mask: Tensor) -> Tensor:
     return out.pooled if out.pooled is not None else masked_mean(out.hidden, mask)
 
 
-def kind_of(name: str) -> "TaskKind":
+def kind_of(name: str) -> TaskKind:
     try:
         return KINDS[name]
     except KeyError:
@@ -63,6 +64,7 @@ def kind_of(name: str) -> "TaskKind":
 
 class TaskKind:
     """One kind of task (see the module docstring); subclasses set ``name`` and override what differs."""
+
     name: ClassVar[str] = ""
     columns: ClassVar[tuple[str, ...]] = ()
     pair: ClassVar[bool] = False
@@ -125,7 +127,8 @@ class TaskKind:
 
 
 class Classify(TaskKind):
-    """"tokens": [..], "label": int; pooled -> num_classes."""
+    """ "tokens": [..], "label": int; pooled -> num_classes."""
+
     name = "classify"
     columns = ("label",)
 
@@ -144,8 +147,14 @@ class Classify(TaskKind):
     def outcomes(self, logits, batch):
         correct = logits.argmax(-1) == batch["label"]
         ones = torch.ones_like(correct, dtype=torch.long)
-        return {"correct": correct, "tok_correct": correct.long(), "n_scored": ones, "last_correct": correct.float(),
-                "label": batch["label"], "prediction": logits.argmax(-1)}
+        return {
+            "correct": correct,
+            "tok_correct": correct.long(),
+            "n_scored": ones,
+            "last_correct": correct.float(),
+            "label": batch["label"],
+            "prediction": logits.argmax(-1),
+        }
 
     def example_targets(self, columns):
         return [np.asarray([int(x)]) for x in columns["label"]]
@@ -158,7 +167,8 @@ class Classify(TaskKind):
 
 
 class PairClassify(Classify):
-    """"tokens": [..], "tokens2": [..], "label": int; each encoded, [u; v; u*v; |u-v|] -> MLP."""
+    """ "tokens": [..], "tokens2": [..], "label": int; each encoded, [u; v; u*v; |u-v|] -> MLP."""
+
     name = "pair_classify"
     columns = ("tokens2", "label")
     pair = True
@@ -186,8 +196,9 @@ def tag_positions_ok(logits: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
 
 
 class Tag(TaskKind):
-    """"tokens": [..], "labels": [[0/1] * num_labels per position]; per-position multi-label,
+    """ "tokens": [..], "labels": [[0/1] * num_labels per position]; per-position multi-label,
     a string is correct iff every position is."""
+
     name = "tag"
     columns = ("labels",)
 
@@ -223,13 +234,16 @@ class Tag(TaskKind):
     def scored_inputs(self, columns, offset=0):
         out = []
         for tokens, labels in zip(columns["tokens"], columns["labels"]):
-            tokens = np.asarray(tokens, dtype=np.int64)[len(tokens) - len(labels):]  # "<s>" is scored with the first label
+            tokens = np.asarray(tokens, dtype=np.int64)[len(tokens) - len(labels) :]  # "<s>" is scored with the first label
             out.append(trivial.shifted(tokens, np.arange(len(tokens)), offset))
         return out
 
     def trivial_strategies(self):
-        return {trivial.MOST_FREQUENT: trivial.most_frequent_target, trivial.MOST_FREQUENT_LAST: trivial.most_frequent_last_target,
-                trivial.TOKEN_LOOKUP: trivial.best_label_of_symbol}
+        return {
+            trivial.MOST_FREQUENT: trivial.most_frequent_target,
+            trivial.MOST_FREQUENT_LAST: trivial.most_frequent_last_target,
+            trivial.TOKEN_LOOKUP: trivial.best_label_of_symbol,
+        }
 
     def random_batch(self, task, batch, tokens, gen, device):
         B, T = batch["tokens"].shape
@@ -237,7 +251,8 @@ class Tag(TaskKind):
 
 
 class LM(TaskKind):
-    """"tokens": [..], "targets": [..] next-token targets, IGNORE = not scored."""
+    """ "tokens": [..], "targets": [..] next-token targets, IGNORE = not scored."""
+
     name = "lm"
     columns = ("targets",)
 
@@ -266,12 +281,18 @@ class LM(TaskKind):
         return [np.asarray(t)[np.asarray(t) != IGNORE] for t in columns["targets"]]
 
     def scored_inputs(self, columns, offset=0):
-        return [trivial.shifted(np.asarray(tokens, dtype=np.int64), np.flatnonzero(np.asarray(targets) != IGNORE), offset)
-                for tokens, targets in zip(columns["tokens"], columns["targets"])]
+        return [
+            trivial.shifted(np.asarray(tokens, dtype=np.int64), np.flatnonzero(np.asarray(targets) != IGNORE), offset)
+            for tokens, targets in zip(columns["tokens"], columns["targets"])
+        ]
 
     def trivial_strategies(self):
-        return {trivial.MOST_FREQUENT: trivial.most_frequent_target, trivial.MOST_FREQUENT_LAST: trivial.most_frequent_last_target,
-                trivial.REPEAT_TOKEN: trivial.repeat_current_token, trivial.REPEAT_PREVIOUS: trivial.repeat_previous_token}
+        return {
+            trivial.MOST_FREQUENT: trivial.most_frequent_target,
+            trivial.MOST_FREQUENT_LAST: trivial.most_frequent_last_target,
+            trivial.REPEAT_TOKEN: trivial.repeat_current_token,
+            trivial.REPEAT_PREVIOUS: trivial.repeat_previous_token,
+        }
 
     def random_batch(self, task, batch, tokens, gen, device):
         batch["targets"] = tokens()

@@ -24,6 +24,7 @@ The near-IID test mixes short trees (which the hash must keep out of train) with
 (which train cannot hold): it thins both by the hash alike, so that its length mix is the
 generator's (~90% of trees <= 100 tokens), not one skewed 20:1 towards the long trees.
 """
+
 from __future__ import annotations
 
 import zlib
@@ -59,8 +60,9 @@ SPLITS = {
 HASH_BUCKETS = 20  # crc32 % 20: 0 -> val, 1 -> tests, 2..19 -> train (lengths <= train max)
 
 
-def grow_trees(rng: np.random.Generator, n: int, max_args: int, leaf_prob: float,
-               max_depth: int, max_len: int, min_len: int = 1, min_args: int = 2):
+def grow_trees(
+    rng: np.random.Generator, n: int, max_args: int, leaf_prob: float, max_depth: int, max_len: int, min_len: int = 1, min_args: int = 2
+):
     """Grow n random ListOps trees level by level; return (tokens list, values, lengths).
 
     Trees outside [min_len, max_len] are dropped (returned lists hold only the survivors)."""
@@ -118,7 +120,7 @@ def grow_trees(rng: np.random.Generator, n: int, max_args: int, leaf_prob: float
     buf = np.zeros(int(base[-1]), dtype=np.int16)
     offs = np.zeros(n, dtype=np.int64)
     prev_offs = offs  # the level above's offsets (set at the end of each level)
-    for d, (tr, par, branch, nargs, sym) in enumerate(levels):
+    for d, (tr, par, branch, _nargs, sym) in enumerate(levels):
         if d > 0:
             # offset = parent offset + 1 + sizes of earlier siblings
             excl = np.cumsum(sizes[d]) - sizes[d]
@@ -131,12 +133,11 @@ def grow_trees(rng: np.random.Generator, n: int, max_args: int, leaf_prob: float
         buf[pos[b] + sizes[d][ok][b] - 1] = CLOSE
         prev_offs = offs
     kept = np.flatnonzero(keep)
-    toks = [buf[base[i]:base[i + 1]] for i in kept]
+    toks = [buf[base[i] : base[i + 1]] for i in kept]
     return toks, values[0][kept], lengths[kept]
 
 
-def sample_split(rng, n, min_len, max_len, max_args, leaf_prob, max_depth, bucket=None,
-                 bucket_max_len=100, batch=4096):
+def sample_split(rng, n, min_len, max_len, max_args, leaf_prob, max_depth, bucket=None, bucket_max_len=100, batch=4096):
     """Rejection-sample n distinct trees with min_len <= length <= max_len.
 
     bucket: hash bucket this split may use for lengths <= bucket_max_len ("train" = any bucket
@@ -165,8 +166,7 @@ def sample_split(rng, n, min_len, max_len, max_args, leaf_prob, max_depth, bucke
                 break
         tries += batch
         if tries > 2000 * max(n, 100):
-            raise TaskError(f"listops: could not draw {n} trees with length in "
-                            f"[{min_len}, {max_len}] (accepted {len(toks_out)})")
+            raise TaskError(f"listops: could not draw {n} trees with length in [{min_len}, {max_len}] (accepted {len(toks_out)})")
     return toks_out, labels, lengths
 
 
@@ -182,8 +182,7 @@ def evaluate(tokens) -> int:
             stack.append([s])
         elif s == "]":
             op, *xs = stack.pop()
-            v = {"[MIN": min(xs), "[MAX": max(xs), "[SM": sum(xs) % 10,
-                 "[MED": int(np.median(xs))}[op]
+            v = {"[MIN": min(xs), "[MAX": max(xs), "[SM": sum(xs) % 10, "[MED": int(np.median(xs))}[op]
             if stack:
                 stack[-1].append(v)
             else:
@@ -203,9 +202,16 @@ class ListOps(Task):
     num_classes = 10
     version = "2"  # 2: the near-IID test keeps the generator's length mix (sample_split)
 
-    def __init__(self, n_train: int = 90000, n_val: int = 2000, n_test: int = 2000,
-                 n_test_iid: int | None = None, test_splits: list | None = None,
-                 start_end: bool = True, data_seed: int = 1234):
+    def __init__(
+        self,
+        n_train: int = 90000,
+        n_val: int = 2000,
+        n_test: int = 2000,
+        n_test_iid: int | None = None,
+        test_splits: list | None = None,
+        start_end: bool = True,
+        data_seed: int = 1234,
+    ):
         super().__init__(data_seed)
         self.n_train, self.n_val, self.n_test = n_train, n_val, n_test
         self.n_test_iid = n_test if n_test_iid is None else n_test_iid
@@ -227,18 +233,15 @@ class ListOps(Task):
         return SPLITS[split]
 
     def split_size(self, split):
-        return {"train": self.n_train, "val": self.n_val, "test": self.n_test_iid}.get(
-            split, self.n_test)
+        return {"train": self.n_train, "val": self.n_val, "test": self.n_test_iid}.get(split, self.n_test)
 
     def generate(self, split, rng):
         min_len, max_len, max_args, leaf_p, max_depth = self.split_config(split)
         bucket = "train" if split == "train" else (0 if split == "val" else 1)
-        toks, labels, lengths = sample_split(rng, self.split_size(split), min_len, max_len,
-                                             max_args, leaf_p, max_depth, bucket)
+        toks, labels, lengths = sample_split(rng, self.split_size(split), min_len, max_len, max_args, leaf_p, max_depth, bucket)
         if self.start_end:
             toks = [np.concatenate([[START], t, [END]]).astype(np.int16) for t in toks]
-        return {"tokens": toks, "label": np.asarray(labels, dtype=np.int64),
-                "length": np.asarray(lengths, dtype=np.int64)}
+        return {"tokens": toks, "label": np.asarray(labels, dtype=np.int64), "length": np.asarray(lengths, dtype=np.int64)}
 
     def length_bin(self, length):
         edges = (100, 200, 300, 500, 600, 900, 1000, 2000)

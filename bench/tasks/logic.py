@@ -45,18 +45,17 @@ For sets that are neither empty nor U (all the generator produces) this is Bowma
 a contradiction ⊏ every satisfiable formula, ∅ vs U is ⊏, two contradictions are ≡. Swapping
 the two formulas keeps ≡ ^ | ‿ # and swaps ⊏ with ⊐.
 """
+
 from __future__ import annotations
 
 import random
 import zlib
 
-
 from .base import Task, TaskError
 
 VARS = "abcdef"
 RELATIONS = ("≡", "⊏", "⊐", "^", "|", "‿", "#")
-RELATION_NAMES = ("equivalence", "forward_entailment", "reverse_entailment", "negation",
-                  "alternation", "cover", "independence")
+RELATION_NAMES = ("equivalence", "forward_entailment", "reverse_entailment", "negation", "alternation", "cover", "independence")
 VOCAB = ["<pad>", "<start>", "<end>", "(", ")", "and", "or", "not", *VARS]
 TOK = {s: i for i, s in enumerate(VOCAB)}
 FULL = (1 << 64) - 1
@@ -165,9 +164,16 @@ class LogicalInference(Task):
     num_classes = 7
     version = "2"  # 2: Bowman et al.'s sampler, no tautologies / contradictions, bin 12 = 12+
 
-    def __init__(self, n_train: int = 100000, n_val: int = 5000, n_test: int = 5000,
-                 train_max_ops: int = 6, test_ops: list | None = None, start_end: bool = True,
-                 data_seed: int = 1234):
+    def __init__(
+        self,
+        n_train: int = 100000,
+        n_val: int = 5000,
+        n_test: int = 5000,
+        train_max_ops: int = 6,
+        test_ops: list | None = None,
+        start_end: bool = True,
+        data_seed: int = 1234,
+    ):
         super().__init__(data_seed)
         self.n_train, self.n_val, self.n_test = n_train, n_val, n_test
         self.train_max_ops = train_max_ops
@@ -175,8 +181,10 @@ class LogicalInference(Task):
         if min(self.test_ops) <= train_max_ops:
             raise TaskError("logic: test operator counts must exceed train_max_ops")
         if max(self.test_ops) > OPS_CAP:
-            raise TaskError(f"logic: operator counts are binned up to {OPS_CAP} (bin {OPS_CAP} = {OPS_CAP} or more, "
-                            f"as Bowman et al.); got test_ops={self.test_ops}")
+            raise TaskError(
+                f"logic: operator counts are binned up to {OPS_CAP} (bin {OPS_CAP} = {OPS_CAP} or more, "
+                f"as Bowman et al.); got test_ops={self.test_ops}"
+            )
         self.start_end = start_end
 
     @property
@@ -238,11 +246,12 @@ def split_stats(task: LogicalInference) -> list[str]:
     for split in task.splits():
         d = task.generate(split, np.random.default_rng(task.split_seed(split)))
         strip = (lambda t: t[1:-1]) if task.start_end else (lambda t: t)
-        deg = sum(degenerate(truth_table([VOCAB[i] for i in strip(a)])) or degenerate(truth_table([VOCAB[i] for i in strip(b)]))
-                  for a, b in zip(d["tokens"], d["tokens2"]))
+        deg = sum(
+            degenerate(truth_table([VOCAB[i] for i in strip(a)])) or degenerate(truth_table([VOCAB[i] for i in strip(b)]))
+            for a, b in zip(d["tokens"], d["tokens2"])
+        )
         counts = np.bincount(d["label"], minlength=len(RELATIONS)) / len(d["label"])
-        lines.append(f"{split:8s} {len(d['label']):7d} {100 * deg / len(d['label']):11.1f}  "
-                     + " ".join(f"{100 * c:5.1f}" for c in counts))
+        lines.append(f"{split:8s} {len(d['label']):7d} {100 * deg / len(d['label']):11.1f}  " + " ".join(f"{100 * c:5.1f}" for c in counts))
     return lines
 
 

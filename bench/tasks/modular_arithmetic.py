@@ -16,6 +16,7 @@ Worked example (m = 5), the expression 1 + 2 * 3 - 4 = 1 + 6 - 4 = 3:
 
 ``length`` is 7, the expression's.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,7 +27,6 @@ OPERATORS = "+-*"
 
 
 class ModularArithmetic(ChomskyTask):
-
     def __init__(self, modulus: int = 5, operators: str = OPERATORS, **kwargs):
         if modulus < 2:
             raise ValueError(f"modulus={modulus}: must be >= 2")

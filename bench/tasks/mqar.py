@@ -34,6 +34,7 @@ Accuracy: ``token_acc`` is the share of queries answered (every scored position 
 the harness sums correct queries over all sequences and divides by all queries), the primary
 metric; ``acc`` is the share of sequences whose every query is right.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,10 +46,17 @@ FILL = 1  # "_"
 
 
 class MQAR(LMTask):
-
-    def __init__(self, n_symbols: int = 8192, train_mix: list | None = None, test_settings: list | None = None,
-                 n_queries: int | None = None, power_a: float = 0.01, n_val: int = 1000, n_test: int = 1000,
-                 data_seed: int = 1234):
+    def __init__(
+        self,
+        n_symbols: int = 8192,
+        train_mix: list | None = None,
+        test_settings: list | None = None,
+        n_queries: int | None = None,
+        power_a: float = 0.01,
+        n_val: int = 1000,
+        n_test: int = 1000,
+        data_seed: int = 1234,
+    ):
         super().__init__(data_seed)
         positive(n_symbols=n_symbols, n_val=n_val, n_test=n_test)
         self.n_symbols = n_symbols
@@ -71,12 +79,16 @@ class MQAR(LMTask):
             positive(**{f"every number of {where} row {list(row)}": v})
         L, N = int(row[0]), int(row[1])
         if N > min(self.n_keys, self.n_values):
-            raise TaskError(f"{N} pairs need {N} distinct keys and values, but n_symbols={self.n_symbols} "
-                            f"has {self.n_keys} keys; give n_symbols >= {2 * N} or fewer pairs")
+            raise TaskError(
+                f"{N} pairs need {N} distinct keys and values, but n_symbols={self.n_symbols} "
+                f"has {self.n_keys} keys; give n_symbols >= {2 * N} or fewer pairs"
+            )
         Q = self._queries(N)
         if L < 2 * N + 2 * Q - 1:
-            raise TaskError(f"length {L} is below the span of {N} pairs and {Q} queries; "
-                            f"give length >= {2 * N + 2 * Q - 1} (2 * pairs + 2 * queries - 1)")
+            raise TaskError(
+                f"length {L} is below the span of {N} pairs and {Q} queries; "
+                f"give length >= {2 * N + 2 * Q - 1} (2 * pairs + 2 * queries - 1)"
+            )
         return tuple(int(v) for v in row)
 
     def _queries(self, N: int) -> int:
@@ -100,7 +112,7 @@ class MQAR(LMTask):
         keys = 2 + distinct_draws(rng, n, self.n_keys, N)  # token ids, (n, N)
         values = 2 + self.n_keys + distinct_draws(rng, n, self.n_values, N)
         tokens = np.full((n, L), FILL, dtype=np.int64)
-        tokens[:, 0:2 * N:2], tokens[:, 1:2 * N:2] = keys, values
+        tokens[:, 0 : 2 * N : 2], tokens[:, 1 : 2 * N : 2] = keys, values
         # query slots: even offsets of the region after the pairs; Gumbel-top-Q of log p draws Q slots
         # without replacement with p(k) ~ k^(power_a - 1), in the order sequential draws would give
         slots = (L - 2 * N + 1) // 2
@@ -121,15 +133,21 @@ class MQAR(LMTask):
 
     def generate(self, split: str, rng: np.random.Generator) -> dict:
         if split in ("train", "val"):
-            sizes = [row[2] for row in self.train_mix] if split == "train" else \
-                [self.n_val // len(self.train_mix) + (i < self.n_val % len(self.train_mix)) for i in range(len(self.train_mix))]
+            sizes = (
+                [row[2] for row in self.train_mix]
+                if split == "train"
+                else [self.n_val // len(self.train_mix) + (i < self.n_val % len(self.train_mix)) for i in range(len(self.train_mix))]
+            )
             parts = [self._draw(rng, n, L, N, split) for (L, N, _), n in zip(self.train_mix, sizes) if n]
         else:
             L, N = self.test_settings[self.test_splits().index(split)]
             trained = any((L, N) == (l, k) for l, k, _ in self.train_mix)
             parts = [self._draw(rng, self.n_test, L, N, "test" if trained else None)]
-        return {"tokens": [t for p in parts for t in p["tokens"]], "targets": [t for p in parts for t in p["targets"]],
-                "length": [int(x) for p in parts for x in p["length"]]}
+        return {
+            "tokens": [t for p in parts for t in p["tokens"]],
+            "targets": [t for p in parts for t in p["targets"]],
+            "length": [int(x) for p in parts for x in p["length"]],
+        }
 
     def length_bin(self, length: int) -> str:
         return f"L{length}"
@@ -152,7 +170,7 @@ def guess_context_value(task: MQAR, columns: dict, kind=None) -> list[np.ndarray
         if not where.size:
             out.append(np.zeros(0))
             continue
-        context = tokens[:where[0]]
+        context = tokens[: where[0]]
         values = np.unique(context[context >= 2 + task.n_keys])
         out.append(np.full(where.size, 1.0 / max(len(values), 1)))
     return out

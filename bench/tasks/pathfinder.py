@@ -38,6 +38,7 @@ reads curv_contour_length_14 only, preprocess/process_pathfinder_lra_sparse.py),
 default; ``lra_name`` gives the name of an instance. ``size`` (default 32) draws smaller images
 for CPU proxies (``pathfinder16_*``: not an LRA set). Vectorised over whole batches of images.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -74,8 +75,9 @@ def _one_path(rng, n, segments, seg_len, max_turn, size):
     # initial heading within 90 degrees of the direction to the centre, so that long paths
     # fit the small canvas more often (rejection stays cheap)
     centre = np.arctan2(size / 2 - start[..., 1], size / 2 - start[..., 0])  # (n, 1)
-    heading = centre + rng.uniform(-np.pi / 2, np.pi / 2, size=(n, 1)) + np.cumsum(
-        rng.uniform(-max_turn, max_turn, size=(n, segments)), axis=-1)  # (n, K)
+    heading = (
+        centre + rng.uniform(-np.pi / 2, np.pi / 2, size=(n, 1)) + np.cumsum(rng.uniform(-max_turn, max_turn, size=(n, segments)), axis=-1)
+    )  # (n, K)
     step = seg_len * np.stack([np.cos(heading), np.sin(heading)], -1)  # (n, K, 2)
     verts = np.concatenate([start, start + np.cumsum(step, axis=1)], axis=1)  # (n, K+1, 2)
     inside = ((verts >= 0.5) & (verts <= size - 1.5)).all(axis=(1, 2))
@@ -99,9 +101,19 @@ def _paint(img, rows, xy):
         img[np.repeat(rows, xy.shape[1]), xy[..., 1].ravel(), xy[..., 0].ravel()] = True
 
 
-def render_batch(rng: np.random.Generator, n: int, segments: int = 9, n_distractors: int = 2,
-                 seg_len: float = 1.5, max_turn: float = 0.5, dash: int = 2, gap: int = 1,
-                 sep: int = 1, tries: int = 40, size: int = SIZE):
+def render_batch(
+    rng: np.random.Generator,
+    n: int,
+    segments: int = 9,
+    n_distractors: int = 2,
+    seg_len: float = 1.5,
+    max_turn: float = 0.5,
+    dash: int = 2,
+    gap: int = 1,
+    sep: int = 1,
+    tries: int = 40,
+    size: int = SIZE,
+):
     """Draw n images; return (images uint8 [m,S,S], labels [m], dot centres [m,2,(x,y)],
     gap-free drawings [m,S,S] bool) for the m <= n images whose paths all found room.
 
@@ -164,14 +176,27 @@ class Pathfinder(Task):
     num_classes = 2
     version = "1"
 
-    def __init__(self, n_train: int = 160000, n_val: int = 20000, n_test: int = 20000,
-                 difficulty: str = "hard", n_distractors: int | None = None, seg_len: float = 1.5,
-                 max_turn: float = 0.5, dash: int = 2, gap: int = 1, size: int = SIZE, start_end: bool = True,
-                 data_seed: int = 1234):
+    def __init__(
+        self,
+        n_train: int = 160000,
+        n_val: int = 20000,
+        n_test: int = 20000,
+        difficulty: str = "hard",
+        n_distractors: int | None = None,
+        seg_len: float = 1.5,
+        max_turn: float = 0.5,
+        dash: int = 2,
+        gap: int = 1,
+        size: int = SIZE,
+        start_end: bool = True,
+        data_seed: int = 1234,
+    ):
         super().__init__(data_seed)
         if difficulty == "baseline":
-            raise TaskError("pathfinder: difficulty 'baseline' is ambiguous: LRA's curv_baseline files are its 'easy' split; "
-                            "the 9-piece contours (curv_contour_length_9) are 'intermediate'; choose easy, intermediate or hard")
+            raise TaskError(
+                "pathfinder: difficulty 'baseline' is ambiguous: LRA's curv_baseline files are its 'easy' split; "
+                "the 9-piece contours (curv_contour_length_9) are 'intermediate'; choose easy, intermediate or hard"
+            )
         if difficulty not in DIFFICULTY:
             raise TaskError(f"pathfinder: difficulty must be one of {list(DIFFICULTY)} (LRA's names), got {difficulty!r}")
         if not 8 <= size <= 256:
@@ -181,8 +206,7 @@ class Pathfinder(Task):
         segments, distractors = DIFFICULTY[difficulty]
         if n_distractors is not None:
             distractors = n_distractors
-        self.draw = dict(segments=segments, n_distractors=distractors,
-                         seg_len=seg_len, max_turn=max_turn, dash=dash, gap=gap)
+        self.draw = dict(segments=segments, n_distractors=distractors, seg_len=seg_len, max_turn=max_turn, dash=dash, gap=gap)
         self.start_end = start_end
 
     @property
@@ -213,6 +237,5 @@ class Pathfinder(Task):
             raise TaskError(f"pathfinder: too few valid images for {self.draw}")
         img = np.concatenate(imgs)[:n].reshape(n, self.size * self.size).astype(np.int16) + PIX0
         if self.start_end:
-            img = np.concatenate([np.full((n, 1), START, np.int16), img,
-                                  np.full((n, 1), END, np.int16)], 1)
+            img = np.concatenate([np.full((n, 1), START, np.int16), img, np.full((n, 1), END, np.int16)], 1)
         return {"tokens": img, "label": np.concatenate(labels)[:n].astype(np.int64)}

@@ -7,13 +7,13 @@ Worked example, the string 0 1 1 0 1:
     tokens    0  1  1  0  1  =  _  _  _  _
     targets   .  .  .  .  .  1  0  1  1  0       ("=" separator, "_" empty, "." = IGNORE)
 """
+
 from __future__ import annotations
 
 from .chomsky import StringOverAlphabet
 
 
 class ReverseString(StringOverAlphabet):
-
     def __init__(self, alphabet_size: int = 2, **kwargs):
         super().__init__(alphabet_size, **kwargs)
 

@@ -16,6 +16,7 @@ is L. Splits: train and val at ``train_len``; tests ``L<L>`` at each of ``test_l
 never repeats a training sequence (bench/tasks/draws.py). Metrics: ``token_acc`` (share of
 data tokens copied, the primary one) and ``acc`` (sequences copied whole).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,19 +28,25 @@ NOISE, CUE = 1, 2  # "_", "?"
 
 
 class SelectiveCopy(LMTask):
-
-    def __init__(self, n_symbols: int = 14, n_data: int = 16, train_len: int = 4096, test_lengths: list | None = None,
-                 n_train: int = 10000, n_val: int = 500, n_test: int = 500, data_seed: int = 1234):
+    def __init__(
+        self,
+        n_symbols: int = 14,
+        n_data: int = 16,
+        train_len: int = 4096,
+        test_lengths: list | None = None,
+        n_train: int = 10000,
+        n_val: int = 500,
+        n_test: int = 500,
+        data_seed: int = 1234,
+    ):
         super().__init__(data_seed)
-        positive(n_symbols=n_symbols, n_data=n_data, train_len=train_len,
-                 n_train=n_train, n_val=n_val, n_test=n_test)
+        positive(n_symbols=n_symbols, n_data=n_data, train_len=train_len, n_train=n_train, n_val=n_val, n_test=n_test)
         self.n_symbols, self.n_data, self.train_len = n_symbols, n_data, train_len
         self.test_lengths = [int(x) for x in (test_lengths or [train_len * k for k in (1, 2, 4)])]
         for L in [train_len, *self.test_lengths]:
             positive(test_lengths=L)
             if L < n_data:
-                raise TaskError(f"a region of {L} tokens cannot hold n_data={n_data} data tokens; "
-                                f"give lengths >= {n_data}")
+                raise TaskError(f"a region of {L} tokens cannot hold n_data={n_data} data tokens; give lengths >= {n_data}")
         self.n_train, self.n_val, self.n_test = n_train, n_val, n_test
 
     @property

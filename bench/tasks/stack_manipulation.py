@@ -14,6 +14,7 @@ Worked example, the stack 0 1 1 0 then PUSH1 POP POP:
     tokens    0  1  1  0  PUSH1  POP  POP  =  _  _  _
     targets   .  .  .  .  .      .    .    1  1  0  $       ("." = IGNORE)
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,7 +39,6 @@ def final_stack(stack: list[int], actions: list[int]) -> list[int]:
 
 
 class StackManipulation(ChomskyTask):
-
     @property
     def symbols(self) -> list[str]:
         return [*BITS, *ACTIONS, "$"]

@@ -16,9 +16,10 @@ last scored target, the most frequent last target (``most frequent last target``
 whose ``token_acc`` / ``last_acc`` are the records' ``token_majority`` / ``last_majority``
 (bench/metrics.py), and, for one label per example, ``majority``.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -91,5 +92,3 @@ def best_label_of_symbol(task, columns: dict, kind) -> list[np.ndarray]:
     guess = np.array([_mode(flat_t[at == i]) for i in range(len(symbols))])
     right = (flat_t == guess[at]).astype(float)
     return np.split(right, np.cumsum([len(t) for t in targets])[:-1])
-
-

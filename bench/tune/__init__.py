@@ -16,6 +16,7 @@ Local workers stay in the command's process group and get SIGTERM when the comma
 dies (Linux ``PR_SET_PDEATHSIG``): a SIGKILL of the group, or of the command alone, leaves no
 worker training; Ctrl-C / SIGTERM reach every worker, which stops after a checkpoint.
 """
+
 from __future__ import annotations
 
 import logging
@@ -114,12 +115,19 @@ def _local(out: Path, name: str, registry_path: str | None, jobs: int) -> None:
     procs, parent = [], os.getpid()
     for i in range(jobs):
         with open(logs / f"worker-{i}.log", "a") as f:
-            procs.append(subprocess.Popen(worker_argv(out, name, registry_path, i, threads), stdout=f, stderr=subprocess.STDOUT,
-                                          preexec_fn=lambda: _die_with_parent(parent)))  # the command's group: a kill of the group ends it
+            procs.append(
+                subprocess.Popen(
+                    worker_argv(out, name, registry_path, i, threads),
+                    stdout=f,
+                    stderr=subprocess.STDOUT,
+                    preexec_fn=lambda: _die_with_parent(parent),
+                )
+            )  # the command's group: a kill of the group ends it
     log.info(f"tune: {jobs} workers started (logs in {logs})")
 
     def stop(signum, frame):
         raise Stopped(signum)
+
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         while any(p.poll() is None for p in procs):
@@ -141,6 +149,7 @@ def _local(out: Path, name: str, registry_path: str | None, jobs: int) -> None:
 @dataclass
 class SlurmWorker:
     """One SLURM job of a study: a worker process on the shared study (submitit pickles this)."""
+
     out: str
     name: str
     registry_path: str | None
@@ -150,8 +159,13 @@ class SlurmWorker:
         log_path = study_folder(Path(self.out), self.name) / "logs" / f"slurm-worker-{index}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "a") as f:
-            return subprocess.run(worker_argv(Path(self.out), self.name, self.registry_path, index, self.threads),
-                                  stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ), check=False).returncode
+            return subprocess.run(
+                worker_argv(Path(self.out), self.name, self.registry_path, index, self.threads),
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                env=dict(os.environ),
+                check=False,
+            ).returncode
 
 
 def _slurm(out: Path, name: str, registry_path: str | None, jobs: int, profile: dict | None) -> None:

@@ -1,6 +1,7 @@
 """One worker of a study: ``python -m bench.tune OUT STUDY [--index I] [--threads T] [--registry FILE] [--command C]``
 (``bench tune --jobs N`` and its SLURM jobs start these). Exit status 0 when the study has its
 trials, 2 on bad input, 130 / 143 when stopped by a signal (the running trial is re-queued)."""
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     from . import worker_class
 
     try:
-        trained = worker_class(args.out, args.study)(args.out, args.study, Registry(args.registry), index=args.index,
-                                                     threads=args.threads).run()
+        trained = worker_class(args.out, args.study)(
+            args.out, args.study, Registry(args.registry), index=args.index, threads=args.threads
+        ).run()
     except (UserError, RunInterrupted) as exc:
         return one_line_exit(exc)
     except KeyboardInterrupt:

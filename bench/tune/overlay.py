@@ -15,6 +15,7 @@ study ran with registry files of the user's, the overlay carries their entries t
 of several studies are used together as ``--registry a.yaml,b.yaml``: the registry merges them
 key by key (bench/registry.py: ``merge_user_layers``).
 """
+
 from __future__ import annotations
 
 import copy
@@ -45,9 +46,11 @@ def overlay(registry, meta: dict, best: dict[str, dict], study: str) -> dict:
     fixed = dict(override_pairs(meta["set"]))
     for model, values in best.items():
         name = tuned_name(model)
-        layer["models"][name] = {"base": model, "description": f"{model} at its tuned setting on {meta['task']} "
-                                 f"({meta['preset']} preset), bench tune study {study}: "
-                                 + ", ".join(f"{k}={v}" for k, v in sorted(values.items()))}
+        layer["models"][name] = {
+            "base": model,
+            "description": f"{model} at its tuned setting on {meta['task']} "
+            f"({meta['preset']} preset), bench tune study {study}: " + ", ".join(f"{k}={v}" for k, v in sorted(values.items())),
+        }
         for section, where in (("train", "family_train"), ("model", "family")):
             chosen = {k.partition(".")[2]: v for k, v in sorted({**fixed, **values}.items()) if k.startswith(section + ".")}
             if chosen:
@@ -57,10 +60,15 @@ def overlay(registry, meta: dict, best: dict[str, dict], study: str) -> dict:
 
 
 def write_overlay(path: Path, layer: dict, meta: dict, command: str) -> None:
-    header = (f"# Written by bench tune (study {path.parent.name}: {meta['task']}, {meta['preset']} preset).\n"
-              + (f"# Selected on validation {meta['objective']}, trials on seeds {tuning_seeds(meta)} "
-                 f"(final seeds must be other ones).\n" if meta.get("objective") else "")
-              + f"# Train the final seeds at the tuned settings with:\n#   {command}\n")
+    header = (
+        f"# Written by bench tune (study {path.parent.name}: {meta['task']}, {meta['preset']} preset).\n"
+        + (
+            f"# Selected on validation {meta['objective']}, trials on seeds {tuning_seeds(meta)} (final seeds must be other ones).\n"
+            if meta.get("objective")
+            else ""
+        )
+        + f"# Train the final seeds at the tuned settings with:\n#   {command}\n"
+    )
     write_atomic(path, header + yaml.safe_dump(layer, sort_keys=False, default_flow_style=False))
 
 
@@ -82,16 +90,43 @@ def write_best(folder: Path, meta: dict, rows: list[dict]) -> Path:
     from ..records import write_json_atomic
 
     path = folder / "best.json"
-    write_json_atomic(path, {"study": folder.name, "task": meta["task"], "preset": meta["preset"], "set": meta["set"],
-                             "space": meta["space"], "seed": meta["seed"], "objective": meta.get("objective"),
-                             "tuning_seeds": tuning_seeds(meta), "pruner": meta.get("pruner"),
-                             "models": {r["model"]: {"values": r["best"], "val": r["val"], "finished": r["complete"],
-                                                     "trials": r["complete"] + r["pruned"] + r["failed"], "record": r["record"],
-                                                     "val_chance": r.get("val_chance"), "evidence": r.get("evidence"),
-                                                     "flags": r.get("flags") or []}
-                                        for r in rows if r["best"] is not None},
-                             "nothing_learned": {r["model"]: {**r["nothing_learned"], "best_val": r["val"], "record": r["record"],
-                                                              "trials": r["complete"] + r["pruned"] + r["failed"]}
-                                                 for r in rows if r.get("nothing_learned")},
-                             "validation": meta.get("validation")})
+    write_json_atomic(
+        path,
+        {
+            "study": folder.name,
+            "task": meta["task"],
+            "preset": meta["preset"],
+            "set": meta["set"],
+            "space": meta["space"],
+            "seed": meta["seed"],
+            "objective": meta.get("objective"),
+            "tuning_seeds": tuning_seeds(meta),
+            "pruner": meta.get("pruner"),
+            "models": {
+                r["model"]: {
+                    "values": r["best"],
+                    "val": r["val"],
+                    "finished": r["complete"],
+                    "trials": r["complete"] + r["pruned"] + r["failed"],
+                    "record": r["record"],
+                    "val_chance": r.get("val_chance"),
+                    "evidence": r.get("evidence"),
+                    "flags": r.get("flags") or [],
+                }
+                for r in rows
+                if r["best"] is not None
+            },
+            "nothing_learned": {
+                r["model"]: {
+                    **r["nothing_learned"],
+                    "best_val": r["val"],
+                    "record": r["record"],
+                    "trials": r["complete"] + r["pruned"] + r["failed"],
+                }
+                for r in rows
+                if r.get("nothing_learned")
+            },
+            "validation": meta.get("validation"),
+        },
+    )
     return path

@@ -39,10 +39,11 @@ so the rule keeps more than it must, never fewer):
 
     se(a, b, n) = sqrt(a (1 - a) / n + b (1 - b) / n)
 """
+
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..errors import UserError
 from ..runner.health import loss_rose  # the divergence rule, shared with finished runs' records
@@ -54,8 +55,10 @@ def parse_objective(text: str) -> tuple[str, str | None]:
     """``METRIC`` or ``METRIC@lengths`` -> (metric, aggregate); UserError on anything else."""
     metric, at, how = str(text).strip().partition("@")
     if not metric.isidentifier() or (at and how != LENGTHS):
-        raise UserError(f"--objective {text!r}: write a validation metric, e.g. last_acc, or METRIC@{LENGTHS} for the mean over "
-                        "the validation's length bins (a table that averages its lengths)")
+        raise UserError(
+            f"--objective {text!r}: write a validation metric, e.g. last_acc, or METRIC@{LENGTHS} for the mean over "
+            "the validation's length bins (a table that averages its lengths)"
+        )
     return metric, (how or None)
 
 
@@ -80,7 +83,7 @@ def _numbers(scores: dict) -> list[str]:
 def rung_fractions(configurations: int, eta: int = 2) -> list[float]:
     """The rungs of a bracket of ``configurations``, as fractions of a full run: 1/eta^K .. 1."""
     levels = math.ceil(math.log(configurations, eta) - 1e-9) if configurations > 1 else 0
-    return [eta ** -k for k in range(levels, 0, -1)] + [1.0]
+    return [eta**-k for k in range(levels, 0, -1)] + [1.0]
 
 
 def rung_steps(fractions: list[float], validations: list[int]) -> list[int]:
@@ -206,8 +209,10 @@ def diverged(curve: list[float], losses: list[float], chance, failed: str | None
         return f"its training loss ended above its first value ({losses[-1]:.4g} > {losses[0]:.4g})"
     fell = collapsed(curve, chance)
     if fell is not None:
-        return (f"its validation fell back to the trivial level ({100 * fell[1]:.1f}% after {100 * fell[0]:.1f}%, "
-                f"chance {100 * chance[0]:.1f}%)")
+        return (
+            f"its validation fell back to the trivial level ({100 * fell[1]:.1f}% after {100 * fell[0]:.1f}%, "
+            f"chance {100 * chance[0]:.1f}%)"
+        )
     return None
 
 
@@ -224,8 +229,11 @@ def grid_neighbours(configs: dict, key) -> list:
     for axis, v in values.items():
         if not _number(v):
             continue
-        line = {k: c[axis] for k, c in configs.items()
-                if k != key and _number(c.get(axis)) and all(c.get(a) == values[a] for a in values if a != axis)}
+        line = {
+            k: c[axis]
+            for k, c in configs.items()
+            if k != key and _number(c.get(axis)) and all(c.get(a) == values[a] for a in values if a != axis)
+        }
         below = [k for k, x in line.items() if x < v]
         above = [k for k, x in line.items() if x > v]
         if below:
@@ -241,6 +249,7 @@ def stable_pick(pick, selection: dict, n: int, configs: dict, unstable: dict, z:
     within ``z`` SE of it; a pick one of whose ``grid_neighbours`` diverged is flagged and gives way
     to its best stable neighbour within the noise of it; else it stays, flagged. Ties: the order
     of ``configs``."""
+
     def near(k):
         return k in selection and selection[k] >= selection[pick] - z * se(selection[pick], selection[k], n)
 

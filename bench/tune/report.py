@@ -9,6 +9,7 @@ v_(1) <= ... <= v_(N), whose CDF is F(v_(i)) = i / N:
 Only finished trials count: a pruned trial was not trained to the end, its score is not a draw
 from the same distribution.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,8 +27,9 @@ def expected_max(scores: list[float], n: int) -> float:
 
 def axis(rows: list[dict]) -> str | None:
     """The setting drawn on the second panel: train.lr when tuned, else the first numeric one."""
-    keys = [k for r in rows for params, _ in r["trials"] for k, v in params.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    keys = [
+        k for r in rows for params, _ in r["trials"] for k, v in params.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+    ]
     return "train.lr" if "train.lr" in keys else (keys[0] if keys else None)
 
 
@@ -39,8 +41,13 @@ def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     body = []
     for r in rows:
         scores = [s for _, s in r["trials"]]
-        body.append([r["model"], str(len(scores)),
-                     *(f"{100 * expected_max(scores, n):.1f}" if n <= len(scores) else "" for n in range(1, most + 1))])
+        body.append(
+            [
+                r["model"],
+                str(len(scores)),
+                *(f"{100 * expected_max(scores, n):.1f}" if n <= len(scores) else "" for n in range(1, most + 1)),
+            ]
+        )
     return headers, body
 
 
@@ -87,8 +94,12 @@ def write_report(folder: Path, rows: list[dict], metric: str) -> tuple[Path, Pat
     fig.savefig(png, dpi=110)
     plt.close(fig)
     md = folder / "report.md"
-    write_atomic(md, f"# Study {folder.name}: expected best validation {metric} (%) against trials\n\n"
-                     "Dodge et al. (2019): E[max of n trials] from the empirical distribution of the finished trials' "
-                     "validation scores (pruned trials left out).\n\n"
-                     + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True) + f"\n\n![report]({png.name})\n")
+    write_atomic(
+        md,
+        f"# Study {folder.name}: expected best validation {metric} (%) against trials\n\n"
+        "Dodge et al. (2019): E[max of n trials] from the empirical distribution of the finished trials' "
+        "validation scores (pruned trials left out).\n\n"
+        + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
+        + f"\n\n![report]({png.name})\n",
+    )
     return md, png

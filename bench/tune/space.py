@@ -13,6 +13,7 @@ choice is resolved with the study's models, task, preset and --set (bench/config
 ``resolve_run``): an unknown key, a value of the wrong type or outside the setting's domain is
 refused there, in the words ``--set`` uses.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,6 +30,7 @@ _ITEM = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*=\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$",
 @dataclass(frozen=True)
 class Param:
     """One tuned setting: its dotted key, distribution kind and arguments (bounds or choices)."""
+
     key: str
     kind: str
     args: tuple
@@ -72,8 +74,9 @@ def parse_space(items: list[str] | None, grid: list[str] | None) -> list[Param]:
     for item in items or []:
         m = _ITEM.match(str(item))
         if not m:
-            raise UserError(f"--space {item!r}: write KEY=DIST(ARGS), e.g. train.lr=loguniform(1e-4,1e-2); "
-                            f"DIST is one of {', '.join(DISTRIBUTIONS)}")
+            raise UserError(
+                f"--space {item!r}: write KEY=DIST(ARGS), e.g. train.lr=loguniform(1e-4,1e-2); DIST is one of {', '.join(DISTRIBUTIONS)}"
+            )
         key, kind, args = m.group(1), m.group(2), _split_args(m.group(3))
         if kind not in DISTRIBUTIONS:
             raise UserError(f"--space {item!r}: unknown distribution {kind!r}; choose one of {', '.join(DISTRIBUTIONS)}")
@@ -110,8 +113,10 @@ def parse_space(items: list[str] | None, grid: list[str] | None) -> list[Param]:
         if keys.count(key) > 1:
             raise UserError(f"{key} is named twice; give each tuned setting once")
         if section not in ("model", "train"):
-            raise UserError(f"{key}: only model.* and train.* settings are tuned per family (a data.* setting is the task's); "
-                            "e.g. train.lr, train.weight_decay, model.dropout")
+            raise UserError(
+                f"{key}: only model.* and train.* settings are tuned per family (a data.* setting is the task's); "
+                "e.g. train.lr, train.weight_decay, model.dropout"
+            )
         if key in NOT_IDENTITY:
             raise UserError(f"{key} changes how a run executes, not what it learns: there is nothing to tune")
     return params

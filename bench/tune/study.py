@@ -23,6 +23,7 @@ journal storage has no heartbeat). The same values name the same run, so the re-
 resumes the killed run from its checkpoint. A trial whose run already has a record (finished, or
 pruned) is told its result without training: rerunning the command continues the study.
 """
+
 from __future__ import annotations
 
 import json
@@ -90,8 +91,10 @@ def check_journal(folder: Path, live: bool = False) -> None:
     if not (folder / "study.json").exists():
         return
     if not path.is_file() or path.stat().st_size == 0:
-        raise UserError(f"{path} is {'missing' if not path.exists() else 'empty'} but {folder / 'study.json'} says the study exists: "
-                        f"continuing would start it over; {fix}")
+        raise UserError(
+            f"{path} is {'missing' if not path.exists() else 'empty'} but {folder / 'study.json'} says the study exists: "
+            f"continuing would start it over; {fix}"
+        )
     data = path.read_bytes()
     try:
         text = data.decode("utf-8")
@@ -118,8 +121,10 @@ def check_meta(folder: Path, meta: dict) -> bool:
         if key in LATER_KEYS and key not in have:
             continue  # a study made before the key: its score was the task's validation metric
         if have.get(key) != meta.get(key):
-            raise UserError(f"study {folder.name!r} ({folder}) tunes {key} {have.get(key)!r}, not {meta[key]!r}; "
-                            f"pass --study NAME for a new study, or the same {key} to continue it")
+            raise UserError(
+                f"study {folder.name!r} ({folder}) tunes {key} {have.get(key)!r}, not {meta[key]!r}; "
+                f"pass --study NAME for a new study, or the same {key} to continue it"
+            )
     return True
 
 
@@ -198,9 +203,11 @@ def counted(study) -> int:
     not the stale trials a killed worker left (their re-queued copy counts)."""
     from optuna.trial import TrialState
 
-    return sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
-               or (t.state == TrialState.FAIL and t.user_attrs.get("outcome") == "failed")
-               for t in study.get_trials(deepcopy=False))
+    return sum(
+        t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+        or (t.state == TrialState.FAIL and t.user_attrs.get("outcome") == "failed")
+        for t in study.get_trials(deepcopy=False)
+    )
 
 
 def requeue(study, trial_id: int) -> None:
@@ -261,8 +268,7 @@ class StudyWorker:
     the lock file it holds while it lives; ``run`` does the work (``_work``: each model in turn,
     ``_model``; a sync worker moves to the next model while one waits at its barrier)."""
 
-    def __init__(self, out: Path, name: str, registry=None, index: int = 0, threads: int | None = None,
-                 trainer_kwargs: dict | None = None):
+    def __init__(self, out: Path, name: str, registry=None, index: int = 0, threads: int | None = None, trainer_kwargs: dict | None = None):
         self.out, self.name, self.folder = Path(out), name, study_folder(out, name)
         self.meta = read_meta(self.folder)
         self.registry, self.index, self.threads, self.trainer_kwargs = registry, index, threads, trainer_kwargs or {}
@@ -293,8 +299,16 @@ class StudyWorker:
 class Worker(StudyWorker):
     """One worker of an Optuna study: runs trials of each model's study until it has ``target`` trials."""
 
-    def __init__(self, out: Path, name: str, registry=None, index: int = 0, threads: int | None = None, pruner=None,
-                 trainer_kwargs: dict | None = None):
+    def __init__(
+        self,
+        out: Path,
+        name: str,
+        registry=None,
+        index: int = 0,
+        threads: int | None = None,
+        pruner=None,
+        trainer_kwargs: dict | None = None,
+    ):
         super().__init__(out, name, registry, index, threads, trainer_kwargs)
         self.pruner = pruner if pruner is not None else make_pruner(self.meta["pruner"])
         self.params = space_of(self.meta)
@@ -352,11 +366,22 @@ class Worker(StudyWorker):
             def report(step: int, value: float) -> bool:
                 trial.report(value, step)
                 return trial.should_prune()
+
             run_overrides = overrides + ([f"train.num_threads={self.threads}"] if self.threads else [])
             objective = (lambda scores: objective_value(scores, meta["objective"])) if meta.get("objective") else None
             try:
-                rec = run(model, meta["task"], meta["preset"], meta["seed"], self.out, run_overrides, registry=self.registry,
-                          trainer_kwargs=self.trainer_kwargs, progress="none", callbacks=[TrialPruning(report, objective=objective)])
+                rec = run(
+                    model,
+                    meta["task"],
+                    meta["preset"],
+                    meta["seed"],
+                    self.out,
+                    run_overrides,
+                    registry=self.registry,
+                    trainer_kwargs=self.trainer_kwargs,
+                    progress="none",
+                    callbacks=[TrialPruning(report, objective=objective)],
+                )
             except (RunInterrupted, KeyboardInterrupt) as exc:  # stopped: re-queued with its values, the next worker resumes the run
                 trial.study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
                 requeue(trial.study, trial._trial_id)
@@ -381,8 +406,11 @@ class Worker(StudyWorker):
         from ..config import resolve_run
         from ..runner.build import _registry
 
-        return bool(config_changes(rec.get("config"), resolve_run(_registry(self.registry), model, self.meta["task"],
-                                                                  self.meta["preset"], overrides).public()))
+        return bool(
+            config_changes(
+                rec.get("config"), resolve_run(_registry(self.registry), model, self.meta["task"], self.meta["preset"], overrides).public()
+            )
+        )
 
 
 def _values_text(values: dict) -> str:
@@ -399,8 +427,8 @@ def results(out: Path, name: str) -> list[dict]:
     import optuna
     from optuna.trial import TrialState
 
-    from .protocol import chance_text, nothing_above_chance
     from .bracket import brackets, evidence
+    from .protocol import chance_text, nothing_above_chance
     from .validation import record_chance
 
     folder = study_folder(out, name)
@@ -414,23 +442,34 @@ def results(out: Path, name: str) -> list[dict]:
         picked = [t for t in done if t.user_attrs.get("picked")]  # a sync bracket's pick (its selection may be a two-seed mean)
         best = picked[0] if picked else (max(done, key=lambda t: (t.value, -t.number)) if done else None)
         b = state.get(model) or {}
-        row = {"model": model, "complete": count[TrialState.COMPLETE], "pruned": count[TrialState.PRUNED],
-               "failed": sum(t.user_attrs.get("outcome") == "failed" for t in trials),
-               "best": dict(best.params) if best else None,
-               "val": best.user_attrs.get("selection", best.value) if best else None,
-               "record": best.user_attrs.get("record") if best else None,
-               "trials": [(dict(t.params), t.value) for t in done], "flags": list(b.get("flags") or []),
-               "diverged": {_values_text(t.params): t.user_attrs["diverged"] for t in trials if t.user_attrs.get("diverged")},
-               "evidence": b.get("evidence") or (evidence(meta, b) if b.get("done") and b.get("pick") else None) or _one_seed(meta, best),
-               "nothing_learned": b.get("nothing_learned")}
+        row = {
+            "model": model,
+            "complete": count[TrialState.COMPLETE],
+            "pruned": count[TrialState.PRUNED],
+            "failed": sum(t.user_attrs.get("outcome") == "failed" for t in trials),
+            "best": dict(best.params) if best else None,
+            "val": best.user_attrs.get("selection", best.value) if best else None,
+            "record": best.user_attrs.get("record") if best else None,
+            "trials": [(dict(t.params), t.value) for t in done],
+            "flags": list(b.get("flags") or []),
+            "diverged": {_values_text(t.params): t.user_attrs["diverged"] for t in trials if t.user_attrs.get("diverged")},
+            "evidence": b.get("evidence") or (evidence(meta, b) if b.get("done") and b.get("pick") else None) or _one_seed(meta, best),
+            "nothing_learned": b.get("nothing_learned"),
+        }
         if row["nothing_learned"] is None and best is not None:
             chance = record_chance(out, row["record"], meta.get("objective"))
-            scores = [v for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
-                      for v in [t.value, *t.intermediate_values.values(), t.user_attrs.get("second_seed")]]
+            scores = [
+                v
+                for t in trials
+                if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+                for v in [t.value, *t.intermediate_values.values(), t.user_attrs.get("second_seed")]
+            ]
             if nothing_above_chance(scores, chance):
-                row["nothing_learned"] = {"chance": {"level": chance[0], "n": chance[1], "strategy": chance[2]},
-                                          "best": max(v for v in scores if v is not None),
-                                          "why": f"no score of any trial clears the trivial level ({chance_text(chance)})"}
+                row["nothing_learned"] = {
+                    "chance": {"level": chance[0], "n": chance[1], "strategy": chance[2]},
+                    "best": max(v for v in scores if v is not None),
+                    "why": f"no score of any trial clears the trivial level ({chance_text(chance)})",
+                }
         if row["nothing_learned"] is not None:
             if best is None and done:  # a sync bracket that picked nothing: its best score, shown beside the chance level
                 top = max(done, key=lambda t: (t.value, -t.number))

@@ -35,6 +35,7 @@ bracket.json is read and written under ``ask.lock`` only (by rename); a configur
 training names that worker, whose lock (``workers/<id>.lock``) is held while it lives: a killed
 worker's configuration is trained again by the next worker, resuming its run's checkpoint.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -46,6 +47,7 @@ from pathlib import Path
 from ..config import canonical_text
 from ..errors import RunInterrupted, RunPaused, UserError
 from ..records import record_path, write_json_atomic
+from .bracket import brackets, budget, evidence, evidence_text, tuning_seeds  # noqa: F401 - read here and from here
 from .protocol import (
     chance_text,
     diverged,
@@ -57,7 +59,6 @@ from .protocol import (
     stable_pick,
     within_noise,
 )
-from .bracket import brackets, budget, evidence, evidence_text, tuning_seeds  # noqa: F401 - read here and from here
 from .study import StudyWorker, space_of, trial_overrides, worker_alive
 from .validation import validation_chance
 
@@ -83,16 +84,27 @@ def ext_key(c: dict) -> str:
 
 def new_bracket(meta: dict) -> dict:
     configs = configurations(meta)
-    return {"fractions": rung_fractions(len(configs), ETA), "steps": {}, "n": None, "rung": 0, "done": False,
-            "configs": {key_of(v): {"values": v, "alive": True, "scores": {}, "holder": None, "record": None} for v in configs},
-            "decisions": [], "second": {}, "extension": None, "pick": None, "trained_steps": 0, "full_steps": None, "phase": "rungs"}
+    return {
+        "fractions": rung_fractions(len(configs), ETA),
+        "steps": {},
+        "n": None,
+        "rung": 0,
+        "done": False,
+        "configs": {key_of(v): {"values": v, "alive": True, "scores": {}, "holder": None, "record": None} for v in configs},
+        "decisions": [],
+        "second": {},
+        "extension": None,
+        "pick": None,
+        "trained_steps": 0,
+        "full_steps": None,
+        "phase": "rungs",
+    }
 
 
 class SyncWorker(StudyWorker):
     """One worker of a sync study: trains the tasks of each model's bracket until every bracket is done."""
 
-    def __init__(self, out: Path, name: str, registry=None, index: int = 0, threads: int | None = None,
-                 trainer_kwargs: dict | None = None):
+    def __init__(self, out: Path, name: str, registry=None, index: int = 0, threads: int | None = None, trainer_kwargs: dict | None = None):
         super().__init__(out, name, registry, index, threads, trainer_kwargs)
         self.path = self.folder / "bracket.json"
 
@@ -103,8 +115,9 @@ class SyncWorker(StudyWorker):
         try:
             return json.loads(self.path.read_text())
         except (OSError, ValueError) as exc:
-            raise UserError(f"{self.path} cannot be read ({exc}); remove it to start the brackets over "
-                            "(finished runs are read back, not trained again)") from None
+            raise UserError(
+                f"{self.path} cannot be read ({exc}); remove it to start the brackets over (finished runs are read back, not trained again)"
+            ) from None
 
     def _alive(self, worker: str | None) -> bool:
         if not worker or worker == self.id:
@@ -251,9 +264,11 @@ class SyncWorker(StudyWorker):
         if passed:
             log.info(f"tune: {model}: rung {r + 1} (step {b['steps'].get(str(r))}): all {len(scores)} configuration(s) reported; {passed}")
         else:
-            log.info(f"tune: {model}: rung {r + 1} (step {b['steps'].get(str(r))}): all {len(scores)} configuration(s) reported; "
-                     f"{len(kept)} go on ({', '.join(kept)}), {len(scores) - len(kept)} stopped "
-                     f"(outside the top 1/{ETA} and more than {Z:g} SE of the difference below the best, {100 * best:.1f}, at n={b['n']})")
+            log.info(
+                f"tune: {model}: rung {r + 1} (step {b['steps'].get(str(r))}): all {len(scores)} configuration(s) reported; "
+                f"{len(kept)} go on ({', '.join(kept)}), {len(scores) - len(kept)} stopped "
+                f"(outside the top 1/{ETA} and more than {Z:g} SE of the difference below the best, {100 * best:.1f}, at n={b['n']})"
+            )
         b["rung"] = r + 1
 
     def _selection(self, b: dict) -> dict:
@@ -278,10 +293,15 @@ class SyncWorker(StudyWorker):
         chance = self._chance(model, b)
         if finished and nothing_above_chance(every, chance):
             b["contention"] = []
-            b["nothing_learned"] = {"chance": b["chance"], "best": max(finished.values()),
-                                    "why": f"no score of any configuration at any rung clears the trivial level ({chance_text(chance)})"}
-            log.info(f"tune: {model}: nothing learned: {b['nothing_learned']['why']}; best {100 * max(finished.values()):.1f}: "
-                     "no second seed, no pick")
+            b["nothing_learned"] = {
+                "chance": b["chance"],
+                "best": max(finished.values()),
+                "why": f"no score of any configuration at any rung clears the trivial level ({chance_text(chance)})",
+            }
+            log.info(
+                f"tune: {model}: nothing learned: {b['nothing_learned']['why']}; best {100 * max(finished.values()):.1f}: "
+                "no second seed, no pick"
+            )
             return
         self._more_contenders(model, b)
 
@@ -317,8 +337,11 @@ class SyncWorker(StudyWorker):
         pick = max(near, key=lambda k: (selection[k], -order.index(k)))  # a tie: the grid's order, never arrival
         b["contention"] = near
         b["pick"], b["selection"] = pick, {k: selection[k] for k in selection if k in near or k in b["second"]}
-        log.info(f"tune: {model}: picked {pick} (objective {100 * selection[pick]:.1f}"
-                 + (f", the mean of seeds {tuning_seeds(self.meta)}" if pick in b["second"] else ", one seed") + ")")
+        log.info(
+            f"tune: {model}: picked {pick} (objective {100 * selection[pick]:.1f}"
+            + (f", the mean of seeds {tuning_seeds(self.meta)}" if pick in b["second"] else ", one seed")
+            + ")"
+        )
 
     def _settle(self, model: str, b: dict) -> None:
         """The bracket's last step: every run checked for divergence (``protocol.diverged``, marked
@@ -359,8 +382,10 @@ class SyncWorker(StudyWorker):
         tied = [k for k, v in (b.get("selection") or {}).items() if k != b["pick"] and v >= b["selection"][b["pick"]]]
         if tied:  # its place at the edge is the grid order's (the tie-break), not its score's
             b["extension"] = {"none": f"the pick ties with {', '.join(tied)}"}
-            log.info(f"tune: {model}: the pick {b['pick']} ties with {', '.join(tied)} (the same objective): "
-                     "it is first by the grid's order, not ahead, so the grid is not extended")
+            log.info(
+                f"tune: {model}: the pick {b['pick']} ties with {', '.join(tied)} (the same objective): "
+                "it is first by the grid's order, not ahead, so the grid is not extended"
+            )
             return False
         values = b["configs"][b["pick"]]["values"]
         for p in space_of(self.meta):
@@ -375,14 +400,18 @@ class SyncWorker(StudyWorker):
                 resolve_run(_registry(self.registry), model, self.meta["task"], self.meta["preset"], trial_overrides(self.meta, new))
             except UserError as exc:
                 b["extension"] = {"key": p.key, "value": out, "refused": str(exc)}
-                log.info(f"tune: {model}: {p.key}={canonical_text(values[p.key])} is at the grid's edge, and {canonical_text(out)} is "
-                         f"outside the setting's domain ({exc}): not extended")
+                log.info(
+                    f"tune: {model}: {p.key}={canonical_text(values[p.key])} is at the grid's edge, and {canonical_text(out)} is "
+                    f"outside the setting's domain ({exc}): not extended"
+                )
                 return False
             key = key_of(new)
             b["extension"] = {"key": p.key, "value": out, "from": b["pick"], "config": key}
             b["configs"][key] = {"values": new, "alive": True, "scores": {}, "holder": None, "record": None, "extension": True, "rung": 0}
-            log.info(f"tune: {model}: the best {p.key}={canonical_text(values[p.key])} is at the grid's edge: "
-                     f"extending the grid one step, to {canonical_text(out)}")
+            log.info(
+                f"tune: {model}: the best {p.key}={canonical_text(values[p.key])} is at the grid's edge: "
+                f"extending the grid one step, to {canonical_text(out)}"
+            )
             return True
         b["extension"] = {"none": "the pick is inside the grid"}
         return False
@@ -410,34 +439,73 @@ class SyncWorker(StudyWorker):
             seen[step] = value
             total = pruning.total_steps or 0
             return "pause" if not final and step >= fraction * total - 1e-9 else False
+
         pruning = TrialPruning(report, objective=objective)
         run_overrides = overrides + ([f"train.num_threads={self.threads}"] if self.threads else [])
         log.info(f"tune: {model}: {key_of(values)} seed {seed}: training to {'the end' if final else f'{fraction:g} of the run'} ({path})")
         try:
-            rec = run(model, meta["task"], meta["preset"], seed, self.out, run_overrides, registry=self.registry,
-                      trainer_kwargs=self.trainer_kwargs, progress="none", callbacks=[pruning])
+            rec = run(
+                model,
+                meta["task"],
+                meta["preset"],
+                seed,
+                self.out,
+                run_overrides,
+                registry=self.registry,
+                trainer_kwargs=self.trainer_kwargs,
+                progress="none",
+                callbacks=[pruning],
+            )
         except RunPaused as paused:
             self.trained += 1
-            return {"step": paused.step, "score": seen[paused.step], "n": sizes[-1] if sizes else None, "total": pruning.total_steps,
-                    "record": str(path.relative_to(self.out)), "trained_from": min(seen) if seen else 0, "curve": dict(seen),
-                    "losses": train_losses(path, paused.step)}
+            return {
+                "step": paused.step,
+                "score": seen[paused.step],
+                "n": sizes[-1] if sizes else None,
+                "total": pruning.total_steps,
+                "record": str(path.relative_to(self.out)),
+                "trained_from": min(seen) if seen else 0,
+                "curve": dict(seen),
+                "losses": train_losses(path, paused.step),
+            }
         except (RunInterrupted, KeyboardInterrupt):
             raise
         if not rec.get("skipped"):
             self.trained += 1
         total = rec.get("steps_run")
         if rec["status"] != "ok":
-            return {"step": total, "score": 0.0, "failed": rec.get("error", rec["status"]), "n": None, "total": total,
-                    "record": str(path.relative_to(self.out)), "curve": dict(seen), "losses": train_losses(path, total)}
+            return {
+                "step": total,
+                "score": 0.0,
+                "failed": rec.get("error", rec["status"]),
+                "n": None,
+                "total": total,
+                "record": str(path.relative_to(self.out)),
+                "curve": dict(seen),
+                "losses": train_losses(path, total),
+            }
         curve = {e["step"]: e.get("objective", e[rec["primary_metric"]]) for e in rec.get("val_history", [])}
         if not final:  # a finished record found: the rung's score from its validation history
             step = next(e["step"] for e in rec["val_history"] if e["step"] >= fraction * total - 1e-9)
             entry = next(e for e in rec["val_history"] if e["step"] == step)
-            return {"step": step, "score": entry.get("objective", entry[rec["primary_metric"]]), "n": rec["metrics"]["val"].get("n"),
-                    "total": total, "record": str(path.relative_to(self.out)), "curve": {s: v for s, v in curve.items() if s <= step},
-                    "losses": train_losses(path, step)}
-        return {"step": total, "score": objective_value(rec["metrics"]["val"], meta["objective"]), "n": rec["metrics"]["val"].get("n"),
-                "total": total, "record": str(path.relative_to(self.out)), "curve": curve, "losses": train_losses(path, total)}
+            return {
+                "step": step,
+                "score": entry.get("objective", entry[rec["primary_metric"]]),
+                "n": rec["metrics"]["val"].get("n"),
+                "total": total,
+                "record": str(path.relative_to(self.out)),
+                "curve": {s: v for s, v in curve.items() if s <= step},
+                "losses": train_losses(path, step),
+            }
+        return {
+            "step": total,
+            "score": objective_value(rec["metrics"]["val"], meta["objective"]),
+            "n": rec["metrics"]["val"].get("n"),
+            "total": total,
+            "record": str(path.relative_to(self.out)),
+            "curve": curve,
+            "losses": train_losses(path, total),
+        }
 
     def _store(self, b: dict, kind: str, e: dict, rung: int | None, result: dict) -> None:
         b["n"] = b["n"] or result.get("n")
@@ -528,9 +596,13 @@ def record_trials(folder: Path, meta: dict, model: str, b: dict) -> None:
             attrs["diverged"] = c["diverged"]
         if key == b["pick"] and b.get("flags"):
             attrs["flags"] = b["flags"]
-        study.add_trial(create_trial(params=c["values"], distributions={k: CategoricalDistribution(axes[k]) for k in c["values"]},
-                                     value=c["scores"][last] if done else None, intermediate_values=steps,
-                                     state=TrialState.COMPLETE if done else (TrialState.FAIL if c.get("failed") else TrialState.PRUNED),
-                                     user_attrs=attrs))
-
-
+        study.add_trial(
+            create_trial(
+                params=c["values"],
+                distributions={k: CategoricalDistribution(axes[k]) for k in c["values"]},
+                value=c["scores"][last] if done else None,
+                intermediate_values=steps,
+                state=TrialState.COMPLETE if done else (TrialState.FAIL if c.get("failed") else TrialState.PRUNED),
+                user_attrs=attrs,
+            )
+        )

@@ -8,6 +8,7 @@ changes ``train.*`` / ``model.*`` values only), so one level serves every config
 of a model's bracket. A finished record carries it too (``metrics.val.chance``, read by
 bench/report/cells.py:chance_level), which ``record_chance`` reads.
 """
+
 from __future__ import annotations
 
 import logging
@@ -59,11 +60,17 @@ def size_warning(n: int, settings: list[str], reason: str | None) -> str | None:
     if n >= MIN_VAL:
         return None
     two_se = 200 * math.sqrt(2 * 0.25 / n)
-    how = (f"raise it with --set {settings[0]}=..." if len(settings) == 1 else
-           f"raise it with --set (one of {', '.join(settings)})" if settings else
-           "raise the task's validation size (bench explain lists its data.* settings)")
-    head = (f"bench: the validation split has {n} examples, under the {MIN_VAL:,} a tuned table should select on "
-            f"(2 SE of a difference near 50% is {two_se:.1f} points at this size)")
+    how = (
+        f"raise it with --set {settings[0]}=..."
+        if len(settings) == 1
+        else f"raise it with --set (one of {', '.join(settings)})"
+        if settings
+        else "raise the task's validation size (bench explain lists its data.* settings)"
+    )
+    head = (
+        f"bench: the validation split has {n} examples, under the {MIN_VAL:,} a tuned table should select on "
+        f"(2 SE of a difference near 50% is {two_se:.1f} points at this size)"
+    )
     if reason:
         return f"{head}; going on, because: {reason} (recorded in study.json)"
     return f"{head}: {how}, or give --val-reason TEXT to record why the study goes on at this size"
@@ -79,8 +86,10 @@ def validation_chance(registry, meta: dict, model: str):
         task, columns, n = val_columns(resolved(registry, meta, model))
         found = levels(task, columns, task.length_bin).get(level_key(meta["objective"]))
     except Exception as exc:  # noqa: BLE001 - the study goes on without the rules that need a level, and says so
-        log.warning(f"tune: {model}: the validation's chance level cannot be computed ({exc}); rungs are not passed for it, "
-                    "and 'nothing learned' is not decided")
+        log.warning(
+            f"tune: {model}: the validation's chance level cannot be computed ({exc}); rungs are not passed for it, "
+            "and 'nothing learned' is not decided"
+        )
         return None
     if not found or found.get("level") != found.get("level"):
         return None

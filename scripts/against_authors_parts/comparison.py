@@ -1,6 +1,7 @@
 """One comparison: their model and bench's built for a pair, the weights copied, both run on a
 regime's batch, and the row of largest differences (per-token states, pooled state or logits, ACT
 loss) against TOL; the controls' settings (bench's halting rules and per-token options set back)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -76,8 +77,9 @@ def depth_of(res) -> str:
     return "—" if depth is None else ", ".join(f"{d:g}" for d in depth.double().round(decimals=2).tolist())
 
 
-def compare(pair: Pair, mode: str | None, regime: Regime, dtype: torch.dtype, halt_rules: str | None = None,
-            slots: int = SLOTS) -> tuple[Row, int]:
+def compare(
+    pair: Pair, mode: str | None, regime: Regime, dtype: torch.dtype, halt_rules: str | None = None, slots: int = SLOTS
+) -> tuple[Row, int]:
     """Both models built, weights copied, run on the regime's batch -> (the row of differences, the
     number of their parameters copied). ``halt_rules``, ``slots``: bench's rules and both memories' slots
     set apart (the controls, the equal-length case)."""
@@ -106,7 +108,6 @@ def compare(pair: Pair, mode: str | None, regime: Regime, dtype: torch.dtype, ha
     act = None if their_act is None else (their_act - res.aux_loss).abs().item()
     scale = their_states.abs().max().item()
     return Row(pair, mode, regime, str(dtype).removeprefix("torch."), states, pooled, act, depth_of(res), scale), copied
-
 
 
 def compare_per_token(pair: Pair, mode: str | None, dtype: torch.dtype, options: dict | None = None) -> tuple[Row, int]:
@@ -140,7 +141,16 @@ def compare_per_token(pair: Pair, mode: str | None, dtype: torch.dtype, options:
     states = (out["sequence"] - our_states).abs().max().item()
     act = None if their_act is None else (their_act - res.aux_loss).abs().item()
     scale = their_logits.abs().max().item()
-    row = Row(pair, mode, regime, str(dtype).removeprefix("torch."), states, None, act, depth_of(res), scale,
-              logits=(their_logits - logits).abs().max().item())
+    row = Row(
+        pair,
+        mode,
+        regime,
+        str(dtype).removeprefix("torch."),
+        states,
+        None,
+        act,
+        depth_of(res),
+        scale,
+        logits=(their_logits - logits).abs().max().item(),
+    )
     return row, copied
-

@@ -1,6 +1,7 @@
 """The models compared: each pair of their config class and bench's registry model, the small sizes
 both sides are built at, their model (``classifier_framework``, ``flipflop_framework``) from their
 own config loader, and bench's model spec with ``model.faithful=reference`` at the same sizes."""
+
 from __future__ import annotations
 
 import types
@@ -47,12 +48,34 @@ PAIRS = [
 
 D, HEADS, FFN, CHUNK, SLOTS = 32, 2, 64, 4, 3  # the small sizes both sides are built at
 #: their config keys that say which encoder, block and halting a model is (reported per model)
-CONFIG_FLAGS = ("encoder_type", "block", "global_halt", "mean_based_halt", "transition_based_halt", "attn_based_halt",
-                "ex_halt", "pooling", "layers", "update_layers", "penalty_gamma")
+CONFIG_FLAGS = (
+    "encoder_type",
+    "block",
+    "global_halt",
+    "mean_based_halt",
+    "transition_based_halt",
+    "attn_based_halt",
+    "ex_halt",
+    "pooling",
+    "layers",
+    "update_layers",
+    "penalty_gamma",
+)
 BOUND = {"depth": 8, "gutlb": 4}  # the halting bound: max_layers (bench), layers (theirs)
 #: their config keys set at the small sizes (the rest as the config class sets them)
-SIZES = dict(hidden_size=D, embd_dim=D, heads=HEADS, head_dim=D // HEADS, ffn_dim=FFN, ffn_gate_dim=FFN,
-             dropout=0.0, attn_dropout=0.0, causal=False, model_chunk_size=CHUNK, memory_size=SLOTS)
+SIZES = dict(
+    hidden_size=D,
+    embd_dim=D,
+    heads=HEADS,
+    head_dim=D // HEADS,
+    ffn_dim=FFN,
+    ffn_gate_dim=FFN,
+    dropout=0.0,
+    attn_dropout=0.0,
+    causal=False,
+    model_chunk_size=CHUNK,
+    memory_size=SLOTS,
+)
 
 
 def their_config(pair: Pair, causal: bool = False, slots: int = SLOTS, dataset: str = "listopsc2", small: bool = True) -> dict:
@@ -90,8 +113,11 @@ def flipflop_classes() -> list[str]:
     """The model names configs/flipflop_configs.py defines (``<name>_config`` classes, less the base ones)."""
     import configs.flipflop_configs as module
 
-    return [name.removesuffix("_config") for name, value in vars(module).items() if name.endswith("_config")
-            and isinstance(value, type) and name not in ("optimizer_config", "base_config")]
+    return [
+        name.removesuffix("_config")
+        for name, value in vars(module).items()
+        if name.endswith("_config") and isinstance(value, type) and name not in ("optimizer_config", "base_config")
+    ]
 
 
 def their_flipflop_model(pair: Pair) -> nn.Module:
@@ -120,4 +146,3 @@ def our_spec(pair: Pair, mode: str | None, config: dict, halt_rules: str | None 
         sets.update(max_layers=config["layers"], mode=mode)
     sets.update(options)
     return resolve_model(Registry(), pair.ours, None, parse_overrides({f"model.{k}": v for k, v in sets.items()}))
-

@@ -1,6 +1,7 @@
 """The regimes compared: the batches (real lengths, padding, the halting unit's bias, causality) that
 exercise bench's reference options, what each exercises, the length caps the report shows, the
 inputs both sides read; and the per-token regime, flip-flop sequences from bench's generator."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,16 +31,15 @@ class Regime:
 
 #: what each regime exercises (numbers: from the Regime values, in the report)
 REGIME_PURPOSE = {
-    "early halting": "units halt by probability after a few iterations: the iteration that takes the total past the "
-                     "threshold is undone",
+    "early halting": "units halt by probability after a few iterations: the iteration that takes the total past the threshold is undone",
     "shorter than the bound": "short sequences beside a longer one in one batch, no unit halting by probability: the "
-                              "length cap (n + 1 iterations, n the real length; per chunk for GUTLB) binds",
+    "length cap (n + 1 iterations, n the real length; per chunk for GUTLB) binds",
     "one-token chunks": "chunks holding one real token (capped at 2 iterations in GUTLB) and chunks of padding only "
-                        "(memory and states kept)",
+    "(memory and states kept)",
     "causal": "every model causal (their flip-flop setting; raw tokens, no START / END, on both sides): causal attention, "
-              "one halting unit per position (prefix means for global halting), the cap at the whole sequence's "
-              "length, early halting and short sequences together; per-token states and the ACT loss compared (bench's "
-              "causal UT / GUT have no pooled state)",
+    "one halting unit per position (prefix means for global halting), the cap at the whole sequence's "
+    "length, early halting and short sequences together; per-token states and the ACT loss compared (bench's "
+    "causal UT / GUT have no pooled state)",
 }
 HALT_WEIGHT_SCALE = 0.25  # the halting unit's output weights scaled so that its bias sets the probability
 NOISE = 0.1  # the std of the noise added to every parameter of theirs before the copy
@@ -49,10 +49,16 @@ def regimes(pair: Pair) -> list[Regime]:
     """The regimes compared for ``pair``: three for UT / GUT, four for the chunk models (TLB, which does not
     halt, without early halting); the chunk models' batches padded to a multiple of CHUNK."""
     if not pair.chunked:
-        return [Regime("early halting", (9, 7, 6, 5), 9, 2.4), Regime("shorter than the bound", (1, 2, 3, 9), 9, -3.0),
-                Regime("causal", (9, 6, 2, 1), 9, 1.5, causal=True)]
-    out = [Regime("shorter than the bound", (1, 2, 3, 8), 8, -3.0), Regime("one-token chunks", (5, 1, 9, 12), 12, -1.0),
-           Regime("causal", (12, 9, 5, 2), 12, 1.5, causal=True)]
+        return [
+            Regime("early halting", (9, 7, 6, 5), 9, 2.4),
+            Regime("shorter than the bound", (1, 2, 3, 9), 9, -3.0),
+            Regime("causal", (9, 6, 2, 1), 9, 1.5, causal=True),
+        ]
+    out = [
+        Regime("shorter than the bound", (1, 2, 3, 8), 8, -3.0),
+        Regime("one-token chunks", (5, 1, 9, 12), 12, -1.0),
+        Regime("causal", (12, 9, 5, 2), 12, 1.5, causal=True),
+    ]
     return ([Regime("early halting", (12, 12, 11, 10), 12, 2.4)] if pair.halting else []) + out
 
 

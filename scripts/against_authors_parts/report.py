@@ -1,5 +1,6 @@
 """The report: results/against_authors.md written from the rows, the controls and what the run
 recorded of the models, their parameters and configs (``meta``)."""
+
 from __future__ import annotations
 
 import torch
@@ -10,10 +11,10 @@ from .regimes import FF_P_I, FLIPFLOP, HALT_WEIGHT_SCALE, NOISE, REGIME_PURPOSE
 from .their_code import PATCHES, SHIMS
 
 
-
 def passed(worst: float) -> str:
     """A row's verdict cell: its largest difference within TOL or not."""
     return "pass" if worst <= TOL else "**FAIL**"
+
 
 def fmt(x: float | None) -> str:
     """A difference as the report prints it; None (no such quantity) as a dash."""
@@ -51,10 +52,18 @@ def token_report(token_rows: list[Row], meta: dict, token_controls: dict) -> lis
         "|---|---|---|---|---|---|---|",
         *meta["token_configs"],
         "",
-        *(["Not compared per token: " + ", ".join(f"{pair.paper} (`{pair.theirs}`)" for pair in meta["no_flipflop"])
-           + ": `configs/flipflop_configs.py` has no config class for them (its classes: "
-           + ", ".join(f"`{name}`" for name in meta["flipflop_classes"])
-           + "), so their code does not run them on flip-flop ([HALT] Table 3 has none).", ""] if meta["no_flipflop"] else []),
+        *(
+            [
+                "Not compared per token: "
+                + ", ".join(f"{pair.paper} (`{pair.theirs}`)" for pair in meta["no_flipflop"])
+                + ": `configs/flipflop_configs.py` has no config class for them (its classes: "
+                + ", ".join(f"`{name}`" for name in meta["flipflop_classes"])
+                + "), so their code does not run them on flip-flop ([HALT] Table 3 has none).",
+                "",
+            ]
+            if meta["no_flipflop"]
+            else []
+        ),
         f"Input: {len(regime.lengths)} flip-flop sequences of {regime.padded} tokens from bench's generator "
         f"(`bench/tasks/flipflop.py: flipflop_batch`, p(ignore) = {FF_P_I:g}), no padding (all sequences of a flip-flop "
         f"batch are equally long in both codes); the halting unit's output bias {regime.halt_bias:+g} "
@@ -74,8 +83,10 @@ def token_report(token_rows: list[Row], meta: dict, token_controls: dict) -> lis
     ]
     for r in token_rows:
         verdict = passed(r.worst)
-        lines.append(f"| {r.pair.paper} | {r.mode or '—'} | {r.dtype} | {r.depth} | {r.scale:.3g} | {fmt(r.states)} | "
-                     f"{fmt(r.logits)} | {fmt(r.act)} | {verdict} |")
+        lines.append(
+            f"| {r.pair.paper} | {r.mode or '—'} | {r.dtype} | {r.depth} | {r.scale:.3g} | {fmt(r.states)} | "
+            f"{fmt(r.logits)} | {fmt(r.act)} | {verdict} |"
+        )
     lines += [
         "",
         "### Each option is needed: controls",
@@ -89,14 +100,14 @@ def token_report(token_rows: list[Row], meta: dict, token_controls: dict) -> lis
         "|---|" + "---|" * (len(TOKEN_CONTROLS) + 1),
     ]
     for pair in dict.fromkeys(r.pair for r in token_rows):
-        reference = max(r.logits for r in token_rows if r.pair == pair and r.dtype == CONTROL_DTYPE
-                        and r.mode in (CONTROL_MODE, None))
-        lines.append(f"| {pair.paper} | " + " | ".join(fmt(token_controls[pair, name]) for name in TOKEN_CONTROLS)
-                     + f" | {fmt(reference)} |")
+        reference = max(r.logits for r in token_rows if r.pair == pair and r.dtype == CONTROL_DTYPE and r.mode in (CONTROL_MODE, None))
+        lines.append(
+            f"| {pair.paper} | " + " | ".join(fmt(token_controls[pair, name]) for name in TOKEN_CONTROLS) + f" | {fmt(reference)} |"
+        )
     lines += [
         "",
         "Still different on flip-flop, and not an option: their output layer has `classes_num = 2` outputs, hence 1 "
-        "(`flipflop_framework.py:15`; `labels2idx = {\"0\": 0, \"1\": 1}`, `preprocess/process_flipflop.py:30`) trained "
+        '(`flipflop_framework.py:15`; `labels2idx = {"0": 0, "1": 1}`, `preprocess/process_flipflop.py:30`) trained '
         "with a sigmoid / binary cross-entropy on the read positions (`agents/flipflop_agent.py:35-56`), where bench's "
         f"flipflop task is a language model over its {FF_VOCAB} tokens with a softmax cross-entropy at the same positions "
         "(the rows above use their `classes_num` at bench's width to compare the heads' layers).",
@@ -195,8 +206,10 @@ def report(rows: list[Row], meta: dict, controls: dict, equal_lengths: dict, tok
     ]
     for r in rows:
         verdict = passed(r.worst)
-        lines.append(f"| {r.pair.paper} | {r.mode or '—'} | {r.regime.name} | {r.dtype} | {r.depth} | {r.scale:.3g} | {fmt(r.states)} | "
-                     f"{fmt(r.pooled)} | {fmt(r.act)} | {verdict} |")
+        lines.append(
+            f"| {r.pair.paper} | {r.mode or '—'} | {r.regime.name} | {r.dtype} | {r.depth} | {r.scale:.3g} | {fmt(r.states)} | "
+            f"{fmt(r.pooled)} | {fmt(r.act)} | {verdict} |"
+        )
     lines += [
         "",
         "## Controls: each regime needs the rule it is meant to exercise",
@@ -212,8 +225,9 @@ def report(rows: list[Row], meta: dict, controls: dict, equal_lengths: dict, tok
     for pair, regime in keys:
         if (pair, regime, CONTROL_RULES[0]) not in controls:
             continue
-        reference = max(r.worst for r in rows if r.pair == pair and r.regime.name == regime and r.mode == CONTROL_MODE
-                        and r.dtype == CONTROL_DTYPE)
+        reference = max(
+            r.worst for r in rows if r.pair == pair and r.regime.name == regime and r.mode == CONTROL_MODE and r.dtype == CONTROL_DTYPE
+        )
         cells = " | ".join(fmt(controls[pair, regime, rules]) for rules in CONTROL_RULES)
         lines.append(f"| {pair.paper} | {regime} | {cells} | {fmt(reference)} |")
     if equal_lengths:
@@ -221,7 +235,7 @@ def report(rows: list[Row], meta: dict, controls: dict, equal_lengths: dict, tok
             "",
             "## A difference found: their attention is causal wherever queries and keys are equally long",
             "",
-            "Their `FlashMHA.flash` takes `causal = config[\"causal\"]` whenever the queries and the keys have the same "
+            'Their `FlashMHA.flash` takes `causal = config["causal"]` whenever the queries and the keys have the same '
             "padded length, cross-attention included. A causal TLB / GUTLB whose memory has as many slots as a chunk has "
             "tokens therefore masks its memory read (tokens -> slots) and its memory update (slots -> tokens) causally "
             "(bottom-right aligned); bench's memory layers never mask. The causal and the one-token-chunks regimes with "
@@ -233,8 +247,10 @@ def report(rows: list[Row], meta: dict, controls: dict, equal_lengths: dict, tok
             *(f"| {pair.paper} | {fmt(causal)} | {fmt(bidirectional)} |" for pair, (causal, bidirectional) in equal_lengths.items()),
             "",
             "Their causal runs (flip-flop, `configs/flipflop_configs.py`) never meet it: "
-            + "; ".join(f"`{pair.theirs}_config`: `model_chunk_size={c['model_chunk_size']}`, `memory_size={c['memory_size']}`"
-                        for pair, c in meta["flipflop"].items())
+            + "; ".join(
+                f"`{pair.theirs}_config`: `model_chunk_size={c['model_chunk_size']}`, `memory_size={c['memory_size']}`"
+                for pair, c in meta["flipflop"].items()
+            )
             + ". bench does not copy this behaviour.",
         ]
     lines += token_report(token_rows, meta, token_controls)
@@ -248,4 +264,3 @@ def report(rows: list[Row], meta: dict, controls: dict, equal_lengths: dict, tok
         "here is padded to a multiple of g.",
     ]
     return "\n".join(lines) + "\n"
-

@@ -2,6 +2,7 @@
 into a temporary folder, PATCHES applied to it, SHIMS written beside it, both put first on sys.path
 (their code is never copied into this repository); and einops, their one third-party import beyond
 torch, numpy and flash_attn, found without installing anything."""
+
 from __future__ import annotations
 
 import contextlib
@@ -18,11 +19,19 @@ COMMIT = "58026b2"  # the commit docs/depth_recurrence.md cites
 
 #: (file, their line, what replaces it, why): exact text, each found exactly once or the run stops
 PATCHES = [
-    ("models/modules/FlashMHA.py", "q = q.to(T.float16)", "q = q  # float16 cast removed by bench's scripts/against_authors.py",
-     "FlashMHA.flash casts the queries to float16 for the flash kernel (which takes float16 / bfloat16 only); "
-     "removed so that attention runs in the compared dtype (kept, attention would read its inputs rounded to float16)"),
-    ("models/modules/FlashMHA.py", "kv = kv.to(T.float16)", "kv = kv  # float16 cast removed by bench's scripts/against_authors.py",
-     "the same for the keys / values"),
+    (
+        "models/modules/FlashMHA.py",
+        "q = q.to(T.float16)",
+        "q = q  # float16 cast removed by bench's scripts/against_authors.py",
+        "FlashMHA.flash casts the queries to float16 for the flash kernel (which takes float16 / bfloat16 only); "
+        "removed so that attention runs in the compared dtype (kept, attention would read its inputs rounded to float16)",
+    ),
+    (
+        "models/modules/FlashMHA.py",
+        "kv = kv.to(T.float16)",
+        "kv = kv  # float16 cast removed by bench's scripts/against_authors.py",
+        "the same for the keys / values",
+    ),
 ]
 
 FLASH_ATTN_SHIM = '''"""CPU stand-in for flash_attn 2.x (written by bench's scripts/against_authors.py): the one function
@@ -53,10 +62,12 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
 
 #: module -> (source, why): what the temporary folder's shims/ holds, first on sys.path
 SHIMS = {
-    "flash_attn": (FLASH_ATTN_SHIM,
-                   "flash_attn_varlen_kvpacked_func (CUDA only) -> exact softmax attention per sequence of the packed "
-                   "batch on the CPU, in the inputs' dtype; causal masks bottom-right aligned as flash-attn >= 2.1, a query "
-                   "that sees no key giving 0"),
+    "flash_attn": (
+        FLASH_ATTN_SHIM,
+        "flash_attn_varlen_kvpacked_func (CUDA only) -> exact softmax attention per sequence of the packed "
+        "batch on the CPU, in the inputs' dtype; causal masks bottom-right aligned as flash-attn >= 2.1, a query "
+        "that sees no key giving 0",
+    ),
 }
 
 
@@ -90,10 +101,12 @@ def find_einops() -> str:
     (nothing is installed or downloaded). -> where it came from."""
     with contextlib.suppress(ImportError):
         import einops
+
         return f"einops {einops.__version__} (installed)"
     wheels = sorted(glob.glob("/opt/pypi/files/einops-*-py3-none-any.whl"))
     if not wheels:
         raise SystemExit("their code imports einops: install it (pip install einops) or put its wheel in /opt/pypi/files")
     sys.path.insert(0, wheels[-1])
     import einops
+
     return f"einops {einops.__version__} (the real package, imported from the wheel {os.path.basename(wheels[-1])})"

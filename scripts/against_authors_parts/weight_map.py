@@ -1,6 +1,7 @@
 """The weight map: their parameters -> bench's, as explicit name rules per model family (xPos's
 query / key rows reordered to bench's rotate-half layout, their START / END vectors into rows of
 bench's embedding), and the copy that applies them and stops on any parameter left unmapped."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,8 +30,12 @@ class Rule:
 def attention_rules(theirs: str, ours: str, xpos: bool) -> list[Rule]:
     """Their FlashMHA's four projections -> bench's attention's (``xpos``: the query / key rows reordered)."""
     qk = "xpos" if xpos else "same"
-    return [Rule(f"{theirs}.q_proj", f"{ours}.q_proj", qk), Rule(f"{theirs}.k_proj", f"{ours}.k_proj", qk),
-            Rule(f"{theirs}.v_proj", f"{ours}.v_proj"), Rule(f"{theirs}.out_proj", f"{ours}.o_proj")]
+    return [
+        Rule(f"{theirs}.q_proj", f"{ours}.q_proj", qk),
+        Rule(f"{theirs}.k_proj", f"{ours}.k_proj", qk),
+        Rule(f"{theirs}.v_proj", f"{ours}.v_proj"),
+        Rule(f"{theirs}.out_proj", f"{ours}.o_proj"),
+    ]
 
 
 def feedforward_rules(theirs: str, ours: str) -> list[Rule]:  # nn.Sequential(Linear, Dropout, GELU, Linear, Dropout[, Sigmoid])
@@ -42,18 +47,27 @@ def memory_rules(config: dict) -> list[Rule]:
     rules = [Rule("encoder.memory", "memory0"), Rule("encoder.LN", "ln_mem")]
     for u in range(config["update_layers"]):
         theirs, ours = f"encoder.update_layers.{u}", f"updates.{u}"
-        rules += [Rule(f"{theirs}.LN11", f"{ours}.ln_mem"), Rule(f"{theirs}.LN12", f"{ours}.ln_chunk"),
-                  *attention_rules(f"{theirs}.attention", f"{ours}.attn", xpos=False),
-                  Rule(f"{theirs}.LN2", f"{ours}.ln_ffn"), *feedforward_rules(f"{theirs}.FFN", f"{ours}.ffn")]
+        rules += [
+            Rule(f"{theirs}.LN11", f"{ours}.ln_mem"),
+            Rule(f"{theirs}.LN12", f"{ours}.ln_chunk"),
+            *attention_rules(f"{theirs}.attention", f"{ours}.attn", xpos=False),
+            Rule(f"{theirs}.LN2", f"{ours}.ln_ffn"),
+            *feedforward_rules(f"{theirs}.FFN", f"{ours}.ffn"),
+        ]
     return rules
 
 
 def tlb_block_rules(theirs: str, ours: str, gated: bool) -> list[Rule]:
     """TLBBlock / GatedTLBBlock -> TransformerBlock(read=True) / RecurrentBlock(read=True)."""
-    rules = [Rule(f"{theirs}.LN0", f"{ours}.ln_attn"), *attention_rules(f"{theirs}.attention", f"{ours}.attn", xpos=True),
-             Rule(f"{theirs}.LN11", f"{ours}.read.ln_x"), Rule(f"{theirs}.LN12", f"{ours}.read.ln_mem"),
-             *attention_rules(f"{theirs}.cross_attention", f"{ours}.read.attn", xpos=False),
-             Rule(f"{theirs}.LN2", f"{ours}.ln_ffn"), *feedforward_rules(f"{theirs}.FFN", f"{ours}.ffn")]
+    rules = [
+        Rule(f"{theirs}.LN0", f"{ours}.ln_attn"),
+        *attention_rules(f"{theirs}.attention", f"{ours}.attn", xpos=True),
+        Rule(f"{theirs}.LN11", f"{ours}.read.ln_x"),
+        Rule(f"{theirs}.LN12", f"{ours}.read.ln_mem"),
+        *attention_rules(f"{theirs}.cross_attention", f"{ours}.read.attn", xpos=False),
+        Rule(f"{theirs}.LN2", f"{ours}.ln_ffn"),
+        *feedforward_rules(f"{theirs}.FFN", f"{ours}.ffn"),
+    ]
     return rules + (feedforward_rules(f"{theirs}.FFN_gate", f"{ours}.gate") if gated else [])
 
 
@@ -70,8 +84,10 @@ def weight_map(pair: Pair, config: dict, params: dict, per_token: bool = False) 
     if per_token:
         head.append(Rule("classifier_block.2", "head.out"))
     else:
-        their_only["classifier_block.2"] = ("the head's last Linear: the task's output layer in bench, outside the backbone "
-                                            "(compared: the pooled state through classifier_block[:2])")
+        their_only["classifier_block.2"] = (
+            "the head's last Linear: the task's output layer in bench, outside the backbone "
+            "(compared: the pooled state through classifier_block[:2])"
+        )
     if params.get("final_norm", True):
         bench_only["ln_out"] = "bench's LayerNorm of the per-token outputs at its init (weight 1, bias 0): final_norm=true (a control)"
     halting = [Rule("encoder.halt_layers.0", "halting.unit.fc1"), Rule("encoder.halt_layers.2", "halting.unit.fc2")]
@@ -83,8 +99,12 @@ def weight_map(pair: Pair, config: dict, params: dict, per_token: bool = False) 
             their_only.update(dict.fromkeys(("encoder.START", "encoder.END"), why))
         else:  # after word_embedding (their parameters' order), over bench's embedding rows of the tasks' START / END ids
             rules += [Rule("encoder.START", "embed.embed.weight", "row", START), Rule("encoder.END", "embed.embed.weight", "row", END)]
-        rules += [Rule(f"{block}.LN1", "block.ln_attn"), *attention_rules(f"{block}.attention", "block.attn", xpos=True),
-                 Rule(f"{block}.LN2", "block.ln_ffn"), *feedforward_rules(f"{block}.FFN", "block.ffn")]
+        rules += [
+            Rule(f"{block}.LN1", "block.ln_attn"),
+            *attention_rules(f"{block}.attention", "block.attn", xpos=True),
+            Rule(f"{block}.LN2", "block.ln_ffn"),
+            *feedforward_rules(f"{block}.FFN", "block.ffn"),
+        ]
         rules += feedforward_rules(f"{block}.FFN_gate", "block.gate") if gated else []
         return rules + halting + head, their_only, bench_only
     rules = [Rule("word_embedding", "embed"), *memory_rules(config)]
@@ -102,8 +122,9 @@ def xpos_order(weight: Tensor, heads: int) -> Tensor:
     return weight.view(heads, hd, -1)[:, order].reshape(weight.shape)
 
 
-def copy_weights(theirs: nn.Module, ours: nn.Module, rules: list[Rule], their_only: dict, bench_only: dict,
-                 head: nn.Module | None = None) -> int:
+def copy_weights(
+    theirs: nn.Module, ours: nn.Module, rules: list[Rule], their_only: dict, bench_only: dict, head: nn.Module | None = None
+) -> int:
     """Every parameter of theirs into ours (and bench's task ``head``, its parameters named ``head.*``) by
     ``rules``; stops if a rule matches nothing, a parameter of theirs matches no rule (or two), or an
     element of a parameter of ours is written by none. -> the number of their parameters copied."""
@@ -120,7 +141,7 @@ def copy_weights(theirs: nn.Module, ours: nn.Module, rules: list[Rule], their_on
             raise SystemExit(f"their parameter {name} matches {len(matches)} rules of the weight map, not one")
         rule = matches[0]
         used.add(rule)
-        target = rule.ours + name[len(rule.theirs):]
+        target = rule.ours + name[len(rule.theirs) :]
         if target not in mine:
             raise SystemExit(f"their {name} -> bench's {target}, which bench's model does not have")
         value = value.detach()
@@ -139,4 +160,3 @@ def copy_weights(theirs: nn.Module, ours: nn.Module, rules: list[Rule], their_on
         if not mark.all() and not any(name == k or name.startswith(k + ".") for k in bench_only):
             raise SystemExit(f"bench's parameter {name}: {int((~mark).sum())} of {mark.numel()} elements not written by the map")
     return copied
-

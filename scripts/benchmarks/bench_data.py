@@ -7,6 +7,7 @@ from disk and materialise its numpy columns (bench.data.SplitData).
 
     python scripts/benchmarks/bench_data.py [--preset paper] [--tasks listops,logic,...] [--out FILE.md]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,7 @@ def main():
     from bench import build_task
     from bench.data import SplitData, load_split
 
-    rows = ["| task | split | examples | tokens | generate + cache (s) | reload (s) |",
-            "|---|---|---:|---:|---:|---:|"]
+    rows = ["| task | split | examples | tokens | generate + cache (s) | reload (s) |", "|---|---|---:|---:|---:|---:|"]
     totals = []
     try:
         for name in args.tasks.split(","):
@@ -58,8 +58,9 @@ def main():
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     table = "\n".join(rows)
-    summary = "\n".join(["| task | | | | generate + cache (s) | reload (s) | goal met (<60 s, <5 s) |",
-                         "|---|---|---|---|---:|---:|---|", *totals])
+    summary = "\n".join(
+        ["| task | | | | generate + cache (s) | reload (s) | goal met (<60 s, <5 s) |", "|---|---|---|---|---:|---:|---|", *totals]
+    )
     print("\n" + summary)
     if args.out:
         with open(args.out, "w") as f:

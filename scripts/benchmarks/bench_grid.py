@@ -5,6 +5,7 @@ same command again, which must train nothing.
     python scripts/benchmarks/bench_grid.py [--jobs 2] [--models transformer,lstm,nope] [--tasks parity,copy] [--preset smoke] [--repeats 1]
 
 Prints the times and the ratio; results/perf/grid.md keeps a measured table."""
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +20,23 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def grid(out: Path, models: str, tasks: str, jobs: int, preset: str = "smoke") -> tuple[float, str]:
-    argv = [sys.executable, "-m", "bench", "compare", "--models", models, "--tasks", tasks, "--preset", preset, "--run",
-            "--jobs", str(jobs), "--out", str(out)]
+    argv = [
+        sys.executable,
+        "-m",
+        "bench",
+        "compare",
+        "--models",
+        models,
+        "--tasks",
+        tasks,
+        "--preset",
+        preset,
+        "--run",
+        "--jobs",
+        str(jobs),
+        "--out",
+        str(out),
+    ]
     t0 = time.perf_counter()
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     if proc.returncode != 0:

@@ -16,6 +16,7 @@ runs then start from those weights (each mode from the same copy).
     python scripts/benchmarks/bench_halting.py                       # CPU, ~2-4 minutes
     python scripts/benchmarks/bench_halting.py --device cuda --batch 64 --d-model 256
 """
+
 from __future__ import annotations
 
 import argparse
@@ -109,12 +110,16 @@ def main() -> None:
     warm, timed = data[: args.warmup], data[args.warmup :]
     model = Classifier(max_layers=max(bounds), mode="halt", **kw).to(device)
     secs, depth, acc = train_steps(model, warm, device)
-    print(f"# warm-up: {args.warmup} steps of GUT (halt, bound {max(bounds)}, beta {args.beta}) in {secs:.1f}s; "
-          f"mean halting depth {depth:.2f}; train accuracy (last quarter) {acc:.3f}")
+    print(
+        f"# warm-up: {args.warmup} steps of GUT (halt, bound {max(bounds)}, beta {args.beta}) in {secs:.1f}s; "
+        f"mean halting depth {depth:.2f}; train accuracy (last quarter) {acc:.3f}"
+    )
     state = copy.deepcopy(model.state_dict())
 
-    print(f"# device {device}, threads {args.threads}, d_model {args.d_model}, batch {args.batch}, "
-          f"{args.steps} timed steps x {args.repeats} repeats (median), ListOps lengths <= 100")
+    print(
+        f"# device {device}, threads {args.threads}, d_model {args.d_model}, batch {args.batch}, "
+        f"{args.steps} timed steps x {args.repeats} repeats (median), ListOps lengths <= 100"
+    )
     print("| upper bound | GUT (halt) s | GUT upperbound s | no-halt s | halt / no-halt | upperbound / no-halt | halt depth |")
     print("|---|---|---|---|---|---|---|")
     for bound in bounds:
@@ -130,8 +135,11 @@ def main() -> None:
                 times[mode].append(secs)
                 depth = d if mode == "halt" else depth
         med = {mode: statistics.median(t) for mode, t in times.items()}
-        print(f"| {bound} | {med['halt']:.2f} | {med['upperbound']:.2f} | {med['no-halt']:.2f} | "
-              f"{med['halt'] / med['no-halt']:.2f} | {med['upperbound'] / med['no-halt']:.2f} | {depth:.2f} |", flush=True)
+        print(
+            f"| {bound} | {med['halt']:.2f} | {med['upperbound']:.2f} | {med['no-halt']:.2f} | "
+            f"{med['halt'] / med['no-halt']:.2f} | {med['upperbound'] / med['no-halt']:.2f} | {depth:.2f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

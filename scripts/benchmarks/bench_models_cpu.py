@@ -12,6 +12,7 @@ after / before ratio.
     .venv/bin/python scripts/benchmarks/bench_models_cpu.py --before 9bf00f6
     .venv/bin/python scripts/benchmarks/bench_models_cpu.py --before 9bf00f6 --models gut --lengths 256 --repeats 3
 """
+
 from __future__ import annotations
 
 import argparse
@@ -140,8 +141,10 @@ def main() -> None:
             w.close()
 
     print(f"# before: {commit[:7]} (git archive); after: {ROOT} at HEAD {head[:7]}{' + uncommitted bench/models/' if dirty else ''}")
-    print(f"# CPU, {args.threads} thread(s), batch {args.batch}, d_model 128, 4 heads, d_ff 256, "
-          f"{args.steps} steps x {args.repeats} repeats interleaved (median s/step); no padding")
+    print(
+        f"# CPU, {args.threads} thread(s), batch {args.batch}, d_model 128, 4 heads, d_ff 256, "
+        f"{args.steps} steps x {args.repeats} repeats interleaved (median s/step); no padding"
+    )
     print("| model | T | before s/step | after s/step | after / before |")
     print("|---|---|---|---|---|")
     for m in models:

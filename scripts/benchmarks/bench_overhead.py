@@ -7,6 +7,7 @@ times is printed. Goal: Lightning / bare <= 1.10.
 
     python scripts/benchmarks/bench_overhead.py [--model transformer] [--task parity] [--preset small] [--rounds 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,9 +22,9 @@ import torch
 
 from bench.config import TrainConfig, resolve_run
 from bench.data import TaskData
-from bench.runner.module import TaskModule, forward_batch, lr_lambda, task_loss
 from bench.registry import Registry
 from bench.runner import instantiate_model, instantiate_task
+from bench.runner.module import TaskModule, forward_batch, lr_lambda, task_loss
 
 
 def bare_epoch(module: TaskModule, loader, train: TrainConfig) -> float:
@@ -56,8 +57,15 @@ def lightning_epoch(module: TaskModule, loader, train: dict) -> tuple[float, flo
     timer = EpochTimer()
     trainer = L.Trainer(
         callbacks=[timer],
-        max_epochs=1, limit_val_batches=0, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, gradient_clip_val=train.grad_clip, num_sanity_val_steps=0, accelerator="cpu",
+        max_epochs=1,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        gradient_clip_val=train.grad_clip,
+        num_sanity_val_steps=0,
+        accelerator="cpu",
         devices=1,
     )
     t0 = time.perf_counter()

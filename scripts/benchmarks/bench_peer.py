@@ -19,6 +19,7 @@ of the matrix products, head included; the attention term as in PaLM App. B and 
 the full T x T score matrix), MFU = achieved FLOP/s over ``--peak-tflops`` (default: H100 SXM
 dense bf16, 989 TFLOP/s) and over the same run's measured 8192^3 bf16 matrix product.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,9 +44,18 @@ class Ours(torch.nn.Module):
 
     def __init__(self, args, backend: str):
         super().__init__()
-        self.backbone = Transformer(args.vocab, True, d_model=args.d_model, n_heads=args.heads, n_layers=args.layers,
-                                    d_ff=args.d_ff, dropout=0.0, pos_encoding="rope", attn_backend=backend,
-                                    max_len=max(args.lengths))
+        self.backbone = Transformer(
+            args.vocab,
+            True,
+            d_model=args.d_model,
+            n_heads=args.heads,
+            n_layers=args.layers,
+            d_ff=args.d_ff,
+            dropout=0.0,
+            pos_encoding="rope",
+            attn_backend=backend,
+            max_len=max(args.lengths),
+        )
         self.head = torch.nn.Linear(args.d_model, args.vocab)
 
     def forward(self, tokens):  # (B, T) -> (B, T, vocab)
@@ -54,10 +64,20 @@ class Ours(torch.nn.Module):
 
 def peer(args):
     from x_transformers import Decoder, TransformerWrapper
+
     return TransformerWrapper(
-        num_tokens=args.vocab, max_seq_len=max(args.lengths), use_abs_pos_emb=False,
-        attn_layers=Decoder(dim=args.d_model, depth=args.layers, heads=args.heads, attn_dim_head=args.d_model // args.heads,
-                            ff_mult=args.d_ff // args.d_model, rotary_pos_emb=True, attn_flash=True),
+        num_tokens=args.vocab,
+        max_seq_len=max(args.lengths),
+        use_abs_pos_emb=False,
+        attn_layers=Decoder(
+            dim=args.d_model,
+            depth=args.layers,
+            heads=args.heads,
+            attn_dim_head=args.d_model // args.heads,
+            ff_mult=args.d_ff // args.d_model,
+            rotary_pos_emb=True,
+            attn_flash=True,
+        ),
     )
 
 
@@ -65,6 +85,7 @@ def builders(args) -> dict:
     """name -> (constructor, reason it cannot run or None)."""
     try:
         import x_transformers  # noqa: F401
+
         xt_missing = None
     except ImportError:
         xt_missing = "x-transformers is not installed (pip install x-transformers)"
@@ -162,20 +183,26 @@ def main() -> None:
             tok_s = args.batch * T / med
             tflops = (6 * params[k] + 12 * args.layers * T * args.d_model) * tok_s / 1e12
             rows.append((T, k, params[k], med, med / base, tok_s, tflops))
-            print(f"T={T:5d} {k:24s} params {params[k] / 1e6:6.2f}M step {med * 1e3:8.2f} ms  "
-                  f"{med / base:5.2f}x  {tok_s / 1e3:8.1f}k tok/s  {tflops:7.1f} TFLOP/s", flush=True)
+            print(
+                f"T={T:5d} {k:24s} params {params[k] / 1e6:6.2f}M step {med * 1e3:8.2f} ms  "
+                f"{med / base:5.2f}x  {tok_s / 1e3:8.1f}k tok/s  {tflops:7.1f} TFLOP/s",
+                flush=True,
+            )
         del steps
         if device.type == "cuda":
             torch.cuda.empty_cache()
 
     mfu_cols = dtype is torch.bfloat16 and device.type == "cuda"
-    head = ("| T | variant | matmul params (M) | step (ms) | vs ours-sdpa | tokens/s (k) | model TFLOP/s |"
-            + (f" MFU vs {args.peak_tflops:.0f} | MFU vs measured {measured_peak:.0f} |" if mfu_cols else ""))
+    head = "| T | variant | matmul params (M) | step (ms) | vs ours-sdpa | tokens/s (k) | model TFLOP/s |" + (
+        f" MFU vs {args.peak_tflops:.0f} | MFU vs measured {measured_peak:.0f} |" if mfu_cols else ""
+    )
     lines = [
         f"Causal LM step (fwd + bwd + AdamW), {args.layers} layers, d={args.d_model}, {args.heads} heads, d_ff={args.d_ff}, "
         f"vocab {args.vocab}, batch {args.batch}, {where}, {args.dtype}, torch {torch.__version__}, "
         f"{args.reps} reps (median)",
-        "", head, "|" + "---|" * (head.count("|") - 1),
+        "",
+        head,
+        "|" + "---|" * (head.count("|") - 1),
     ]
     for T, k, n, med, ratio, tok_s, tflops in rows:
         line = f"| {T} | {k} | {n / 1e6:.2f} | {med * 1e3:.2f} | {ratio:.2f}x | {tok_s / 1e3:.1f} | {tflops:.1f} |"

@@ -16,6 +16,7 @@ activation memory; the dense REM's H x T x T matrices show up there, the FFT pat
 On CUDA the allocator's peak during one step (weights, optimiser state and workspaces included) is
 reported beside it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,15 @@ def build(variant: str, args):
     path = VARIANTS[variant.removesuffix("+compile")]
     rsa = None if path is None else {"kinds": args.kinds, "mu_init": 1.0, "lag_cap": 200, "path": path}
     model = Transformer(
-        args.vocab, True, d_model=args.d_model, n_heads=args.heads, n_layers=args.layers, d_ff=args.d_ff,
-        dropout=0.0, pos_encoding="xpos", rsa=rsa,
+        args.vocab,
+        True,
+        d_model=args.d_model,
+        n_heads=args.heads,
+        n_layers=args.layers,
+        d_ff=args.d_ff,
+        dropout=0.0,
+        pos_encoding="xpos",
+        rsa=rsa,
     ).to(args.device)
     head = torch.nn.Linear(args.d_model, args.vocab).to(args.device)
     opt = torch.optim.Adam(list(model.parameters()) + list(head.parameters()), lr=1e-4)
@@ -120,8 +128,7 @@ def main() -> None:
         sys.exit("bench_rsa: --device cuda asked for, but torch sees no CUDA device; use --device cpu")
     args.device = torch.device(args.device)
     dtype = DTYPES[args.dtype]
-    where = (torch.cuda.get_device_name(args.device) if args.device.type == "cuda"
-             else f"CPU, {args.threads} thread(s)")
+    where = torch.cuda.get_device_name(args.device) if args.device.type == "cuda" else f"CPU, {args.threads} thread(s)"
 
     rows = []
     for T in lengths:
@@ -147,9 +154,12 @@ def main() -> None:
             peak = None if args.no_memory else peak_step_bytes(built[v], tokens, dtype)
             peak = None if peak is None else peak / 2**20
             rows.append((T, v, med, mem, peak, f"{med / base:.2f}x"))
-            print(f"T={T:5d} {v:10s} step {med * 1e3:9.2f} ms  ratio {med / base:5.2f}x  "
-                  f"saved for backward {'-' if mem is None else f'{mem:8.1f} MB'}"
-                  f"{'' if peak is None else f'  CUDA peak {peak:8.1f} MB'}", flush=True)
+            print(
+                f"T={T:5d} {v:10s} step {med * 1e3:9.2f} ms  ratio {med / base:5.2f}x  "
+                f"saved for backward {'-' if mem is None else f'{mem:8.1f} MB'}"
+                f"{'' if peak is None else f'  CUDA peak {peak:8.1f} MB'}",
+                flush=True,
+            )
         del built
         if args.device.type == "cuda":
             torch.cuda.empty_cache()
@@ -163,8 +173,10 @@ def main() -> None:
         "|---|---|---|---|---|---|",
     ]
     for T, v, med, mem, peak, note in rows:
-        lines.append(f"| {T} | {v} | {'-' if med is None else f'{med * 1e3:.2f}'} | {note} | "
-                     f"{'-' if mem is None else f'{mem:.1f}'} | {'-' if peak is None else f'{peak:.1f}'} |")
+        lines.append(
+            f"| {T} | {v} | {'-' if med is None else f'{med * 1e3:.2f}'} | {note} | "
+            f"{'-' if mem is None else f'{mem:.1f}'} | {'-' if peak is None else f'{peak:.1f}'} |"
+        )
     emit("\n".join(lines), args.out)
 
 

@@ -12,6 +12,7 @@ The last column checks that both give the same states (max |step - forward| over
 ``--read-pooled`` also reads every step's ``pooled`` (the model's sequence summary), which TLB and
 GUTLB compute only when read (a memory update on the partial chunk): the decoding cost before that.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,24 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 import bench  # noqa: E402
 from scripts._bench_util import emit, seconds  # noqa: E402
 
-MODELS = ("transformer", "nope", "rsa-transformer", "transformer-star", "xl", "rsa-xl", "brt", "rsa-brt", "tlb", "rsa-tlb", "gutlb",
-          "ut", "gut", "r-transformer", "lstm", "gru")
+MODELS = (
+    "transformer",
+    "nope",
+    "rsa-transformer",
+    "transformer-star",
+    "xl",
+    "rsa-xl",
+    "brt",
+    "rsa-brt",
+    "tlb",
+    "rsa-tlb",
+    "gutlb",
+    "ut",
+    "gut",
+    "r-transformer",
+    "lstm",
+    "gru",
+)
 
 
 def main() -> None:
@@ -36,8 +53,9 @@ def main() -> None:
     p.add_argument("--new", type=int, default=16)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--read-pooled", action="store_true",
-                   help="read each step's pooled (TLB / GUTLB compute it on demand: a memory update mid-chunk)")
+    p.add_argument(
+        "--read-pooled", action="store_true", help="read each step's pooled (TLB / GUTLB compute it on demand: a memory update mid-chunk)"
+    )
     p.add_argument("--out")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -70,8 +88,10 @@ def main() -> None:
             diff = max((a - b).abs().max().item() for a, b in zip(by_step(), by_forward()))
         s, f = statistics.median(streamed), statistics.median(recomputed)
         rows.append(f"| {name} | {s * 1e3:.2f} | {f * 1e3:.2f} | {f / s:.1f}x | {diff:.1e} |")
-    head = (f"Per generated token after a prefix of {P} (next {N} tokens, batch 1, {args.threads} thread(s), "
-            f"median of {args.reps})\n\n| model | step ms | forward on prefix ms | step speed-up | max abs diff |\n|---|---|---|---|---|")
+    head = (
+        f"Per generated token after a prefix of {P} (next {N} tokens, batch 1, {args.threads} thread(s), "
+        f"median of {args.reps})\n\n| model | step ms | forward on prefix ms | step speed-up | max abs diff |\n|---|---|---|---|---|"
+    )
     emit("\n".join([head, *rows]), args.out)
 
 

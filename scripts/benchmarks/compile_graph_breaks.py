@@ -14,6 +14,7 @@ the compiled graph. UT / GUT also run without early exit (``mode=upperbound``, `
 ``--compile`` checks that the compiled model runs forward and backward and matches eager
 (eval mode, so dropout is off); it compiles every model, which takes minutes on 2 cores.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -14,6 +14,7 @@ family of the table x 3 seeds, two jobs at a time: per family, time per step and
 train.num_threads=1), the GUT ablations (no small records) as GUT x their measured ratio to GUT
 (RATIOS below, from ``steps``); overhead scaled half fixed, half per epoch.
 """
+
 from __future__ import annotations
 
 import glob
@@ -84,15 +85,19 @@ def estimate(task: str, n_train: int, epochs: int, seeds: int = 3, jobs: int = 2
     for f in ("transformer", "ut", "gut", "tlb", "gutlb"):
         recs = [read_record(Path(p)) for p in glob.glob(str(ROOT / f"results/runs/{task}/small/{f}/seed[0-9].json"))]
         recs = [r for r in recs if r and "train.num_threads=1" in r.get("overrides", [])]
-        fam[f] = (statistics.mean(r["train_time_s"] for r in recs) / steps_small,
-                  statistics.mean(r["wall_time_s"] - r["train_time_s"] for r in recs))
+        fam[f] = (
+            statistics.mean(r["train_time_s"] for r in recs) / steps_small,
+            statistics.mean(r["wall_time_s"] - r["train_time_s"] for r in recs),
+        )
     for f in ABLATIONS:
         fam[f] = (fam["gut"][0] * RATIOS[task][f] / RATIOS[task]["gut"], fam["gut"][1])
     per_seed = {f: step * steps_cpu + over * (0.5 + 0.5 * epochs / s["epochs"]) for f, (step, over) in fam.items()}
     total = sum(per_seed.values()) * seeds / jobs
     small_total = sum(step * steps_small + over for step, over in fam.values()) * seeds / jobs
-    print(f"{task}: n_train {n_train} x {epochs} epochs = {steps_cpu} steps ({steps_cpu / steps_small:.2f}x small's {steps_small});"
-          " per family (s): " + ", ".join(f"{f} {v:.0f}" for f, v in per_seed.items()))
+    print(
+        f"{task}: n_train {n_train} x {epochs} epochs = {steps_cpu} steps ({steps_cpu / steps_small:.2f}x small's {steps_small});"
+        " per family (s): " + ", ".join(f"{f} {v:.0f}" for f, v in per_seed.items())
+    )
     print(
         f"  grid {len(fam)} families x {seeds} seeds, --jobs {jobs}: {total / 3600:.2f} h (small preset's grid: {small_total / 3600:.2f} h)"
     )

@@ -9,6 +9,7 @@ preset on real training batches (T = 128, batch 32), one thread, rows interleave
 median ms per step over its rounds and its ratio to the first row. A ROW is
 ``label=model[:key=value...]`` (model settings); default: the rows of halt-table3-cpu.yaml.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -17,9 +18,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-ROWS = ["transformer=transformer", "ut=ut", "gut=gut", "tlb=tlb:chunk_size=3", "tlb-chunk25=tlb:chunk_size=25",
-        "gutlb=gutlb:chunk_size=3:memory_slots=10:max_layers=6", "gutlb-chunk25=gutlb:chunk_size=25:memory_slots=10:max_layers=6",
-        "tlb-fr=tlb-fr"]
+ROWS = [
+    "transformer=transformer",
+    "ut=ut",
+    "gut=gut",
+    "tlb=tlb:chunk_size=3",
+    "tlb-chunk25=tlb:chunk_size=25",
+    "gutlb=gutlb:chunk_size=3:memory_slots=10:max_layers=6",
+    "gutlb-chunk25=gutlb:chunk_size=25:memory_slots=10:max_layers=6",
+    "tlb-fr=tlb-fr",
+]
 
 
 def main(seconds: float, rows: list[str]) -> None:

@@ -18,6 +18,7 @@ Timings are CPU seconds of this process (``time.process_time``; one thread, so o
 sharing the cores do not count), medians over repeats after a warm-up, the compared calls
 interleaved within each repeat; every verdict is computed from the measured ratio.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -107,16 +108,29 @@ MECHANISMS = {"gla": "gated_linear_attention", "delta": "delta_rule", "dplr": "d
 
 def mechanism_rows(T: int, repeats: int) -> list:
     rows = []
-    for (batch, d), kind in itertools.product(((1, 16), (4, 32)), ("gla-none", "gla-head", "gla-channel", "delta-none", "delta-head",
-                                                                               "dplr-channel")):
+    for (batch, d), kind in itertools.product(
+        ((1, 16), (4, 32)), ("gla-none", "gla-head", "gla-channel", "delta-none", "delta-head", "dplr-channel")
+    ):
         args = mechanism_inputs(kind, T, B=batch, d=d)
         with torch.no_grad():
             t = interleaved({"step": lambda: step_loop(*args), "chunked": lambda: chunked(*args)}, repeats)
             err = (step_loop(*args)[0] - chunked(*args)[0]).abs().max().item()
         ratio = t["step"] / t["chunked"]
         fn = MECHANISMS[kind.split("-")[0]]
-        rows.append([fn, kind.split("-")[1], batch, d, T, f"{1e3 * t['step']:.1f}", f"{1e3 * t['chunked']:.1f}", f"{ratio:.1f}",
-                     "yes" if ratio >= 10 else "no", f"{err:.1e}"])
+        rows.append(
+            [
+                fn,
+                kind.split("-")[1],
+                batch,
+                d,
+                T,
+                f"{1e3 * t['step']:.1f}",
+                f"{1e3 * t['chunked']:.1f}",
+                f"{ratio:.1f}",
+                "yes" if ratio >= 10 else "no",
+                f"{err:.1e}",
+            ]
+        )
     return rows
 
 
@@ -150,8 +164,9 @@ def training_rows(lengths: dict, repeats: int) -> list:
             ratio = t[name] / t["transformer"]
             target = "< 1 (cheaper)" if T >= 4096 else "<= 1.5"
             ok = ratio < 1 if T >= 4096 else ratio <= 1.5
-            rows.append([name, T, batch, f"{1e3 * t[name]:.0f}", f"{1e3 * t['transformer']:.0f}", f"{ratio:.2f}", target,
-                         "yes" if ok else "no"])
+            rows.append(
+                [name, T, batch, f"{1e3 * t[name]:.0f}", f"{1e3 * t['transformer']:.0f}", f"{ratio:.2f}", target, "yes" if ok else "no"]
+            )
     return rows
 
 
@@ -166,7 +181,7 @@ def decoder(name: str, context: int):
     with torch.inference_mode():
         state = model.init_state(1)
         for start in range(0, context, 4096):  # the context in pieces (one call each)
-            _, state = model.step(prefix[:, start:start + 4096], state)
+            _, state = model.step(prefix[:, start : start + 4096], state)
     token = torch.randint(1, VOCAB, (1, 1), generator=g)
 
     def one():  # from the same state every time: the context stays the given length
@@ -203,8 +218,9 @@ def memory_rows(lengths: list) -> list:
     for name in FAMILIES:
         per_token = [saved_bytes(name, T) / T for T in lengths]
         ratios = [p / per_token[0] for p in per_token]
-        rows.append([name, f"{per_token[0] / 1024:.1f}", *(f"{r:.2f}" for r in ratios),
-                     "yes" if max(abs(r - 1) for r in ratios) <= 0.1 else "no"])
+        rows.append(
+            [name, f"{per_token[0] / 1024:.1f}", *(f"{r:.2f}" for r in ratios), "yes" if max(abs(r - 1) for r in ratios) <= 0.1 else "no"]
+        )
     return rows
 
 
@@ -221,22 +237,42 @@ def main(argv=None) -> int:
     mem_lengths = [128, 256] if a.quick else [1024, 2048, 4096, 8192]
 
     threads = torch.get_num_threads()
-    parts = [f"torch {torch.__version__}, {threads} thread(s), float32, CPU; CPU ms of this process, medians of {a.repeats} "
-             "repeats after a warm-up."]
-    parts.append("## 1. Chunked form vs step loop (forward, 4 heads, dk = dv = d)\n\n" + tabulate(
-        mechanism_rows(T_mech, a.repeats),
-        ["function", "decay", "batch", "d", "T", "step loop ms", "chunked ms", "step / chunked", ">= 10x", "max |diff|"],
-        tablefmt="github"))
-    parts.append("## 2. Training step vs the Transformer (d 64, 4 heads, 2 layers, d_ff 128)\n\n" + tabulate(
-        training_rows(train_lengths, a.repeats),
-        ["family", "T", "batch", "family ms", "transformer ms", "family / transformer", "target", "meets"], tablefmt="github"))
-    parts.append(f"## 3. Decoding per token after {long} vs {short} tokens of context (batch 1)\n\n" + tabulate(
-        decoding_rows(short, long, max(a.repeats, 5) * 4, ("transformer", *FAMILIES)),
-        ["model", f"ms/token at {short}", f"ms/token at {long}", f"{long} / {short}", "<= 1.2x"], tablefmt="github"))
-    parts.append("## 4. Activation memory of the chunked form (bytes saved for backward per token, batch 1)\n\n" + tabulate(
-        memory_rows(mem_lengths),
-        ["family", f"KiB/token at {mem_lengths[0]}", *(f"per token {T} / {mem_lengths[0]}" for T in mem_lengths), "linear (+-10%)"],
-        tablefmt="github"))
+    parts = [
+        f"torch {torch.__version__}, {threads} thread(s), float32, CPU; CPU ms of this process, medians of {a.repeats} "
+        "repeats after a warm-up."
+    ]
+    parts.append(
+        "## 1. Chunked form vs step loop (forward, 4 heads, dk = dv = d)\n\n"
+        + tabulate(
+            mechanism_rows(T_mech, a.repeats),
+            ["function", "decay", "batch", "d", "T", "step loop ms", "chunked ms", "step / chunked", ">= 10x", "max |diff|"],
+            tablefmt="github",
+        )
+    )
+    parts.append(
+        "## 2. Training step vs the Transformer (d 64, 4 heads, 2 layers, d_ff 128)\n\n"
+        + tabulate(
+            training_rows(train_lengths, a.repeats),
+            ["family", "T", "batch", "family ms", "transformer ms", "family / transformer", "target", "meets"],
+            tablefmt="github",
+        )
+    )
+    parts.append(
+        f"## 3. Decoding per token after {long} vs {short} tokens of context (batch 1)\n\n"
+        + tabulate(
+            decoding_rows(short, long, max(a.repeats, 5) * 4, ("transformer", *FAMILIES)),
+            ["model", f"ms/token at {short}", f"ms/token at {long}", f"{long} / {short}", "<= 1.2x"],
+            tablefmt="github",
+        )
+    )
+    parts.append(
+        "## 4. Activation memory of the chunked form (bytes saved for backward per token, batch 1)\n\n"
+        + tabulate(
+            memory_rows(mem_lengths),
+            ["family", f"KiB/token at {mem_lengths[0]}", *(f"per token {T} / {mem_lengths[0]}" for T in mem_lengths), "linear (+-10%)"],
+            tablefmt="github",
+        )
+    )
     emit("\n\n".join(parts), a.out)
     return 0
 

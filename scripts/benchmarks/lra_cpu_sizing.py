@@ -10,6 +10,7 @@ batch of 32 random sequences of LENGTH tokens (every position real, so the halti
 every step: an upper bound), timed in CPU seconds of this process (``time.process_time``, one
 thread: robust to other processes sharing the cores); prints the minimum of 2 steps after a warm-up.
 """
+
 from __future__ import annotations
 
 import sys

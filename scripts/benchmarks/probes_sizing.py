@@ -20,6 +20,7 @@ one line per cell, the totals per row and per task, and the table's plan: every 
 seeds; with ``--shared-with TABLE``, the cells that TABLE trains with the same model, task, preset
 and settings (the same runs: trained once for both) counted apart.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -129,8 +130,10 @@ def main() -> None:
                 continue
             m = measure(registry, task, model, table.preset, [*cols[task], *args.set], args.steps)
             cost[task, model] = m["total_s"]
-            print(f"{task:20s} {model:20s} {m['ms_step']:8.1f} {m['steps']:6d} {m['train_s']:8.1f} {m['eval_s']:7.1f} {m['total_s']:7.1f}",
-                  flush=True)
+            print(
+                f"{task:20s} {model:20s} {m['ms_step']:8.1f} {m['steps']:6d} {m['train_s']:8.1f} {m['eval_s']:7.1f} {m['total_s']:7.1f}",
+                flush=True,
+            )
         for alias, base in SAME_COST_AS.items():
             if alias in models and (task, base) in cost:
                 cost[task, alias] = cost[task, base]
@@ -145,8 +148,10 @@ def main() -> None:
     shared = shared_cells(table, load_table(args.shared_with)) if args.shared_with else set()
     new = sum(v for c, v in cost.items() if c not in shared) * seeds
     again = sum(v for c, v in cost.items() if c in shared) * seeds
-    print(f"one seed of everything: {sum(cost.values()):.0f} CPU s over {len(cost)} cells; x {seeds} seeds: {new / 3600:.1f} CPU h"
-          + (f" of new runs, + {again / 3600:.1f} CPU h of cells {args.shared_with} trains anyway" if args.shared_with else ""))
+    print(
+        f"one seed of everything: {sum(cost.values()):.0f} CPU s over {len(cost)} cells; x {seeds} seeds: {new / 3600:.1f} CPU h"
+        + (f" of new runs, + {again / 3600:.1f} CPU h of cells {args.shared_with} trains anyway" if args.shared_with else "")
+    )
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ old one did not train), the new pick is "needs training" and says which run. Ano
 (asha, none: Optuna's trials) gets the rule for a model that learned nothing, as ``bench tune`` reads
 it (``bench.tune.study.results``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,8 +64,13 @@ COST_TARGET, AGREE_TARGET = 2.0, 0.8
 T3 = ("t3cpu", "t3cpu-tlb3", "t3cpu-tlb25", "t3cpu-gutlb3", "t3cpu-gutlb25")
 T1 = ("t1cpu", "t1cpu-ablations")
 # the protocol's own studies of Table 3 (new runs, seeds 100-101) and the grid's study of the same rows
-T3_PROTOCOL = {"t3cpu2": "t3cpu", "t3cpu2-tlb3": "t3cpu-tlb3", "t3cpu2-tlb25": "t3cpu-tlb25", "t3cpu2-gutlb3": "t3cpu-gutlb3",
-               "t3cpu2-gutlb25": "t3cpu-gutlb25"}
+T3_PROTOCOL = {
+    "t3cpu2": "t3cpu",
+    "t3cpu2-tlb3": "t3cpu-tlb3",
+    "t3cpu2-tlb25": "t3cpu-tlb25",
+    "t3cpu2-gutlb3": "t3cpu-gutlb3",
+    "t3cpu2-gutlb25": "t3cpu-gutlb25",
+}
 # the protocol's own studies of Table 1 (seeds 100-101) and the old search's study of the same rows
 T1_PROTOCOL = {"t1cpu2": "t1cpu", "t1cpu2-ablations": "t1cpu-ablations"}
 
@@ -114,8 +120,19 @@ def replay(runs: dict, objective: str) -> dict:
     near = within_noise(final, n)
     pick = max(near, key=lambda lr: (final[lr], -lrs.index(lr)))
     second = len(near) if len(near) > 1 else 0
-    return {"pick": pick, "final": final, "near": near, "trace": trace, "cost": cost / full, "second": second,
-            "cost2": cost / full + second, "edge": edge_step(lrs, pick), "n": n, "exact": exact, "steps": steps}
+    return {
+        "pick": pick,
+        "final": final,
+        "near": near,
+        "trace": trace,
+        "cost": cost / full,
+        "second": second,
+        "cost2": cost / full + second,
+        "edge": edge_step(lrs, pick),
+        "n": n,
+        "exact": exact,
+        "steps": steps,
+    }
 
 
 def old_search(out: Path, study: str) -> dict:
@@ -141,8 +158,12 @@ def old_search(out: Path, study: str) -> dict:
             if t.state.name == "COMPLETE":
                 full = rec["steps_run"]
             trace.append(canonical_text(t.params["train.lr"]) + ("" if t.state.name == "COMPLETE" else f" x{rec.get('steps_run')}"))
-        found[model] = {"pick": best[model]["values"]["train.lr"] if model in best else None, "cost": steps / full if full else None,
-                        "trace": ", ".join(trace), "meta": meta}
+        found[model] = {
+            "pick": best[model]["values"]["train.lr"] if model in best else None,
+            "cost": steps / full if full else None,
+            "trace": ", ".join(trace),
+            "meta": meta,
+        }
     return found
 
 
@@ -170,10 +191,21 @@ def protocol_studies(grid: Path, search: Path) -> tuple[list[dict], list[str]]:
             at = grid_final.get(pick)
             tie = at is not None and at >= grid_final[best] - 2 * se(grid_final[best], at, n)
             ext = b.get("extension") or {}
-            rows.append({"row": label(model, meta), "pick": pick, "best": best, "agree": pick == best, "tie": tie,
-                         "regret": None if at is None else grid_final[best] - at, "cost": budget(b)["full_runs"],
-                         "second": [b["configs"][k]["values"]["train.lr"] for k in sorted(b["second"])],
-                         "extension": ext.get("value"), "selection": b.get("selection") or {}, "configs": b["configs"]})
+            rows.append(
+                {
+                    "row": label(model, meta),
+                    "pick": pick,
+                    "best": best,
+                    "agree": pick == best,
+                    "tie": tie,
+                    "regret": None if at is None else grid_final[best] - at,
+                    "cost": budget(b)["full_runs"],
+                    "second": [b["configs"][k]["values"]["train.lr"] for k in sorted(b["second"])],
+                    "extension": ext.get("value"),
+                    "selection": b.get("selection") or {},
+                    "configs": b["configs"],
+                }
+            )
     return rows, waiting
 
 
@@ -188,19 +220,39 @@ def protocol_text(rows: list[dict], waiting: list[str]) -> str:
     cheap = sum(r["cost"] <= COST_TARGET for r in rows)
     both = sum(r["agree"] and r["cost"] <= COST_TARGET for r in rows)
     mean = sum(r["cost"] for r in rows) / n
-    head = (f"Picks the grid's best: {agree}/{n} ({100 * agree / n:.0f}%); the grid's best or within 2 SE of it: {ties}/{n}; "
-            f"cost {mean:.2f} full runs per row on average (max {max(r['cost'] for r in rows):.2f}, {cheap}/{n} at <= {COST_TARGET:g}x); "
-            f"agrees at <= {COST_TARGET:g}x: {both}/{n}. Target (>= {AGREE_TARGET:.0%} of rows agree at <= {COST_TARGET:g}x): "
-            + ("met" if both / n >= AGREE_TARGET else "not met") + "."
-            + (f" Not finished: {', '.join(waiting)}." if waiting else ""))
-    body = [[r["row"], canonical_text(r["pick"]), canonical_text(r["best"]),
-             "yes" if r["agree"] else ("within 2 SE" if r["tie"] else ("not in the grid" if r["regret"] is None else "no")),
-             "—" if r["regret"] is None else f"{100 * r['regret']:.1f}", f"{r['cost']:.2f}",
-             ", ".join(canonical_text(x) for x in r["second"]) or "—",
-             ", ".join(f"{k.split('=', 1)[1]} {pct(v)}" for k, v in r["selection"].items()),
-             canonical_text(r["extension"]) if r["extension"] is not None else "—"] for r in rows]
-    headers = ["row", "the study picks", "grid's best (last-read, seed 0)", "agree", "regret on the grid (pts)", "cost (full runs)",
-               "2nd seed", "selected on (val last-read %)", "edge: added"]
+    head = (
+        f"Picks the grid's best: {agree}/{n} ({100 * agree / n:.0f}%); the grid's best or within 2 SE of it: {ties}/{n}; "
+        f"cost {mean:.2f} full runs per row on average (max {max(r['cost'] for r in rows):.2f}, {cheap}/{n} at <= {COST_TARGET:g}x); "
+        f"agrees at <= {COST_TARGET:g}x: {both}/{n}. Target (>= {AGREE_TARGET:.0%} of rows agree at <= {COST_TARGET:g}x): "
+        + ("met" if both / n >= AGREE_TARGET else "not met")
+        + "."
+        + (f" Not finished: {', '.join(waiting)}." if waiting else "")
+    )
+    body = [
+        [
+            r["row"],
+            canonical_text(r["pick"]),
+            canonical_text(r["best"]),
+            "yes" if r["agree"] else ("within 2 SE" if r["tie"] else ("not in the grid" if r["regret"] is None else "no")),
+            "—" if r["regret"] is None else f"{100 * r['regret']:.1f}",
+            f"{r['cost']:.2f}",
+            ", ".join(canonical_text(x) for x in r["second"]) or "—",
+            ", ".join(f"{k.split('=', 1)[1]} {pct(v)}" for k, v in r["selection"].items()),
+            canonical_text(r["extension"]) if r["extension"] is not None else "—",
+        ]
+        for r in rows
+    ]
+    headers = [
+        "row",
+        "the study picks",
+        "grid's best (last-read, seed 0)",
+        "agree",
+        "regret on the grid (pts)",
+        "cost (full runs)",
+        "2nd seed",
+        "selected on (val last-read %)",
+        "edge: added",
+    ]
     return head + "\n\n" + tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
 
 
@@ -209,8 +261,11 @@ def rung_trace(b: dict) -> str:
     (x: stopped there)."""
     parts = []
     for r, step in sorted(b["steps"].items(), key=lambda kv: int(kv[0])):
-        here = [(c["values"]["train.lr"], c["scores"][r], not c["alive"] and c.get("stopped_at") == step)
-                for c in b["configs"].values() if r in c["scores"]]
+        here = [
+            (c["values"]["train.lr"], c["scores"][r], not c["alive"] and c.get("stopped_at") == step)
+            for c in b["configs"].values()
+            if r in c["scores"]
+        ]
         if here:
             parts.append(f"step {step}: " + ", ".join(f"{canonical_text(lr)} {pct(v)}{' x' if x else ''}" for lr, v, x in here))
     return "; ".join(parts)
@@ -235,16 +290,37 @@ def table1_studies(search: Path, old_t1: dict) -> str:
         old = old_t1[old_study]
         for model, b in json.loads((folder / "bracket.json").read_text()).items():
             ext = b.get("extension") or {}
-            body.append([model, canonical_text(old[model]["pick"]), f"{old[model]['cost']:.2f}",
-                         canonical_text(b["configs"][b["pick"]]["values"]["train.lr"]), f"{budget(b)['full_runs']:.2f}", rung_trace(b),
-                         ", ".join(canonical_text(b["configs"][k]["values"]["train.lr"]) for k in sorted(b["second"])) or "—",
-                         ", ".join(f"{k.split('=', 1)[1]} {pct(v)}" for k, v in (b.get("selection") or {}).items()),
-                         canonical_text(ext["value"]) if ext.get("value") is not None else "—"])
+            body.append(
+                [
+                    model,
+                    canonical_text(old[model]["pick"]),
+                    f"{old[model]['cost']:.2f}",
+                    canonical_text(b["configs"][b["pick"]]["values"]["train.lr"]),
+                    f"{budget(b)['full_runs']:.2f}",
+                    rung_trace(b),
+                    ", ".join(canonical_text(b["configs"][k]["values"]["train.lr"]) for k in sorted(b["second"])) or "—",
+                    ", ".join(f"{k.split('=', 1)[1]} {pct(v)}" for k, v in (b.get("selection") or {}).items()),
+                    canonical_text(ext["value"]) if ext.get("value") is not None else "—",
+                ]
+            )
     if not body:
         return "No study of the protocol for Table 1 has finished yet (" + ", ".join(waiting) + ")."
-    table = tabulate(body, headers=["row", "old pick", "old cost (full runs)", "the study picks", "cost (full runs)",
-                                    "rungs (val acc %, x: stopped)", "2nd seed", "selected on (val acc %, mean of 2 seeds)",
-                                    "edge: added"], tablefmt="github", disable_numparse=True)
+    table = tabulate(
+        body,
+        headers=[
+            "row",
+            "old pick",
+            "old cost (full runs)",
+            "the study picks",
+            "cost (full runs)",
+            "rungs (val acc %, x: stopped)",
+            "2nd seed",
+            "selected on (val acc %, mean of 2 seeds)",
+            "edge: added",
+        ],
+        tablefmt="github",
+        disable_numparse=True,
+    )
     return table + (f"\n\nNot finished: {', '.join(waiting)}." if waiting else "")
 
 
@@ -281,12 +357,17 @@ def plan(rows: list[dict], t1: list[list], seeds: int = 5) -> str:
     for row in t1:
         wall = row[-1]
         hours = (mean2 + seeds) * wall / 3600
-        body.append(["1", row[0], f"{wall:.0f}", f"{mean2:.2f} (Table 3's mean)", str(seeds), f"{hours:.2f}",
-                     f"{(9 + seeds) * wall / 3600:.2f}"])
+        body.append(
+            ["1", row[0], f"{wall:.0f}", f"{mean2:.2f} (Table 3's mean)", str(seeds), f"{hours:.2f}", f"{(9 + seeds) * wall / 3600:.2f}"]
+        )
         total, worst = total + hours, worst + (9 + seeds) * wall / 3600
     body.append(["", "all", "", "", "", f"{total:.1f}", f"{worst:.1f}"])
-    return tabulate(body, headers=["table", "row", "one full run (s)", "tuning (full runs, 2nd seed incl.)", "final seeds", "CPU hours",
-                                   "worst case"], tablefmt="github", disable_numparse=True)
+    return tabulate(
+        body,
+        headers=["table", "row", "one full run (s)", "tuning (full runs, 2nd seed incl.)", "final seeds", "CPU hours", "worst case"],
+        tablefmt="github",
+        disable_numparse=True,
+    )
 
 
 def pct(x: float) -> str:
@@ -321,19 +402,37 @@ def main() -> None:
             best = max(grid_final, key=lambda lr: (grid_final[lr], -list(found).index(lr)))
             tie = grid_final[r["pick"]] >= grid_final[best] - 2 * se(grid_final[best], grid_final[r["pick"]], r["n"])
             o = old[model]
-            rows.append({"row": label(model, meta), "pick": r["pick"], "wall": sum(map(run_s, found.values())) / len(found), "best": best,
-                         "agree": r["pick"] == best, "tie": tie,
-                         "regret": grid_final[best] - grid_final[r["pick"]], "cost": r["cost"], "cost2": r["cost2"], "near": r["near"],
-                         "trace": "; ".join(f"step {s}: " + ", ".join(f"{canonical_text(lr)} {pct(v)}{'' if lr in kept else ' x'}"
-                                                                    for lr, v in sc.items()) for s, sc, kept in r["trace"]),
-                         "finals": ", ".join(f"{canonical_text(lr)} {pct(v)}" for lr, v in r["final"].items()),
-                         "edge": r["edge"], "old": o["pick"], "old_cost": o["cost"], "old_agree": o["pick"] == best,
-                         "old_trace": o["trace"], "grid": ", ".join(f"{canonical_text(lr)} {pct(v)}" for lr, v in grid_final.items())})
+            rows.append(
+                {
+                    "row": label(model, meta),
+                    "pick": r["pick"],
+                    "wall": sum(map(run_s, found.values())) / len(found),
+                    "best": best,
+                    "agree": r["pick"] == best,
+                    "tie": tie,
+                    "regret": grid_final[best] - grid_final[r["pick"]],
+                    "cost": r["cost"],
+                    "cost2": r["cost2"],
+                    "near": r["near"],
+                    "trace": "; ".join(
+                        f"step {s}: " + ", ".join(f"{canonical_text(lr)} {pct(v)}{'' if lr in kept else ' x'}" for lr, v in sc.items())
+                        for s, sc, kept in r["trace"]
+                    ),
+                    "finals": ", ".join(f"{canonical_text(lr)} {pct(v)}" for lr, v in r["final"].items()),
+                    "edge": r["edge"],
+                    "old": o["pick"],
+                    "old_cost": o["cost"],
+                    "old_agree": o["pick"] == best,
+                    "old_trace": o["trace"],
+                    "grid": ", ".join(f"{canonical_text(lr)} {pct(v)}" for lr, v in grid_final.items()),
+                }
+            )
     old_t1 = {study: old_search(args.search, study) for study in T1}
     for study in T1:
         for model, o in old_t1[study].items():
-            t1.append([label(model, o["meta"]), canonical_text(o["pick"]), f"{o['cost']:.2f}", o["trace"],
-                       full_run_s(args.search, study, model)])
+            t1.append(
+                [label(model, o["meta"]), canonical_text(o["pick"]), f"{o['cost']:.2f}", o["trace"], full_run_s(args.search, study, model)]
+            )
     n = len(rows)
     agree, ties = sum(r["agree"] for r in rows), sum(r["tie"] for r in rows)
     cheap = sum(r["cost"] <= COST_TARGET for r in rows)
@@ -342,54 +441,144 @@ def main() -> None:
     mean2 = sum(r["cost2"] for r in rows) / n
     old_agree = sum(r["old_agree"] for r in rows)
     old_mean = sum(r["old_cost"] for r in rows) / n
-    summary = tabulate([
-        ["the protocol (--pruner sync)", f"{agree}/{n} ({100 * agree / n:.0f}%)", f"{ties}/{n}", f"{mean:.2f}",
-         f"{max(r['cost'] for r in rows):.2f}", f"{cheap}/{n}", f"{both}/{n}", f"{mean2:.2f}", f"{max(r['cost2'] for r in rows):.2f}"],
-        ["the tuned tables' search (--pruner asha)", f"{old_agree}/{n} ({100 * old_agree / n:.0f}%)", "—", f"{old_mean:.2f}",
-         f"{max(r['old_cost'] for r in rows):.2f}", f"{sum(r['old_cost'] <= COST_TARGET for r in rows)}/{n}",
-         f"{sum(r['old_agree'] and r['old_cost'] <= COST_TARGET for r in rows)}/{n}", "—", "—"]],
-        headers=["search", "picks the grid's best", "within 2 SE of it", "mean cost (full runs)", "max", f"<= {COST_TARGET:g}x",
-                 f"agrees at <= {COST_TARGET:g}x", "with 2nd seed: mean", "max"], tablefmt="github", disable_numparse=True)
-    target = (f"Target: the grid's best for >= {AGREE_TARGET:.0%} of rows at <= {COST_TARGET:g}x one full run per row: "
-              + ("met" if both / n >= AGREE_TARGET else f"not met ({both}/{n} rows agree at <= {COST_TARGET:g}x)") + ".")
-    note = ("Rung scores before the last: " + ("the objective, as recorded." if exact else
-            "validation token accuracy (the committed curves hold no last-read accuracy before the end); "
-            "the last rung: last-read accuracy of each run's selected weights (exact)."))
-    per_row = tabulate([[r["row"], canonical_text(r["pick"]), canonical_text(r["best"]),
-                         "yes" if r["agree"] else ("tie" if r["tie"] else "no"), f"{100 * r['regret']:.1f}", f"{r['cost']:.2f}",
-                         ", ".join(canonical_text(x) for x in r["near"]), f"{r['cost2']:.2f}",
-                         canonical_text(r["edge"]) if r["edge"] is not None else "—", canonical_text(r["old"]), f"{r['old_cost']:.2f}",
-                         "yes" if r["old_agree"] else "no"] for r in rows],
-                       headers=["row", "protocol picks", "grid's best (last-read)", "agree", "regret (pts)", "cost", "in contention",
-                                "cost with 2nd seed", "edge: would add", "old pick", "old cost", "old agrees"],
-                       tablefmt="github", disable_numparse=True)
-    traces = tabulate([[r["row"], r["trace"], r["finals"], r["grid"], r["old_trace"]] for r in rows],
-                      headers=["row", "rungs (x: stopped)", "last rung (last-read %)", "the grid (last-read %, seed 0)",
-                               "old search (x: pruned at step)"], tablefmt="github", disable_numparse=True)
-    t1_table = tabulate([row[:-1] for row in t1],
-                        headers=["Table 1 row", "old pick", "old cost (full runs)", "old search (x: pruned at step)"],
-                        tablefmt="github", disable_numparse=True)
-    text = (summary + "\n\n" + target + " " + note + "\n\n" + per_row + "\n\n" + traces
-            + "\n\nTable 1 has no exhaustive grid, and the old search stopped most values at the first validation, before the "
-              "protocol's first rung: it is not replayable; its old picks and costs:\n\n" + t1_table
-            + "\n\nThe re-tune of Tables 3 and 1 by the protocol with 5 final seeds, in CPU hours of one thread (a full run's wall "
-              "time: the mean of its committed finished runs, a resumed one by its summed training time; on 2 shared cores):\n\n"
-            + plan(rows, t1))
+    summary = tabulate(
+        [
+            [
+                "the protocol (--pruner sync)",
+                f"{agree}/{n} ({100 * agree / n:.0f}%)",
+                f"{ties}/{n}",
+                f"{mean:.2f}",
+                f"{max(r['cost'] for r in rows):.2f}",
+                f"{cheap}/{n}",
+                f"{both}/{n}",
+                f"{mean2:.2f}",
+                f"{max(r['cost2'] for r in rows):.2f}",
+            ],
+            [
+                "the tuned tables' search (--pruner asha)",
+                f"{old_agree}/{n} ({100 * old_agree / n:.0f}%)",
+                "—",
+                f"{old_mean:.2f}",
+                f"{max(r['old_cost'] for r in rows):.2f}",
+                f"{sum(r['old_cost'] <= COST_TARGET for r in rows)}/{n}",
+                f"{sum(r['old_agree'] and r['old_cost'] <= COST_TARGET for r in rows)}/{n}",
+                "—",
+                "—",
+            ],
+        ],
+        headers=[
+            "search",
+            "picks the grid's best",
+            "within 2 SE of it",
+            "mean cost (full runs)",
+            "max",
+            f"<= {COST_TARGET:g}x",
+            f"agrees at <= {COST_TARGET:g}x",
+            "with 2nd seed: mean",
+            "max",
+        ],
+        tablefmt="github",
+        disable_numparse=True,
+    )
+    target = (
+        f"Target: the grid's best for >= {AGREE_TARGET:.0%} of rows at <= {COST_TARGET:g}x one full run per row: "
+        + ("met" if both / n >= AGREE_TARGET else f"not met ({both}/{n} rows agree at <= {COST_TARGET:g}x)")
+        + "."
+    )
+    note = "Rung scores before the last: " + (
+        "the objective, as recorded."
+        if exact
+        else "validation token accuracy (the committed curves hold no last-read accuracy before the end); "
+        "the last rung: last-read accuracy of each run's selected weights (exact)."
+    )
+    per_row = tabulate(
+        [
+            [
+                r["row"],
+                canonical_text(r["pick"]),
+                canonical_text(r["best"]),
+                "yes" if r["agree"] else ("tie" if r["tie"] else "no"),
+                f"{100 * r['regret']:.1f}",
+                f"{r['cost']:.2f}",
+                ", ".join(canonical_text(x) for x in r["near"]),
+                f"{r['cost2']:.2f}",
+                canonical_text(r["edge"]) if r["edge"] is not None else "—",
+                canonical_text(r["old"]),
+                f"{r['old_cost']:.2f}",
+                "yes" if r["old_agree"] else "no",
+            ]
+            for r in rows
+        ],
+        headers=[
+            "row",
+            "protocol picks",
+            "grid's best (last-read)",
+            "agree",
+            "regret (pts)",
+            "cost",
+            "in contention",
+            "cost with 2nd seed",
+            "edge: would add",
+            "old pick",
+            "old cost",
+            "old agrees",
+        ],
+        tablefmt="github",
+        disable_numparse=True,
+    )
+    traces = tabulate(
+        [[r["row"], r["trace"], r["finals"], r["grid"], r["old_trace"]] for r in rows],
+        headers=[
+            "row",
+            "rungs (x: stopped)",
+            "last rung (last-read %)",
+            "the grid (last-read %, seed 0)",
+            "old search (x: pruned at step)",
+        ],
+        tablefmt="github",
+        disable_numparse=True,
+    )
+    t1_table = tabulate(
+        [row[:-1] for row in t1],
+        headers=["Table 1 row", "old pick", "old cost (full runs)", "old search (x: pruned at step)"],
+        tablefmt="github",
+        disable_numparse=True,
+    )
+    text = (
+        summary
+        + "\n\n"
+        + target
+        + " "
+        + note
+        + "\n\n"
+        + per_row
+        + "\n\n"
+        + traces
+        + "\n\nTable 1 has no exhaustive grid, and the old search stopped most values at the first validation, before the "
+        "protocol's first rung: it is not replayable; its old picks and costs:\n\n"
+        + t1_table
+        + "\n\nThe re-tune of Tables 3 and 1 by the protocol with 5 final seeds, in CPU hours of one thread (a full run's wall "
+        "time: the mean of its committed finished runs, a resumed one by its summed training time; on 2 shared cores):\n\n" + plan(rows, t1)
+    )
     protocol_rows, waiting = protocol_studies(args.grid, args.search)
-    text += ("\n\nThe protocol's own studies of Table 3's rows (`bench tune --pruner sync`, new runs on seeds 100-101, "
-             "`scripts/retune_halt_cpu.sh 3`) against the same grid: exact at every rung (their curves hold the objective), "
-             "on other seeds than the grid's, so a pick within the noise of the grid's best is as good a pick as the grid can tell:"
-             "\n\n" + protocol_text(protocol_rows, waiting))
-    text += ("\n\nThe protocol's own studies of Table 1's rows (`bench tune --pruner sync`, seeds 100-101, "
-             "`scripts/retune_halt_cpu.sh 1`) beside the old search of the same rows (`--pruner asha`, seed 0, picked on "
-             "validation accuracy, which is Table 1's metric too): no exhaustive grid checks either:\n\n"
-             + table1_studies(args.search, old_t1))
+    text += (
+        "\n\nThe protocol's own studies of Table 3's rows (`bench tune --pruner sync`, new runs on seeds 100-101, "
+        "`scripts/retune_halt_cpu.sh 3`) against the same grid: exact at every rung (their curves hold the objective), "
+        "on other seeds than the grid's, so a pick within the noise of the grid's best is as good a pick as the grid can tell:"
+        "\n\n" + protocol_text(protocol_rows, waiting)
+    )
+    text += (
+        "\n\nThe protocol's own studies of Table 1's rows (`bench tune --pruner sync`, seeds 100-101, "
+        "`scripts/retune_halt_cpu.sh 1`) beside the old search of the same rows (`--pruner asha`, seed 0, picked on "
+        "validation accuracy, which is Table 1's metric too): no exhaustive grid checks either:\n\n" + table1_studies(args.search, old_t1)
+    )
     print(text)
     if args.md:
         Path(args.md).write_text("# " + " ".join(["python", *sys.argv]) + "\n\n" + text + "\n")
 
 
 # ---- the rules against the trivial level, on the committed studies ------------------------------------------
+
 
 class NeedsTraining(Exception):
     """The rules ask for a run the study never trained (its text: which)."""
@@ -424,8 +613,13 @@ def recorded_run(out: Path, meta: dict, model: str, old: dict, kind: str, entry:
     if score is None:
         where = f" (the old bracket stopped it at step {mine['stopped_at']})" if mine.get("stopped_at") else ""
         raise NeedsTraining(f"{key} to step {step}{where}")
-    out_run = {**base, "step": step, "score": score, "curve": {s: v for s, v in history.items() if s <= step},
-               "losses": train_losses(path, step)}
+    out_run = {
+        **base,
+        "step": step,
+        "score": score,
+        "curve": {s: v for s, v in history.items() if s <= step},
+        "losses": train_losses(path, step),
+    }
     if mine.get("failed"):
         out_run["failed"] = mine["failed"]
     return out_run
@@ -497,11 +691,23 @@ def rules_rows(out: Path) -> list[dict]:
         else:
             for r in results(out, study):
                 new = {"pick": None if r["best"] is None else r["best"], "nothing_learned": r.get("nothing_learned")}
-                text = (evidence_text({"pick": None, "nothing_learned": r["nothing_learned"]}) if r.get("nothing_learned") else
-                        f"pruner {meta.get('pruner')}: of the rules only 'nothing learned' applies, and a trial clears the trivial level")
-                rows.append({"study": study, "model": r["model"], "pruner": meta.get("pruner"), "old": values_text(picks.get(r["model"])),
-                             "new": "nothing learned" if r.get("nothing_learned") else values_text(new["pick"]),
-                             "changed": bool(r.get("nothing_learned")) and r["model"] in picks, "why": text, "passed": "—"})
+                text = (
+                    evidence_text({"pick": None, "nothing_learned": r["nothing_learned"]})
+                    if r.get("nothing_learned")
+                    else f"pruner {meta.get('pruner')}: of the rules only 'nothing learned' applies, and a trial clears the trivial level"
+                )
+                rows.append(
+                    {
+                        "study": study,
+                        "model": r["model"],
+                        "pruner": meta.get("pruner"),
+                        "old": values_text(picks.get(r["model"])),
+                        "new": "nothing learned" if r.get("nothing_learned") else values_text(new["pick"]),
+                        "changed": bool(r.get("nothing_learned")) and r["model"] in picks,
+                        "why": text,
+                        "passed": "—",
+                    }
+                )
     return rows
 
 
@@ -516,17 +722,40 @@ def rules_row(study: str, model: str, old_pick, old: dict, new: dict, chance) ->
     passed = ", ".join(str(d["step"]) for d in new.get("decisions", []) if d.get("passed")) or "—"
     level = "no chance level recorded" if chance is None else f"chance {pct(chance[0])}"
     if "needs" in new:
-        return {"study": study, "model": model, "pruner": "sync", "old": values_text(old_pick), "new": "needs training",
-                "changed": None, "why": f"{level}; the rules ask for {new['needs']}", "passed": passed}
+        return {
+            "study": study,
+            "model": model,
+            "pruner": "sync",
+            "old": values_text(old_pick),
+            "new": "needs training",
+            "changed": None,
+            "why": f"{level}; the rules ask for {new['needs']}",
+            "passed": passed,
+        }
     if new.get("nothing_learned"):
-        return {"study": study, "model": model, "pruner": "sync", "old": values_text(old_pick), "new": "nothing learned",
-                "changed": old_pick is not None, "why": f"{new['nothing_learned']['why']}; best {pct(new['nothing_learned']['best'])}",
-                "passed": passed}
+        return {
+            "study": study,
+            "model": model,
+            "pruner": "sync",
+            "old": values_text(old_pick),
+            "new": "nothing learned",
+            "changed": old_pick is not None,
+            "why": f"{new['nothing_learned']['why']}; best {pct(new['nothing_learned']['best'])}",
+            "passed": passed,
+        }
     pick = new["configs"][new["pick"]]["values"] if new.get("pick") else None
     changed = pick != old_pick
     why = evidence_text(new.get("evidence") or {})
-    return {"study": study, "model": model, "pruner": "sync", "old": values_text(old_pick), "new": values_text(pick), "changed": changed,
-            "why": f"{level}; {why}", "passed": passed}
+    return {
+        "study": study,
+        "model": model,
+        "pruner": "sync",
+        "old": values_text(old_pick),
+        "new": values_text(pick),
+        "changed": changed,
+        "why": f"{level}; {why}",
+        "passed": passed,
+    }
 
 
 def rules_text(out: Path) -> str:
@@ -539,21 +768,30 @@ def rules_text(out: Path) -> str:
     unknown = [r for r in rows if r["changed"] is None]
     kept = [r for r in rows if r["changed"] is False]
     flagged = [r for r in kept if "FLAGGED" in r["why"]]
-    head = (f"{len(rows)} rows (study, model) in {len({r['study'] for r in rows})} committed studies: the rules change "
-            f"{len(changed)} picks, cannot tell {len(unknown)} without training runs the studies never trained, keep "
-            f"{len(kept)} ({len(flagged)} of them flagged). The chance level: each study's records' (metrics.val.chance).")
+    head = (
+        f"{len(rows)} rows (study, model) in {len({r['study'] for r in rows})} committed studies: the rules change "
+        f"{len(changed)} picks, cannot tell {len(unknown)} without training runs the studies never trained, keep "
+        f"{len(kept)} ({len(flagged)} of them flagged). The chance level: each study's records' (metrics.val.chance)."
+    )
 
     def table(selected):
-        return tabulate([[r["study"], r["model"], r["pruner"], r["old"], r["new"], r["passed"], r["why"]] for r in selected],
-                        headers=["study", "model", "pruner", "old pick", "new pick", "rungs passed (step)", "why / what the pick rests on"],
-                        tablefmt="github", disable_numparse=True)
+        return tabulate(
+            [[r["study"], r["model"], r["pruner"], r["old"], r["new"], r["passed"], r["why"]] for r in selected],
+            headers=["study", "model", "pruner", "old pick", "new pick", "rungs passed (step)", "why / what the pick rests on"],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+
     parts = [head]
-    for title, selected in (("Picks the rules change:", changed),
-                            ("Picks the rules cannot tell without training (the new pick needs the run named):", unknown),
-                            ("Picks the rules keep:", kept)):
+    for title, selected in (
+        ("Picks the rules change:", changed),
+        ("Picks the rules cannot tell without training (the new pick needs the run named):", unknown),
+        ("Picks the rules keep:", kept),
+    ):
         if selected:
             parts += [title, table(selected)]
     return "\n\n".join(parts)
+
 
 if __name__ == "__main__":
     main()

@@ -48,6 +48,7 @@ cell above 5% in the full run is checked again with fresh draws (another ``--see
 an estimate that the selection of the cell does not bias. ``--candidates`` judges a few cells by
 the methods considered for the pair test (``candidates``) and writes that comparison instead.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,6 +83,7 @@ class Cell(NamedTuple):
     shift in points) and ``shared``; or the logit model's ``acc`` (both sides' mean under the null),
     the seed sds on the logit scale ``sd_a`` and ``sd_b``, ``dev``, ``tokens`` (scored tokens an
     example, lowest and highest) and ``fail`` (bimodal: A's share of seeds at chance)."""
+
     scenario: str
     seeds: tuple[int, int]
     n: int
@@ -111,25 +113,40 @@ class Cell(NamedTuple):
 
 def cells() -> list[Cell]:
     """Every cell of the committed table, in its order."""
-    out = [Cell("normal", seeds, n, sd=sd, shared=shared) for seeds in [(2, 2), (3, 3), (5, 5), (10, 10), (2, 10)]
-           for sd in [0.5, 2.5, 8.0] for n in [100, 1000, 5000] for shared in [True, False]]
+    out = [
+        Cell("normal", seeds, n, sd=sd, shared=shared)
+        for seeds in [(2, 2), (3, 3), (5, 5), (10, 10), (2, 10)]
+        for sd in [0.5, 2.5, 8.0]
+        for n in [100, 1000, 5000]
+        for shared in [True, False]
+    ]
     out += [Cell("ceiling", (k, k), 1000, acc=0.99, sd_a=sa, sd_b=sb) for k in [2, 3, 4, 5, 10] for sa, sb in [(0.5, 0.05), (1.0, 0.1)]]
     out += [Cell("ceiling", (5, 5), n, acc=0.99, sd_a=1.0, sd_b=0.1) for n in [200, 5000]]
     out += [Cell("ceiling", (k, k), 1000, acc=0.99, sd_a=1.0, sd_b=1.0) for k in [3, 5]]
-    out += [Cell("spread", (k, k), 1000, acc=acc, sd_a=sa, sd_b=sb) for acc in [0.7, 0.9] for k in [3, 4, 5, 10]
-            for sa, sb in [(0.6, 0.05), (1.0, 0.1)]]
+    out += [
+        Cell("spread", (k, k), 1000, acc=acc, sd_a=sa, sd_b=sb)
+        for acc in [0.7, 0.9]
+        for k in [3, 4, 5, 10]
+        for sa, sb in [(0.6, 0.05), (1.0, 0.1)]
+    ]
     out += [Cell("unequal", seeds, 1000, acc=acc, sd_a=1.0, sd_b=0.1) for acc in [0.7, 0.99] for seeds in [(2, 5), (3, 5), (3, 10)]]
-    out += [Cell("tokens", (k, k), n, acc=acc, sd_a=sd, sd_b=sd, dev=1.0 if sd < 0.05 else 0.5, tokens=(16, 64))
-            for acc in [0.7, 0.95] for k in [3, 5, 10] for n, sd in [(200, 0.02), (1000, 0.05)]]
+    out += [
+        Cell("tokens", (k, k), n, acc=acc, sd_a=sd, sd_b=sd, dev=1.0 if sd < 0.05 else 0.5, tokens=(16, 64))
+        for acc in [0.7, 0.95]
+        for k in [3, 5, 10]
+        for n, sd in [(200, 0.02), (1000, 0.05)]
+    ]
     out += [Cell("chance", (k, k), 1000, acc=acc, sd_a=1.0, sd_b=0.1) for acc in [0.02, 0.1, 0.5] for k in [3, 5, 10]]
     out += [Cell("bimodal", (k, k), 1000, acc=0.85, sd_a=0.1, sd_b=0.1, fail=q) for q in [0.1, 0.2] for k in [2, 3, 5, 10]]
     return out
 
 
-def simulate(rng: np.random.Generator, reps: int, seeds: tuple[int, int], n: int, sd: float, shared: bool,
-             shift: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def simulate(
+    rng: np.random.Generator, reps: int, seeds: tuple[int, int], n: int, sd: float, shared: bool, shift: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
     """(A, B) 0/1 outcomes, (reps, seeds_A, n) and (reps, seeds_B, n) int8, of the ``normal`` model;
     ``shift``: A's mean shift in accuracy points. float32 draws (the simulation, not the test)."""
+
     def difficulty(rows: int) -> np.ndarray:
         return DIFFICULTY[rng.integers(0, len(DIFFICULTY), size=(reps, rows, n), dtype=np.uint16)]
 
@@ -170,14 +187,18 @@ def simulate_logit(rng: np.random.Generator, reps: int, cell: Cell, alternative:
     n = cell.n
     acc_a, acc_b = targets(cell, alternative)
     floor = 0.5
-    mu_a = logit_mu((acc_a - cell.fail * floor) / (1 - cell.fail), math.sqrt(EX_SD ** 2 + cell.dev ** 2 + cell.sd_a ** 2))
-    mu_b = logit_mu(acc_b, math.sqrt(EX_SD ** 2 + cell.dev ** 2 + cell.sd_b ** 2))
+    mu_a = logit_mu((acc_a - cell.fail * floor) / (1 - cell.fail), math.sqrt(EX_SD**2 + cell.dev**2 + cell.sd_a**2))
+    mu_b = logit_mu(acc_b, math.sqrt(EX_SD**2 + cell.dev**2 + cell.sd_b**2))
     e = EX_SD * rng.standard_normal((reps, 1, n), dtype=np.float32)
     tokens = None if cell.tokens is None else rng.integers(cell.tokens[0], cell.tokens[1] + 1, size=(reps, 1, n))
 
     def side(k: int, mu: float, sd: float, fail: float) -> np.ndarray:
-        logit = (mu + e + cell.dev * rng.standard_normal((reps, 1, n), dtype=np.float32)
-                 + sd * rng.standard_normal((reps, k, 1), dtype=np.float32))
+        logit = (
+            mu
+            + e
+            + cell.dev * rng.standard_normal((reps, 1, n), dtype=np.float32)
+            + sd * rng.standard_normal((reps, k, 1), dtype=np.float32)
+        )
         p = spx.expit(logit)
         if fail:
             p = np.where(rng.random((reps, k, 1)) < fail, np.float32(floor), p)
@@ -234,11 +255,20 @@ def run(cell: Cell, index: int, reps: int, power_reps: int, seed: int = 0) -> di
         predicted = stats.power_at(EFFECT, sd_b, kb, sd_a, ka, ex)
     else:
         predicted = stats.power_at(EFFECT, sd_a, ka, sd_b, kb, ex)
-    row = {"cell": cell, "reps": reps, "power_reps": power_reps, "predicted": predicted,
-           **{f"fp {k}": v for k, v in null.items()}, **{f"alt {k}": v for k, v in alt.items()}}
-    print(f"{cell.key}: false holds new {100 * null['new>']:.2f}/{100 * null['new<']:.2f}%, before "
-          f"{100 * null['before>']:.2f}/{100 * null['before<']:.2f}%, Welch {100 * null['welch>']:.2f}/{100 * null['welch<']:.2f}%; "
-          f"power new {100 * alt['new>']:.1f}% / {100 * alt['new<']:.1f}%, predicted {100 * predicted:.1f}%", flush=True)
+    row = {
+        "cell": cell,
+        "reps": reps,
+        "power_reps": power_reps,
+        "predicted": predicted,
+        **{f"fp {k}": v for k, v in null.items()},
+        **{f"alt {k}": v for k, v in alt.items()},
+    }
+    print(
+        f"{cell.key}: false holds new {100 * null['new>']:.2f}/{100 * null['new<']:.2f}%, before "
+        f"{100 * null['before>']:.2f}/{100 * null['before<']:.2f}%, Welch {100 * null['welch>']:.2f}/{100 * null['welch<']:.2f}%; "
+        f"power new {100 * alt['new>']:.1f}% / {100 * alt['new<']:.1f}%, predicted {100 * predicted:.1f}%",
+        flush=True,
+    )
     return row
 
 
@@ -255,8 +285,7 @@ def worst(rows: list[dict], test: str) -> tuple[dict, str, float]:
 def describe(cell: Cell) -> str:
     ka, kb = cell.seeds
     if cell.scenario == "normal":
-        return (f"normal seeds, {ka} vs {kb}, sd {cell.sd:g} points, {cell.n:,} examples "
-                f"{'shared' if cell.shared else 'independent'}")
+        return f"normal seeds, {ka} vs {kb}, sd {cell.sd:g} points, {cell.n:,} examples {'shared' if cell.shared else 'independent'}"
     text = f"{cell.scenario}, {ka} vs {kb} seeds, {100 * cell.acc:g}%, logit sds {cell.sd_a:g} / {cell.sd_b:g}, {cell.n:,} examples"
     return text + (f", {cell.tokens[0]}-{cell.tokens[1]} tokens an example" if cell.tokens else "")
 
@@ -281,59 +310,135 @@ def report(rows: list[dict], command: str) -> str:
 
     reps, power_reps = rows[0]["reps"], rows[0]["power_reps"]
     calibratable = [r for r in rows if r["cell"].calibratable]
-    lines = ["# Calibration of the pair test (bench/report/stats.py: paired_t)", "", f"`{command}`", "",
-             f"Two models of equal mean accuracy (false holds, both ways: A > B and B > A; {reps:,} simulated pairs a cell, "
-             f"Monte-Carlo SE {_pct(math.sqrt(stats.ALPHA * (1 - stats.ALPHA) / reps))} points at a true 5%) and A 3 points better "
-             f"(power, {power_reps:,} pairs, SE at most {_pct(math.sqrt(0.25 / power_reps), 1)} points); one-sided at alpha "
-             f"{stats.ALPHA}, the rule of a one-pair claim. **after**: the pair test (stats.paired_t_arrays: the "
-             "logit-normal pivot and the paired t test, both); **before**: the paired t test it replaced "
-             "(stats.paired_t_student_arrays); Welch: Welch's t on the seed means alone. The simulation: "
-             "scripts/benchmarks/stats_calibration.py's docstring.", ""]
+    lines = [
+        "# Calibration of the pair test (bench/report/stats.py: paired_t)",
+        "",
+        f"`{command}`",
+        "",
+        f"Two models of equal mean accuracy (false holds, both ways: A > B and B > A; {reps:,} simulated pairs a cell, "
+        f"Monte-Carlo SE {_pct(math.sqrt(stats.ALPHA * (1 - stats.ALPHA) / reps))} points at a true 5%) and A 3 points better "
+        f"(power, {power_reps:,} pairs, SE at most {_pct(math.sqrt(0.25 / power_reps), 1)} points); one-sided at alpha "
+        f"{stats.ALPHA}, the rule of a one-pair claim. **after**: the pair test (stats.paired_t_arrays: the "
+        "logit-normal pivot and the paired t test, both); **before**: the paired t test it replaced "
+        "(stats.paired_t_student_arrays); Welch: Welch's t on the seed means alone. The simulation: "
+        "scripts/benchmarks/stats_calibration.py's docstring.",
+        "",
+    ]
     if calibratable:
         summary = []
         for test, name in (("new", "after (the pair test)"), ("before", "before (paired t)"), ("welch", "Welch on the seed means")):
             r, d, rate = worst(calibratable, test)
             over = sum(r2[f"fp {test}{d2}"] > stats.ALPHA for r2 in calibratable for d2 in "><")
             beyond = sum(r2[f"fp {test}{d2}"] > stats.ALPHA + 2 * se(stats.ALPHA, reps) for r2 in calibratable for d2 in "><")
-            summary.append(f"- **{name}**: worst cell {describe(r['cell'])}, {'A > B' if d == '>' else 'B > A'}: false holds "
-                           f"{_pct(rate)}% (SE {_pct(se(rate, reps))}); rates above 5%: {over} of {2 * len(calibratable)}, "
-                           f"above 5% by more than 2 SEs: {beyond}.")
+            summary.append(
+                f"- **{name}**: worst cell {describe(r['cell'])}, {'A > B' if d == '>' else 'B > A'}: false holds "
+                f"{_pct(rate)}% (SE {_pct(se(rate, reps))}); rates above 5%: {over} of {2 * len(calibratable)}, "
+                f"above 5% by more than 2 SEs: {beyond}."
+            )
         lines += [f"Calibratable cells: {len(calibratable)} (every scenario but the bimodal one), each with two rates:", "", *summary, ""]
     for scenario, title in SECTIONS.items():
         part = [r for r in rows if r["cell"].scenario == scenario]
         if not part:
             continue
-        table = [[r["cell"].key, _pct(r["fp new>"]), _pct(r["fp new<"]), _pct(se(max(r["fp new>"], r["fp new<"]), reps)),
-                  _pct(r["fp before>"]), _pct(r["fp before<"]), _pct(r["fp welch>"]), _pct(r["fp welch<"]),
-                  _pct(r["alt new>"], 1), _pct(r["alt before>"], 1), _pct(r["predicted"], 1), _pct(r["alt welch>"], 1)] for r in part]
-        lines += [f"## {title}", "", tabulate(table, headers=[
-            "cell", "after: A > B %", "after: B > A %", "MC SE", "before: A > B %", "before: B > A %", "Welch: A > B %", "Welch: B > A %",
-            "power +3 after %", "power +3 before %", "power_at %", "Welch power %"], tablefmt="github", disable_numparse=True), ""]
+        table = [
+            [
+                r["cell"].key,
+                _pct(r["fp new>"]),
+                _pct(r["fp new<"]),
+                _pct(se(max(r["fp new>"], r["fp new<"]), reps)),
+                _pct(r["fp before>"]),
+                _pct(r["fp before<"]),
+                _pct(r["fp welch>"]),
+                _pct(r["fp welch<"]),
+                _pct(r["alt new>"], 1),
+                _pct(r["alt before>"], 1),
+                _pct(r["predicted"], 1),
+                _pct(r["alt welch>"], 1),
+            ]
+            for r in part
+        ]
+        lines += [
+            f"## {title}",
+            "",
+            tabulate(
+                table,
+                headers=[
+                    "cell",
+                    "after: A > B %",
+                    "after: B > A %",
+                    "MC SE",
+                    "before: A > B %",
+                    "before: B > A %",
+                    "Welch: A > B %",
+                    "Welch: B > A %",
+                    "power +3 after %",
+                    "power +3 before %",
+                    "power_at %",
+                    "Welch power %",
+                ],
+                tablefmt="github",
+                disable_numparse=True,
+            ),
+            "",
+        ]
     bimodal = [r for r in rows if r["cell"].scenario == "bimodal"]
     if bimodal:
         table = []
         for r in bimodal:
             cell = r["cell"]
             k = cell.seeds[0]
-            table.append([cell.key, f"{100 * cell.fail:g}%", _pct((1 - cell.fail) ** k, 0),
-                          f"< {100 * stats.failure_bound(0, k):.0f}%", _pct(r["fp new>"]), _pct(r["fp before>"]), _pct(r["fp welch>"]),
-                          _pct(r["alt new<"], 1), _pct(r["alt before<"], 1), _pct(r["alt new>"], 1), _pct(r["alt before>"], 1),
-                          _pct(r["predicted"], 1)])
-        lines += ["## Bimodal families: not calibratable", "",
-                  "A fails to chance (50%) on a share of its seeds; B is stable. Null: the same mean (85%): how often \"A beats B\" "
-                  "holds. Alternative: B 3 points better: how often \"B beats A\" holds (power) and how often \"A beats B\" holds "
-                  "instead (reversed). Where A's seeds show no failure (the share given), A's mean over them is its working seeds' "
-                  "mean, above B's; no test on these seeds can tell, and the bound says what they leave open (0 failed of k seeds: "
-                  "stats.failure_bound(0, k), one-sided 95%).", "",
-                  tabulate(table, headers=["cell", "A's seeds failing", "no failure among A's seeds %", "0 of k failed allows",
-                                           "null: A > B after %", "before %", "Welch %", "B +3: B > A after %", "before %",
-                                           "reversed: A > B after %", "before %", "power_at %"],
-                           tablefmt="github", disable_numparse=True), ""]
+            table.append(
+                [
+                    cell.key,
+                    f"{100 * cell.fail:g}%",
+                    _pct((1 - cell.fail) ** k, 0),
+                    f"< {100 * stats.failure_bound(0, k):.0f}%",
+                    _pct(r["fp new>"]),
+                    _pct(r["fp before>"]),
+                    _pct(r["fp welch>"]),
+                    _pct(r["alt new<"], 1),
+                    _pct(r["alt before<"], 1),
+                    _pct(r["alt new>"], 1),
+                    _pct(r["alt before>"], 1),
+                    _pct(r["predicted"], 1),
+                ]
+            )
+        lines += [
+            "## Bimodal families: not calibratable",
+            "",
+            'A fails to chance (50%) on a share of its seeds; B is stable. Null: the same mean (85%): how often "A beats B" '
+            'holds. Alternative: B 3 points better: how often "B beats A" holds (power) and how often "A beats B" holds '
+            "instead (reversed). Where A's seeds show no failure (the share given), A's mean over them is its working seeds' "
+            "mean, above B's; no test on these seeds can tell, and the bound says what they leave open (0 failed of k seeds: "
+            "stats.failure_bound(0, k), one-sided 95%).",
+            "",
+            tabulate(
+                table,
+                headers=[
+                    "cell",
+                    "A's seeds failing",
+                    "no failure among A's seeds %",
+                    "0 of k failed allows",
+                    "null: A > B after %",
+                    "before %",
+                    "Welch %",
+                    "B +3: B > A after %",
+                    "before %",
+                    "reversed: A > B after %",
+                    "before %",
+                    "power_at %",
+                ],
+                tablefmt="github",
+                disable_numparse=True,
+            ),
+            "",
+        ]
     return "\n".join(lines)
 
 
 # The methods considered for the pair test, each judging a simulated pair from its seed shares (reps, seeds),
 # the test set's variance of the difference (reps,) and the shares' totals: (p for A > B, p for B > A).
+
 
 def _logit_t(sa, sb, ex, totals):
     """Welch's t on the seeds' empirical logits, the test set's part moved to the logit scale by the
@@ -343,7 +448,7 @@ def _logit_t(sa, sb, ex, totals):
     pooled = np.clip((sa.sum(-1) + sb.sum(-1)) / (ka + kb), 1e-6, 1 - 1e-6)
     pa, pb, pe = ya.var(-1, ddof=1) / ka, yb.var(-1, ddof=1) / kb, ex / (pooled * (1 - pooled)) ** 2
     var = pa + pb + pe
-    df = var ** 2 / ((pa ** 2 / (ka - 1) + pb ** 2 / (kb - 1) if ka == kb else (pa + pb) ** 2 / (min(ka, kb) - 1)) + 1e-300)
+    df = var**2 / ((pa**2 / (ka - 1) + pb**2 / (kb - 1) if ka == kb else (pa + pb) ** 2 / (min(ka, kb) - 1)) + 1e-300)
     t = (ya.mean(-1) - yb.mean(-1)) / np.sqrt(var)
     return sps.t.sf(t, df), sps.t.cdf(t, df)
 
@@ -369,7 +474,7 @@ def _permutation(sa, sb, ex, totals):
     obs = _studentized(sa, sb, ex)[:, None]
     above, below = np.zeros(len(sa)), np.zeros(len(sa))
     for i in range(0, len(splits), 250):
-        t = _studentized(pooled[:, splits[i:i + 250]], pooled[:, rest[i:i + 250]], ex[:, None])  # (reps, splits)
+        t = _studentized(pooled[:, splits[i : i + 250]], pooled[:, rest[i : i + 250]], ex[:, None])  # (reps, splits)
         above += (t >= obs - 1e-12).sum(-1)
         below += (t <= obs + 1e-12).sum(-1)
     return above / len(splits), below / len(splits)
@@ -385,7 +490,7 @@ def _bootstrap_t(sa, sb, ex, totals, draws: int = 2000):
     delta = (sa.mean(-1) - sb.mean(-1))[:, None]
     above, below = np.zeros(len(sa)), np.zeros(len(sa))
     for i in range(0, draws, 250):
-        ra, rb = sa[:, ia[i:i + 250]], sb[:, ib[i:i + 250]]  # (reps, 250, k)
+        ra, rb = sa[:, ia[i : i + 250]], sb[:, ib[i : i + 250]]  # (reps, 250, k)
         var = ra.var(-1, ddof=1) / ka + rb.var(-1, ddof=1) / kb + ex[:, None]
         t_star = (ra.mean(-1) - rb.mean(-1) - delta) / np.sqrt(np.maximum(var, 1e-300))
         above += (t_star >= obs).sum(-1)
@@ -403,8 +508,11 @@ def _fiducial(sa, sb, ex, totals, n: int):
     for s, k, z, w in ((sa, ka, z_a, own_a), (sb, kb, z_b, own_b)):
         y, v = stats._side(s * totals[:, None], totals, k)
         sd = np.sqrt(v)[:, None]
-        out.append(s.mean(-1)[:, None] + stats._logit_normal_mean(y[:, None] - z * w * sd / math.sqrt(k), sd * w)
-                   - stats._logit_normal_mean(y, np.sqrt(v))[:, None])
+        out.append(
+            s.mean(-1)[:, None]
+            + stats._logit_normal_mean(y[:, None] - z * w * sd / math.sqrt(k), sd * w)
+            - stats._logit_normal_mean(y, np.sqrt(v))[:, None]
+        )
     d = out[0] - out[1] - e * np.sqrt(ex)[:, None]
     return (d <= 0).mean(-1), (d >= 0).mean(-1)
 
@@ -420,12 +528,32 @@ def _pivot_alone(a, b, unit, shared_from: int = stats.SHARED_FROM):
         stats.SHARED_FROM = saved
 
 
-CANDIDATES = ["ceiling:5v5:99:1/0.1:1000", "ceiling:3v3:99:1/0.1:1000", "ceiling:2v2:99:1/0.1:1000", "unequal:2v5:99:1/0.1:1000",
-              "unequal:3v5:70:1/0.1:1000", "spread:5v5:70:0.6/0.05:1000", "spread:3v3:90:1/0.1:1000", "chance:5v5:2:1/0.1:1000",
-              "tokens:5v5:70:0.05/0.05:1000", "normal:2v2:0.5:1000:shared", "normal:3v3:0.5:100:shared", "normal:5v5:2.5:1000:shared",
-              "normal:10v10:8:100:shared", "normal:2v10:2.5:1000:shared"]
-METHODS = ["paired t (before)", "Welch t on seed logits", "studentized permutation", "bootstrap-t", "pivot: own scales at every k",
-           "pivot: shared scale at every equal k", f"pivot: shared from {stats.SHARED_FROM} a side", "pivot and paired t (after)"]
+CANDIDATES = [
+    "ceiling:5v5:99:1/0.1:1000",
+    "ceiling:3v3:99:1/0.1:1000",
+    "ceiling:2v2:99:1/0.1:1000",
+    "unequal:2v5:99:1/0.1:1000",
+    "unequal:3v5:70:1/0.1:1000",
+    "spread:5v5:70:0.6/0.05:1000",
+    "spread:3v3:90:1/0.1:1000",
+    "chance:5v5:2:1/0.1:1000",
+    "tokens:5v5:70:0.05/0.05:1000",
+    "normal:2v2:0.5:1000:shared",
+    "normal:3v3:0.5:100:shared",
+    "normal:5v5:2.5:1000:shared",
+    "normal:10v10:8:100:shared",
+    "normal:2v10:2.5:1000:shared",
+]
+METHODS = [
+    "paired t (before)",
+    "Welch t on seed logits",
+    "studentized permutation",
+    "bootstrap-t",
+    "pivot: own scales at every k",
+    "pivot: shared scale at every equal k",
+    f"pivot: shared from {stats.SHARED_FROM} a side",
+    "pivot and paired t (after)",
+]
 
 
 def candidates(reps: int, power_reps: int, seed: int = 0) -> list[dict]:
@@ -442,9 +570,16 @@ def candidates(reps: int, power_reps: int, seed: int = 0) -> list[dict]:
             totals = cell.n / u
             sa, sb = a.sum(-1) / totals[:, None], b.sum(-1) / totals[:, None]
             ex = stats.examples_variance(a, b) * u * u
-            results = [stats.paired_t_student_arrays(a, b)[3:], _logit_t(sa, sb, ex, totals), _permutation(sa, sb, ex, totals),
-                       _bootstrap_t(sa, sb, ex, totals), _fiducial(sa, sb, ex, totals, cell.n), _pivot_alone(a, b, unit, 2),
-                       _pivot_alone(a, b, unit), stats.paired_t_arrays(a, b, unit=unit)[3:]]
+            results = [
+                stats.paired_t_student_arrays(a, b)[3:],
+                _logit_t(sa, sb, ex, totals),
+                _permutation(sa, sb, ex, totals),
+                _bootstrap_t(sa, sb, ex, totals),
+                _fiducial(sa, sb, ex, totals, cell.n),
+                _pivot_alone(a, b, unit, 2),
+                _pivot_alone(a, b, unit),
+                stats.paired_t_arrays(a, b, unit=unit)[3:],
+            ]
             for method, (p, p_rev) in zip(METHODS, results):
                 row[what, method] = (float(np.mean(p < stats.ALPHA)), float(np.mean(p_rev < stats.ALPHA)))
         rows.append(row)
@@ -456,12 +591,20 @@ def candidates_report(rows: list[dict], reps: int, power_reps: int, command: str
     from tabulate import tabulate
 
     table = [[r["cell"].key, *(f"{_pct(max(r['null', m]))} / {_pct(r['alt', m][0], 1)}" for m in METHODS)] for r in rows]
-    return "\n".join([
-        "# The methods considered for the pair test", "", f"`{command}`", "",
-        f"Each cell of scripts/benchmarks/stats_calibration.py (keys as in results/stats_calibration.md): the higher of the two "
-        f"false-holds rates (A > B, B > A) over {reps:,} null pairs (SE {_pct(math.sqrt(stats.ALPHA * (1 - stats.ALPHA) / reps))} points "
-        f"at 5%) / the power of \"A beats B\" with A 3 points better over {power_reps:,} pairs, in %.", "",
-        tabulate(table, headers=["cell", *METHODS], tablefmt="github", disable_numparse=True), ""])
+    return "\n".join(
+        [
+            "# The methods considered for the pair test",
+            "",
+            f"`{command}`",
+            "",
+            f"Each cell of scripts/benchmarks/stats_calibration.py (keys as in results/stats_calibration.md): the higher of the two "
+            f"false-holds rates (A > B, B > A) over {reps:,} null pairs (SE {_pct(math.sqrt(stats.ALPHA * (1 - stats.ALPHA) / reps))} points "
+            f'at 5%) / the power of "A beats B" with A 3 points better over {power_reps:,} pairs, in %.',
+            "",
+            tabulate(table, headers=["cell", *METHODS], tablefmt="github", disable_numparse=True),
+            "",
+        ]
+    )
 
 
 def main() -> int:

@@ -68,5 +68,6 @@ def main() -> int:
             write_json_atomic(path, rec)
     return 0
 
+
 if __name__ == "__main__":
     sys.exit(main())

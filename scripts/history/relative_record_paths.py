@@ -10,6 +10,7 @@ are rewritten to name none, and nothing else in them changes.
     python scripts/history/relative_record_paths.py results/runs          # rewrite
     python scripts/history/relative_record_paths.py results/runs --check  # list what would change
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,7 @@ CHECKOUT = re.compile(r"^(/\S*?)/(results|registry\.yaml|tables)(?=/|$)")  # /wo
 
 def relative_word(word: str) -> str:
     match = CHECKOUT.match(word)
-    return word[len(match.group(1)) + 1:] if match else word
+    return word[len(match.group(1)) + 1 :] if match else word
 
 
 def migrate(path: Path, rec: dict) -> dict:
@@ -37,8 +38,7 @@ def migrate(path: Path, rec: dict) -> dict:
         out["checkpoint"] = str((run_folder(path) / "ckpt" / Path(rec["checkpoint"]).name).relative_to(path.parent))
     if isinstance(rec.get("command"), str) and rec["command"]:
         first, *rest = rec["command"].split(" ")
-        out["command"] = " ".join(["bench" if first.startswith("/") or first.endswith("__main__.py") else first,
-                                   *map(relative_word, rest)])
+        out["command"] = " ".join(["bench" if first.startswith("/") or first.endswith("__main__.py") else first, *map(relative_word, rest)])
     return out
 
 

@@ -7,6 +7,7 @@ folder. Run it once per checkout to compare (the code under test is the one in R
 Each case is a few seconds (smoke preset); the data.max_len case is stopped after 20 s
 (the old code grows its memory without a word).
 """
+
 from __future__ import annotations
 
 import os
@@ -28,7 +29,7 @@ def bench(args, out: Path | None, env=None, cwd=None, timeout=120):
         code = p.returncode
         n = len(p.stderr.strip().splitlines())
     except subprocess.TimeoutExpired:
-        return "killed at %ds" % timeout, "(still running, no output)", 0
+        return f"killed at {timeout}s", "(still running, no output)", 0
     first = (p.stderr.strip().splitlines() or p.stdout.strip().splitlines() or [""])[0]
     if first.startswith("Traceback"):
         first = f"Traceback ... {[ln for ln in p.stderr.splitlines() if ln.strip()][-1][:110]}"
@@ -84,8 +85,11 @@ def main():
         path.write_text('{"status": "ok", "config": [1], "metrics": 5, "model": "transformer"}\n')
 
     case("record with wrong fields: run", BASE, setup=bad_record)
-    case("record with wrong fields: compare", ["compare", "--models", "transformer", "--tasks", "parity", "--preset", "smoke"],
-         setup=bad_record)
+    case(
+        "record with wrong fields: compare",
+        ["compare", "--models", "transformer", "--tasks", "parity", "--preset", "smoke"],
+        setup=bad_record,
+    )
     # one configuration written three ways
     out = WORK / "spellings"
     shutil.rmtree(out, ignore_errors=True)

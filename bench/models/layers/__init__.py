@@ -1,4 +1,5 @@
 """Parts shared by the model families: attention dispatch, positions, FFN, blocks, RSA."""
+
 from .attention import ATTENTION_BACKENDS, MultiHeadAttention, additive_mask, attend, xformers_available, xformers_unusable
 from .block import TransformerBlock
 from .feedforward import FeedForward

@@ -15,11 +15,11 @@ the keys stored rotated but not xPos-scaled (a position's angle never changes; t
 relative to a center that moves with the stream, so the step rescales the cache); RSA carries its
 REM recurrences beside it (``RSA.step``).
 """
+
 from __future__ import annotations
 
 import contextlib
 import functools
-
 import math
 
 import torch
@@ -49,9 +49,7 @@ def _allowed(B: int, Tq: int, Tk: int, causal: bool, key_mask: Tensor | None, de
     return allowed
 
 
-def additive_mask(
-    B: int, Tq: int, Tk: int, causal: bool, key_mask: Tensor | None, device, dtype=torch.float32
-) -> Tensor | None:
+def additive_mask(B: int, Tq: int, Tk: int, causal: bool, key_mask: Tensor | None, device, dtype=torch.float32) -> Tensor | None:
     """The allowed pairs as an additive score bias (B|1, 1, Tq, Tk): 0 where allowed, -inf
     elsewhere; None when everything is allowed. Hosts that add their own bias (XL's relative
     positions) build it once per segment and fold it into that bias, one pass per layer."""
@@ -124,7 +122,7 @@ def _attend_cpu_dropout(q, k, v, causal: bool, key_mask, bias, dropout_p: float)
     return probs @ v  # (B, H, Tq, hd)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def xformers_unusable() -> str | None:
     """Why the xformers backend cannot run here, or None when it can.
 
@@ -141,8 +139,10 @@ def xformers_unusable() -> str | None:
     try:
         xops.memory_efficient_attention(q, q, q, attn_bias=xops.LowerTriangularMask())
     except Exception as e:  # NotImplementedError: "No operator found ... wasn't build with CUDA support"
-        return (f"finds no kernel in the installed xformers ({type(e).__name__}; it was likely built for another "
-                f"torch than {torch.__version__}: reinstall xformers to match your torch)")
+        return (
+            f"finds no kernel in the installed xformers ({type(e).__name__}; it was likely built for another "
+            f"torch than {torch.__version__}: reinstall xformers to match your torch)"
+        )
     return None
 
 
@@ -309,7 +309,13 @@ class MultiHeadAttention(nn.Module):
             if rope is not None:
                 q, k = apply_rotary(q, k, rope)
         out = attend(
-            q, k, v, causal=causal, key_mask=key_mask, bias=bias, backend=self.backend,
+            q,
+            k,
+            v,
+            causal=causal,
+            key_mask=key_mask,
+            bias=bias,
+            backend=self.backend,
             dropout_p=self.dropout if self.training else 0.0,
         )  # (B, H, Tq, hd)
         if self.rsa is not None:
@@ -350,7 +356,12 @@ class MultiHeadAttention(nn.Module):
         return {"k": empty, "v": empty.clone(), "filled": [0], "rem": rem}
 
     def step(
-        self, x: Tensor, cache: dict, *, rope: RotaryTables | None = None, key_scale: Tensor | None = None,
+        self,
+        x: Tensor,
+        cache: dict,
+        *,
+        rope: RotaryTables | None = None,
+        key_scale: Tensor | None = None,
         context: Tensor | None = None,
     ) -> tuple[Tensor, dict]:
         """Causal self-attention of t new positions x (B, t, d) to every cached position and to

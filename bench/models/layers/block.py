@@ -16,6 +16,7 @@ Streaming (``step``): the same block on t new positions, the attention reading a
 layer's cache (``MultiHeadAttention.step`` / ``RelativeAttention.step``) instead of a context;
 ``mix_step`` is ``mix``'s streaming form (its ``context``: the new positions' keys / values, UT).
 """
+
 from __future__ import annotations
 
 import torch

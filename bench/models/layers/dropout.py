@@ -7,6 +7,7 @@ a seeded run drops the same units; the kept values are x * mask * 1/(1-p) instea
 x * (mask / (1-p)): bitwise equal at p = 0.1 (every [HALT] preset), within one float ulp at some
 other p. The chunk- and depth-recurrent families call dropout tens of times per chunk.
 """
+
 from __future__ import annotations
 
 import torch

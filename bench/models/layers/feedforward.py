@@ -5,6 +5,7 @@ Its inner dropout sits after the activation; ``drop_first`` (set by ``model.drop
 ``bench/models/layers/init.py``) moves it before, as the [HALT] authors' code's
 ``nn.Sequential(Linear, Dropout, GELU, Linear, Dropout)`` does (``models/modules/TransformerBlock.py``
 lines 34-38): the same function in eval mode."""
+
 from torch import Tensor, nn
 
 from .dropout import Dropout

@@ -14,6 +14,7 @@ Streaming (``step``): the same block on t new positions of one iteration, ``mix_
 extending that iteration's cache: keys / values of LN(S_{l-1}) of every earlier position for UT
 (``context``), of LN(H_{l-1}) for GUT; eqs. 9-11 are shared with ``forward`` (``update``).
 """
+
 from __future__ import annotations
 
 import torch

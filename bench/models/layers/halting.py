@@ -52,11 +52,13 @@ being stepped to max_iters (as in ``upperbound``): later positions attend to the
 and the transition-aware prefix mean of H_l sums every position's freshly computed H_l, frozen or
 not, exactly as ``forward`` does. So ``halt`` mode streams like ``upperbound`` (same outputs).
 """
+
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -114,7 +116,7 @@ class HaltingCarry(NamedTuple):
     limit: Tensor | None = None  # (b, 1) the last iteration a unit may update (real length + 1), or None: no cap
 
     @staticmethod
-    def start(h0: Tensor, P: int, halted: Tensor, *, like_later: bool = False, limit: Tensor | None = None) -> "HaltingCarry":
+    def start(h0: Tensor, P: int, halted: Tensor, *, like_later: bool = False, limit: Tensor | None = None) -> HaltingCarry:
         """The carry before iteration 1: no weight, remain 1, no ponder, no step. ``like_later``: its
         float parts as iteration 1 leaves them, so a compiled iteration sees the same kinds of inputs
         at every l (no recompile): computed from h0 (acc = h0 - h0 = 0, total, ponder = 0, remain
@@ -127,7 +129,7 @@ class HaltingCarry(NamedTuple):
         zeros = h0.new_zeros(b, P)
         return HaltingCarry(torch.zeros_like(h0), zeros, h0.new_ones(b, P), zeros.clone(), zeros.clone(), halted, limit)
 
-    def rows(self, keep: Tensor) -> "HaltingCarry":
+    def rows(self, keep: Tensor) -> HaltingCarry:
         return HaltingCarry(*(None if x is None else x[keep] for x in self))
 
     def cost(self) -> Tensor:  # (b, P) ponder cost + the remainder's (1 - sum alpha) n
@@ -312,7 +314,14 @@ class DepthHalting(nn.Module):
         return (h * mf).sum(1, keepdim=True) / den
 
     def iteration(
-        self, step: StepFn, l, h: Tensor, s: Tensor, c: HaltingCarry | None, x_prev: Tensor | None, parts: tuple,
+        self,
+        step: StepFn,
+        l,
+        h: Tensor,
+        s: Tensor,
+        c: HaltingCarry | None,
+        x_prev: Tensor | None,
+        parts: tuple,
         rows: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, HaltingCarry | None, Tensor | None]:
         """One iteration of ``forward``'s loop, the block and the halting update: (H_{l-1}, S_{l-1},
@@ -392,8 +401,12 @@ class DepthHalting(nn.Module):
             raise ValueError(f"one cache per iteration: expected {self.max_iters}, got {len(caches)}")
         sums = lambda: [self.unit.fc1.weight.new_zeros(batch_size, self.d_model, device=device) for _ in caches]  # noqa: E731
         pooled = self.unit is not None and self.global_halt
-        return {"n": 0, "caches": list(caches), "sum_prev": sums() if pooled else None,
-                "sum_new": sums() if pooled and self.transition else None}
+        return {
+            "n": 0,
+            "caches": list(caches),
+            "sum_prev": sums() if pooled else None,
+            "sum_new": sums() if pooled and self.transition else None,
+        }
 
     def step(self, block_step: BlockStepFn, h0: Tensor, state: dict) -> tuple[HaltingOutput, dict]:
         """``forward``'s depth loop on t new positions (causal): H_0 of the new positions h0

@@ -34,6 +34,7 @@ Applied once, after the backbone is built (``bench/runner/build.py``), so a mode
 knowledge of it; with pre-LN the small embeddings start the residual stream at the scale of each
 layer's update instead of ~50x above it.
 """
+
 from __future__ import annotations
 
 import math

@@ -56,6 +56,7 @@ Where a CUDA device is present and flash-linear-attention is installed, its Trit
 the same functions (``pytest -m gpu``: tests/test_linear_recurrence_gpu.py compares them with
 these forms; fla is imported only there).
 """
+
 from __future__ import annotations
 
 import math
@@ -71,8 +72,9 @@ FACTORED_LOG_RANGE = 30.0  # a per-channel decay factors e^{b_t - b_i} = e^{b_t}
 # ---- checks ---------------------------------------------------------------------------------
 
 
-def _check(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor | None, initial_state: Tensor | None, chunk_size: int,
-           per_channel_ok: bool = True) -> None:
+def _check(
+    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor | None, initial_state: Tensor | None, chunk_size: int, per_channel_ok: bool = True
+) -> None:
     if q.dim() != 4 or k.shape != q.shape or v.dim() != 4 or v.shape[:3] != q.shape[:3]:
         raise ValueError(f"q, k must be (B, H, T, dk) and v (B, H, T, dv); got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     B, H, T, dk = q.shape
@@ -142,9 +144,16 @@ def _pass_states(transition: Tensor | None, update: Tensor, initial_state: Tenso
 # ---- gated linear attention -----------------------------------------------------------------
 
 
-def gated_linear_attention(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor | None = None, *,
-                           initial_state: Tensor | None = None, chunk_size: int = 64,
-                           decay_sign: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def gated_linear_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    log_decay: Tensor | None = None,
+    *,
+    initial_state: Tensor | None = None,
+    chunk_size: int = 64,
+    decay_sign: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
     """S_t = diag(a_t) S_{t-1} + k_t v_t^T, o_t = S_t^T q_t, chunkwise-parallel (module docstring).
 
     q, k (B, H, T, dk); v (B, H, T, dv); log_decay None, (B, H, T) or (B, H, T, dk), every entry
@@ -195,8 +204,9 @@ def gated_linear_attention(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor | 
     return o.reshape(B, H, N * C, -1)[:, :, :T], final
 
 
-def gated_linear_attention_step(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor | None, state: Tensor,
-                                decay_sign: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def gated_linear_attention_step(
+    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor | None, state: Tensor, decay_sign: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
     """One step: q, k (B, H, dk), v (B, H, dv), log_decay None / (B, H) / (B, H, dk), state (B, H, dk, dv)
     -> (o (B, H, dv), new state)."""
     if log_decay is not None:
@@ -208,9 +218,15 @@ def gated_linear_attention_step(q: Tensor, k: Tensor, v: Tensor, log_decay: Tens
     return torch.einsum("bhk,bhkv->bhv", q, state), state
 
 
-def gated_linear_attention_reference(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor | None = None, *,
-                                     initial_state: Tensor | None = None,
-                                     decay_sign: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def gated_linear_attention_reference(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    log_decay: Tensor | None = None,
+    *,
+    initial_state: Tensor | None = None,
+    decay_sign: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
     """The recurrence step by step (tests): S_t = diag(a_t) S_{t-1} + k_t v_t^T, o_t = S_t^T q_t."""
     B, H, T, dk = q.shape
     S = q.new_zeros(B, H, dk, v.shape[-1]) if initial_state is None else initial_state
@@ -230,8 +246,16 @@ def gated_linear_attention_reference(q: Tensor, k: Tensor, v: Tensor, log_decay:
 # ---- delta rule -----------------------------------------------------------------------------
 
 
-def delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay: Tensor | None = None, *,
-               initial_state: Tensor | None = None, chunk_size: int = 64) -> tuple[Tensor, Tensor]:
+def delta_rule(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    beta: Tensor,
+    log_decay: Tensor | None = None,
+    *,
+    initial_state: Tensor | None = None,
+    chunk_size: int = 64,
+) -> tuple[Tensor, Tensor]:
     """S_t = a_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, o_t = S_t^T q_t, chunkwise-parallel
     by the UT transform (module docstring).
 
@@ -271,8 +295,7 @@ def delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay: Tensor 
     return o.reshape(B, H, N * C, dv)[:, :, :T], final
 
 
-def delta_rule_step(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay: Tensor | None, state: Tensor
-                    ) -> tuple[Tensor, Tensor]:
+def delta_rule_step(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay: Tensor | None, state: Tensor) -> tuple[Tensor, Tensor]:
     """One step: q, k (B, H, dk), v (B, H, dv), beta (B, H), log_decay None / (B, H), state (B, H, dk, dv)
     -> (o (B, H, dv), new state). S <- a S;  S <- S + beta k (v - S^T k)^T."""
     if log_decay is not None:
@@ -282,8 +305,9 @@ def delta_rule_step(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay: Te
     return torch.einsum("bhk,bhkv->bhv", q, state), state
 
 
-def delta_rule_reference(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay: Tensor | None = None, *,
-                         initial_state: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def delta_rule_reference(
+    q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay: Tensor | None = None, *, initial_state: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
     """The recurrence step by step (tests), the transition written out as a (dk, dk) matrix."""
     B, H, T, dk = q.shape
     S = q.new_zeros(B, H, dk, v.shape[-1]) if initial_state is None else initial_state
@@ -300,9 +324,18 @@ def delta_rule_reference(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_deca
 # ---- diagonal plus low rank (the generalised delta rule) ------------------------------------
 
 
-def dplr_delta_rule(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, log_decay: Tensor | None = None, *,
-                    initial_state: Tensor | None = None, chunk_size: int = 32,
-                    decay_floor: float | None = None) -> tuple[Tensor, Tensor]:
+def dplr_delta_rule(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    a: Tensor,
+    b: Tensor,
+    log_decay: Tensor | None = None,
+    *,
+    initial_state: Tensor | None = None,
+    chunk_size: int = 32,
+    decay_floor: float | None = None,
+) -> tuple[Tensor, Tensor]:
     """S_t = (diag(exp(log_decay_t)) + b_t a_t^T) S_{t-1} + k_t v_t^T, o_t = S_t^T q_t, chunkwise-parallel
     (module docstring): the state read along a_t (a_t^T S_{t-1}), written back along b_t. The delta rule
     is a = k, b = -beta a k (times its decay a); RWKV-7 is a = -kappa^, b = kappa^ * in-context rate.
@@ -353,8 +386,9 @@ def dplr_delta_rule(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, log_d
     return o.reshape(B, H, N * C, dv)[:, :, :T], final
 
 
-def dplr_delta_rule_step(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, log_decay: Tensor | None, state: Tensor
-                         ) -> tuple[Tensor, Tensor]:
+def dplr_delta_rule_step(
+    q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, log_decay: Tensor | None, state: Tensor
+) -> tuple[Tensor, Tensor]:
     """One step: q, k, a, b (B, H, dk), v (B, H, dv), log_decay None / (B, H) / (B, H, dk), state (B, H, dk, dv)
     -> (o (B, H, dv), new state). S <- diag(w) S + b (a^T S) + k v^T."""
     read = torch.einsum("bhk,bhkv->bhv", a, state)  # (B, H, dv) a^T S_{t-1}
@@ -365,8 +399,9 @@ def dplr_delta_rule_step(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, 
     return torch.einsum("bhk,bhkv->bhv", q, state), state
 
 
-def dplr_delta_rule_reference(q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, log_decay: Tensor | None = None, *,
-                              initial_state: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def dplr_delta_rule_reference(
+    q: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, log_decay: Tensor | None = None, *, initial_state: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
     """The recurrence step by step (tests), the transition written out as a (dk, dk) matrix."""
     B, H, T, dk = q.shape
     S = q.new_zeros(B, H, dk, v.shape[-1]) if initial_state is None else initial_state

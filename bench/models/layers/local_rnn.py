@@ -10,6 +10,7 @@ Memory is O(B T M d), which is why M stays small (the paper uses M <= ~10).
 Streaming (``step``): the state is the last M-1 inputs (zeros before the stream, the same left
 padding), so new positions get the windows ``forward`` gives them; bounded by M-1 vectors.
 """
+
 from __future__ import annotations
 
 import torch

@@ -14,6 +14,7 @@ operations touch it, and both are position-free (xPos is for self-attention only
 Both are pre-LN residual layers like every block here [HALT §3]. ``keep_where`` implements the
 padding rule: a sequence whose chunk holds no real token keeps its old memory.
 """
+
 from __future__ import annotations
 
 import torch
@@ -58,9 +59,7 @@ class MemoryUpdate(nn.Module):
     at all yields garbage here; callers discard it with ``keep_where``.
     """
 
-    def __init__(
-        self, d_model: int, n_heads: int, d_ff: int, *, dropout: float = 0.0, attn_dropout: float = 0.0, backend: str = "sdpa"
-    ):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, *, dropout: float = 0.0, attn_dropout: float = 0.0, backend: str = "sdpa"):
         super().__init__()
         self.ln_mem = nn.LayerNorm(d_model)
         self.ln_chunk = nn.LayerNorm(d_model)

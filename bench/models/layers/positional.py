@@ -8,6 +8,7 @@ Every table here is built on the positions' device from shapes and device tensor
 ``.item()``, no CPU-built table copied over): a model builds its rotary tables once per
 forward (``Rotary.tables``) and every layer applies them (``apply_rotary``).
 """
+
 from __future__ import annotations
 
 import math
@@ -40,7 +41,7 @@ class RotaryTables(NamedTuple):
     sin: Tensor
     scale: Tensor | None
 
-    def rows(self, rows: Tensor | None) -> "RotaryTables":
+    def rows(self, rows: Tensor | None) -> RotaryTables:
         """The tables of a subset of the batch (UT / GUT halting drops finished sequences)."""
         if rows is None:
             return self
@@ -186,6 +187,8 @@ class TokenEmbedding(nn.Module):
         learned table too short for them is one clear error."""
         B, t = tokens.shape
         if self.abs_pos is not None and self.abs_pos.kind == "learned" and n + t > self.abs_pos.max_len:
-            raise ValueError(f"learned positions go up to {self.abs_pos.max_len - 1} but the stream reaches position {n + t - 1}; "
-                             "raise model.max_len or use sinusoidal/xpos")
+            raise ValueError(
+                f"learned positions go up to {self.abs_pos.max_len - 1} but the stream reaches position {n + t - 1}; "
+                "raise model.max_len or use sinusoidal/xpos"
+            )
         return self(tokens, torch.arange(n, n + t, device=tokens.device).expand(B, t))

@@ -14,6 +14,7 @@ Per forward pass, not per layer and segment: the model builds the sinusoids R on
 layer projects them once (``project_relative``); each segment builds its mask bias once for all
 layers (``attention.additive_mask``).
 """
+
 from __future__ import annotations
 
 import math
@@ -36,7 +37,7 @@ def relative_sinusoid(max_dist: int, d_model: int, device) -> Tensor:
     return sinusoid(torch.arange(max_dist, -max_dist - 1, -1, device=device), d_model)
 
 
-def project_relative(attns: list["RelativeAttention"], max_dist: int, device) -> list[Tensor]:
+def project_relative(attns: list[RelativeAttention], max_dist: int, device) -> list[Tensor]:
     """Every layer's W_R R for the distances max_dist..-max_dist, (H, 2 max_dist + 1, hd) each:
     the sinusoids built once and each layer's projection once, for a whole forward pass."""
     if not attns:
@@ -70,9 +71,7 @@ class RelativeAttention(nn.Module):
     projections (and, for RSA variants, the REM parameters) live in a ``MultiHeadAttention``.
     """
 
-    def __init__(
-        self, d_model: int, n_heads: int, *, backend: str = "sdpa", attn_dropout: float = 0.0, rsa: dict | None = None
-    ):
+    def __init__(self, d_model: int, n_heads: int, *, backend: str = "sdpa", attn_dropout: float = 0.0, rsa: dict | None = None):
         super().__init__()
         self.mha = MultiHeadAttention(d_model, n_heads, backend=backend, dropout=attn_dropout, rsa=rsa)
         H, hd = self.mha.n_heads, self.mha.head_dim

@@ -35,6 +35,7 @@ Choice: the cap K applies to the *power* (App. D.1: "mask the entries that have 
 than K"; with dilation "substitute L with L_d, the remaining operations are unchanged"), so a
 head dilated by d reaches lags up to K d.
 """
+
 from __future__ import annotations
 
 import math
@@ -129,8 +130,7 @@ class REM(nn.Module):
     one int for all. ``forward(v, n_queries, offset, causal)`` returns ``P V``.
     """
 
-    def __init__(self, n_heads: int, kinds, dilations=None, lag_cap: int = 200, path: str = "fft",
-                 eta_init=None, theta_init=None):
+    def __init__(self, n_heads: int, kinds, dilations=None, lag_cap: int = 200, path: str = "fft", eta_init=None, theta_init=None):
         super().__init__()
         kinds = [int(k) for k in kinds]
         if len(kinds) != 6 or min(kinds) < 0:
@@ -148,9 +148,7 @@ class REM(nn.Module):
             dilations = [dilations] * n_dil
         dilations = [int(d) for d in dilations]
         if len(dilations) != n_dil or any(d < 1 for d in dilations):
-            raise ValueError(
-                f"rsa dilations must list {n_dil} factors >= 1 (one per dilated head, k4+k5+k6), got {dilations}"
-            )
+            raise ValueError(f"rsa dilations must list {n_dil} factors >= 1 (one per dilated head, k4+k5+k6), got {dilations}")
         # Per-head kind (0 regular, 1 cos, 2 sin) and dilation factor (1 for undilated kinds).
         kind_of = []
         for kind, count in enumerate(kinds):
@@ -173,15 +171,17 @@ class REM(nn.Module):
             self.register_buffer(f"group_heads_{i}", torch.tensor([h for h in range(n_heads) if dil_of[h] == d]), persistent=False)
         # Paper init [RSA §3]: eta over [-2,-1] U [1,2], nu over [1,2], theta = pi/4. ``eta_init`` /
         # ``theta_init`` (one value, or one per regular / cyclical head) replace it, for ablations.
-        self.eta = nn.Parameter(_init_values(eta_init, len(self.reg_heads), "eta_init", "regular") if eta_init is not None
-                                else _spread_eta(len(self.reg_heads)))
+        self.eta = nn.Parameter(
+            _init_values(eta_init, len(self.reg_heads), "eta_init", "regular") if eta_init is not None else _spread_eta(len(self.reg_heads))
+        )
         nu = torch.empty(len(self.cyc_heads))
         for kind in (1, 2):  # spread within each cyclical kind, so cos and sin heads both cover [1,2]
             idx = [i for i, h in enumerate(self.cyc_heads) if kind_of[h] == kind]
             nu[idx] = _spread(len(idx), 1.0, 2.0)
         self.nu = nn.Parameter(nu)
-        self.theta = nn.Parameter(_init_values(math.pi / 4 if theta_init is None else theta_init, len(self.cyc_heads),
-                                               "theta_init", "cyclical"))
+        self.theta = nn.Parameter(
+            _init_values(math.pi / 4 if theta_init is None else theta_init, len(self.cyc_heads), "theta_init", "cyclical")
+        )
         self._power_cache: dict = {}
 
     # ---- kernel values ------------------------------------------------------------------
@@ -221,9 +221,7 @@ class REM(nn.Module):
         return self._power_cache[key]
 
     # ---- P V ----------------------------------------------------------------------------
-    def forward(
-        self, v: Tensor, n_queries: int | None = None, offset: int = 0, causal: bool = True, scale: Tensor | None = None
-    ) -> Tensor:
+    def forward(self, v: Tensor, n_queries: int | None = None, offset: int = 0, causal: bool = True, scale: Tensor | None = None) -> Tensor:
         """v: (B, H, Tk, hd) -> (B, H, Tq, hd), out[i] = scale * sum_j P[i, j] v[j], lag i - j + offset."""
         Tq = v.shape[2] if n_queries is None else n_queries
         if self.path == "dense":
@@ -275,8 +273,9 @@ class REM(nn.Module):
     def init_state(self, batch_size: int, head_dim: int, device=None) -> Tensor:
         """h of the last D = max dilation positions, all zero before the stream: (B, H, D, hd) complex."""
         dtype = torch.complex128 if self.eta.dtype == torch.float64 else torch.complex64
-        return torch.zeros(batch_size, self.n_heads, max(self.dil_of), head_dim, dtype=dtype,
-                           device=self.eta.device if device is None else device)
+        return torch.zeros(
+            batch_size, self.n_heads, max(self.dil_of), head_dim, dtype=dtype, device=self.eta.device if device is None else device
+        )
 
     def step(self, v: Tensor, hist: Tensor, n_new: int) -> tuple[Tensor, Tensor]:
         """v (B, H, n + t, hd): the values of every position so far, the last t = ``n_new`` new;

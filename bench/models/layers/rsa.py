@@ -9,6 +9,7 @@ The first sum(kinds) heads are RSA heads; any others stay plain attention heads,
 heads. Hosts (the Transformer's ``MultiHeadAttention``, XL's ``RelativeAttention``) compute
 their own softmax(.) V and hand it to ``RSA.forward`` with V.
 """
+
 from __future__ import annotations
 
 import torch
@@ -78,8 +79,13 @@ class RSA(nn.Module):
         if n_rsa > n_heads:
             raise ValueError(f"rsa kinds {list(config['kinds'])} sum to {n_rsa} but the layer has only n_heads={n_heads}")
         self.rem = REM(
-            n_rsa, config["kinds"], config.get("dilations"), lag_cap=config.get("lag_cap", 200), path=config.get("path", "fft"),
-            eta_init=config.get("eta_init"), theta_init=config.get("theta_init"),
+            n_rsa,
+            config["kinds"],
+            config.get("dilations"),
+            lag_cap=config.get("lag_cap", 200),
+            path=config.get("path", "fft"),
+            eta_init=config.get("eta_init"),
+            theta_init=config.get("theta_init"),
         )
         self.mu = nn.Parameter(torch.tensor(float(config.get("mu_init", 1.0))))
 
@@ -92,8 +98,9 @@ class RSA(nn.Module):
         k = self.rem.n_heads  # RSA heads come first; the rest stay plain
         # s folds into the REM kernel (H x K flops) and 1 - s = sigmoid(-mu) into one fused
         # multiply-add, so the mix costs a single pass over the output (and one in backward).
-        s_pv = self.rem(v if k == v.shape[1] else v[:, :k], n_queries=attn_out.shape[2], offset=offset,
-                        causal=causal, scale=torch.sigmoid(self.mu))  # (B, k, Tq, hd)
+        s_pv = self.rem(
+            v if k == v.shape[1] else v[:, :k], n_queries=attn_out.shape[2], offset=offset, causal=causal, scale=torch.sigmoid(self.mu)
+        )  # (B, k, Tq, hd)
         return gated_mix(s_pv, attn_out, torch.sigmoid(-self.mu))
 
     def step(self, attn_out: Tensor, v: Tensor, rem_state: Tensor) -> tuple[Tensor, Tensor]:

@@ -11,6 +11,7 @@ the whole sequence). Why, measured: docs/linear_recurrence.md, "Speed".
 Streaming: the state is the last K-1 inputs (B, K-1, channels); a forward from it continues the
 sequence, so pieces of any size give the full forward's outputs.
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,7 +26,7 @@ class _ShiftedSum(torch.autograd.Function):
         K, T = w.shape[0], full.shape[1] - w.shape[0] + 1
         y = torch.addcmul(bias, full[:, :T], w[0])  # (B, T, c)
         for j in range(1, K):
-            y.addcmul_(full[:, j:j + T], w[j])
+            y.addcmul_(full[:, j : j + T], w[j])
         ctx.save_for_backward(full, w)
         return y
 
@@ -37,9 +38,9 @@ class _ShiftedSum(torch.autograd.Function):
         if ctx.needs_input_grad[0]:  # d full[:, i] = sum_j grad[:, i - j] w[j]: each shift added in place
             grad_full = torch.zeros_like(full)
             for j in range(K):
-                grad_full[:, j:j + T].addcmul_(grad, w[j])
+                grad_full[:, j : j + T].addcmul_(grad, w[j])
         if ctx.needs_input_grad[1]:
-            grad_w = torch.stack([(grad * full[:, j:j + T]).sum((0, 1)) for j in range(K)])  # (K, c)
+            grad_w = torch.stack([(grad * full[:, j : j + T]).sum((0, 1)) for j in range(K)])  # (K, c)
         if ctx.needs_input_grad[2]:
             grad_bias = grad.sum((0, 1))
         return grad_full, grad_w, grad_bias
@@ -62,4 +63,4 @@ class ShortConv(nn.Module):
         past = x.new_zeros(x.shape[0], K - 1, x.shape[2]) if state is None else state.to(x.dtype)
         full = torch.cat((past, x), dim=1)  # (B, K-1+T, c)
         w = self.conv.weight[:, 0, :].t()  # (K, c): w[j] multiplies x_{t-K+1+j}
-        return _ShiftedSum.apply(full, w.to(x.dtype), self.conv.bias.to(x.dtype)), full[:, full.shape[1] - (K - 1):]
+        return _ShiftedSum.apply(full, w.to(x.dtype), self.conv.bias.to(x.dtype)), full[:, full.shape[1] - (K - 1) :]

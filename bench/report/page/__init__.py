@@ -4,6 +4,7 @@ against state bytes and measured cost, a page per family, the bench cost rows an
 a cell read, with its per-example outcomes). Data flows one way: collect.py reads the folder
 through the tables' own build (bench/report/table_kind.py), html.py and svg.py turn that into
 text; nothing is fetched when the page is opened (styles, script and plots are inline)."""
+
 from __future__ import annotations
 
 import time
@@ -24,6 +25,12 @@ def build_report(out: Path, dest: Path, registry, tables: list[str] | None = Non
     report = collect(Path(out), registry, tables)
     text = render(report)
     write_atomic(Path(dest), text)
-    return {"path": Path(dest), "bytes": len(text.encode("utf-8")), "seconds": time.perf_counter() - start,
-            "tables": len(report.tables), "records": len(report.records), "families": len(report.families),
-            "cost_rows": len(report.cost_rows)}
+    return {
+        "path": Path(dest),
+        "bytes": len(text.encode("utf-8")),
+        "seconds": time.perf_counter() - start,
+        "tables": len(report.tables),
+        "records": len(report.records),
+        "families": len(report.families),
+        "cost_rows": len(report.cost_rows),
+    }

@@ -6,6 +6,7 @@ outcomes (bench.metrics.load_outcomes) packed one bit an example.
 
 Nothing here formats HTML (bench/report/page/html.py does); the numbers are the tables' own.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,6 +43,7 @@ def family_of(model: str) -> str:
 class RecordView:
     """One run record a cell read: its path under OUT, the record, and its outcomes per split
     ({split: (base64 of the packed correct bits, examples, correct)}; empty when not kept)."""
+
     id: str
     path: str
     rec: dict
@@ -59,14 +61,17 @@ class RecordView:
         registry = next((words[i + 1] for i, w in enumerate(words[:-1]) if w == "--registry"), None)
         registry = next((w.split("=", 1)[1] for w in words if w.startswith("--registry=")), registry)
         where = f"--registry {shlex.quote(registry)} " if registry else ""
-        return (f"bench {where}run --model {r['model']} --task {r['task']} --preset {r['preset']} --seed {r['seed']} "
-                f"{sets + ' ' if sets else ''}--out {out} --rerun")
+        return (
+            f"bench {where}run --model {r['model']} --task {r['task']} --preset {r['preset']} --seed {r['seed']} "
+            f"{sets + ' ' if sets else ''}--out {out} --rerun"
+        )
 
 
 @dataclass
 class CellView:
     """One cell of a table: the kind's CSV line (every key it carries), its row's model and
     family, and the ids of the records it read."""
+
     id: str
     line: dict
     row: str
@@ -82,6 +87,7 @@ class PairView:
     """One pair of cells a claim compares, with its own test (the one the claim's verdict combines):
     ``verdict`` holds (p < alpha), does not hold (its reverse p < alpha after Holm over the claim's
     pairs), inconclusive, or no test (fewer than 2 values a side, both cells at chance)."""
+
     better: str  # cell id
     better_label: str  # "row / column"
     than: str
@@ -98,6 +104,7 @@ class PairView:
 @dataclass
 class ClaimView:
     """One judged claim: the claims CSV line and its pairs of cells, each with its own test."""
+
     line: dict
     pairs: list[PairView]
     better: list[str]  # families on the side the claim says is better
@@ -107,6 +114,7 @@ class ClaimView:
 @dataclass
 class TableView:
     """One table as written under OUT/reproduce/ (its file stem), rebuilt from the records."""
+
     stem: str
     name: str
     title: str
@@ -163,8 +171,10 @@ def table_stems(out: Path, only: list[str] | None = None) -> list[Path]:
     for want in only:
         hits = [md for md in named if md.stem == want] or [md for md, name in named.items() if name == want]
         if not hits:
-            raise UserError(f"--tables: {want!r} is not a table written under {out}/reproduce (give a table name or a "
-                            f"file stem there, e.g. {next(iter(named), Path('rsa-table2')).stem})")
+            raise UserError(
+                f"--tables: {want!r} is not a table written under {out}/reproduce (give a table name or a "
+                f"file stem there, e.g. {next(iter(named), Path('rsa-table2')).stem})"
+            )
         found += [md for md in hits if md not in found]
     return found
 
@@ -183,8 +193,7 @@ def _outcome_bits(path: Path, rec: dict) -> dict:
     for split, arrays in outcomes.items():
         correct = np.asarray(arrays["correct"], dtype=bool)
         order = np.argsort(np.asarray(arrays["index"]), kind="stable")  # by the example's index in the split
-        packed[split] = (base64.b64encode(np.packbits(correct[order]).tobytes()).decode("ascii"), int(correct.size),
-                         int(correct.sum()))
+        packed[split] = (base64.b64encode(np.packbits(correct[order]).tobytes()).decode("ascii"), int(correct.size), int(correct.sum()))
     return packed
 
 
@@ -225,11 +234,18 @@ def _curves(table, cells: list[CellView], records: dict[str, RecordView]) -> dic
                         c[0], c[1] = c[0] + share * n, c[1] + n
     result = {}
     for task, by_task in curves.items():
-        lines = {row: {"x": sorted(sums), "y": [100.0 * sums[x][0] / sums[x][1] for x in sorted(sums)]}
-                 for row, sums in by_task["_sums"].items() if sums}
+        lines = {
+            row: {"x": sorted(sums), "y": [100.0 * sums[x][0] / sums[x][1] for x in sorted(sums)]}
+            for row, sums in by_task["_sums"].items()
+            if sums
+        }
         if lines:
-            result[task] = {**lines, "_splits": by_task["_splits"], "_metric": by_task["_metric"],
-                            "_chance": {x: 100.0 * s / n for x, (s, n) in by_task["_chance_sums"].items() if n}}
+            result[task] = {
+                **lines,
+                "_splits": by_task["_splits"],
+                "_metric": by_task["_metric"],
+                "_chance": {x: 100.0 * s / n for x, (s, n) in by_task["_chance_sums"].items() if n},
+            }
     return result
 
 
@@ -242,13 +258,31 @@ def _pair_tests(table, claim, pairs, built: dict, cost: bool) -> list[tuple[str,
     and the rule that combines them (stats.decide: a pair holds at p < ALPHA, is reversed at a
     Holm-adjusted reverse p < ALPHA over the claim's pairs)."""
     digits, scale = claims_mod.digits_of(table), 1.0 if table.unit == "min" else 100.0
-    tests = [claims_mod._judge_pair(p, claim, built.get("values", {}), built.get("depths") or {},
-                                    {} if cost else built.get("at_chance") or {}, {} if cost else built.get("outcomes") or {},
-                                    digits, scale, "timed repeats" if cost else "seeds")[0] for p in pairs]
+    tests = [
+        claims_mod._judge_pair(
+            p,
+            claim,
+            built.get("values", {}),
+            built.get("depths") or {},
+            {} if cost else built.get("at_chance") or {},
+            {} if cost else built.get("outcomes") or {},
+            digits,
+            scale,
+            "timed repeats" if cost else "seeds",
+        )[0]
+        for p in pairs
+    ]
     reverse = stats.holm([1.0 if t is None else t.p_reverse for t in tests])
-    return [("no test", None, None) if t is None else (stats.HOLDS, t, t.p) if t.p < stats.ALPHA
-            else (stats.FAILS, t, float(reverse[i])) if reverse[i] < stats.ALPHA else (stats.UNSURE, t, t.p)
-            for i, t in enumerate(tests)]
+    return [
+        ("no test", None, None)
+        if t is None
+        else (stats.HOLDS, t, t.p)
+        if t.p < stats.ALPHA
+        else (stats.FAILS, t, float(reverse[i]))
+        if reverse[i] < stats.ALPHA
+        else (stats.UNSURE, t, t.p)
+        for i, t in enumerate(tests)
+    ]
 
 
 def _claims(table, claims: dict | None, built: dict, cell_ids: dict) -> list[ClaimView]:
@@ -264,15 +298,29 @@ def _claims(table, claims: dict | None, built: dict, cell_ids: dict) -> list[Cla
     for claim, line in zip(used, claims["csv"]):
         pairs = [p for p in claim.comparisons if p.better in values and p.than in values]
         tested = _pair_tests(table, claim, pairs, built, table.kind == "cost")
-        views.append(ClaimView(
-            line=line,
-            pairs=[PairView(better=cell_ids.get(p.better, ""), better_label=" / ".join(p.better), than=cell_ids.get(p.than, ""),
-                            than_label=" / ".join(p.than), better_family=fam(p.better), than_family=fam(p.than), verdict=verdict,
-                            effect=None if t is None else t.effect, ci=None if t is None else tuple(t.ci), p=pv,
-                            ratio=claim.ratio_at_most is not None) for p, (verdict, t, pv) in zip(pairs, tested)],
-            better=sorted({fam(p.better) for p in pairs}),
-            than=sorted({fam(p.than) for p in pairs}),
-        ))
+        views.append(
+            ClaimView(
+                line=line,
+                pairs=[
+                    PairView(
+                        better=cell_ids.get(p.better, ""),
+                        better_label=" / ".join(p.better),
+                        than=cell_ids.get(p.than, ""),
+                        than_label=" / ".join(p.than),
+                        better_family=fam(p.better),
+                        than_family=fam(p.than),
+                        verdict=verdict,
+                        effect=None if t is None else t.effect,
+                        ci=None if t is None else tuple(t.ci),
+                        p=pv,
+                        ratio=claim.ratio_at_most is not None,
+                    )
+                    for p, (verdict, t, pv) in zip(pairs, tested)
+                ],
+                better=sorted({fam(p.better) for p in pairs}),
+                than=sorted({fam(p.than) for p in pairs}),
+            )
+        )
     return views
 
 
@@ -287,15 +335,19 @@ class RunIndex:
         self._tags: dict = {}
         found = sorted((Path(out) / "runs").glob("*/*/*/seed*.json"))
         if not found:
-            raise UserError(f"no run records under {out}/runs; give the results folder that holds them (e.g. --out results), "
-                            f"or train some (bench reproduce NAME --run --out {out})")
+            raise UserError(
+                f"no run records under {out}/runs; give the results folder that holds them (e.g. --out results), "
+                f"or train some (bench reproduce NAME --run --out {out})"
+            )
         for path in found:
             try:
                 self._records[path] = Record.read(path, required=("model", "task")).data
             except (RecordError, OSError) as exc:
                 problem = getattr(exc, "problem", None) or getattr(exc, "strerror", None) or type(exc).__name__
-                raise UserError(f"record {str(path)!r} cannot be read ({problem}); restore it (git checkout -- {path}) "
-                                "or remove it, then build the report again") from None
+                raise UserError(
+                    f"record {str(path)!r} cannot be read ({problem}); restore it (git checkout -- {path}) "
+                    "or remove it, then build the report again"
+                ) from None
             seed, _, tag = path.stem.removeprefix("seed").partition("-")
             if seed.isdigit():
                 self.paths.setdefault((path.parts[-4], path.parts[-3], path.parts[-2], tag), {})[int(seed)] = path
@@ -338,11 +390,16 @@ def _checks(table, stem: Path) -> dict:
         with open(path, newline="", encoding="utf-8") as f:
             lines = list(csv.DictReader(f))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise UserError(f"{path} cannot be read ({getattr(exc, 'strerror', None) or exc}); bench reproduce {table.name} "
-                        "writes it again") from None
+        raise UserError(
+            f"{path} cannot be read ({getattr(exc, 'strerror', None) or exc}); bench reproduce {table.name} writes it again"
+        ) from None
     headers = list(lines[0]) if lines else []
-    return {"headers": headers, "rows": [[line[h] for h in headers] for line in lines], "csv": lines,
-            "note": f"the checks as bench reproduce wrote them ({path}); bench reproduce {table.name} computes them again"}
+    return {
+        "headers": headers,
+        "rows": [[line[h] for h in headers] for line in lines],
+        "csv": lines,
+        "note": f"the checks as bench reproduce wrote them ({path}); bench reproduce {table.name} computes them again",
+    }
 
 
 def collect_table(md: Path, out: Path, registry, records: dict[str, RecordView], index: int, runs: RunIndex) -> TableView:
@@ -366,9 +423,15 @@ def collect_table(md: Path, out: Path, registry, records: dict[str, RecordView],
             continue
         cell_id = f"t{index}-c{i}"
         col = cols.get(line["column"])
-        cell = CellView(id=cell_id, line=line, row=line["row"], column=line["column"],
-                        model=row_model.get(line["row"], line.get("model", "")), task=col.task if col else None,
-                        split=col.split if col else None)
+        cell = CellView(
+            id=cell_id,
+            line=line,
+            row=line["row"],
+            column=line["column"],
+            model=row_model.get(line["row"], line.get("model", "")),
+            task=col.task if col else None,
+            split=col.split if col else None,
+        )
         if table.kind == "results" and col is not None and line["row"] in rows:
             for path, rec in _cell_records(table, rows[line["row"]], col, out, preset, own, line, runs, stale_runs):
                 key = str(path)
@@ -377,15 +440,31 @@ def collect_table(md: Path, out: Path, registry, records: dict[str, RecordView],
                 cell.records.append(records[key].id)
         cells.append(cell)
         cell_ids[line["row"], line["column"]] = cell_id
-    files = [str(p) for p in sorted(md.parent.glob(f"{md.stem}*")) if p.name.startswith(md.stem + ".") or
-             p.name.startswith(md.stem + "--claims") or p.name.startswith(md.stem + "--measured")]
-    view = TableView(stem=md.stem, name=table.name, title=table.title, kind=table.kind, preset=preset,
-                     unit=getattr(table, "unit", ""), command=command, note=built.get("note", ""),
-                     headers=list(built.get("headers") or []), rows=[list(r) for r in built.get("rows") or []],
-                     columns=table_columns(table), metrics={c.label: table.metric_of(c) for c in table.columns},
-                     row_labels=[(r.label, r.model) for r in table.rows], cells=cells,
-                     claims=_claims(table, claims, built, cell_ids), rule=(claims or {}).get("rule", ""), curves={},
-                     source_files=files)
+    files = [
+        str(p)
+        for p in sorted(md.parent.glob(f"{md.stem}*"))
+        if p.name.startswith(md.stem + ".") or p.name.startswith(md.stem + "--claims") or p.name.startswith(md.stem + "--measured")
+    ]
+    view = TableView(
+        stem=md.stem,
+        name=table.name,
+        title=table.title,
+        kind=table.kind,
+        preset=preset,
+        unit=getattr(table, "unit", ""),
+        command=command,
+        note=built.get("note", ""),
+        headers=list(built.get("headers") or []),
+        rows=[list(r) for r in built.get("rows") or []],
+        columns=table_columns(table),
+        metrics={c.label: table.metric_of(c) for c in table.columns},
+        row_labels=[(r.label, r.model) for r in table.rows],
+        cells=cells,
+        claims=_claims(table, claims, built, cell_ids),
+        rule=(claims or {}).get("rule", ""),
+        curves={},
+        source_files=files,
+    )
     if table.kind == "results":
         view.curves = _curves(table, cells, {v.id: v for v in records.values()})
     return view
@@ -403,11 +482,21 @@ def cost_rows(out: Path) -> list[dict]:
         header = data.get("header") if isinstance(data, dict) else None
         if not isinstance(header, dict) or not isinstance(data.get("rows"), list):
             continue
-        for i, row in enumerate(data["rows"]):
+        for row in data["rows"]:
             if isinstance(row, dict) and row.get("model") and row.get("status", "ok") == "ok":
-                rows.append({**row, "_file": str(path), "_id": f"k{len(rows)}", "_task": header.get("task"),
-                             "_preset": header.get("preset"), "_measurement": header.get("measurement"),
-                             "_device": header.get("device"), "_commit": header.get("commit"), "_date": header.get("date", "")})
+                rows.append(
+                    {
+                        **row,
+                        "_file": str(path),
+                        "_id": f"k{len(rows)}",
+                        "_task": header.get("task"),
+                        "_preset": header.get("preset"),
+                        "_measurement": header.get("measurement"),
+                        "_device": header.get("device"),
+                        "_commit": header.get("commit"),
+                        "_date": header.get("date", ""),
+                    }
+                )
     rows.sort(key=lambda r: r["_date"], reverse=True)
     return rows
 
@@ -420,8 +509,9 @@ def collect(out: Path, registry, only: list[str] | None = None) -> Report:
     runs = RunIndex(out)  # every record checked before anything is built
     mds = table_stems(out, only)
     if not mds:
-        raise UserError(f"no tables under {out}/reproduce (Markdown written by bench reproduce); write one with "
-                        f"bench reproduce NAME --out {out}")
+        raise UserError(
+            f"no tables under {out}/reproduce (Markdown written by bench reproduce); write one with bench reproduce NAME --out {out}"
+        )
     records: dict[str, RecordView] = {}
     tables, skipped = [], []
     for md in mds:
@@ -434,13 +524,30 @@ def collect(out: Path, registry, only: list[str] | None = None) -> Report:
     for md, why in skipped:
         warn(f"{md} left out of the report: {why}")
     families = sorted({family_of(c.model) for t in tables for c in t.cells if c.model})
-    return Report(out=str(out), tables=tables, records={v.id: v for v in records.values()}, cost_rows=cost_rows(out), families=families,
-                  skipped=skipped)
+    return Report(
+        out=str(out),
+        tables=tables,
+        records={v.id: v for v in records.values()},
+        cost_rows=cost_rows(out),
+        families=families,
+        skipped=skipped,
+    )
 
 
 def finite(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-__all__ = ["CellView", "ClaimView", "RecordView", "Report", "RunIndex", "TableView", "collect", "cost_rows", "family_of",
-           "finite", "table_stems"]
+__all__ = [
+    "CellView",
+    "ClaimView",
+    "RecordView",
+    "Report",
+    "RunIndex",
+    "TableView",
+    "collect",
+    "cost_rows",
+    "family_of",
+    "finite",
+    "table_stems",
+]

@@ -32,6 +32,7 @@ One module per task (``listops``, ``text``, ``retrieval``, ``image``) and per sh
 (byte tokens, the held-out validation, the ``FileTask`` base) and ``check`` (``bench data check``).
 Every name is imported from here, ``bench.tasks.lra``, as the registry's targets name the classes.
 """
+
 from __future__ import annotations
 
 from .check import CHECKABLE, FILE_TASKS, check_data
@@ -40,12 +41,36 @@ from .image import ArraysOnly, LRAImage
 from .layouts import ENV, PREFIXES, Found, Layout, file_stats, find_layout, locate
 from .listops import LRAListOps
 from .retrieval import LRARetrieval
-from .tfds import parse_example, read_tfds, tfrecords
 from .text import LRAText
+from .tfds import parse_example, read_tfds, tfrecords
 
-__all__ = ["ArraysOnly", "BYTE0", "BYTE_VOCAB", "CHECKABLE", "END", "ENV", "FILE_TASKS", "PREFIXES", "START", "FileTask", "Found",
-           "LRAImage", "LRAListOps", "LRARetrieval", "LRAText", "Layout", "check_data", "encode_bytes", "file_stats", "find_layout",
-           "holdout", "locate", "parse_example", "read_tfds", "tfrecords"]
+__all__ = [
+    "ArraysOnly",
+    "BYTE0",
+    "BYTE_VOCAB",
+    "CHECKABLE",
+    "END",
+    "ENV",
+    "FILE_TASKS",
+    "PREFIXES",
+    "START",
+    "FileTask",
+    "Found",
+    "LRAImage",
+    "LRAListOps",
+    "LRARetrieval",
+    "LRAText",
+    "Layout",
+    "check_data",
+    "encode_bytes",
+    "file_stats",
+    "find_layout",
+    "holdout",
+    "locate",
+    "parse_example",
+    "read_tfds",
+    "tfrecords",
+]
 
 # The data cache names a split by its task's class, module included (bench/data.py: fingerprint),
 # and the registry names these classes here: they keep this package as their module, as when it

@@ -1,4 +1,5 @@
 """``bench data check``: which layout of a task's files is under a folder, or what is missing."""
+
 from __future__ import annotations
 
 from ..base import TaskError

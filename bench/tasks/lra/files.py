@@ -1,6 +1,7 @@
 """What the LRA tasks that read your files share: byte tokens (3 + byte, between START and END),
 the validation held out of the training files, and ``FileTask``, their base (the data folder, its
 layout found, its files' sizes in the data cache's fingerprint)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,9 +24,11 @@ def holdout(n: int, fraction: float, seed: int, source: str) -> np.ndarray:
     seed); TaskError when validation or training would be left empty."""
     n_val = int(round(n * fraction))
     if not 0 < n_val < n:
-        raise TaskError(f"{source} holds {n} training examples; val_fraction={fraction:g} holds out {n_val} "
-                        f"for validation and leaves {n - n_val} for training, and each needs at least one "
-                        f"(supply more examples or change val_fraction)")
+        raise TaskError(
+            f"{source} holds {n} training examples; val_fraction={fraction:g} holds out {n_val} "
+            f"for validation and leaves {n - n_val} for training, and each needs at least one "
+            f"(supply more examples or change val_fraction)"
+        )
     val = np.zeros(n, dtype=bool)
     val[np.random.default_rng(seed).permutation(n)[:n_val]] = True
     return val
@@ -38,8 +41,7 @@ class FileTask(Task):
     layouts: tuple = ()
     name = "lra"
 
-    def __init__(self, data_dir: str | None = None, max_length: int = 4000,
-                 start_end: bool = True, data_seed: int = 1234):
+    def __init__(self, data_dir: str | None = None, max_length: int = 4000, start_end: bool = True, data_seed: int = 1234):
         super().__init__(data_seed)
         self.data_dir, self.max_length, self.start_end = data_dir, max_length, start_end
 
@@ -53,7 +55,7 @@ class FileTask(Task):
     def data_problem(self) -> str | None:
         """None when the task's files are found, else the one line saying what is missing."""
         try:
-            self.found
+            _ = self.found  # the property raises TaskError when a file is missing
         except TaskError as exc:
             return str(exc)
         return None

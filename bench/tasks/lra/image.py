@@ -1,5 +1,6 @@
 """``lra-image``: CIFAR-10 in grayscale, 1024 pixel tokens, read from the python release (its pickles
 unpickled as arrays only) or tfds' cifar10 shards."""
+
 from __future__ import annotations
 
 import io
@@ -18,8 +19,15 @@ class ArraysOnly(pickle.Unpickler):
     """CIFAR-10's python batches are pickles: read them as numpy arrays and plain values only, any
     other global (a class, a function: code the file could run) refused as UnpicklingError."""
 
-    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"), ("numpy", "ndarray"),
-               ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"), ("_codecs", "encode")}
+    ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("_codecs", "encode"),
+    }
 
     def find_class(self, module, name):
         if (module, name) in self.ALLOWED:
@@ -36,15 +44,20 @@ class LRAImage(FileTask):
     name = "lra-image"
     BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
     layouts = (
-        Layout("CIFAR-10 python release", {"train": tuple(f"cifar-10-batches-py/{b}" for b in BATCHES),
-                                           "test": ("cifar-10-batches-py/test_batch",)},
-               shown="cifar-10-batches-py/data_batch_1 .. data_batch_5, test_batch"),
-        Layout("tfds cifar10 (as LRA's scripts load it)", {"train": ("cifar10-train.tfrecord*",), "test": ("cifar10-test.tfrecord*",)},
-               bases=("cifar10/*",), shown="cifar10/<version>/cifar10-{train,test}.tfrecord*"),
+        Layout(
+            "CIFAR-10 python release",
+            {"train": tuple(f"cifar-10-batches-py/{b}" for b in BATCHES), "test": ("cifar-10-batches-py/test_batch",)},
+            shown="cifar-10-batches-py/data_batch_1 .. data_batch_5, test_batch",
+        ),
+        Layout(
+            "tfds cifar10 (as LRA's scripts load it)",
+            {"train": ("cifar10-train.tfrecord*",), "test": ("cifar10-test.tfrecord*",)},
+            bases=("cifar10/*",),
+            shown="cifar10/<version>/cifar10-{train,test}.tfrecord*",
+        ),
     )
 
-    def __init__(self, data_dir: str | None = None, val_fraction: float = 0.1,
-                 start_end: bool = True, data_seed: int = 1234):
+    def __init__(self, data_dir: str | None = None, val_fraction: float = 0.1, start_end: bool = True, data_seed: int = 1234):
         super().__init__(data_dir, 1026, start_end, data_seed)
         self.val_fraction = val_fraction
 
@@ -61,8 +74,10 @@ class LRAImage(FileTask):
             if data.ndim != 2 or data.shape[1] != 3072 or len(labels) != len(data):
                 raise ValueError(f"data {data.shape}, labels {labels.shape}")
         except (pickle.UnpicklingError, KeyError, ValueError, TypeError, EOFError) as e:
-            raise TaskError(f"{self.name}: {path}: not a CIFAR-10 python batch ({e!r}); expected "
-                            "a pickled dict with b'data' uint8 [N, 3072] and b'labels'") from None
+            raise TaskError(
+                f"{self.name}: {path}: not a CIFAR-10 python batch ({e!r}); expected "
+                "a pickled dict with b'data' uint8 [N, 3072] and b'labels'"
+            ) from None
         return data, labels
 
     def _read_tfds(self, files: list[Path]):
@@ -91,8 +106,11 @@ class LRAImage(FileTask):
         found = self.found
         data, labels = self._read(found, "test" if split == "test" else "train")
         if split != "test":
-            source = (f"{found.base / 'cifar-10-batches-py'}/data_batch_1..5" if found.layout is self.layouts[0]
-                      else f"{found.base}/cifar10-train.tfrecord*")
+            source = (
+                f"{found.base / 'cifar-10-batches-py'}/data_batch_1..5"
+                if found.layout is self.layouts[0]
+                else f"{found.base}/cifar10-train.tfrecord*"
+            )
             val = holdout(len(data), self.val_fraction, self.data_seed, f"{self.name}: {source}")
             keep = val if split == "val" else ~val
             data, labels = data[keep], labels[keep]
@@ -103,8 +121,7 @@ class LRAImage(FileTask):
         px = np.floor(gray * 255.5).clip(0, 255).astype(np.int16) + BYTE0  # (N, 1024)
         if self.start_end:
             n = len(px)
-            px = np.concatenate([np.full((n, 1), START, np.int16), px,
-                                 np.full((n, 1), END, np.int16)], 1)
+            px = np.concatenate([np.full((n, 1), START, np.int16), px, np.full((n, 1), END, np.int16)], 1)
         return {"tokens": px, "label": labels}
 
     def check(self, found):

@@ -1,6 +1,7 @@
 """Where an LRA task's files may sit under the folder you give: each task's accepted layouts
 (``Layout``), found at the folder itself or under the archive's / tfds' folders (``PREFIXES``), and
 the one-line error naming what is missing (``locate``)."""
+
 from __future__ import annotations
 
 import os
@@ -22,6 +23,7 @@ class Layout:
     """One way a task's files are laid out: glob patterns per role (train / val / test) relative
     to a base folder; ``bases`` are where that folder may be under a prefix (globs; ``<v>``-style
     version folders of tfds are globbed and the highest version is taken)."""
+
     name: str
     parts: dict
     bases: tuple = ("",)
@@ -34,6 +36,7 @@ class Layout:
 @dataclass(frozen=True)
 class Found:
     """A layout found complete: its base folder and the files of each role (sorted)."""
+
     layout: Layout
     base: Path
     files: dict
@@ -85,8 +88,10 @@ def locate(task: str, data_dir: str | None, layouts: tuple) -> Found:
     root = data_dir or os.environ.get(ENV)
     accepted = "; or ".join(_describe(lay) for lay in layouts)
     if not root:
-        raise TaskError(f"{task}: no data directory: set the task parameter data_dir or ${ENV} to the folder holding "
-                        f"{accepted} (check it with: bench data check --task {task} --root PATH)")
+        raise TaskError(
+            f"{task}: no data directory: set the task parameter data_dir or ${ENV} to the folder holding "
+            f"{accepted} (check it with: bench data check --task {task} --root PATH)"
+        )
     root = Path(root).expanduser()
     if not root.is_dir():
         raise TaskError(f"{task}: {root} is not a folder; give the folder holding {accepted} (data_dir or ${ENV})")
@@ -94,14 +99,18 @@ def locate(task: str, data_dir: str | None, layouts: tuple) -> Found:
     if found:
         return found
     if nearest is None:
-        raise TaskError(f"{task}: no files of it under {root} or its {', '.join(p for p in PREFIXES if p)}: expected {accepted} "
-                        f"(set data_dir or ${ENV} to the folder holding them)")
+        raise TaskError(
+            f"{task}: no files of it under {root} or its {', '.join(p for p in PREFIXES if p)}: expected {accepted} "
+            f"(set data_dir or ${ENV} to the folder holding them)"
+        )
     layout, base, missing = nearest
-    raise TaskError(f"{task}: missing {', '.join(missing)} in {base} (the rest of the {layout.name} is there; "
-                    f"accepted: {accepted})")
+    raise TaskError(f"{task}: missing {', '.join(missing)} in {base} (the rest of the {layout.name} is there; accepted: {accepted})")
 
 
 def file_stats(files: list[Path]) -> dict:
     """Count, sizes and latest mtime of the input files, so a changed file invalidates the cache."""
-    return {"n_files": len(files), "bytes": sum(p.stat().st_size for p in files),
-            "mtime": max((p.stat().st_mtime for p in files), default=0)}
+    return {
+        "n_files": len(files),
+        "bytes": sum(p.stat().st_size for p in files),
+        "mtime": max((p.stat().st_mtime for p in files), default=0),
+    }

@@ -1,4 +1,5 @@
 """``lra-listops``: ListOps at LRA's settings, generated, or read from the release's files when given ``data_dir``."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,16 +18,28 @@ class LRAListOps(ListOps):
     with ``data_dir`` (never $BENCH_LRA_DIR: the generated task stays generated) the release's
     own files instead, every example of them (the n_* sizes and lengths then do not apply)."""
 
-    layouts = (Layout("LRA ListOps files", {"train": ("basic_train.tsv",), "val": ("basic_val.tsv",), "test": ("basic_test.tsv",)},
-                      bases=("", "listops-1000", "listops"),
-                      shown="basic_{train,val,test}.tsv in the folder, in listops-1000/ (the archive's) "
-                            "or in listops/ (where the scripts' dataset_setup.sh moves them)"),)
+    layouts = (
+        Layout(
+            "LRA ListOps files",
+            {"train": ("basic_train.tsv",), "val": ("basic_val.tsv",), "test": ("basic_test.tsv",)},
+            bases=("", "listops-1000", "listops"),
+            shown="basic_{train,val,test}.tsv in the folder, in listops-1000/ (the archive's) "
+            "or in listops/ (where the scripts' dataset_setup.sh moves them)",
+        ),
+    )
 
-    def __init__(self, n_train: int = 96000, n_val: int = 2000, n_test: int = 2000,
-                 min_len: int = 500, max_len: int = 2000, data_dir: str | None = None,
-                 start_end: bool = True, data_seed: int = 1234):
-        super().__init__(n_train, n_val, n_test, test_splits=["test"], start_end=start_end,
-                         data_seed=data_seed)
+    def __init__(
+        self,
+        n_train: int = 96000,
+        n_val: int = 2000,
+        n_test: int = 2000,
+        min_len: int = 500,
+        max_len: int = 2000,
+        data_dir: str | None = None,
+        start_end: bool = True,
+        data_seed: int = 1234,
+    ):
+        super().__init__(n_train, n_val, n_test, test_splits=["test"], start_end=start_end, data_seed=data_seed)
         if not 1 <= min_len <= max_len:
             raise TaskError(f"lra-listops: lengths need 1 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
         self.min_len, self.max_len, self.data_dir = min_len, max_len, data_dir
@@ -82,8 +95,11 @@ class LRAListOps(ListOps):
         if not rows:
             raise TaskError(f"lra-listops: {path} holds no examples")
         wrap = (lambda t: np.concatenate([[START], t, [END]]).astype(np.int16)) if self.start_end else (lambda t: t)
-        return {"tokens": [wrap(t) for t, _ in rows], "label": np.asarray([y for _, y in rows], dtype=np.int64),
-                "length": np.asarray([len(t) for t, _ in rows], dtype=np.int64)}
+        return {
+            "tokens": [wrap(t) for t, _ in rows],
+            "label": np.asarray([y for _, y in rows], dtype=np.int64),
+            "length": np.asarray([len(t) for t, _ in rows], dtype=np.int64),
+        }
 
     def check(self, found: Found) -> str:
         for role in ("train", "val", "test"):

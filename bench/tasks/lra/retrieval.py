@@ -1,4 +1,5 @@
 """``lra-retrieval``: AAN document matching, pairs of byte sequences read from the release's pair files."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,9 +16,15 @@ class LRARetrieval(FileTask):
     num_classes = 2
     name = "lra-retrieval"
     FILES = {"train": "new_aan_pairs.train.tsv", "val": "new_aan_pairs.eval.tsv", "test": "new_aan_pairs.test.tsv"}
-    layouts = (Layout("AAN pairs", {role: (name,) for role, name in FILES.items()}, bases=("", "tsv_data", "aan"),
-                      shown="new_aan_pairs.{train,eval,test}.tsv in the folder, in tsv_data/ (the archive's) "
-                            "or in aan/ (where the scripts' dataset_setup.sh moves them)"),)
+    layouts = (
+        Layout(
+            "AAN pairs",
+            {role: (name,) for role, name in FILES.items()},
+            bases=("", "tsv_data", "aan"),
+            shown="new_aan_pairs.{train,eval,test}.tsv in the folder, in tsv_data/ (the archive's) "
+            "or in aan/ (where the scripts' dataset_setup.sh moves them)",
+        ),
+    )
 
     @property
     def vocab(self):
@@ -34,16 +41,19 @@ class LRARetrieval(FileTask):
                     continue  # tolerate a header line
                 try:
                     if len(cols) == 3:
-                        raise ValueError("3 tab-separated fields: this file holds ids only (label, id1, id2), as the "
-                                         "bucket's aan/*.only_ids.tsv; the texts are in lra_release/tsv_data/new_aan_pairs.*.tsv")
+                        raise ValueError(
+                            "3 tab-separated fields: this file holds ids only (label, id1, id2), as the "
+                            "bucket's aan/*.only_ids.tsv; the texts are in lra_release/tsv_data/new_aan_pairs.*.tsv"
+                        )
                     if len(cols) != 5:
                         raise ValueError(f"{len(cols)} tab-separated fields, expected 5")
                     label = int(float(cols[0]))
                     if label not in (0, 1):
                         raise ValueError(f"label {label} not in {{0, 1}}")
                 except ValueError as e:
-                    raise TaskError(f"{self.name}: {path}:{n}: malformed line ({e}); format: "
-                                    "label<TAB>id1<TAB>id2<TAB>text1<TAB>text2") from None
+                    raise TaskError(
+                        f"{self.name}: {path}:{n}: malformed line ({e}); format: label<TAB>id1<TAB>id2<TAB>text1<TAB>text2"
+                    ) from None
                 yield label, cols[3], cols[4]
 
     def generate(self, split, rng):

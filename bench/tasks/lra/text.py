@@ -1,4 +1,5 @@
 """``lra-text``: IMDB sentiment from raw bytes, read from the aclImdb release or tfds' imdb_reviews shards."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,16 +17,22 @@ class LRAText(FileTask):
     num_classes = 2
     name = "lra-text"
     layouts = (
-        Layout("aclImdb release", {"train": ("aclImdb/train/pos/*.txt", "aclImdb/train/neg/*.txt"),
-                                   "test": ("aclImdb/test/pos/*.txt", "aclImdb/test/neg/*.txt")},
-               shown="aclImdb/{train,test}/{pos,neg}/*.txt"),
-        Layout("tfds imdb_reviews (as LRA's scripts load it)",
-               {"train": ("imdb_reviews-train.tfrecord*",), "test": ("imdb_reviews-test.tfrecord*",)},
-               bases=("imdb_reviews/plain_text/*",), shown="imdb_reviews/plain_text/<version>/imdb_reviews-{train,test}.tfrecord*"),
+        Layout(
+            "aclImdb release",
+            {"train": ("aclImdb/train/pos/*.txt", "aclImdb/train/neg/*.txt"), "test": ("aclImdb/test/pos/*.txt", "aclImdb/test/neg/*.txt")},
+            shown="aclImdb/{train,test}/{pos,neg}/*.txt",
+        ),
+        Layout(
+            "tfds imdb_reviews (as LRA's scripts load it)",
+            {"train": ("imdb_reviews-train.tfrecord*",), "test": ("imdb_reviews-test.tfrecord*",)},
+            bases=("imdb_reviews/plain_text/*",),
+            shown="imdb_reviews/plain_text/<version>/imdb_reviews-{train,test}.tfrecord*",
+        ),
     )
 
-    def __init__(self, data_dir: str | None = None, max_length: int = 4000,
-                 val_fraction: float = 0.1, start_end: bool = True, data_seed: int = 1234):
+    def __init__(
+        self, data_dir: str | None = None, max_length: int = 4000, val_fraction: float = 0.1, start_end: bool = True, data_seed: int = 1234
+    ):
         super().__init__(data_dir, max_length, start_end, data_seed)
         self.val_fraction = val_fraction
 
@@ -57,13 +64,17 @@ class LRAText(FileTask):
             val = holdout(len(texts), self.val_fraction, self.data_seed, f"{self.name}: {source}")
             keep = val if split == "val" else ~val
         idx = np.flatnonzero(keep)
-        return {"tokens": [encode_bytes(texts[i], self.max_length, self.start_end) for i in idx],
-                "label": np.asarray(labels, dtype=np.int64)[idx]}
+        return {
+            "tokens": [encode_bytes(texts[i], self.max_length, self.start_end) for i in idx],
+            "label": np.asarray(labels, dtype=np.int64)[idx],
+        }
 
     def check(self, found):
         if found.layout is self.layouts[0]:
-            counts = {part: sum(len(list((found.base / "aclImdb" / part / pol).glob("*.txt"))) for pol in ("pos", "neg"))
-                      for part in ("train", "test")}
+            counts = {
+                part: sum(len(list((found.base / "aclImdb" / part / pol).glob("*.txt"))) for pol in ("pos", "neg"))
+                for part in ("train", "test")
+            }
             return f"train {counts['train']} reviews, test {counts['test']}"
         for part in ("train", "test"):
             check_first_record(self.name, found.files[part][0], ("text", "label"), "tfds' imdb_reviews shards")

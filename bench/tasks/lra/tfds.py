@@ -1,5 +1,6 @@
 """tfds' prepared shards read without TensorFlow: TFRecord framing, the protobuf wire format of a
 tf.train.Example, and the named features of every Example in a task's shard files."""
+
 from __future__ import annotations
 
 import struct
@@ -43,12 +44,12 @@ def _fields(buf: bytes):
         if wire == 0:
             value, i = _varint(buf, i)
         elif wire == 1:
-            value, i = buf[i:i + 8], i + 8
+            value, i = buf[i : i + 8], i + 8
         elif wire == 2:
             n, i = _varint(buf, i)
-            value, i = buf[i:i + n], i + n
+            value, i = buf[i : i + n], i + n
         elif wire == 5:
-            value, i = buf[i:i + 4], i + 4
+            value, i = buf[i : i + 4], i + 4
         else:
             raise ValueError(f"protobuf wire type {wire} not supported")
         yield number, wire, value
@@ -94,8 +95,7 @@ def check_first_record(task: str, path: Path, features: tuple[str, ...], expecte
         for name in features:
             ex[name][0]
     except (ValueError, KeyError, IndexError):
-        raise TaskError(f"{task}: {path}: its first record is not an Example with {' and '.join(features)}; "
-                        f"expected {expected}") from None
+        raise TaskError(f"{task}: {path}: its first record is not an Example with {' and '.join(features)}; expected {expected}") from None
 
 
 def read_tfds(files: list[Path], features: tuple[str, ...], task: str) -> dict:
@@ -109,6 +109,8 @@ def read_tfds(files: list[Path], features: tuple[str, ...], task: str) -> dict:
                     (value,) = ex[f]
                     cols[f].append(value)
             except (ValueError, KeyError, IndexError) as e:
-                raise TaskError(f"{task}: {path}: record {n} is not a tfds Example with {', '.join(features)} "
-                                f"({type(e).__name__}: {e}); expected tfds' own shard files") from None
+                raise TaskError(
+                    f"{task}: {path}: record {n} is not a tfds Example with {', '.join(features)} "
+                    f"({type(e).__name__}: {e}); expected tfds' own shard files"
+                ) from None
     return cols
