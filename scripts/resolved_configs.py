@@ -2,7 +2,9 @@
 the before / after check of a change to the registry, the presets or the resolution.
 
     python scripts/resolved_configs.py --save OUT.json          # this tree (PYTHONPATH picks the tree)
-    python scripts/resolved_configs.py --compare A.json B.json  # exit 1 on a difference, naming each
+    python scripts/resolved_configs.py --compare A.json B.json  # exit 1 on a changed or lost setting, naming each
+
+A setting only the second tree has (a parameter added with its default) is listed, not a difference.
 
 Each (model, task, preset) maps to the config a run record holds (``RunConfig.public()``), or to
 ``refused: <the one line>`` where bench refuses the pairing (causality, a size the family cannot take).
@@ -33,13 +35,36 @@ def snapshot() -> dict:
     return out
 
 
-def compare(a: dict, b: dict) -> list[str]:
+def _flat(value, prefix: str = "") -> dict:
+    if isinstance(value, dict):
+        out = {}
+        for key, inner in value.items():
+            out.update(_flat(inner, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): value}
+
+
+def compare(a: dict, b: dict) -> tuple[list[str], list[str]]:
+    """(differences, notes): a pairing only on one side, a setting whose value changed or that the
+    second lost are differences; a setting only the second has (a parameter added with its default,
+    which records made before it skip: bench/records.py config_changes) is a note, counted per key."""
     lines = [f"only in the first: {k}" for k in sorted(set(a) - set(b))]
     lines += [f"only in the second: {k}" for k in sorted(set(b) - set(a))]
+    added: dict[str, int] = {}
     for key in sorted(set(a) & set(b)):
-        if a[key] != b[key]:
-            lines.append(f"differs: {key}\n  first:  {json.dumps(a[key], sort_keys=True)}\n  second: {json.dumps(b[key], sort_keys=True)}")
-    return lines
+        if isinstance(a[key], str) or isinstance(b[key], str):
+            if a[key] != b[key]:
+                lines.append(f"differs: {key}: {str(a[key])[:200]} -> {str(b[key])[:200]}")
+            continue
+        fa, fb = _flat(a[key]), _flat(b[key])
+        changed = [f"{k} {fa[k]!r} -> {fb[k]!r}" for k in sorted(fa.keys() & fb.keys()) if fa[k] != fb[k]]
+        changed += [f"{k} {fa[k]!r} -> (gone)" for k in sorted(fa.keys() - fb.keys())]
+        if changed:
+            lines.append(f"differs: {key}: " + "; ".join(changed))
+        for k in fb.keys() - fa.keys():
+            added[f"{k}={fb[k]!r}"] = added.get(f"{k}={fb[k]!r}", 0) + 1
+    notes = [f"added: {k} in {n} pairing(s)" for k, n in sorted(added.items())]
+    return lines, notes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,8 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(data)} pairings ({refused} refused) -> {args.save}")
         return 0
     first, second = (json.load(open(p)) for p in args.compare)
-    lines = compare(first, second)
-    print("\n".join(lines) if lines else f"identical: {len(first)} pairings")
+    lines, notes = compare(first, second)
+    print("\n".join([*lines, *notes]))
+    if not lines:
+        print(f"identical: {len(first)} pairings" + (f" (settings added: {len(notes)})" if notes else ""))
     return 1 if lines else 0
 
 
