@@ -60,7 +60,7 @@ def _with_majority(split_metrics: dict, share: float) -> dict:
 
 
 def task_class(task_config: dict):
-    """The task class a record names (records made before issue 28 name ``tasks.x:X``, now ``bench.tasks.x:X``)."""
+    """The task class a record names (records made before the move to bench/ name ``tasks.x:X``, now ``bench.tasks.x:X``)."""
     target = task_config["target"]
     return import_task_class("bench." + target if target.startswith("tasks.") else target, f"tasks.{task_config['name']}")
 

@@ -1,8 +1,8 @@
-"""The inputs of issues 44 and 60 as a before/after battery: each case runs `bench ...` in a fresh
+"""The bad-input audits' cases as a before/after battery: each case runs `bench ...` in a fresh
 clone of a code tree (PYTHONPATH=that tree), and its exit status, stderr line count, first stderr
 line and the files it left (git status of the clone, ignored files included) are written as a
 Markdown table.  python scripts/input_battery.py CODE_TREE LABEL > table.md
-(BATTERY_ONLY='r5:' runs issue 60's round five only; a case named "PY ..." runs Python code, as a
+(BATTERY_ONLY='r5:' runs round five only; a case named "PY ..." runs Python code, as a
 user of the library would, printing the exception's type and message as its one stderr line.)"""
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ CASES = [
     ("generate --tokens 1000000000", ["generate", RECORD, "--prompt", "s1 s2 <sep>", "--tokens", "1000000000"], {}),
 ]
 
-# ---- issue 60, round five: outcomes files, a huge registry, --budget/--at, table YAML, honest defaults ----
+# ---- round five: outcomes files, a huge registry, --budget/--at, table YAML, honest defaults ----
 import numpy as np  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""No host synchronisation in the models' forward and backward (issue 15), checked on the CPU.
+"""No host synchronisation in the models' forward and backward, checked on the CPU.
 
 Two complementary checks, on tiny models and a padded batch:
 * ``torch._dynamo.explain`` traces the forward as torch.compile would: every ``.item()``,

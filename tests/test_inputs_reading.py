@@ -218,7 +218,7 @@ def test_a_record_hand_edited_to_another_width_is_one_line(parity_run, capsys, t
     assert not list(copy.with_suffix("").glob("eval*.json"))
 
 
-# ---- outcomes files and a missing checkpoint (round five, issue 60) -------------------------------
+# ---- outcomes files and a missing checkpoint (round five) -------------------------------
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Streaming through the harness (issue 26): ``bench eval --stream`` gives the batched metrics,
+"""Streaming through the harness: ``bench eval --stream`` gives the batched metrics,
 ``bench generate`` is greedy decoding of the forward and refuses bad input, the worked
 add-a-model example (docs/adding-a-model.md) streams, and ``bench list`` shows which models stream.
 

@@ -1,4 +1,4 @@
-"""bench tune's workers end with the command (issue: a killed tune leaves no worker): a SIGKILL of
+"""bench tune's workers end with the command: a SIGKILL of
 the command's process group, or of the command alone, leaves no worker running; SIGTERM stops
 every worker after a checkpoint and the command's last line counts what was written."""
 

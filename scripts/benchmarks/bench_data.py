@@ -1,6 +1,6 @@
 """Benchmark of data generation: generate + cache, then reload, every synthetic task's splits.
 
-Goal (issue 5): each synthetic task generated and cached in under 60 s and reloaded from the
+Goal: each synthetic task generated and cached in under 60 s and reloaded from the
 cache in under 5 s on 2 CPU cores, at `paper` size. Uses the harness's own cache path
 (bench.data.load_split), so "reload" measures what a run does: load the Hugging Face dataset
 from disk and materialise its numpy columns (bench.data.SplitData).

@@ -1,4 +1,4 @@
-"""Speed of the matrix-state recurrences (issue 59, item 5), as ratios measured in one run:
+"""Speed of the matrix-state recurrences, as ratios measured in one run:
 
     OMP_NUM_THREADS=1 nice python scripts/benchmarks/linear_recurrence_speed.py --out results/linear_recurrence_speed.md
 

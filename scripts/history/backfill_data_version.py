@@ -4,7 +4,7 @@ A record's ``config.task.version`` says which version of its task's generator ma
 (``Task.version``; a bump means other data, so ``bench compare --run`` / ``bench reproduce --run``
 retrain records of an older version). Records written before that field existed lack it and
 count as version "1". This script reads the version each such record was really made with from
-the task's source file *at the record's own commit* (``git show <commit>:bench/tasks/<module>.py``, ``tasks/<module>.py`` before issue 28):
+the task's source file *at the record's own commit* (``git show <commit>:bench/tasks/<module>.py``, ``tasks/<module>.py`` before the move to bench/):
 the one ``version = "N"`` assignment there, or "1" when the file has none. Records whose commit
 is unknown, not a fixed revision, or lacks the file (made from uncommitted code) are left alone,
 and so are files with several different versions.
@@ -29,11 +29,11 @@ VERSION = re.compile(r'^\s+version(?:\s*:\s*ClassVar\[str\])?\s*=\s*"([^"]+)"', 
 
 def version_at(commit: str, target: str, cache: dict) -> str | None:
     """The generator version of ``target`` ('bench.tasks.logic:LogicalInference', or 'tasks.logic:...'
-    in records made before issue 28) at ``commit``; None if unknown."""
+    in records made before the move to bench/) at ``commit``; None if unknown."""
     module = target.partition(":")[0]
     key = (commit, module)
     if key not in cache:
-        # the task packages moved from tasks/ to bench/tasks/ (issue 28): a commit has one or the other
+        # the task packages moved from tasks/ to bench/tasks/: a commit has one or the other
         short = module.removeprefix("bench.")
         for path in (f"{short.replace('.', '/')}.py", f"bench/{short.replace('.', '/')}.py"):
             shown = subprocess.run(["git", "show", f"{commit}:{path}"], capture_output=True, text=True)

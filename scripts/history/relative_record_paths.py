@@ -1,4 +1,4 @@
-"""One-off migration (issue 29): run records that name absolute paths of the machine they ran on
+"""One-off migration: run records that name absolute paths of the machine they ran on
 are rewritten to name none, and nothing else in them changes.
 
 - ``checkpoint``: relative to the record's folder (``seed0/ckpt/best.ckpt``), as bench writes it

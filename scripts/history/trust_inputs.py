@@ -1,4 +1,4 @@
-"""The bad inputs and surprises of issue 29, each run as a new user would (`python -m bench ...` in a
+"""The bad inputs and surprises of the first trust audit, each run as a new user would (`python -m bench ...` in a
 fresh output folder), as a table: exit status, first line of output, files left in the output
 folder. Run it once per checkout to compare (the code under test is the one in REPO):
 
