@@ -4,6 +4,7 @@
 # make lint  : ruff's checks and its formatter's --check over the tree (pyproject.toml [tool.ruff]); CI runs it
 # make format : ruff's import sorting and safe fixes, then its formatter (pre-commit does the same: .pre-commit-config.yaml)
 # make test-fast : the suite without the tests marked slow (-m "not slow"), for the edit loop
+# make test-family NAME=gla : every check model NAME must pass (its conformance cases, its own test file); test-task NAME=parity: a task's
 # make report : the committed results as one offline web page, .cache/report.html (bench report; open it in a browser)
 # make wheel-smoke : build the wheel, install it in a fresh venv outside the checkout, run bench from it (CI runs it too)
 # GPU machines: install your CUDA torch build into .venv first, then `make setup TORCH=`;
@@ -18,7 +19,7 @@ PYTEST_ARGS ?=
 PYTEST_JOBS ?= 2
 XDIST := $(if $(filter 0,$(PYTEST_JOBS)),-p no:xdist,-n $(PYTEST_JOBS) --dist loadfile)
 
-.PHONY: setup demo docs lint format test test-fast report wheel-smoke gpu-check bench-overhead clean-cache
+.PHONY: setup demo docs lint format test test-fast test-family test-task report wheel-smoke gpu-check bench-overhead clean-cache
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -51,6 +52,15 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
+
+# one unit's checks: the conformance cases of registry entry NAME and its own test files (tests/conftest.py: --family / --task)
+test-family: setup
+	$(if $(NAME),,$(error give the model: make test-family NAME=<a name from bench list>))
+	$(BIN)/python -m pytest $(XDIST) --family $(NAME) $(PYTEST_ARGS)
+
+test-task: setup
+	$(if $(NAME),,$(error give the task: make test-task NAME=<a name from bench list>))
+	$(BIN)/python -m pytest $(XDIST) --task $(NAME) $(PYTEST_ARGS)
 
 report: setup
 	$(BIN)/bench report --out results --to .cache/report.html

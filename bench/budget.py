@@ -305,7 +305,7 @@ def run_overrides(width: Width, overrides: list[str] | None) -> list[str]:
 def load(out: Path, widths: list[Width], preset: str, overrides: list[str] | None) -> dict:
     """{(label, task): [record, ...]} of every width's runs."""
     from .records import overrides_tag
-    from .report.leaderboard import load_records
+    from .report.cells import load_records
 
     found = {}
     for w in widths:
@@ -404,14 +404,14 @@ def state_column(registry, records: dict, models: list[str], task: str, preset: 
     """`bench compare --state`: the header and one cell per model, the bytes of its streaming state
     after the task's longest test length, from its records' ``stream_state`` (measured now, at the
     registry's settings, for records made before it was recorded: marked *)."""
-    from .cost.state import model_state
-
     cells, lengths = [], set()
     for model in models:
         recs = [r for r in records.get((model, task), []) if r.get("status") == "ok"]
         state = next((r["stream_state"] for r in recs if isinstance(r.get("stream_state"), dict)), None)
         mark = ""
         if state is None and recs:
+            from .cost.state import model_state  # the model is built only for a record that lacks its state
+
             state, mark = model_state(registry, model, task, preset, overrides), " *"
         if state is None:
             cells.append("—")

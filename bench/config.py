@@ -3,8 +3,10 @@ knows where it came from (`bench explain` prints them).
 
 Precedence, lowest first; each later source replaces a value (nested dicts merge key by key;
 bench/spec.py:layer is the merge, the resolve_* functions below list each section's sources):
-  model:  constructor default < base entry B (the most general base first) < registry entry M
+  model:  constructor default, every backbone's default (BACKBONE_SETTINGS: init, dropout_at, faithful)
+          < base entry B (the most general base first) < registry entry M
           < preset E.P.model (keys the model class accepts)
+          < adapted: what M's class maps from the sizes so far (Backbone.adapt, e.g. RSA kinds from n_heads)
           < preset E.P.family.F (F: M's bases, the most general first, then M itself) < --set model.*
   data:   constructor default < base entry B < registry entry T < preset E.P.data < --set data.*
   train:  TRAIN_DEFAULTS < preset E.P.train
@@ -54,7 +56,7 @@ from .schema import (
     suggest,
     type_problem,
 )
-from .spec import DEFAULT, ModelSpec, TaskSpec, flat, layer
+from .spec import BACKBONE_DEFAULT, DEFAULT, ModelSpec, TaskSpec, flat, layer
 
 Optimizer = Literal["adamw", "adam"]
 Schedule = Literal["constant", "linear", "cosine", "inverse_sqrt", "step"]
@@ -398,7 +400,9 @@ def resolve_task(registry: Registry, task: str, preset: str, overrides: dict, sw
     values, sources = layer([(DEFAULT, _defaults(accepted)), *written, ("--set", given)])
     for key, default in accepted.items():
         if key not in values and default is inspect.Parameter.empty:
-            raise UserError(f"task {task!r}: parameter {key!r} has no default; set it in registry.yaml or with --set data.{key}=...")
+            raise UserError(
+                f"task {task!r}: parameter {key!r} has no default; set it in the task's entry (params or a preset's data) or with --set data.{key}=..."
+            )
     check_data({k: v for k, v in values.items() if k in accepted}, sources)
     return TaskSpec(task, entry["target"], cls, values, preset, sources)
 
@@ -422,6 +426,7 @@ def resolve_model(registry: Registry, model: str, task: TaskSpec | None, overrid
     entry = registry.model_entry(model)
     cls = import_model_class(entry["target"], f"models.{model}")
     accepted = {**constructor_params(cls), **BACKBONE_SETTINGS}
+    defaults = [(DEFAULT, _defaults(constructor_params(cls))), (BACKBONE_DEFAULT, BACKBONE_SETTINGS)]
     bad = set(entry["params"]) - set(accepted) - {"causal"}
     if bad:
         raise UserError(f"registry model {model!r}: params {', '.join(sorted(bad))} not accepted by {entry['target']}")
@@ -441,14 +446,18 @@ def resolve_model(registry: Registry, model: str, task: TaskSpec | None, overrid
     ]
     for source, values in written:
         check_overrides("model", {k: v for k, v in (values or {}).items() if k != "causal"}, accepted, f"model {model!r}", source)
-    params, sources = layer([(DEFAULT, _defaults(accepted)), *written])
+    params, sources = layer([*defaults, *written])
+    adapted = [(f"adapted to {a.to} by {cls.__name__}", a.values) for a in cls.adapt(params, task.values if task is not None else {})]
+    if adapted:  # the family's own values for the generic sizes, under the preset's family values and --set
+        written[-1 - len(families) : -1 - len(families)] = adapted
+        params, sources = layer([*defaults, *written])
     for key, allowed in (("faithful", FAITHFUL), ("init", MODEL_INITS), ("dropout_at", DROPOUT_PLACES)):
         if params[key] not in allowed:
             raise UserError(f"model.{key}={params[key]!r} ({sources.get(key, DEFAULT)}): choose one of {', '.join(allowed)}")
     if params["faithful"] == "reference":  # the one switch: every reference option the model takes, under --set
-        switch = {k: v for k, v in REFERENCE_OPTIONS.items() if k in accepted}
+        switch = {k: v for k, v in {**REFERENCE_OPTIONS, **cls.reference_options}.items() if k in accepted}
         label = f"model.faithful=reference ({sources['faithful']})"
-        params, sources = layer([(DEFAULT, _defaults(accepted)), *written[:-1], (label, switch), written[-1]])
+        params, sources = layer([*defaults, *written[:-1], (label, switch), written[-1]])
     check_domains("model", params, sources, MODEL_DOMAIN)
     explicit, explicit_source = params.pop("causal", None), sources.pop("causal", None)
     task_cls = task.cls if task is not None else None

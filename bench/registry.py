@@ -1,4 +1,4 @@
-"""registry.yaml: the only place where names meet classes.
+"""The registry: the only place where names meet classes.
 
 Entries may inherit (``base: other``): target, params, description and presets are taken
 from the base and deep-merged with the entry's own. Names starting with "_" are abstract.
@@ -6,7 +6,8 @@ Unknown names fail with the valid ones and a "did you mean".
 
 The registry is layered, later layers extending earlier ones:
 
-1. the shipped one, ``bench/registry.yaml`` (package data, read with importlib.resources);
+1. the shipped one (package data, read with importlib.resources): ``bench/registry.yaml``'s models
+   and the tasks' files beside their modules, ``bench/tasks/**/*.yaml`` (``tasks:`` only; path order);
 2. plugin registries: every entry point of the group ``bench.registries`` (``BENCH_NO_PLUGINS=1``
    skips them). The entry point names a module (its package's ``registry.yaml`` is read) or an
    object: a mapping, a path to a YAML file, or a callable returning either;
@@ -17,6 +18,9 @@ The registry is layered, later layers extending earlier ones:
 A layer's entries are added to the sections (``models:``, ``tasks:``; either may be missing);
 an entry with the name of an earlier one replaces it whole. ``base:`` may name an entry of any
 layer, so a variant of a shipped model is ``{base: transformer, params: {...}}`` under a new name.
+A plugin's or user's task entry without presets takes the entry of its name from the task file
+beside its target's module, when there is one (``module_task_file``): a task outside bench is its
+module and that file, as bench's own are.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from .schema import Schema, load_yaml, suggest
 
 #: the shipped registry (package data; bench is installed as files, never zipped)
 DEFAULT_REGISTRY = Path(str(importlib.resources.files(__package__).joinpath("registry.yaml")))
+#: the shipped tasks' entries and presets: a YAML file beside each task's module, ``tasks:`` only
+TASKS_DIR = DEFAULT_REGISTRY.parent / "tasks"
 ENTRY_POINT_GROUP = "bench.registries"
 NO_PLUGINS_ENV = "BENCH_NO_PLUGINS"
 #: bench's own packages that were once top-level packages (an old target: ``models.xl:TransformerXL``)
@@ -228,22 +234,17 @@ def _what(obj) -> str:
 #: settings every backbone takes besides its constructor's parameters, applied after it is built
 #: (bench/runner/build.py): ``init``, the parameter initialisation (bench/models/layers/init.py)
 #: and ``dropout_at``, where the feed-forwards' dropout sits (the same file's ``place_dropout``);
-#: ``faithful``: the one switch selecting every option of REFERENCE_OPTIONS (bench/config.py: resolve_model)
+#: ``faithful``: the one switch selecting REFERENCE_OPTIONS and the family's own (bench/config.py: resolve_model)
 BACKBONE_SETTINGS = {"init": "default", "dropout_at": "bench", "faithful": "off"}
 MODEL_INITS = ("default", "reference", "reference-full")
 DROPOUT_PLACES = ("bench", "reference")
 FAITHFUL = ("off", "reference")
-#: ``model.faithful=reference``: each option at the [HALT] authors' code's value, where the model takes
-#: it (docs/depth_recurrence.md, docs/chunk_recurrence.md cite the code's lines); --set still wins
+#: ``model.faithful=reference``: the settings every backbone takes at the [HALT] authors' code's values
+#: (docs/depth_recurrence.md, docs/chunk_recurrence.md cite the code's lines), with the family's own
+#: options (its class's ``reference_options``, bench/models/base.py); --set still wins
 REFERENCE_OPTIONS = {
-    "halt_rules": "reference",  # UT, GUT, GUTLB: length cap + crossing step undone
-    "init": "reference-full",  # every family
+    "init": "reference-full",  # every family (its own part: the class's ``family_reference_init``)
     "dropout_at": "reference",  # every family with feed-forwards
-    "update_ffn": "d_model",  # TLB, GUTLB: memory update d -> d -> d
-    "classifier": "mlp",  # UT, GUT, TLB, GUTLB: Linear - ReLU - Linear on the pooled state and on every position
-    "final_norm": False,  # UT, GUT, TLB, GUTLB: no LayerNorm on the per-token outputs (S_L, C_L)
-    "norm": "reference",  # R-Transformer: unbiased std, eps outside the root
-    "attn_bias": True,  # R-Transformer: biased attention projections
 }
 #: and the data settings it changes where the code's family reads the raw tokens (a backbone class's
 #: ``reference_start_end`` False: TLB, GUTLB; bench/models/chunked.py) and the task wraps them
@@ -261,6 +262,73 @@ def constructor_params(cls, skip=("self", "vocab_size", "causal")) -> dict:
 def _read_layer(path, label: str) -> dict:
     """One registry file's mapping, or UserError with the line of a YAML error."""
     return load_yaml(Path(path), label, missing_text=f"registry file {str(path)!r} not found; pass an existing registry.yaml")
+
+
+def task_files() -> list[Path]:
+    """The shipped task files: every ``.yaml`` under bench/tasks/, in path order (bench/tasks/copy.yaml
+    beside copy.py, bench/tasks/lra/lra.yaml in the lra package)."""
+    return sorted(TASKS_DIR.rglob("*.yaml"), key=lambda p: p.relative_to(TASKS_DIR).parts)
+
+
+def shipped_layer() -> tuple[dict, dict[str, str]]:
+    """The shipped registry as one mapping, ``models:`` from registry.yaml and ``tasks:`` from it and
+    the task files, and {task name: the file (relative to bench/) that gives it}. A task file holds a
+    ``tasks:`` section only; a name given by two files is refused, naming both."""
+    raw = _read_layer(DEFAULT_REGISTRY, DEFAULT_REGISTRY.name)
+    if not isinstance(raw, dict) or not isinstance(raw.get("tasks", {}), dict):
+        return raw, {}
+    tasks = dict(raw.get("tasks") or {})
+    where = dict.fromkeys(tasks, DEFAULT_REGISTRY.name)
+    for path in task_files():
+        label = f"{TASKS_DIR.name}/{path.relative_to(TASKS_DIR).as_posix()}"  # tasks/copy.yaml
+        layer = _read_layer(path, label)
+        if not isinstance(layer, dict) or set(layer) != {"tasks"} or not isinstance(layer["tasks"], dict):
+            raise UserError(f"{label} must be a mapping with a 'tasks:' section only (task entries; models belong in registry.yaml)")
+        for name, entry in layer["tasks"].items():
+            if name in where:
+                raise UserError(f"{label}: tasks.{name} is also given by {where[name]}; give each task in one file")
+            tasks[name], where[name] = entry, label
+    return {**raw, "tasks": tasks}, where
+
+
+def module_task_file(target) -> Path | None:
+    """The task file beside the module of a task ``target`` (``pkg.counting:Counting`` ->
+    pkg/counting.yaml; a package's: inside it, named after it), found without importing the
+    module; None when there is none."""
+    module = str(target).partition(":")[0]
+    origin = _module_file(module)
+    if origin is None:
+        return None
+    path = origin.parent / f"{module.rpartition('.')[2]}.yaml" if origin.name == "__init__.py" else origin.with_suffix(".yaml")
+    return path if path.is_file() else None
+
+
+def _module_file(module: str) -> Path | None:
+    """The source file of ``module`` (``pkg/mod.py`` or ``pkg/mod/__init__.py``), found on the path
+    without importing it or its packages (whose imports may be heavy), or None."""
+    import importlib.util
+    import sys
+
+    if module in sys.modules:
+        file = getattr(sys.modules[module], "__file__", None)
+        return Path(file) if file else None
+    top, *rest = module.split(".")
+    try:
+        spec = importlib.util.find_spec(top)  # a top-level name: located, not imported
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    if not rest:
+        return Path(spec.origin) if spec.origin.endswith(".py") else None
+    folders = [Path(p) for p in spec.submodule_search_locations or []]
+    for part in rest[:-1]:
+        folders = [f / part for f in folders if (f / part).is_dir()]
+    for folder in folders:
+        for candidate in (folder / f"{rest[-1]}.py", folder / rest[-1] / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None
 
 
 def merge_user_layers(layers: list[tuple[str, dict]]) -> dict:
@@ -349,9 +417,11 @@ class Registry:
         self.layers: list[str] = []  # the layers' short names, for messages
         self._resolved: dict[tuple[str, str], dict] = {}  # (section, name) -> the entry resolved (model_entry, task_entry)
         plugins_ = plugin_layers() if plugins else []
-        #: where the layers come from: the shipped file, the plugins, the user's file
-        self.sources = [str(DEFAULT_REGISTRY), *(label for label, _ in plugins_), *map(str, self.user_paths)]
-        layers = [(DEFAULT_REGISTRY.name, _read_layer(DEFAULT_REGISTRY, DEFAULT_REGISTRY.name), True)]
+        #: where the layers come from: the shipped files, the plugins, the user's file
+        shipped_files = [str(DEFAULT_REGISTRY), str(TASKS_DIR / "*.yaml")]
+        self.sources = [*shipped_files, *(label for label, _ in plugins_), *map(str, self.user_paths)]
+        shipped, self._task_file = shipped_layer()
+        layers = [(DEFAULT_REGISTRY.name, shipped, True)]
         layers += [(label, raw, False) for label, raw in plugins_]
         #: the user's layer as read (several files merged), or None
         self.user_layer = None
@@ -374,13 +444,33 @@ class Registry:
             keys = ", ".join(sorted(map(str, unknown_sections)))
             raise UserError(f"{label}: unknown top-level key(s) {keys}; a registry has models: and tasks:")
         for section, entries, schema in (("models", raw.get("models") or {}, ModelEntry), ("tasks", raw.get("tasks") or {}, TaskEntry)):
+            where = {name: self._task_file.get(name, label) if complete and section == "tasks" else label for name in entries}
             for name, entry in entries.items():
-                schema.from_mapping(entry, f"{label}: {section}.{name}")
+                schema.from_mapping(entry, f"{where[name]}: {section}.{name}")
             target = self.raw_models if section == "models" else self.raw_tasks
             for name, entry in entries.items():
+                if section == "tasks" and not complete:
+                    entry, where[name] = self._beside_module(name, entry, where[name])
                 target[name] = entry  # a replaced entry keeps its place in listings
-                self.origin[(section, name)] = label
+                self.origin[(section, name)] = where[name]
         self.layers.append(label)
+
+    def _beside_module(self, name: str, entry: dict, label: str) -> tuple[dict, str]:
+        """A plugin's or user's task entry with no presets, under the entry of the same name in the task
+        file beside its target's module (``module_task_file``, outside bench), when it has one: a new
+        task is its module and that file, and the registry file names it (``{target: mypkg.counting:Counting}``).
+        Returns the entry and the file messages name for it (``label``, or ``label + counting.yaml``)."""
+        if "presets" in entry or "target" not in entry:
+            return entry, label
+        path = module_task_file(entry["target"])
+        if path is None or path.is_relative_to(TASKS_DIR):  # bench's own task files: read as the shipped layer
+            return entry, label
+        layer = _read_layer(path, path.name)
+        beside = (layer.get("tasks") or {}).get(name) if isinstance(layer, dict) and isinstance(layer.get("tasks"), dict) else None
+        if beside is None:
+            return entry, label
+        TaskEntry.from_mapping(beside, f"{path.name}: tasks.{name}")
+        return deep_merge(beside, entry), f"{label} + {path.name}"
 
     def _file(self, section: str, name: str) -> str:
         """The registry layer an entry comes from, for messages (e.g. 'registry.yaml')."""

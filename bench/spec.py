@@ -7,6 +7,8 @@ import copy
 from dataclasses import dataclass
 
 DEFAULT = "constructor default"
+# the settings every backbone takes (bench/registry.py BACKBONE_SETTINGS), the harness's, not a constructor's
+BACKBONE_DEFAULT = "every backbone's default"
 
 
 def layer(layers: list[tuple[str, dict | None]]) -> tuple[dict, dict]:

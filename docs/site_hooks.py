@@ -8,7 +8,8 @@ is ``results/halt_cpu/``. What it holds:
 * the write-ups ``results/*.md``, the generated tables ``results/reproduce/*.md``, the benchmark
   figures ``results/perf/*.md`` and the notes ``results/cost/*/README.md``, with an index page;
 * one page per model family (a ``bench/models/`` module) and per task (a ``bench/tasks/`` module),
-  generated from the registry (``bench/registry.yaml``: every entry, its parameters and presets)
+  generated from the registry (``bench/registry.yaml`` and ``bench/tasks/*.yaml``: every entry, its
+  parameters and presets)
   and from the module's and classes' docstrings (their worked examples), so an entry added by
   anyone appears without an edit here;
 * any other file of the repository a page links to (an image, a YAML file), copied as it is.
@@ -162,7 +163,8 @@ def index_page(section: str, groups: dict[str, list[dict]]) -> str:
     out = [
         f"# {what}\n",
         f"One page per `bench/{section}/` module, generated from the registry "
-        f"(`bench/registry.yaml`) and the module's docstrings. `bench list` prints the same entries.\n",
+        f"({'`bench/registry.yaml`' if section == 'models' else 'the file beside each task module, `bench/tasks/<module>.yaml`'}) "
+        "and the module's docstrings. `bench list` prints the same entries.\n",
         "| page | registry entries |",
         "|---|---|",
     ]

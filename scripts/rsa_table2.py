@@ -22,7 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from bench.records import overrides_tag  # noqa: E402
-from bench.report.leaderboard import load_records, mean_std_percent  # noqa: E402
+from bench.report.cells import load_records  # noqa: E402
+from bench.report.leaderboard import mean_std_percent  # noqa: E402
 from bench.report.tables import load_table  # noqa: E402
 from scripts._bench_util import emit  # noqa: E402
 

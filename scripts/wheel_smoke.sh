@@ -6,7 +6,7 @@
 #   bench reproduce --list
 # then builds the plugin example of docs/plugins.md, installs it beside bench, and lists and validates it;
 # failing on any error. Also checks the wheel holds bench only (no top-level models / tasks)
-# with its registry.yaml and tables/. Run by CI after the test suite (.ci/run, `make wheel-smoke`).
+# with its registry.yaml, the task files (bench/tasks/*.yaml) and tables/. Run by CI after the test suite (.ci/run, `make wheel-smoke`).
 #
 #   bash scripts/wheel_smoke.sh            # PYTHON builds the wheel (needs setuptools; default .venv/bin/python)
 #   TORCH= bash scripts/wheel_smoke.sh     # empty: let pip pick torch (a CUDA build: large)
@@ -43,10 +43,10 @@ import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
 assert tops == {"bench"}, f"the wheel installs more than bench: {sorted(tops)}"
-for need in ("bench/registry.yaml", "bench/tables/rsa-table2.yaml", "bench/models/transformer.py", "bench/tasks/copy.py"):
+for need in ("bench/registry.yaml", "bench/tables/rsa-table2.yaml", "bench/models/transformer.py", "bench/tasks/copy.py", "bench/tasks/copy.yaml", "bench/tasks/lra/lra.yaml"):
     assert need in names, f"the wheel lacks {need}"
 assert not any(n.startswith("bench/") and "/tests/" in n for n in names)
-print(f"wheel-smoke: the wheel holds bench/ only ({len(names)} files), with registry.yaml and tables/")
+print(f"wheel-smoke: the wheel holds bench/ only ({len(names)} files), with registry.yaml, the task files and tables/")
 EOF
 
 # 2. a fresh venv outside the checkout: torch first (pinned), then the wheel and its dependencies

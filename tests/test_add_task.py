@@ -60,3 +60,20 @@ def test_the_example_trains_and_reports_per_length(readme_registry, tmp_path):
     assert set(rec["metrics"]["iid"]["by_length"]) == {"1-10"}
     assert set(rec["metrics"]["long"]["by_length"]) == {"1-10", "11-20"}
     assert sum(b["n"] for b in rec["metrics"]["long"]["by_length"].values()) == 32
+
+
+def test_every_model_builds_on_the_example_s_presets_without_a_family_block(readme_registry):
+    """The page's presets state data, sizes and training only, and its entry lives in the file beside
+    the module (the registry names just the target): every model entry resolves and is built on the
+    smoke and small presets, the RSA-Transformer's 5-head Table 2 cases fitted to the 4 heads."""
+    from bench.runner.build import instantiate_model
+
+    entry = readme_registry.task_entry("majority")
+    assert entry["description"].startswith("Majority") and set(entry["presets"]) == {"smoke", "small", "paper"}
+    for preset in ("smoke", "small"):
+        assert "family" not in entry["presets"][preset]
+        for model in readme_registry.model_names():
+            run = resolve_run(readme_registry, model, "majority", preset)
+            instantiate_model(run.model, vocab_size=3)
+    case_one = resolve_run(readme_registry, "rsa-transformer-I", "majority", "smoke").model
+    assert case_one.params["rsa"]["kinds"] == [4, 0, 0, 0, 0, 0] and case_one.sources["rsa.kinds"] == "adapted to n_heads=4 by Transformer"

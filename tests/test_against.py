@@ -9,7 +9,7 @@ from scipy import stats as sps
 
 from bench.errors import UserError
 from bench.report.against import ABOVE, BELOW, NO_TEST, UNSURE, _sentence, against_block, compare_rows
-from bench.report.writeup import fill_writeups
+from bench.report.reproduce import fill_writeups
 
 ROOT = Path(__file__).resolve().parent.parent
 

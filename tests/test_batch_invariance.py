@@ -46,6 +46,7 @@ def tiny(name):
     return bench.build_model(name, vocab_size=V, causal=False, **params).eval()
 
 
+@pytest.mark.conformance(family="name")
 @pytest.mark.parametrize("name", BIDIRECTIONAL)
 def test_outputs_do_not_depend_on_the_batch(name):
     model = tiny(name)

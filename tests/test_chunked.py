@@ -1,4 +1,5 @@
-"""Chunk-recurrent families: Transformer-XL, Block-Recurrent Transformer, TLB / TLB-FR.
+"""Chunk-recurrent families: every registry entry whose class declares ``recurrence = "chunk"``
+(Transformer-XL, the Block-Recurrent Transformer, TLB / TLB-FR and their RSA hosts today).
 
 What is checked: the relative attention equals a direct computation of Dai et al.'s four
 terms; causal variants never read ahead; feeding a sequence segment by segment (carrying the
@@ -15,37 +16,32 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conformance import REG, model_class, models
 
+import bench
 from bench.models.brt import BlockRecurrentTransformer, FixedGate, LSTMGate
 from bench.models.layers.relative import RelativeAttention, sinusoid
 from bench.models.tlb import TLB
-from bench.models.tlb_fr import TLBFixedRecurrence
 from bench.models.xl import TransformerXL
+from bench.registry import constructor_params
 
 torch.set_num_threads(1)
 V = 12
 SMALL = dict(d_model=32, n_heads=4, d_ff=64, dropout=0.0)
 RSA = {"kinds": [2, 1, 1, 0, 0, 0], "mu_init": 0.0}
-FAMILIES = {  # class, its tiny settings
-    "xl": (TransformerXL, dict(n_layers=2, segment_len=5, mem_len=5)),
-    "brt": (BlockRecurrentTransformer, dict(n_layers=3, block_size=5, n_state=4)),
-    "brt-lstm": (BlockRecurrentTransformer, dict(n_layers=3, block_size=5, n_state=4, gate="lstm")),
-    "tlb": (TLB, dict(n_layers=2, chunk_size=5, memory_slots=4)),
-    "tlb-fr": (TLBFixedRecurrence, dict(n_layers=2, memory_slots=4)),
-    "rsa-xl": (TransformerXL, dict(n_layers=2, segment_len=5, mem_len=5, rsa=RSA)),
-    "rsa-brt": (BlockRecurrentTransformer, dict(n_layers=3, block_size=5, n_state=4, rsa=RSA)),
-    "rsa-tlb": (TLB, dict(n_layers=2, chunk_size=5, memory_slots=4, rsa=RSA)),
-}
-
-
-def make(name, causal, **kw):
-    cls, params = FAMILIES[name]
-    return cls(V, causal, **{**SMALL, **params, **kw})
+# the tiny sizes of any chunk family, for whichever of them it takes: windows of 5 tokens, so that
+# the inputs below cross several
+TINY = dict(SMALL, n_layers=2, segment_len=5, mem_len=5, block_size=5, n_state=4, chunk_size=5, memory_slots=4)
+CHUNK = models(recurrence="chunk")
+FIXED_CHUNKS = [m for m in CHUNK if model_class(m).supports_streaming]  # TLB-FR: its chunks follow the whole length
 
 
 def build(name, causal, seed=0, **kw):
+    """Registry entry ``name`` with the tiny sizes it takes (the entry's own values kept), eval mode."""
     torch.manual_seed(seed)
-    return make(name, causal, **kw).eval()
+    accepted, fixed = constructor_params(model_class(name)), REG.model_entry(name)["params"]
+    tiny = {k: v for k, v in TINY.items() if k in accepted and k not in fixed}
+    return bench.build_model(name, vocab_size=V, causal=causal, **{**tiny, **kw}).eval()
 
 
 def naive_relative_attention(att: RelativeAttention, x, ctx, causal, key_mask):
@@ -92,7 +88,8 @@ def test_relative_attention_matches_direct_computation(causal, backend, rsa):
     torch.testing.assert_close(got[:, :], want, atol=1e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", CHUNK)
 def test_causal_models_never_read_ahead(name):
     model = build(name, causal=True)
     tokens = torch.randint(1, V, (2, 23))
@@ -125,8 +122,9 @@ def stream(model, tokens, size):
     return torch.cat(outs, 1)
 
 
+@pytest.mark.conformance(family="name")
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("name", ["xl", "brt", "brt-lstm", "tlb", "rsa-xl", "rsa-brt", "rsa-tlb"])
+@pytest.mark.parametrize("name", FIXED_CHUNKS)
 def test_segment_by_segment_equals_whole_and_prefixes(name, causal):
     model = build(name, causal)
     tokens = torch.randint(1, V, (3, 22))
@@ -159,8 +157,9 @@ def test_xl_memory_is_detached():
     assert all(not m.requires_grad for m in memory.mems)
 
 
+@pytest.mark.conformance(family="name")
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("name", CHUNK)
 def test_padding_changes_nothing_real(name, causal):
     model = build(name, causal)
     short = torch.randint(1, V, (1, 12))
@@ -215,7 +214,9 @@ def test_learns_to_recall_the_previous_segment(name, params, lr, steps, threshol
     """Causal LM on [a b c d e | a b c d e]: predicting the second half needs the first half,
     which sits in another segment/block/chunk, so only the carried memory can supply it."""
     torch.manual_seed(0)
-    model = make(name, True, **params)
+    window = dict(segment_len=5, mem_len=5, n_layers=2, block_size=5, n_state=4, chunk_size=5, memory_slots=4)
+    accepted = constructor_params(model_class(name))
+    model = model_class(name)(V, True, **SMALL, **{k: v for k, v in {**window, **params}.items() if k in accepted})
     head = torch.nn.Linear(32, V)
     opt = torch.optim.Adam([*model.parameters(), *head.parameters()], lr=lr)
 

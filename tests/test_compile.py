@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch._dynamo as dynamo
+from conformance import MODELS, model_class
+from streaming_helpers import small
 
 import bench
 
@@ -129,7 +131,6 @@ def test_host_sync_guard_catches_a_sync():
     [
         ("transformer", False, {"pos_encoding": "sinusoidal"}),
         ("transformer", True, {"pos_encoding": "learned"}),
-        ("rsa-transformer-II", False, {}),
         ("rsa-transformer-IV", True, {"rsa": {"kinds": [3, 0, 0, 0, 1, 1], "dilations": [2, 2], "path": "dense"}}),
         ("rsa-xl", False, SEGMENTS),
         ("brt", True, {"block_size": 5, "n_state": 3}),
@@ -138,19 +139,42 @@ def test_host_sync_guard_catches_a_sync():
         ("gut", True, {**HALTING, "mode": "no-halt"}),
         ("ut", False, {**HALTING, "mode": "upperbound"}),
         ("gutlb", False, {**HALTING, **CHUNKS, "mode": "upperbound"}),
-        ("r-transformer", False, {}),
-        ("rwkv7", True, {}),
-        *((name, True, {}) for name in ("linear-transformer", "deltanet", "gated-deltanet", "retnet", "mamba2", "mlstm")),
     ],
     ids=_label,
-)  # gla reads its decays once a call (the chunk choice: docs/linear_recurrence.md, the mechanism)
+)
 def test_forward_and_backward_never_read_device_values(case):
+    """Settings beside the registry entries' own (the halting modes that never read, positional encodings,
+    the dense REM path, short segments and chunks): no device value read on the host."""
     name, causal, kw = case
     model = build(name, causal, **kw).train()
-    tokens, mask = batch()
     with host_syncs_raise():
-        out = model(tokens, mask)
-        loss = out.hidden.square().mean() + out.aux_loss + (0 if out.pooled is None else out.pooled.mean())
-        loss.backward()
+        loss = forward_backward(model)
     assert torch.isfinite(loss)
     assert all(p.grad is not None for p in model.parameters() if p.numel())
+
+
+def forward_backward(model) -> torch.Tensor:
+    tokens, mask = batch()
+    out = model(tokens, mask)
+    loss = out.hidden.square().mean() + out.aux_loss + (0 if out.pooled is None else out.pooled.mean())
+    loss.backward()
+    return loss
+
+
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", MODELS)
+def test_a_family_reads_no_device_value_unless_it_says_why(name):
+    """Every registry entry, tiny and as registered (bidirectional where it has the mode: the padding
+    path), forward and backward: no device value is read on the host, unless the model or a module in
+    it declares why it must (``host_reads``), and then one is read."""
+    cls = model_class(name)
+    torch.manual_seed(0)
+    model = bench.build_model(name, vocab_size=V, causal=not cls.supports_bidirectional, **small(name)).train()
+    reasons = [why for m in model.modules() if (why := getattr(m, "host_reads", ""))]
+    if reasons:
+        with host_syncs_raise(), pytest.raises(HostSync):
+            forward_backward(model)
+        return
+    with host_syncs_raise():
+        loss = forward_backward(model)
+    assert torch.isfinite(loss)

@@ -53,7 +53,7 @@ def test_explain_the_paper_rsa_transformer_on_parity(capsys):
     assert rows["train", "select"] == ("last", "preset _formal.paper.train")
     assert rows["train", "grad_clip"] == ("1.0", "TRAIN_DEFAULTS")
     accepted = constructor_params(import_model_class("bench.models.transformer:Transformer", "test"))
-    assert rows["model", "init"] == ("default", "constructor default")  # every backbone's setting (BACKBONE_SETTINGS)
+    assert rows["model", "init"] == ("default", "every backbone's default")  # BACKBONE_SETTINGS, not a constructor's
     assert {k.split(".")[0] for (s, k) in rows if s == "model"} == {*accepted, *BACKBONE_SETTINGS, "causal"}
 
 

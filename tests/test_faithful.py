@@ -1,7 +1,7 @@
 """``model.faithful=reference`` and the reference code's options it selects (bench/registry.py:
-REFERENCE_OPTIONS): the init's standard deviations, the heads (pooled and per token), the per-token
-outputs without a final LayerNorm, the memory update's width, dropout placement, R-Transformer's
-LayerNorm and biases, each on a hand-worked case; the switch's sources (and `bench explain`'s);
+REFERENCE_OPTIONS, and each family class's own ``reference_options``): the init's standard deviations,
+the heads (pooled and per token), the per-token outputs without a final LayerNorm, the memory update's
+width, dropout placement, R-Transformer's LayerNorm and biases, each on a hand-worked case; the switch's sources (and `bench explain`'s);
 streaming == forward with every option on; where the mirror of the authors' code is, bench against their
 own encoders (scripts/against_authors.py). (The halting rules: tests/test_halt_rules.py.)"""
 
@@ -14,20 +14,41 @@ from pathlib import Path
 
 import pytest
 import torch
+from conformance import MODELS, declared, model_class
 from streaming_helpers import TOL, build, stream, tokens_for
 
 import bench
 from bench.cli import main
 from bench.config import resolve_run
 from bench.errors import UserError
+from bench.models.chunked import ChunkRecurrent
 from bench.models.layers.feedforward import FeedForward, head_mlp
 from bench.models.layers.halting import HaltingUnit
 from bench.models.r_transformer import CodeLayerNorm
-from bench.registry import REFERENCE_OPTIONS, Registry
+from bench.registry import REFERENCE_OPTIONS, Registry, constructor_params
 from bench.runner.module import Head
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 REG = Registry()
+
+# the cases, from what each class declares (tests/conformance.py): its own ``reference_options``
+OWN_OPTIONS = [m for m in MODELS if model_class(m).reference_options]
+#: the code's head, Linear - ReLU on every position (classifier=mlp)
+MLP_HEAD = [m for m in OWN_OPTIONS if model_class(m).reference_options.get("classifier") == "mlp" and model_class(m).supports_causal]
+#: chunk models whose per-token outputs are the chunk states C_L (final_norm=False) and whose summary reads the
+#: memory, chunked by a fixed chunk size (those that stream; TLB-FR's chunks follow the whole length)
+CHUNK_HEAD = [
+    m
+    for m in OWN_OPTIONS
+    if issubclass(model_class(m), ChunkRecurrent) and "final_norm" in model_class(m).reference_options and declared(m, "supports_streaming")
+]
+OWN_OPTIONS_STREAMING = [m for m in OWN_OPTIONS if declared(m, "supports_streaming")]
+
+
+def takes(name, **sizes) -> dict:
+    """The sizes the entry takes: those its constructor accepts and its registry entry does not fix."""
+    accepted, fixed = constructor_params(model_class(name)), REG.model_entry(name)["params"]
+    return {k: v for k, v in sizes.items() if k in accepted and k not in fixed}
 
 
 def run_config(model, task="listops", **sets):
@@ -37,27 +58,27 @@ def run_config(model, task="listops", **sets):
 # ---- the switch --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("model", ["ut", "gut", "tlb", "gutlb", "r-transformer", "transformer"])
+@pytest.mark.conformance(family="model")
+@pytest.mark.parametrize("model", MODELS)
 def test_the_switch_sets_every_option_the_model_takes_and_explain_says_so(model):
+    """The switch sets every backbone's reference settings and the options its class declares
+    (``reference_options``), each with the switch as its source and each changing the plain run's value;
+    a class whose code reads the raw tokens (``reference_start_end`` False) turns the task's START / END off."""
     cfg = run_config(model, **{"model.faithful": "reference"})
+    plain = run_config(model).model.params
     params, sources = cfg.model.params, cfg.model.sources
-    taken = {k: v for k, v in REFERENCE_OPTIONS.items() if k in params}
-    assert {"init", "dropout_at"} <= set(taken)
+    own = cfg.model.cls.reference_options
+    declared = {**REFERENCE_OPTIONS, **own}  # the family declares its own
+    assert set(own) <= set(params)  # a family declares only options it takes
+    taken = {k: v for k, v in declared.items() if k in params}
+    assert set(taken) == {"init", "dropout_at"} | set(own)
     for key, value in taken.items():
         assert params[key] == value and sources[key] == "model.faithful=reference (--set)", key
-    chunked = model in ("tlb", "gutlb")  # the code's TLB / UTLB encoders read the raw tokens
-    assert cfg.task.params.get("start_end", True) is (not chunked)
-    if chunked:
+        assert plain[key] != value, key  # an option the switch sets is not already the default
+    raw_tokens = not cfg.model.cls.reference_start_end  # the code's TLB / UTLB encoders read the raw tokens
+    assert cfg.task.params.get("start_end", True) is (not raw_tokens)
+    if raw_tokens:
         assert cfg.task.sources["start_end"] == "model.faithful=reference (--set)"
-    want = {
-        "ut": {"halt_rules", "classifier", "final_norm"},
-        "gut": {"halt_rules", "classifier", "final_norm"},
-        "tlb": {"update_ffn", "classifier", "final_norm"},
-        "gutlb": {"halt_rules", "update_ffn", "classifier", "final_norm"},
-        "r-transformer": {"norm", "attn_bias"},
-        "transformer": set(),
-    }[model]
-    assert want <= set(taken)
 
 
 def test_set_wins_over_the_switch_and_the_defaults_are_the_papers():
@@ -172,14 +193,17 @@ def test_head_mlp_by_hand():
         torch.testing.assert_close(out(mlp(x)), torch.tensor([[1.5], [0.5]]))
 
 
-@pytest.mark.parametrize("name", ["ut", "gut", "tlb", "gutlb"])
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", MLP_HEAD)
 def test_per_token_head_is_linear_relu_linear_on_every_position(name):
     """classifier=mlp on a causal model (a per-token task: flip-flop): every position's output goes through
     Linear - ReLU before the task's Linear, as the code's flipflop_framework puts classifier_block on every
     position; the states are those of the same model without it (classifier=linear, the same weights)."""
-    sizes = dict(vocab_size=8, causal=True, d_model=16, n_heads=2, d_ff=32, dropout=0.0, final_norm=False)
-    if name in ("tlb", "gutlb"):
-        sizes.update(chunk_size=5, memory_slots=3)
+    sizes = dict(
+        vocab_size=8,
+        causal=True,
+        **takes(name, d_model=16, n_heads=2, d_ff=32, dropout=0.0, final_norm=False, chunk_size=5, memory_slots=3),
+    )
     torch.manual_seed(0)
     m = bench.build_model(name, classifier="mlp", **sizes).eval()
     plain = bench.build_model(name, **sizes).eval()
@@ -195,12 +219,13 @@ def test_per_token_head_is_linear_relu_linear_on_every_position(name):
         assert not torch.allclose(head(plain(tokens), None), want)
 
 
-@pytest.mark.parametrize("name", ["tlb", "gutlb"])
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", CHUNK_HEAD)
 def test_chunk_models_per_token_outputs_with_and_without_ln_out(name):
     """final_norm=False: the per-token outputs are C_L itself (TLBEncoder.py / UTLBEncoder.py return the chunk
     states with no LayerNorm), ln_out has no parameters; final_norm=True (the default): LN(C_L), here written out
     (mean and biased variance over d, eps 1e-5, weight 1, bias 0) on the first one's outputs."""
-    sizes = dict(vocab_size=10, causal=False, d_model=16, n_heads=2, d_ff=32, dropout=0.0, chunk_size=4, memory_slots=3)
+    sizes = dict(vocab_size=10, causal=False, **takes(name, d_model=16, n_heads=2, d_ff=32, dropout=0.0, chunk_size=4, memory_slots=3))
     torch.manual_seed(0)
     normed = bench.build_model(name, **sizes).eval()
     bare = bench.build_model(name, final_norm=False, **sizes).eval()
@@ -265,11 +290,14 @@ def test_r_transformer_code_layernorm_and_attention_biases():
 # ---- streaming with every option on ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["ut", "gut", "gutlb", "tlb", "r-transformer"])
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", OWN_OPTIONS_STREAMING)
 def test_streaming_equals_forward_with_every_reference_option(name):
     """Every option the switch sets, causal: the stream gives the forward's states (25 tokens, chunks
     of 5 all full, so the length cap, which a stream cannot know, does not bind)."""
-    model = build(name, faithful="reference", **({"max_layers": 5, "halt_bias_init": 0.5} if name in ("ut", "gut", "gutlb") else {}))
+    model = build(
+        name, faithful="reference", **({"max_layers": 5, "halt_bias_init": 0.5} if declared(name, "recurrence") == "depth" else {})
+    )
     tokens = tokens_for(8, batch=3, length=25)
     with torch.no_grad():
         full = model(tokens)

@@ -48,6 +48,7 @@ def _loss_and_grads(model, tokens, mask, weight):
     return out.detach().float().cpu(), grads
 
 
+@pytest.mark.conformance(family="name")
 @pytest.mark.parametrize("name", MODELS)
 def test_cuda_matches_cpu_outputs_and_gradients(name):
     model, tokens, mask = _model_and_batch(name)
@@ -61,6 +62,7 @@ def test_cuda_matches_cpu_outputs_and_gradients(name):
         torch.testing.assert_close(grads_gpu[n], grads_cpu[n], atol=1e-3, rtol=1e-2, msg=lambda m: f"{n}: {m}")  # noqa: B023 (called at once)
 
 
+@pytest.mark.conformance(family="name")
 @pytest.mark.parametrize("name", MODELS)
 def test_bf16_autocast_stays_close_to_fp32(name):
     model, tokens, mask = _model_and_batch(name)

@@ -5,10 +5,19 @@ against hand-worked cases and against the code's loop written out here independe
 
 import pytest
 import torch
+from conformance import model_class, models
 
+from bench.models.chunked import ChunkRecurrent
 from bench.models.layers.halting import HALT_RULES, DepthHalting
 
 torch.set_num_threads(1)
+
+# the registry's depth-recurrent families, by what their classes declare (tests/conformance.py)
+DEPTH_ALL = models(recurrence="depth", supports_bidirectional=True)  # UT, GUT and its ablations, GUTLB
+DEPTH = [m for m in DEPTH_ALL if not issubclass(model_class(m), ChunkRecurrent)]  # halting per position
+DEPTH_CHUNKED = [m for m in DEPTH_ALL if issubclass(model_class(m), ChunkRecurrent)]  # halting per chunk (GUTLB)
+#: the first entry of each depth-recurrent class (UT, GUT, GUTLB): what compiles is the class's code (a compile costs ~1 s)
+DEPTH_CLASSES = [m for i, m in enumerate(DEPTH_ALL) if model_class(m) not in {model_class(n) for n in DEPTH_ALL[:i]}]
 
 
 def constant_unit(halting: DepthHalting, p: float) -> None:
@@ -164,10 +173,11 @@ def test_reference_rules_agree_with_the_code_loop(mode, global_halt, causal, tra
 def test_rules_are_checked():
     with pytest.raises(ValueError, match="unknown halting rules 'code'; choose one of paper, reference"):
         DepthHalting(4, 3, global_halt=True, transition=True, causal=False, rules="code")
-    assert HALT_RULES[0] == "paper"
+    assert list(HALT_RULES)[0] == "paper" and HALT_RULES["reference"] == (True, True)
 
 
-@pytest.mark.parametrize("name", ["ut", "gut", "gut-no-global-halt", "gut-no-transition"])
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", DEPTH)
 @pytest.mark.parametrize("mode", ["halt", "upperbound"])
 def test_models_under_the_reference_rules_agree_with_the_code_loop(name, mode):
     """The registry's UT / GUT (and ablations), bidirectional, halt_rules=reference and no final norm
@@ -210,11 +220,13 @@ def test_models_under_the_reference_rules_agree_with_the_code_loop(name, mode):
     assert got.stats["halt_depth"][:3].max() <= 4  # lengths 1, 2, 3: at most n + 1 iterations
 
 
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", DEPTH_CHUNKED)
 @pytest.mark.parametrize("mode", ["halt", "upperbound"])
-def test_gutlb_under_the_reference_rules_caps_each_chunk_as_the_code(mode):
-    """GUTLB, bidirectional, halt_rules=reference: each chunk's depth loop = the code's loop
-    (UTLBEncoder.py's inner loop: ``code_loop`` with the chunk's real length) run with the model's
-    own block and memory read, chunk after chunk, the memory updated in between; chunks of 4 with
+def test_chunked_depth_under_the_reference_rules_caps_each_chunk_as_the_code(name, mode):
+    """GUTLB (every family with depth recurrence inside chunks), bidirectional, halt_rules=reference: each
+    chunk's depth loop = the code's loop (UTLBEncoder.py's inner loop: ``code_loop`` with the chunk's real
+    length) run with the model's own block and memory read, chunk after chunk, the memory updated in between; chunks of 4 with
     4, 1 (one real token: capped at 2 iterations) and 3 real tokens, a bound of 5."""
     import bench
     from bench.models.depth import BlockIteration
@@ -222,7 +234,7 @@ def test_gutlb_under_the_reference_rules_caps_each_chunk_as_the_code(mode):
 
     torch.manual_seed(0)
     model = bench.build_model(
-        "gutlb",
+        name,
         vocab_size=16,
         causal=False,
         d_model=16,
@@ -256,7 +268,8 @@ def test_gutlb_under_the_reference_rules_caps_each_chunk_as_the_code(mode):
     torch.testing.assert_close(got.pooled, model.summary(memory), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["gut", "gutlb"])
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", DEPTH_CLASSES)
 def test_the_compiled_iteration_keeps_the_reference_rules(name):
     """``model.compile`` (one compiled depth iteration, here dynamo with the eager backend) gives the
     eager forward's outputs under halt_rules=reference: the carry's length cap travels with it."""
@@ -266,7 +279,7 @@ def test_the_compiled_iteration_keeps_the_reference_rules(name):
     kw = dict(
         vocab_size=16, causal=False, d_model=16, n_heads=4, d_ff=32, dropout=0.0, max_layers=6, halt_bias_init=-1.0, halt_rules="reference"
     )
-    model = bench.build_model(name, chunk_size=4, **kw) if name == "gutlb" else bench.build_model(name, **kw)
+    model = bench.build_model(name, chunk_size=4, **kw) if name in DEPTH_CHUNKED else bench.build_model(name, **kw)
     model.eval()
     tokens = torch.randint(3, 16, (3, 7))
     mask = torch.arange(7) < torch.tensor([7, 2, 5]).unsqueeze(1)

@@ -4,67 +4,47 @@ import pytest
 import torch
 
 from bench.models.layers.halting import DepthHalting
+from bench.models.universal import UT
 
 torch.set_num_threads(1)
 
 
-def halting_input(h, mask, per_position, global_pool):
-    """The state the halting unit scores, written out: h (token-level), the prefix mean over real
-    positions (causal global units) or the mean over real positions (eq. 14)."""
-    if not global_pool:
-        return h
-    m = mask.unsqueeze(-1).to(h.dtype)
-    if per_position:
-        return (h * m).cumsum(1) / m.cumsum(1).clamp_min(1.0)
-    return (h * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp_min(1.0)
-
-
-def reference_alg1(unit, step, h0, max_iters, threshold, transition, per_position, global_pool, mask):
-    """Literal Alg. 1/3 over the whole batch (no early exit), returning S and every alpha."""
-    B, T, _ = h0.shape
-    P = T if per_position else 1
-    states = [h0]
-    alphas = []
-    remain = torch.ones(B, P)
-    frozen = torch.zeros(B, P, dtype=torch.bool)
-    h = h0
-    for _ in range(max_iters):
-        h_new = step(h, None, torch.arange(B))
-        x = halting_input(h, mask, per_position, global_pool)
-        if transition:
-            x = torch.cat([x, halting_input(h_new, mask, per_position, global_pool)], -1)
-        a_hat = unit(x)
-        alpha = torch.where(frozen, torch.zeros_like(a_hat), remain * a_hat)
-        remain = torch.where(frozen, remain, remain * (1 - a_hat))
-        alphas.append(alpha)
-        h = torch.where(frozen.unsqueeze(-1), h, h_new)
-        states.append(h)
-        frozen = frozen | (torch.stack(alphas).sum(0) >= threshold)
-    alphas = torch.stack(alphas)  # (L, B, P)
-    weights = torch.cat([alphas, (1 - alphas.sum(0, keepdim=True))], 0)  # H_0..H_{L-1}, then H_L
-    S = sum(w.unsqueeze(-1) * s for w, s in zip(weights, states))
-    return S, alphas, weights
-
-
+@pytest.mark.parametrize("mode", ["halt", "upperbound"])
 @pytest.mark.parametrize(
     "global_halt,causal,transition", [(False, False, False), (True, False, True), (True, True, True), (True, False, False)]
 )
-def test_probabilities_and_mixture_match_reference(global_halt, causal, transition):
+def test_the_halting_loop_equals_alg1_and_alg3_as_printed(global_halt, causal, transition, mode):
+    """``DepthHalting`` with a toy step (H_l = tanh(W H_{l-1})) = the loop as the paper prints it, UT's
+    ``reference_depth`` (bench/models/depth.py: Alg. 1 / 3 lines 1-13) with the same unit and step:
+    S_L, ponder and depth, float64, on a padded batch whose units halt at different depths."""
     torch.manual_seed(0)
     d, T, B = 8, 6, 3
-    lin = torch.nn.Linear(d, d)
-    halting = DepthHalting(d, 7, global_halt=global_halt, transition=transition, causal=causal, mode="upperbound")
-    step = lambda h, s, rows: torch.tanh(lin(h))  # noqa: E731
-    h0 = torch.randn(B, T, d)
+    host = UT(
+        5,
+        causal,
+        d_model=d,
+        n_heads=2,
+        d_ff=16,
+        max_layers=7,
+        global_halt=global_halt,
+        transition=transition,
+        mode=mode,
+        halt_bias_init=1.0,
+    )
+    host = host.eval().double()
+    torch.nn.init.normal_(host.halting.unit.fc1.weight, std=3.0)
+    lin = torch.nn.Linear(d, d).double()
+    h0 = torch.randn(B, T, d, dtype=torch.float64) * torch.tensor([0.3, 1.0, 3.0], dtype=torch.float64).view(B, 1, 1)
     mask = torch.ones(B, T, dtype=torch.bool)
+    mask[1, 4:] = False
     with torch.no_grad():
-        out = halting(step, h0, mask)
-        S, alphas, weights = reference_alg1(halting.unit, step, h0, 7, 0.999, transition, halting.per_position, global_halt, mask)
-    assert torch.all(alphas >= 0)
-    assert torch.all(alphas.sum(0) <= 1 + 1e-6)  # unconditional halting probabilities sum to <= 1
-    assert torch.all(weights >= 0)
-    torch.testing.assert_close(weights.sum(0), torch.ones_like(weights[0]))  # mixture weights: a distribution
-    torch.testing.assert_close(out.output, S, atol=1e-5, rtol=1e-5)
+        out = host.halting(lambda h, s, rows: torch.tanh(lin(h)), h0, mask)
+        s_last, ponder, depth = host.reference_depth(h0, mask, lambda h, s: torch.tanh(lin(h)))
+    real = mask.unsqueeze(-1)
+    torch.testing.assert_close(torch.where(real, out.output, 0), torch.where(real, s_last, 0), atol=1e-12, rtol=0)
+    torch.testing.assert_close(out.ponder, ponder, atol=1e-12, rtol=0)
+    torch.testing.assert_close(out.depth, depth, atol=1e-12, rtol=0)
+    assert depth.min() < 7  # some units halted before the bound
 
 
 def test_mixture_weights_form_a_distribution_in_the_output():

@@ -59,6 +59,34 @@ LRA_LAYERS = [
     ("what the tasks share", ["bench.tasks.lra.files"]),
     ("the readers", ["bench.tasks.lra.layouts", "bench.tasks.lra.tfds"]),
 ]
+#: the same rule inside bench/report/: the page over the command over the readers of generated
+#: tables (write-ups, verdicts, comparisons: side by side, none importing another) over the kinds
+#: of table over what the tables share over the cells and their numbers
+REPORT_LAYERS = [
+    ("the report page", ["bench.report.page"]),
+    ("bench reproduce, composing the rest", ["bench.report.reproduce"]),
+    ("the readers of generated tables", ["bench.report.writeup", "bench.report.verdicts", "bench.report.against"]),
+    (
+        "the kinds of table",
+        ["bench.report.tables", "bench.report.results_table", "bench.report.cost_table", "bench.report.checks", "bench.report.table_kind"],
+    ),
+    (
+        "what the tables share",
+        [
+            "bench.report.claims",
+            "bench.report.tuned",
+            "bench.report.leaderboard",
+            "bench.report.stale",
+            "bench.report.outputs",
+            "bench.report.cost_weights",
+            "bench.report.curves",
+            "bench.report.table_file",
+        ],
+    ),
+    ("a cell's records and their numbers", ["bench.report.cells", "bench.report.stats", "bench.report.table_parts"]),
+]
+#: the layer of REPORT_LAYERS whose modules stand beside each other: none imports another
+SIDE_BY_SIDE = "the readers of generated tables"
 #: known arrows back up, each to go: (importer, imported). None left.
 EXPECTED_BACK_ARROWS: set[tuple[str, str]] = set()
 
@@ -227,6 +255,22 @@ def test_the_lra_package_reads_down_from_its_tasks_to_its_readers():
     assert set(lra) == placed, f"modules of bench/tasks/lra/ in no layer of LRA_LAYERS: {', '.join(sorted(set(lra) - placed))}"
     arrows = back_arrows(lra, LRA_LAYERS)
     assert not arrows, "imports of a higher layer in bench/tasks/lra/:\n" + "\n".join(arrows)
+
+
+def test_the_report_reads_down_from_its_page_to_its_cells_with_its_readers_side_by_side():
+    every = graph()
+    report = {
+        name: [imp for imp in found if layer_of(imp.target, REPORT_LAYERS) is not None]
+        for name, found in every.items()
+        if layer_of(name, REPORT_LAYERS) is not None
+    }
+    inside = {name for name in every if name.startswith("bench.report.")}
+    assert inside <= set(report), f"modules of bench/report/ in no layer of REPORT_LAYERS: {', '.join(sorted(inside - set(report)))}"
+    arrows = back_arrows(report, REPORT_LAYERS)
+    assert not arrows, "imports of a higher layer in bench/report/:\n" + "\n".join(arrows)
+    beside = next(rooms for what, rooms in REPORT_LAYERS if what == SIDE_BY_SIDE)
+    across = [f"{name}:{imp.line} -> {imp.target}" for name in beside for imp in report[name] if imp.target in beside]
+    assert not across, f"{SIDE_BY_SIDE} import each other:\n" + "\n".join(across)
 
 
 def test_the_checker_finds_what_it_looks_for(tmp_path):

@@ -5,12 +5,13 @@ import math
 
 import pytest
 import torch
+from conformance import MODELS, declared, model_class
 
 from bench.config import parse_overrides, resolve_model, resolve_task
 from bench.errors import UserError
 from bench.models.layers import FeedForward, MultiHeadAttention
 from bench.records import config_changes
-from bench.registry import BACKBONE_SETTINGS, Registry
+from bench.registry import BACKBONE_SETTINGS, Registry, constructor_params
 from bench.runner.build import build_model, instantiate_model
 
 
@@ -19,14 +20,27 @@ def xavier_bound(linear, gain=1.0):  # torch's xavier_uniform_: U(-a, a), a = ga
     return gain * math.sqrt(6 / (fan_in + fan_out))
 
 
-@pytest.mark.parametrize("model", ["transformer", "gut", "tlb"])
+def sizes(model: str) -> dict:
+    """d_model 64 (16 per head where the entry fixes its heads) and d_ff 256, where the entry takes them."""
+    accepted, fixed = constructor_params(model_class(model)), Registry().model_entry(model)["params"]
+    want = {"d_model": 16 * fixed.get("n_heads", 4), "d_ff": 256}
+    return {k: v for k, v in want.items() if k in accepted and k not in fixed}
+
+
+@pytest.mark.conformance(family="model")
+@pytest.mark.parametrize("model", MODELS)
 def test_reference_init_matches_the_reference_codes_distributions(model):
+    """Every family's embeddings, attention and feed-forwards (the modules every family shares) take the
+    code's distributions; a family that attends (its recurrence neither "rnn" nor "linear") has both."""
     torch.manual_seed(0)
-    net = build_model(model, vocab_size=500, causal=False, preset="smoke", d_model=64, d_ff=256, init="reference")
+    causal = not declared(model, "supports_bidirectional")
+    net = build_model(model, vocab_size=500, causal=causal, preset="smoke", init="reference", **sizes(model))
     embeddings = [m for m in net.modules() if isinstance(m, torch.nn.Embedding)]
     attention = [m for m in net.modules() if isinstance(m, MultiHeadAttention)]
     ffns = [m for m in net.modules() if isinstance(m, FeedForward)]
-    assert embeddings and attention and ffns
+    assert embeddings
+    if declared(model, "recurrence") not in ("rnn", "linear"):
+        assert attention and ffns
     token = max(embeddings, key=lambda e: e.weight.numel())
     assert token.weight.std().item() == pytest.approx(0.02, rel=0.05)  # N(0, 0.02): 32k draws
     for att in attention:

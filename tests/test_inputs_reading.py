@@ -12,6 +12,7 @@ import yaml
 from inputs_helpers import one_line, run_cli
 
 import bench
+from bench.registry import shipped_layer
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["train.max_epochs=1"]
@@ -28,7 +29,7 @@ def parity_run(tmp_path_factory):
 
 def edited_registry(tmp_path, **smoke) -> Path:
     """A user registry whose parity smoke preset is edited (model / data sections given)."""
-    shipped = yaml.safe_load((ROOT / "bench" / "registry.yaml").read_text())
+    shipped = shipped_layer()[0]  # registry.yaml and the task files beside their modules
     base = shipped["tasks"]["_formal"]["presets"]["smoke"]
     preset = {section: {**(base.get(section) or {}), **values} for section, values in smoke.items()}
     path = tmp_path / "registry.yaml"

@@ -329,7 +329,7 @@ def test_table4_cpu_prints_file_columns_as_needing_data_and_skips_them_until_fou
     registry, table = Registry(), load_table("halt-table4-cpu")
     assert [c.label for c in table.columns] == ["ListOps", "Text", "Retrieval", "Image", "Pathfinder"]
     assert [r.model for r in table.rows] == ["transformer", "ut", "gut", "tlb", "gutlb"] and len(table.seeds) == 5
-    built = build(table, tmp_path, "small", registry)
+    built = build(table, tmp_path, "small")
     line = next(r for r in built["rows"] if r[0] == "gut")
     at = {h: i for i, h in enumerate(built["headers"])}
     assert [line[at[f"{c} ours"]] for c in ("ListOps", "Text", "Retrieval", "Image", "Pathfinder")] == [

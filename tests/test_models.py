@@ -1,32 +1,33 @@
-"""Every registry model: forward and backward on every compatible task (smoke preset), and
-causality for every causal model. Parametrised over the registry, so a new entry is tested
-the moment it is added."""
+"""Every registry model: forward and backward on every task (smoke preset), causality for every
+causal model, padding for every bidirectional one. Conformance checks, parametrised over the
+registry by what the classes declare (tests/conformance.py), so a new entry is tested the moment it
+is added. A pair is refused only where the classes declare it (a task that needs a causal model, a
+model without a causal mode): the refusal is checked; any other refusal fails."""
 
 import functools
 
 import pytest
 import torch
+from conformance import MODELS, REG, TASKS, model_class, task_class
 
 import bench
 from bench.data import SplitData, collate, load_split
-from bench.errors import UserError
-from bench.registry import Registry, import_target
+from bench.errors import Incompatible, UserError
 from bench.runner.module import Head, forward_batch, task_loss
 from bench.tasks.base import TaskError
-
-REG = Registry()
-MODELS = REG.model_names()
-TASKS = REG.task_names()
 
 
 @functools.cache
 def smoke_batch(task_name: str):
-    """A batch of 4 training examples of the task's smoke preset, or None if its data is not here."""
+    """A batch of 4 training examples of the task's smoke preset, or None if the task reads the user's
+    files (it declares ``reads_user_files``) and they are not here."""
     try:
         task = bench.build_task(task_name, preset="smoke")
         data = SplitData(load_split(task, "train"))
     except (UserError, TaskError):
-        return None, None  # e.g. LRA files the user has to supply
+        if task_class(task_name).reads_user_files:
+            return None, None  # e.g. LRA files the user has to supply
+        raise
     return task, crop(collate([data[i] for i in range(min(4, len(data)))]))
 
 
@@ -36,25 +37,24 @@ def crop(batch: dict, max_len: int = 96) -> dict:
     return {k: v[:, :max_len] if v.dim() >= 2 else v for k, v in batch.items()}
 
 
-def model_class(name):
-    return import_target(REG.model_entry(name)["target"], name)
+def declared_refusal(model_name: str, task_name: str) -> bool:
+    """Whether the classes declare the pair impossible: the task needs a causal model and the model has no causal mode."""
+    return bool(task_class(task_name).requires_causal) and not model_class(model_name).supports_causal
 
 
-def _build(model_name, task_name):
-    try:
-        return bench.build_model(model_name, task=task_name, preset="smoke")
-    except UserError as exc:
-        pytest.skip(f"incompatible: {exc}")
-
-
+@pytest.mark.conformance(family="model_name", task="task_name")
 @pytest.mark.parametrize("task_name", TASKS)
 @pytest.mark.parametrize("model_name", MODELS)
 def test_forward_backward_on_every_task(model_name, task_name):
+    if declared_refusal(model_name, task_name):
+        with pytest.raises(Incompatible):
+            bench.build_model(model_name, task=task_name, preset="smoke")
+        return
     task, batch = smoke_batch(task_name)
     if task is None:
-        pytest.skip(f"{task_name}: data files not supplied")
+        pytest.skip(f"{task_name}: reads the user's files, and none are supplied")
     torch.manual_seed(0)
-    backbone = _build(model_name, task_name)
+    backbone = bench.build_model(model_name, task=task_name, preset="smoke")  # any refusal here fails
     head = Head(task.kind, backbone.d_model, task.vocab_size, task.num_classes, task.num_labels)
     logits, aux, stats = forward_batch(backbone, head, batch)
     loss = task_loss(task.kind, logits, batch) + aux
@@ -68,6 +68,7 @@ def test_forward_backward_on_every_task(model_name, task_name):
 CAUSAL_MODELS = [m for m in MODELS if model_class(m).supports_causal]
 
 
+@pytest.mark.conformance(family="model_name")
 @pytest.mark.parametrize("model_name", CAUSAL_MODELS)
 @pytest.mark.parametrize("seq_len", [13, 40])
 def test_causal_models_never_see_the_future(model_name, seq_len):
@@ -97,6 +98,7 @@ def _small(model_name):
     return {k: v for k, v in want.items() if k in accepted}
 
 
+@pytest.mark.conformance(family="model_name")
 @pytest.mark.parametrize("model_name", [m for m in MODELS if model_class(m).supports_bidirectional])
 def test_padding_does_not_change_real_positions(model_name):
     """Extra right padding must not change the outputs at real positions (non-causal mode)."""

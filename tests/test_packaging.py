@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.registry import DEFAULT_REGISTRY, ENTRY_POINT_GROUP, Registry
+from bench.registry import DEFAULT_REGISTRY, ENTRY_POINT_GROUP, Registry, task_files
 from bench.validation import registry_problems
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,7 +23,11 @@ def test_the_shipped_registry_and_tables_are_package_data():
     assert DEFAULT_REGISTRY == ROOT / "bench" / "registry.yaml" and DEFAULT_REGISTRY.is_file()
     assert TABLES_DIR == ROOT / "bench" / "tables" and "rsa-table2" in table_names()
     text = (ROOT / "pyproject.toml").read_text()
-    assert 'include = ["bench*"]' in text and '"registry.yaml", "tables/*.yaml"' in text
+    assert 'include = ["bench*"]' in text and '"registry.yaml", "tables/*.yaml", "tasks/*.yaml", "tasks/*/*.yaml"' in text
+    # every task file is package data by those patterns (bench/tasks/ and its packages, one level down)
+    assert task_files() and all(len(p.relative_to(ROOT / "bench" / "tasks").parts) <= 2 for p in task_files())
+    reg = Registry(plugins=False)
+    assert {reg.origin[("tasks", name)] for name in reg.raw_tasks} == {p.relative_to(ROOT / "bench").as_posix() for p in task_files()}
 
 
 # ---- a user's registry extends the shipped one -------------------------------------------------
@@ -333,3 +337,22 @@ def test_the_docs_plugin_example_works(tmp_path, monkeypatch):
         assert bench.build_task("parity-start", preset="smoke", registry=reg).params["start_symbol"] is True
     finally:
         sys.modules.pop("mybench", None)
+
+
+def test_a_task_file_holds_tasks_only_and_each_task_once(tmp_path, monkeypatch):
+    """The shipped tasks come from the files beside their modules: two files giving one name, or a
+    file with more than a tasks: section, stop with one line naming the files."""
+    import bench.registry as registry_module
+    from bench.errors import UserError
+
+    tasks = tmp_path / "tasks"
+    (tasks / "sub").mkdir(parents=True)
+    (tasks / "a.yaml").write_text("tasks:\n  twice: {target: bench.tasks.copy:Copy}\n")
+    (tasks / "sub" / "b.yaml").write_text("tasks:\n  twice: {target: bench.tasks.copy:Copy}\n")
+    monkeypatch.setattr(registry_module, "TASKS_DIR", tasks)
+    assert registry_module.task_files() == [tasks / "a.yaml", tasks / "sub" / "b.yaml"]
+    with pytest.raises(UserError, match=r"^tasks/sub/b\.yaml: tasks\.twice is also given by tasks/a\.yaml; give each task in one file$"):
+        Registry(plugins=False)
+    (tasks / "sub" / "b.yaml").write_text("models:\n  m: {target: bench.models.rnn:RNN}\n")
+    with pytest.raises(UserError, match=r"^tasks/sub/b\.yaml must be a mapping with a 'tasks:' section only"):
+        Registry(plugins=False)

@@ -10,17 +10,25 @@ import re
 import numpy as np
 import pytest
 import torch
+from conformance import MODELS, TASKS, model_class, task_class
 
 import bench
 from bench.config import TRAIN_DEFAULTS, resolve_run
+from bench.models.chunked import ChunkRecurrent
 from bench.models.transformer import NoPE, Transformer
+from bench.models.universal import GUT, UT
 from bench.registry import Registry
 from bench.tasks.flipflop import FlipFlop
+from bench.tasks.formal_languages import FormalLanguage
 
 REG = Registry()
-LANGUAGES = ["parity", "tomita3", "tomita5", "tomita6", "d2", "d4"]
-RSA_HOSTS = ["rsa-transformer", "rsa-transformer-I", "rsa-transformer-II", "rsa-transformer-III", "rsa-transformer-IV"]
-LRA = ["lra-listops", "lra-text", "lra-retrieval", "lra-image", "lra-pathfinder"]
+# the cases, from the registry's classes (tests/conformance.py), never a list of names
+LANGUAGES = [t for t in TASKS if issubclass(task_class(t), FormalLanguage)]  # [RSA Table 2]'s formal languages
+LRA = [t for t in TASKS if t.startswith("lra-")]  # the Long Range Arena tasks
+TRANSFORMERS = [m for m in MODELS if model_class(m) is Transformer]  # the vanilla Transformer and its RSA hosts
+UTS = [m for m in MODELS if issubclass(model_class(m), UT)]  # UT, GUT and GUT's ablations
+GUTS = [m for m in MODELS if issubclass(model_class(m), GUT)]  # GUT and its ablations
+CHUNKED = [m for m in MODELS if issubclass(model_class(m), ChunkRecurrent)]  # TLB (TLB-FR, its RSA host) and GUTLB
 
 
 def resolve(model: str, task: str, preset: str = "paper") -> dict:
@@ -31,16 +39,18 @@ def resolve(model: str, task: str, preset: str = "paper") -> dict:
 # ---- [RSA §4.2, App. E.2, Table 2]: formal languages ------------------------------------------
 
 
+@pytest.mark.conformance(family="model", task="task")
 @pytest.mark.parametrize("task", LANGUAGES)
-@pytest.mark.parametrize("model", ["transformer", *RSA_HOSTS])
+@pytest.mark.parametrize("model", TRANSFORMERS)
 def test_rsa_table2_hosts_use_absolute_sinusoidal_positions(model, task):
     """[RSA §4.2]: the baseline is the vanilla Transformer with absolute sinusoidal PE, and the
-    RSA-Transformer only modifies its self-attention layers."""
+    RSA-Transformer only modifies its self-attention layers: every entry of the Transformer class."""
     cfg = resolve(model, task)
     assert cfg["model"]["target"] == "bench.models.transformer:Transformer"
     assert cfg["model"]["params"]["pos_encoding"] == "sinusoidal"
 
 
+@pytest.mark.conformance(task="task")
 @pytest.mark.parametrize("task", LANGUAGES)
 def test_rsa_table2_settings(task):
     """[RSA App. E.2]: 3 layers, 5 heads, embedding size 20, Adam at 0.005 halved every 5
@@ -69,6 +79,7 @@ def test_rsa_table2_cases(model, kinds):
     assert cfg["model"]["params"]["rsa"]["kinds"] == kinds and cfg["model"]["params"]["n_heads"] == 5
 
 
+@pytest.mark.conformance(task="task")
 @pytest.mark.parametrize("task", LANGUAGES)
 def test_rsa_table2_data_sizes(task):
     """[RSA App. E.2]: train and bin 0 in [2, 50] ([2, 100] for D_n), bin 1 in [51, 100]
@@ -135,6 +146,7 @@ def strings(task, split):
     return ["".join(task.vocab[t] for t in toks) for toks in d["tokens"]]
 
 
+@pytest.mark.conformance(task="task")
 @pytest.mark.parametrize("task", LANGUAGES)
 def test_train_val_and_bin0_are_disjoint(task):
     """The source splits train and bin 0 from one de-duplicated pool: no test string is trained on."""
@@ -181,14 +193,16 @@ def test_tomita3_strings_are_a_few_long_runs():
 # ---- [HALT App. A]: ListOps, logic, flip-flop, LRA --------------------------------------------
 
 
+@pytest.mark.conformance(family="model", task="task")
 @pytest.mark.parametrize("task", LRA)
-@pytest.mark.parametrize("model", ["gut", "gut-no-gate", "gut-no-global-halt", "gut-no-transition"])
+@pytest.mark.parametrize("model", GUTS)
 def test_gut_upper_bound_on_lra_is_15(model, task):
     """[HALT App. A] "For LRA tasks ... For GUT, we use an upperbound layer as 15"."""
     assert resolve(model, task)["model"]["params"]["max_layers"] == 15
 
 
-@pytest.mark.parametrize("model", ["ut", "gut"])
+@pytest.mark.conformance(family="model")
+@pytest.mark.parametrize("model", UTS)
 def test_logic_settings(model):
     """[HALT App. A]: batch 256, lr 7e-4, AdamW wd 0.1, linear warm-up 4000, UT/GUT bound 15, beta 0."""
     cfg = resolve(model, "logic")
@@ -197,7 +211,8 @@ def test_logic_settings(model):
     assert (t["batch_size"], t["lr"], t["optimizer"], t["weight_decay"], t["warmup_steps"]) == (256, 7e-4, "adamw", 0.1, 4000)
 
 
-@pytest.mark.parametrize("model", ["tlb", "gutlb"])
+@pytest.mark.conformance(family="model")
+@pytest.mark.parametrize("model", CHUNKED)
 def test_logic_and_flipflop_chunking(model):
     """[HALT App. A]: chunk size 10 and 10 memory slots for TLB / GUTLB, in logic and in flip-flop."""
     for task in ("logic", "flipflop"):
@@ -205,28 +220,33 @@ def test_logic_and_flipflop_chunking(model):
         assert (p["chunk_size"], p["memory_slots"]) == (10, 10)
 
 
+@pytest.mark.conformance(family="model")
 @pytest.mark.parametrize("task", ["listops", "lra-listops"])
-def test_tlb_and_gutlb_take_the_reference_tlb_optimisation_on_listops(task):
+@pytest.mark.parametrize("model", MODELS)
+def test_chunk_models_take_the_reference_tlb_optimisation_on_listops(model, task):
     """[HALT App. A] "We use the same hyperparameters for TLB in ListOps as used in LRA ListOps for TLB
     in the original repository": TLB_config lr 0.05/4, rootwarmup, warm-up 8000 (configs/listopsc2_configs.py,
     listops_lra_configs.py), = inverse_sqrt at 0.05/4/sqrt(8000); GUTLB_config inherits it, so do the
-    entries based on tlb. The Transformer, UT and GUT keep Transformer_config's 0.05/sqrt(1000), warm-up 1000."""
-    for model in ("tlb", "gutlb", "rsa-tlb", "tlb-fr"):
-        t = resolve(model, task)["train"]
+    entries based on tlb (every chunk model of TLB's loop). Every other family (the Transformer, UT and GUT among
+    them) keeps Transformer_config's 0.05/sqrt(1000), warm-up 1000."""
+    t = resolve(model, task)["train"]
+    if model in CHUNKED:
         assert (t["lr"], t["warmup_steps"], t["schedule"]) == (round(0.05 / 4 / 8000**0.5, 8), 8000, "inverse_sqrt")
         assert (t["betas"], t["weight_decay"], t["batch_size"]) == ([0.9, 0.98], 0.1, 32)
-    for model in ("transformer", "ut", "gut"):
-        t = resolve(model, task)["train"]
+    else:
         assert (t["lr"], t["warmup_steps"]) == (0.00158, 1000)
 
 
-def test_tlb_and_gutlb_take_the_reference_tlb_optimisation_on_lra():
+@pytest.mark.conformance(family="model")
+@pytest.mark.parametrize("model", MODELS)
+def test_chunk_models_take_the_reference_tlb_optimisation_on_lra(model):
     """TLB_config of each LRA config (GUTLB_config inherits it), where it differs from Transformer_config:
     Text and Retrieval lr 0.025 rootwarmup 8000 (Retrieval batch 128 = 32 x 4 accumulated, as every
     family there); Image lr 1e-3; Pathfinder lr 5e-4, batch 512, betas (0.9, 0.98), cosine2 with warm-up
-    160000 // 512, no clipping, 200 epochs, patience 200."""
-    for model in ("tlb", "gutlb"):
-        text, retrieval, image, path = (resolve(model, t)["train"] for t in ("lra-text", "lra-retrieval", "lra-image", "lra-pathfinder"))
+    160000 // 512, no clipping, 200 epochs, patience 200 (every chunk model of TLB's loop); every other family
+    keeps Transformer_config's."""
+    text, retrieval, image, path = (resolve(model, t)["train"] for t in ("lra-text", "lra-retrieval", "lra-image", "lra-pathfinder"))
+    if model in CHUNKED:
         assert (text["lr"], text["warmup_steps"]) == (retrieval["lr"], retrieval["warmup_steps"]) == (round(0.025 / 8000**0.5, 8), 8000)
         assert retrieval["batch_size"] * retrieval["accumulate_grad_batches"] == 128
         assert (image["lr"], image["batch_size"], image["schedule"]) == (1e-3, 256, "cosine")
@@ -241,10 +261,9 @@ def test_tlb_and_gutlb_take_the_reference_tlb_optimisation_on_lra():
             path["patience"],
             path["weight_decay"],
         ) == (5e-4, 512, [0.9, 0.98], "cosine", 160000 // 512, 0.0, 200, 200, 0.0)
-    for model in ("transformer", "ut", "gut"):
-        lrs = [resolve(model, t)["train"]["lr"] for t in ("lra-text", "lra-retrieval", "lra-image", "lra-pathfinder")]
-        assert lrs == [0.00056, 0.00056, 5e-4, 2e-4]
-    assert resolve("transformer", "lra-pathfinder")["train"]["schedule"] == "linear"
+    else:
+        assert [text["lr"], retrieval["lr"], image["lr"], path["lr"]] == [0.00056, 0.00056, 5e-4, 2e-4]
+        assert path["schedule"] == "linear"
 
 
 def test_flipflop_reports_last_read_accuracy_first():
@@ -302,3 +321,80 @@ def test_every_paper_preset_resolves_for_every_model_it_sizes():
             continue
         for fam in entry["presets"]["paper"].get("family") or {}:
             resolve(fam, task)
+
+
+# ---- a family fits its own values to a preset's generic sizes (Backbone.adapt) ----------------------
+
+
+@pytest.mark.parametrize(
+    "kinds, dilations, n_heads, fitted",
+    [
+        # [RSA Table 2]'s 5-head cases on 4 heads: one regular head goes (what the presets stated by hand before)
+        ([5, 0, 0, 0, 0, 0], [], 4, ([4, 0, 0, 0, 0, 0], [])),
+        ([3, 0, 0, 2, 0, 0], [2, 2], 4, ([2, 0, 0, 2, 0, 0], [2, 2])),
+        ([3, 1, 1, 0, 0, 0], [], 4, ([2, 1, 1, 0, 0, 0], [])),
+        ([3, 0, 0, 0, 1, 1], [2, 2], 4, ([2, 0, 0, 0, 1, 1], [2, 2])),
+        # a sum that is a multiple of n_heads, every count dividing by it: scaled down, dilated heads' factors kept
+        ([4, 2, 2, 0, 0, 0], None, 4, ([2, 1, 1, 0, 0, 0], None)),
+        ([4, 0, 0, 4, 0, 0], [3, 3, 3, 3], 4, ([2, 0, 0, 2, 0, 0], [3, 3])),
+        # counts that do not divide: the regular heads go ([2, 1, 1] on 2 heads keeps its cyclical pair)
+        ([2, 1, 1, 0, 0, 0], None, 2, ([0, 1, 1, 0, 0, 0], None)),
+        # kinds that fit stay (fewer: the other heads are plain, [RSA Table 7]); too few regular heads: the layer refuses
+        ([2, 1, 1, 0, 0, 0], [], 4, None),
+        ([2, 1, 1, 0, 0, 0], [], 8, None),
+        ([0, 3, 3, 0, 0, 0], [], 4, None),
+    ],
+)
+def test_rsa_kinds_fit_the_heads_they_are_given(kinds, dilations, n_heads, fitted):
+    from bench.models.layers.rsa import fit_kinds
+
+    assert fit_kinds(kinds, dilations, n_heads) == fitted
+
+
+@pytest.mark.parametrize("task", ["copy", "parity", "listops", "mqar", "modular-arithmetic", "s5", "lra-text"])
+@pytest.mark.parametrize(
+    "model, kinds",
+    [
+        ("rsa-transformer-I", [4, 0, 0, 0, 0, 0]),
+        ("rsa-transformer-II", [2, 0, 0, 2, 0, 0]),
+        ("rsa-transformer-III", [2, 1, 1, 0, 0, 0]),
+        ("rsa-transformer-IV", [2, 0, 0, 0, 1, 1]),
+    ],
+)
+def test_rsa_table2_cases_on_4_head_presets_lose_one_regular_head(model, task, kinds):
+    """No preset states the Table 2 cases' kinds for 4 heads: the Transformer fits them, and `bench
+    explain` names it as their source; the dilations stay the entry's."""
+    run = resolve_run(REG, model, task, "smoke")
+    assert run.model.params["n_heads"] == 4 and run.model.params["rsa"]["kinds"] == kinds
+    assert run.model.sources["rsa.kinds"] == "adapted to n_heads=4 by Transformer"
+    assert run.model.sources["rsa.dilations"] == f"registry entry {model}"
+
+
+def test_a_preset_family_value_and_set_win_over_what_a_family_adapts():
+    """Copy's paper preset states [4, 2, 2] for the 8-head RSA hosts: stated, it wins even where it
+    would not fit; on ListOps' paper preset (8 heads, no kinds stated) --set model.n_heads=2 refits
+    case III's (3, 1, 1), and --set model.rsa.kinds wins over that."""
+    paper = resolve_run(REG, "rsa-transformer", "copy", "paper")
+    assert paper.model.params["rsa"]["kinds"] == [4, 2, 2, 0, 0, 0] and paper.model.sources["rsa.kinds"].startswith(
+        "preset copy.paper.family"
+    )
+    four = resolve_run(REG, "rsa-xl", "copy", "paper", ["model.n_heads=4"])
+    assert four.model.params["rsa"]["kinds"] == [4, 2, 2, 0, 0, 0]  # the preset's family value, stated: it wins
+    assert resolve_run(REG, "rsa-transformer-III", "listops", "paper").model.params["rsa"]["kinds"] == [3, 1, 1, 0, 0, 0]
+    mine = resolve_run(REG, "rsa-transformer-III", "listops", "paper", ["model.n_heads=2"])
+    assert (
+        mine.model.params["rsa"]["kinds"] == [0, 1, 1, 0, 0, 0] and mine.model.sources["rsa.kinds"] == "adapted to n_heads=2 by Transformer"
+    )
+    given = resolve_run(REG, "rsa-transformer-III", "listops", "paper", ["model.n_heads=2", "model.rsa.kinds=[2,0,0,0,0,0]"])
+    assert given.model.params["rsa"]["kinds"] == [2, 0, 0, 0, 0, 0] and given.model.sources["rsa.kinds"] == "--set"
+
+
+def test_what_a_family_adapts_is_settled_once():
+    """Resolution ends where the family has nothing left to adapt: every model on every task's smoke
+    preset, its resolved params handed back to its class's ``adapt``, gives nothing."""
+    for task in REG.task_names():
+        if "smoke" not in REG.task_entry(task)["presets"]:
+            continue
+        for model in REG.model_names():
+            run = resolve_run(REG, model, task, "smoke")
+            assert run.model.cls.adapt(run.model.params, run.task.values) == [], (model, task)

@@ -75,28 +75,59 @@ def test_ours_beside_the_paper_with_the_difference(runs):
 
 
 def test_records_made_with_settings_the_registry_no_longer_gives_are_marked(tmp_path, registry):
-    from bench.report.reproduce import current_config
+    from bench.report.reproduce import current_config, stale_records
 
     now = current_config(registry, "transformer", "parity", "paper", [])
     write_record(tmp_path, "transformer", "parity", 0, {"bin0": 0.5, "bin1": 0.0}, config=now)  # as the preset gives today
     old = {**now, "model": {**now["model"], "params": {**now["model"]["params"], "d_model": 999}}}
     write_record(tmp_path, "transformer", "tomita3", 0, {"bin0": 0.5, "bin1": 0.0}, config=old)
-    result = build(load_table("rsa-table2"), tmp_path, "paper", registry)
+    table = load_table("rsa-table2")
+    unchecked = build(table, tmp_path, "paper")  # what the records hold, no run resolved: the stale one counts as it is
+    assert cell(unchecked, "transformer", "tomita3:bin0")[0] == "50.0 (1, se 15.8)" and unchecked["stale"] == ""
+    assert stale_records(table, registry, "paper", tmp_path) == {
+        ("transformer", "tomita3", ()): {0: f"model.d_model 999 -> {now['model']['params']['d_model']}"}
+    }
+    result = build(table, tmp_path, "paper", stale_records(table, registry, "paper", tmp_path))
     assert cell(result, "transformer", "parity:bin0")[0] == "50.0 (1, se 15.8)"
     assert cell(result, "transformer", "tomita3:bin0")[0] == "50.0 (1, se 15.8) †"
     assert f"(1 of 36 (model, task) cells; model.d_model 999 -> {now['model']['params']['d_model']})" in result["stale"]
     assert result["present"] == 1  # a stale record is shown, not counted as present
 
 
-def test_a_cell_with_current_records_leaves_its_stale_ones_out(tmp_path, registry):
+def test_a_cell_counts_the_records_made_with_its_newest_settings_and_check_stale_marks_the_rest(tmp_path, registry, capsys):
+    """Without the stale check a cell reads its records alone: a seed made before the run's settings
+    changed (its config differs from the newest record's) is left out, whatever the registry says
+    today. ``--check-stale`` resolves the cells and marks a cell whose records the registry no
+    longer gives, and says so on the table's command line."""
     from bench.report.reproduce import current_config
+
+    now = current_config(registry, "transformer", "parity", "paper", [])
+    old = {**now, "model": {**now["model"], "params": {**now["model"]["params"], "pos_encoding": "xpos"}}}
+    write_record(tmp_path, "transformer", "parity", 0, {"bin0": 1.0, "bin1": 1.0}, config=old, date="2026-01-01T00:00:00+00:00")
+    write_record(tmp_path, "transformer", "parity", 1, {"bin0": 0.5, "bin1": 0.1}, config=now, date="2026-02-01T00:00:00+00:00")
+    write_record(tmp_path, "transformer", "parity", 2, {"bin0": 0.7, "bin1": 0.1}, config=now, date="2026-02-02T00:00:00+00:00")
+    write_record(tmp_path, "transformer", "tomita3", 0, {"bin0": 0.5, "bin1": 0.0}, config=old, date="2026-01-01T00:00:00+00:00")
+    result = build(load_table("rsa-table2"), tmp_path, "paper")
+    assert cell(result, "transformer", "parity:bin0") == ("60.0 ± 127.1 (2, se 15.5)", "29", "+31.0")  # seeds 1, 2: the newest settings
+    assert cell(result, "transformer", "tomita3:bin0")[0] == "50.0 (1, se 15.8)"  # one setting, the newest: counted, unmarked
+    assert main(["reproduce", "rsa-table2", "--out", str(tmp_path)]) == 0
+    assert "†" not in capsys.readouterr().out
+    assert main(["reproduce", "rsa-table2", "--out", str(tmp_path), "--check-stale"]) == 0
+    assert printed_row(capsys.readouterr().out, "tomita3", "transformer")[2] == "50.0 (1, se 15.8) †"
+    md = (tmp_path / "reproduce" / "rsa-table2.md").read_text().splitlines()
+    assert md[2] == f"`bench reproduce rsa-table2 --out {tmp_path} --check-stale`" and "pos_encoding 'xpos' -> " in md[4]
+
+
+def test_a_cell_with_current_records_leaves_its_stale_ones_out(tmp_path, registry):
+    from bench.report.reproduce import current_config, stale_records
 
     now = current_config(registry, "transformer", "parity", "paper", [])
     old = {**now, "model": {**now["model"], "params": {**now["model"]["params"], "pos_encoding": "xpos"}}}
     write_record(tmp_path, "transformer", "parity", 0, {"bin0": 0.5, "bin1": 0.0}, config=now)
     write_record(tmp_path, "transformer", "parity", 1, {"bin0": 0.7, "bin1": 0.1}, config=now)
     write_record(tmp_path, "transformer", "parity", 2, {"bin0": 1.0, "bin1": 1.0}, config=old)  # partly rerun
-    result = build(load_table("rsa-table2"), tmp_path, "paper", registry)
+    table = load_table("rsa-table2")
+    result = build(table, tmp_path, "paper", stale_records(table, registry, "paper", tmp_path))
     assert cell(result, "transformer", "parity:bin0") == ("60.0 ± 127.1 (2, se 15.5)", "29", "+31.0")  # seeds 0, 1 only
     assert result["present"] == 2 and result["stale"] == ""
 
@@ -327,7 +358,7 @@ def test_a_new_table_kind_is_one_class_registered_in_kinds(tmp_path, monkeypatch
         def names(self, table):
             return [], []
 
-        def build(self, table, registry, preset, out, stem):
+        def build(self, table, registry, preset, out, stem, stale=None):
             rows = [[item, str(len(item))] for item in table.checks]
             return {
                 "headers": ["item", "length"],

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conformance import MODELS, REG
 
 import bench
 from bench.models.layers.attention import MultiHeadAttention
 
 torch.set_num_threads(1)
 
-RSA_CAUSAL_ENTRIES = ["rsa-transformer", "rsa-transformer-I", "rsa-transformer-II", "rsa-transformer-III", "rsa-transformer-IV"]
+RSA_HOSTS = [m for m in MODELS if REG.model_entry(m)["params"].get("rsa")]  # every entry that turns RSA on
 
 
 def step_by_step(v, kinds_per_head, decay, theta, dil):
@@ -93,10 +94,10 @@ def test_heads_beyond_the_kinds_stay_plain_attention():
     assert not torch.allclose(rsa(x, causal=True), plain(x, causal=True))
 
 
-@pytest.mark.parametrize("name", RSA_CAUSAL_ENTRIES)
+@pytest.mark.parametrize("name", RSA_HOSTS)
 def test_registry_hosts_are_causal(name):
     torch.manual_seed(0)
-    d_model = 16 if name == "rsa-transformer" else 20  # head dim 4 with the entry's 4 or 5 heads
+    d_model = 4 * REG.model_entry(name)["params"].get("n_heads", 4)  # head dim 4 with the entry's heads
     model = bench.build_model(name, vocab_size=11, causal=True, d_model=d_model, n_layers=2, d_ff=32, dropout=0.0).eval()
     tokens = torch.randint(1, 11, (2, 23))
     base = model(tokens).hidden

@@ -1,13 +1,15 @@
-"""Streaming inference (issue 26): ``init_state`` / ``step`` against the full forward.
+"""Streaming inference: ``init_state`` / ``step`` against the full forward, for every family.
 
-Parametrised over the registry: every causal entry whose class sets ``supports_streaming`` is
-built small and causal, and fed through ``step`` token by token and in random pieces; the
-per-position states must equal one full ``forward`` (eval mode, fp32, max abs diff < 1e-5).
-Also: a state carried across calls equals the state rebuilt from the prefix in one call; state
-of memory-bounded families stops growing; ``torch.save`` of a state round-trips; a state continued
-two ways gives two independent streams; the REM recurrence equals the REM for every kind, dilation
-and lag cap; the Transformer's positions continue across steps; which entries stream, and that
-bidirectional instances refuse. Run with ``-s`` to see the largest difference of every entry.
+Conformance checks, parametrised over the registry by what each class declares (tests/conformance.py):
+every causal entry whose class sets ``supports_streaming`` is built small and causal, and fed through
+``step`` token by token and in random pieces; the per-position states must equal one full ``forward``
+(eval mode, fp32, max abs diff < 1e-5). Also: a state carried across calls equals the state rebuilt
+from the prefix in one call; ``torch.save`` of a state round-trips; what a family declares bounded
+(``bounded_state`` / ``bounded_state_part``) stops growing and what it declares growing grows; a
+growing state continued two ways gives two independent streams; a causal family that does not
+stream says why in its own words; bidirectional instances refuse. Beside them: the REM recurrence
+equals the REM for every kind, dilation and lag cap; the Transformer's positions continue across
+steps. Run with ``-s`` to see the largest difference of every entry.
 
 Elsewhere: TLB's chunk bookkeeping in ``test_streaming_chunks.py``; UT / GUT, the ablations and
 GUTLB with positions halting unevenly in ``test_streaming_halting.py``; ``bench eval --stream``,
@@ -19,63 +21,19 @@ import random
 
 import pytest
 import torch
-from streaming_helpers import CAUSAL, STREAMING, TOL, T, build, leaves, numel, random_sizes, small, stream, tokens_for
+from conformance import declared
+from streaming_helpers import CAUSAL, STREAMING, TOL, T, build, leaves, model_class, numel, random_sizes, small, stream, tokens_for
 
 import bench
-from bench.models.base import StreamingUnsupported
-from bench.models.brt import BlockRecurrentTransformer
+from bench.models.base import Backbone, StreamingUnsupported
 from bench.models.layers.rem import REM
-from bench.models.linear_recurrent import LinearRecurrent
-from bench.models.r_transformer import RTransformer
-from bench.models.rnn import RNN
-from bench.models.tlb import TLB
 from bench.models.transformer import Transformer
 from bench.models.xl import TransformerXL
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-# Every causal family streams;
-# TLB-FR cannot stream by definition (its chunk length depends on the whole input's length).
-OWN = {
-    "transformer",
-    "nope",
-    "transformer-star",
-    "rsa-transformer",
-    "rsa-transformer-I",
-    "rsa-transformer-II",
-    "rsa-transformer-III",
-    "rsa-transformer-IV",
-    "xl",
-    "rsa-xl",
-    "brt",
-    "brt-lstm-gate",
-    "rsa-brt",
-    "lstm",
-    "gru",
-    "r-transformer",
-    "tlb",
-    "rsa-tlb",
-    "ut",
-    "gut",
-    "gut-no-global-halt",
-    "gut-no-gate",
-    "gut-no-transition",
-    "gutlb",
-    "linear-transformer",
-    "deltanet",
-    "deltanet-neg",
-    "gated-deltanet",
-    "retnet",
-    "gla",
-    "mamba2",
-    "mamba2-neg",
-    "mlstm",
-    "rwkv7",
-}
-OTHERS: set = set()
-CANNOT = {"tlb-fr"}
 
-
+@pytest.mark.conformance(family="name")
 @pytest.mark.parametrize("name", STREAMING)
 def test_streaming_equals_forward(name):
     model = build(name)
@@ -91,6 +49,7 @@ def test_streaming_equals_forward(name):
     assert worst < TOL
 
 
+@pytest.mark.conformance(family="name")
 @pytest.mark.parametrize("name", STREAMING)
 def test_carried_state_equals_state_rebuilt_from_prefix(name):
     model = build(name)
@@ -112,6 +71,7 @@ def test_carried_state_equals_state_rebuilt_from_prefix(name):
     torch.testing.assert_close(cont_a, cont_b, atol=TOL, rtol=0)
 
 
+@pytest.mark.conformance(family="name")
 @pytest.mark.parametrize("name", STREAMING)
 def test_state_round_trips_through_torch_save(name):
     model = build(name)
@@ -127,52 +87,43 @@ def test_state_round_trips_through_torch_save(name):
     assert torch.equal(a, b)
 
 
-def bounded_part(model, state):
-    """The part of a state that must stay bounded, or None for families whose state grows
-    (attention over the whole prefix: Transformer, NoPE, Transformer*)."""
-    if isinstance(model, RNN | BlockRecurrentTransformer | TLB | LinearRecurrent):  # TLB: memory slots + one chunk's caches
-        return state
-    if isinstance(model, TransformerXL) and model.segment_len < T:
-        return state
-    if isinstance(model, RTransformer):
-        return [layer["rnn"] for layer in state]  # the LocalRNN windows; its attention caches grow
-    return None
-
-
+@pytest.mark.conformance(family="name")
 @pytest.mark.parametrize("name", STREAMING)
-def test_memory_bounded_state_stops_growing(name):
+def test_state_stops_growing_where_declared_bounded(name):
+    """What ``bounded_state_part`` names (all of the state where the family declares ``bounded_state``)
+    has the same size after 30 and 60 tokens; a state declared to grow does grow."""
     model = build(name)
     tokens = tokens_for(3, length=60)
     with torch.no_grad():
         _, short = stream(model, tokens[:, :30], [3] * 10)
         _, long = stream(model, tokens, [7] * 8 + [4])
-    if bounded_part(model, short) is None:
-        pytest.skip(f"{name}: attention over the whole prefix; its cache grows by design")
-    # 30 and 60 tokens are the same phase of segments / blocks of 5: the same size
-    assert numel(bounded_part(model, long)) == numel(bounded_part(model, short))
+    bounded = model.bounded_state_part(short)
+    if bounded is None:  # attention over the whole prefix: its cache grows by design
+        assert numel(long) > numel(short), f"{name} declares a growing state (bounded_state False), but it did not grow"
+        return
+    # 30 and 60 tokens are the same phase of segments / blocks / chunks of 5: the same size
+    assert numel(model.bounded_state_part(long)) == numel(bounded) > 0
     if isinstance(model, TransformerXL):  # memory plus at most one segment per layer
         per_position = (2 * 2 + 1) * model.d_model  # k and v of batch 2, and the distance's projection
         assert numel(long) <= len(model.layers) * per_position * (model.mem_len + model.segment_len)
 
 
-def test_every_causal_entry_streams_except_tlb_fr():
-    """The streaming set is every causal entry but TLB-FR. Entries another branch streams are
-    skipped while their class lacks ``supports_streaming`` (so after the merge this is a full check)."""
-    assert OWN | OTHERS | CANNOT == set(CAUSAL), "a causal registry entry is missing from the streaming plan"
-    missing_own = sorted(OWN - set(STREAMING))
-    assert not missing_own, f"these entries do not stream: {missing_own}"
-    pending = sorted(OTHERS - set(STREAMING))
-    assert set(STREAMING) == OWN | (OTHERS - set(pending))
-    for name in CANNOT:
-        model = bench.build_model(name, vocab_size=11, causal=True, **small(name))
-        assert not model.supports_streaming
-        with pytest.raises(StreamingUnsupported):
-            model.init_state(1)
-    if pending:
-        pytest.skip(f"not streaming on this branch yet (another branch streams them): {', '.join(pending)}")
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", [m for m in CAUSAL if m not in STREAMING])
+def test_a_causal_family_that_does_not_stream_says_why(name):
+    """A causal family streams, or its class says why it cannot by its definition (its own
+    ``streaming_refusal``, e.g. TLB-FR's chunk length needs the whole input): the base class's
+    "no streaming path" is no reason."""
+    model = bench.build_model(name, vocab_size=11, causal=True, **small(name))
+    assert type(model).streaming_refusal is not Backbone.streaming_refusal, f"{name} neither streams nor says why it cannot"
+    with pytest.raises(StreamingUnsupported, match=type(model).__name__):
+        model.init_state(1)
+    with pytest.raises(StreamingUnsupported):
+        model.step(torch.zeros(1, 1, dtype=torch.long), None)
 
 
-@pytest.mark.parametrize("name", ["transformer", "xl", "brt", "lstm", "r-transformer"])
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", [m for m in STREAMING if model_class(m).supports_bidirectional])
 def test_bidirectional_instances_refuse(name):
     model = bench.build_model(name, vocab_size=11, causal=False, **small(name))
     with pytest.raises(StreamingUnsupported, match="bidirectional"):
@@ -237,7 +188,8 @@ def test_rsa_transformer_every_rem_kind_streams(lag_cap):
     assert (hidden - full).abs().max().item() < TOL
 
 
-@pytest.mark.parametrize("name", ["transformer", "ut", "r-transformer"])
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", [m for m in STREAMING if not declared(m, "bounded_state")])
 def test_a_state_continued_twice_is_two_independent_streams(name):
     """KV caches grow in place (``append_rows``): continuing one state two ways (a fork, as beam
     search does) gives each continuation its own rows, and the first stream goes on undisturbed."""

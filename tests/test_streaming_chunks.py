@@ -1,4 +1,5 @@
-"""Streaming TLB (issue 26): the chunk bookkeeping of ``step`` against the full forward.
+"""Streaming TLB's loop over chunks (every streaming family built on it: ``CHUNKED``): the chunk bookkeeping
+of ``step`` against the full forward.
 
 A piece that crosses several chunk boundaries (or ends on one) gives token-by-token streaming's
 states; a step's ``pooled`` is forward's on the prefix, mid-chunk and on a boundary, and is
@@ -8,12 +9,19 @@ the block's forward. The generic streamed == forward checks are in ``test_stream
 
 import pytest
 import torch
+from conformance import model_class, models
 from streaming_helpers import TOL, T, build, stream, tokens_for
+
+from bench.models.chunked import ChunkRecurrent
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
+#: every streaming family built on TLB's loop over fixed chunks (bench/models/chunked.py): TLB, its RSA host, GUTLB
+CHUNKED = [m for m in models(supports_streaming=True) if issubclass(model_class(m), ChunkRecurrent)]
 
-@pytest.mark.parametrize("name", ["tlb", "rsa-tlb"])
+
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", CHUNKED)
 def test_tlb_piece_across_several_chunks_equals_token_by_token(name):
     """One step whose piece crosses three chunk boundaries (chunks of 5: positions 2..16) gives
     the states of token-by-token streaming; so does a piece ending exactly on a boundary."""
@@ -27,7 +35,8 @@ def test_tlb_piece_across_several_chunks_equals_token_by_token(name):
     assert (on_boundary - one_by_one).abs().max().item() < TOL
 
 
-@pytest.mark.parametrize("name", ["tlb", "rsa-tlb"])
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", CHUNKED)
 @pytest.mark.parametrize("length", [12, 15])
 def test_tlb_step_pools_as_forward_on_the_prefix(name, length):
     """A step's ``pooled`` is forward's on the whole prefix: mid-chunk (12), the partial chunk
@@ -44,7 +53,8 @@ def test_tlb_step_pools_as_forward_on_the_prefix(name, length):
     assert (out.pooled - full.pooled).abs().max().item() < TOL
 
 
-@pytest.mark.parametrize("name", ["tlb", "gutlb"])
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", CHUNKED)
 def test_tlb_step_pools_only_when_read(name):
     """A step's ``pooled`` is computed on demand: token-by-token steps update the memory only at chunk
     boundaries; the first read of ``pooled`` (here outside the inference mode the step ran in) adds the

@@ -1,4 +1,4 @@
-"""Streaming depth recurrence (issue 26): UT, GUT and its ablations, and GUTLB, with halting
+"""Streaming depth recurrence: every family that declares recurrence "depth" (UT, GUT and its ablations, GUTLB), with halting
 that actually happens.
 
 Every halting mode streams while positions (and, for early exit, whole sequences) halt unevenly,
@@ -11,22 +11,27 @@ import random
 
 import pytest
 import torch
+from conformance import model_class, models
 from streaming_helpers import TOL, T, build, random_sizes, stream, tokens_for
+
+from bench.models.chunked import ChunkRecurrent
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # ---- depth recurrence (UT, GUT and its ablations) with halting that actually happens -------------
 
-DEPTH = ["ut", "gut", "gut-no-global-halt", "gut-no-gate", "gut-no-transition"]
+DEPTH_ALL = models(recurrence="depth", supports_streaming=True)  # UT, GUT and its ablations, GUTLB
+DEPTH = [m for m in DEPTH_ALL if not issubclass(model_class(m), ChunkRecurrent)]  # halting per position
+DEPTH_CHUNKED = [m for m in DEPTH_ALL if issubclass(model_class(m), ChunkRecurrent)]  # halting per chunk (GUTLB)
 MAX_LAYERS = 5
 # halting bias b2 and the halting unit's weight scales (fc1, fc2) that spread the depths of this fixture
-# over 1..MAX_LAYERS (the ungated block's states grow, so its unit needs a lower bias)
-SPREAD = {"gut-no-gate": (-2.0, 0.5, 0.5)}
+# over 1..MAX_LAYERS, for every family (the tests assert the spread)
+SPREAD = (0.5, 1.0, 1.5)
 
 
 def halting_model(name, mode, **over):
-    bias, std1, std2 = SPREAD.get(name, (0.5, 1.0, 1.5))
+    bias, std1, std2 = SPREAD
     model = build(name, max_layers=MAX_LAYERS, mode=mode, halt_bias_init=bias, **over)
     if model.halting.unit is not None:  # no-halt has none
         torch.manual_seed(1)
@@ -36,6 +41,7 @@ def halting_model(name, mode, **over):
 
 
 @pytest.mark.parametrize("mode", ["halt", "upperbound", "no-halt"])
+@pytest.mark.conformance(family="name")
 @pytest.mark.parametrize("name", DEPTH)
 def test_depth_recurrence_streams_in_every_mode_while_positions_halt(name, mode):
     """Every halting mode streams; some positions halt after a few iterations and others run to the
@@ -63,18 +69,20 @@ def test_depth_recurrence_streams_in_every_mode_while_positions_halt(name, mode)
 
 
 @pytest.mark.parametrize("mode", ["halt", "upperbound", "no-halt"])
-def test_gutlb_streams_in_every_mode_while_positions_halt(mode):
-    """GUTLB: TLB's chunks around GUT's depth loop; the halting state restarts with every chunk of 5
-    (prefix means within the chunk). Positions halt unevenly (asserted on the forward's per-chunk
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", DEPTH_CHUNKED)
+def test_chunked_depth_recurrence_streams_in_every_mode_while_positions_halt(name, mode):
+    """GUTLB (every family with depth recurrence inside chunks): TLB's chunks around GUT's depth loop; the
+    halting state restarts with every chunk of 5 (prefix means within the chunk). Positions halt unevenly (asserted on the forward's per-chunk
     depth), and pieces that cross chunk boundaries give the forward's states."""
-    model = halting_model("gutlb", mode)
+    model = halting_model(name, mode)
     tokens = tokens_for(8, batch=3)
     with torch.no_grad():
         full = model(tokens)
         worst = max(
             (stream(model, tokens, sizes)[0] - full.hidden).abs().max().item() for sizes in ([1] * T, [T], [5, 1, 9, 8], [7, 3, 13])
         )
-    print(f"\ngutlb {mode}: largest |step - forward| = {worst:.2e}")
+    print(f"\n{name} {mode}: largest |step - forward| = {worst:.2e}")
     assert worst < TOL
     depth = full.stats["halt_depth"]  # (B,) mean iterations per chunk
     if mode == "no-halt":
@@ -83,6 +91,7 @@ def test_gutlb_streams_in_every_mode_while_positions_halt(mode):
         assert depth.min() < MAX_LAYERS, depth  # halting really happens
 
 
+@pytest.mark.conformance(family="name")
 @pytest.mark.parametrize("name", DEPTH)
 def test_early_exit_drops_sequences_and_the_stream_still_equals_it(name):
     """Causal per-position units: ``halt`` mode's early exit (a sequence leaves the batch once all
@@ -114,7 +123,8 @@ def test_early_exit_drops_sequences_and_the_stream_still_equals_it(name):
     torch.testing.assert_close(a.stats["halt_depth"], b.stats["halt_depth"])
 
 
-@pytest.mark.parametrize("name", ["ut", "gut"])
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", DEPTH)
 def test_streamed_halted_positions_stay_frozen_for_later_ones(name):
     """A position that halted after k iterations is frozen: from depth k on, every iteration's cache
     holds the same keys and values for it (its H, or S for UT, as frozen in ``forward``), and later
@@ -144,7 +154,8 @@ def test_streamed_halted_positions_stay_frozen_for_later_ones(name):
 
 
 @pytest.mark.parametrize("mode", ["halt", "upperbound", "no-halt"])
-@pytest.mark.parametrize("name", [*DEPTH, "gutlb"])
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", DEPTH_ALL)
 def test_reference_halt_rules_stream_as_the_forward(name, mode):
     """``halt_rules=reference`` streams: the undone crossing step is per position, so the stream
     takes it back as ``forward`` does; the length cap (real length + 1, per chunk for GUTLB) needs the

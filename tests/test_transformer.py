@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from bench.models.layers.attention import attend, xformers_unusable
-from bench.models.layers.block import TransformerBlock
+from bench.models.layers.block import PostLNBlock, TransformerBlock
 from bench.models.layers.positional import Rotary
 from bench.models.transformer import NoPE, Transformer
 
@@ -29,7 +29,7 @@ def test_block_matches_torch_encoder_layer_pre_and_post_ln(norm_first):
     weights: pre-LN x + Attn(LN x), then + FFN(LN .); post-LN LN(x + Attn x), then LN(. + FFN .)."""
     torch.manual_seed(0)
     d, h, ff = 16, 4, 32
-    ours = TransformerBlock(d, h, ff, norm_first=norm_first).eval()
+    ours = (TransformerBlock if norm_first else PostLNBlock)(d, h, ff).eval()
     ref = torch.nn.TransformerEncoderLayer(
         d, h, ff, dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first, bias=False
     ).eval()

@@ -111,7 +111,8 @@ class AlwaysPrune(optuna.pruners.BasePruner):
 
 
 def test_a_pruned_trial_is_a_pruned_record_with_its_curve(tmp_path):
-    from bench.report.leaderboard import load_records, table
+    from bench.report.cells import load_records
+    from bench.report.leaderboard import table
     from bench.tune.study import Worker, create
 
     meta = {

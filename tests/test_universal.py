@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from conformance import MODELS, REG, model_class
 
 from bench.models.universal import GUT, UT
 
@@ -137,3 +138,138 @@ def test_gutlb_upperbound_equals_early_exit_and_reports_depth_per_chunk():
     assert torch.all(a.stats["halt_depth"] <= 6) and float(a.aux_loss) > 0
     # a 4-token sequence has one real chunk, a 12-token one has three
     assert a.stats["total_depth"][2] <= 6 < a.stats["total_depth"][0]
+
+
+# ---- the fast executor against the algorithm as printed (``reference_forward``) ------------------
+
+# every registry entry of UT's class (UT, GUT and GUT's ablations): its class and the settings its entry fixes
+VARIANTS = {m: (model_class(m), REG.model_entry(m)["params"]) for m in MODELS if issubclass(model_class(m), UT)}
+LENGTHS = [11, 7, 2, 1]  # padding, and sequences short enough for the length cap to bind at max_layers 6
+
+
+def reference_case(cls, causal, seed, **kw):
+    """A float64 model whose halting units spread their depths over 1..max_layers, and a padded batch."""
+    torch.manual_seed(seed)
+    model = cls(20, causal, max_layers=6, halt_bias_init=0.5, **{**SMALL, **kw}).eval().double()
+    if model.halting.unit is not None:
+        torch.nn.init.normal_(model.halting.unit.fc1.weight, std=1.0)
+        torch.nn.init.normal_(model.halting.unit.fc2.weight, std=1.5)
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.arange(11) < torch.tensor(LENGTHS).unsqueeze(1)
+    return model, torch.randint(3, 20, (len(LENGTHS), 11), generator=g) * mask, mask
+
+
+def assert_equal_outputs(got, want, mask, tol=1e-12):
+    """hidden at the real positions, pooled, the ACT loss and halt_depth of two outputs agree to ``tol``."""
+    real = mask.unsqueeze(-1)
+    torch.testing.assert_close(torch.where(real, got.hidden, 0), torch.where(real, want.hidden, 0), atol=tol, rtol=0)
+    if want.pooled is not None:
+        torch.testing.assert_close(got.pooled, want.pooled, atol=tol, rtol=0)
+    # (no-halt's forward reports its zero ponder and fixed depth in the default dtype)
+    torch.testing.assert_close(got.aux_loss, want.aux_loss, atol=tol, rtol=0, check_dtype=False)
+    torch.testing.assert_close(got.stats["halt_depth"], want.stats["halt_depth"], atol=tol, rtol=0, check_dtype=False)
+
+
+@pytest.mark.parametrize("mode", ["halt", "upperbound", "no-halt"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_forward_equals_the_algorithm_as_printed(name, causal, mode):
+    """Alg. 1 / 3 as printed (``reference_forward``: every sequence at every iteration, S_l the mixture
+    of the stored H_0..H_l, the block's equations written out) = ``forward`` (sequences leaving the
+    batch as they halt, pool(H_{l-1}) carried over, the shared block), float64 to 1e-12, under every
+    halting rule, three seeds; the depths spread (not every unit at 1 or at the bound) where halting runs."""
+    cls, kw = VARIANTS[name]
+    depths = set()
+    for rules in ("paper", "reference", "length-cap", "undo-crossing"):
+        for seed in range(3):
+            model, tokens, mask = reference_case(cls, causal, seed, mode=mode, halt_rules=rules, **kw)
+            with torch.no_grad():
+                got, want = model(tokens, mask), model.reference_forward(tokens, mask)
+            assert_equal_outputs(got, want, mask)
+            depths |= set(got.stats["halt_depth"].tolist())
+    if mode != "no-halt":
+        assert min(depths) < 4 and max(depths) > 4, depths
+
+
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name,causal", [(m, i % 2 == 1) for i, m in enumerate(VARIANTS)])  # causal and not, alternately
+def test_the_compiled_iteration_equals_the_algorithm_as_printed(name, causal):
+    """``compile`` (one compiled depth iteration reused for every l, rows dropping as units halt) =
+    ``reference_forward``, float64."""
+    cls, kw = VARIANTS[name]
+    model, tokens, mask = reference_case(cls, causal, 0, **kw)
+    with torch.no_grad():
+        want = model.reference_forward(tokens, mask)
+        torch._dynamo.reset()
+        model.compile(backend="eager")
+        got = model(tokens, mask)
+    assert_equal_outputs(got, want, mask)
+
+
+@pytest.mark.parametrize("rules", ["paper", "undo-crossing"])
+@pytest.mark.conformance(family="name")
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_the_stream_equals_the_algorithm_as_printed(name, rules):
+    """Causal ``step`` fed in pieces of 1, 4 and 6 tokens = ``reference_forward`` on the whole (unpadded)
+    sequences, float64 (the length cap needs the whole length: a stream applies the undo rule only)."""
+    cls, kw = VARIANTS[name]
+    model, tokens, _ = reference_case(cls, True, 1, halt_rules=rules, **kw)
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    with torch.no_grad():
+        want = model.reference_forward(tokens, mask)
+        state, outs, start = model.init_state(tokens.shape[0]), [], 0
+        for size in (1, 4, 6):
+            out, state = model.step(tokens[:, start : start + size], state)
+            outs.append(out.hidden)
+            start += size
+    torch.testing.assert_close(torch.cat(outs, 1), want.hidden, atol=1e-12, rtol=0)
+
+
+def test_the_reference_forward_is_the_eval_mode_one():
+    model = UT(20, False, **SMALL)  # training mode: dropout would make it another function
+    with pytest.raises(RuntimeError, match=r"eval-mode forward .*model.eval\(\)"):
+        model.reference_forward(*batch())
+
+
+@pytest.mark.parametrize("mode", ["halt", "upperbound", "no-halt"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("kw", [{}, {"global_halt": False}, {"transition": False}])
+def test_gutlb_forward_equals_alg4_as_printed(kw, causal, mode):
+    """GUTLB's Alg. 4 as printed (``ChunkRecurrent.reference_forward`` around ``GUTLB.reference_stack``:
+    chunk after chunk, the depth loop on the chunk, the memory update written out) = ``forward``
+    (halted units frozen with one exit check per chunk, memory keys / values once per chunk, layer
+    statistics), float64 to 1e-12, under the paper's and the code's halting rules, chunks of 4 over
+    11 tokens with padding (a chunk of one real token, chunks of padding only)."""
+    from bench.models.gutlb import GUTLB
+
+    for rules in ("paper", "reference"):
+        for seed in range(2):
+            torch.manual_seed(seed)
+            model = GUTLB(20, causal, chunk_size=4, memory_slots=3, update_layers=2, max_layers=5, halt_bias_init=0.5, mode=mode,
+                          halt_rules=rules, **SMALL, **kw).eval().double()  # fmt: skip
+            if model.halting.unit is not None:
+                torch.nn.init.normal_(model.halting.unit.fc1.weight, std=1.0)
+            mask = torch.arange(11) < torch.tensor([11, 9, 5, 1]).unsqueeze(1)
+            tokens = torch.randint(3, 20, (4, 11), generator=torch.Generator().manual_seed(seed)) * mask
+            with torch.no_grad():
+                got, want = model(tokens, mask), model.reference_forward(tokens, mask)
+            assert_equal_outputs(got, want, mask)
+
+
+def test_the_compiled_gutlb_equals_alg4_as_printed():
+    """GUTLB's ``compile`` (one compiled depth iteration and memory update, every chunk padded to g) =
+    ``reference_forward``, float64."""
+    from bench.models.gutlb import GUTLB
+
+    torch.manual_seed(0)
+    model = GUTLB(20, False, chunk_size=4, memory_slots=3, max_layers=5, halt_bias_init=0.5, **SMALL).eval().double()
+    torch.nn.init.normal_(model.halting.unit.fc1.weight, std=1.0)
+    mask = torch.arange(11) < torch.tensor([11, 9, 5, 1]).unsqueeze(1)
+    tokens = torch.randint(3, 20, (4, 11), generator=torch.Generator().manual_seed(0)) * mask
+    with torch.no_grad():
+        want = model.reference_forward(tokens, mask)
+        torch._dynamo.reset()
+        model.compile(backend="eager")
+        got = model(tokens, mask)
+    assert_equal_outputs(got, want, mask)

@@ -83,7 +83,7 @@ def test_validate_reports_what_a_run_would_refuse_and_nothing_else(bad_registry)
         "registry entry two-layers: model.n_layers='two': expected int (like 2), got str",
         "registry entry int-encoding: model.pos_encoding=1: expected str (like 'xpos'), got int",
         "registry model 'typo': params n_layer not accepted by bench.models.transformer:Transformer",
-        "models.odd-encoding: bench.models.transformer:Transformer cannot be built with the smoke preset of copy "
+        "models.odd-encoding: bench.models.transformer:Transformer cannot be built with the smoke preset of bucket-sort "
         "(ValueError: unknown pos_encoding 'sideways'; choose one of xpos, rope, sinusoidal, learned, none)",
         "tasks.not-a-task: target 'bench.models.transformer:Transformer' is the class bench.models.transformer.Transformer; "
         "a task target must be a subclass of bench.tasks.base.Task",

@@ -32,16 +32,16 @@ def two_tables(tmp_path, monkeypatch):
     t:       tlb 30 / 32 / 34, transformer 10 / 11 / 12, ut 29 / 33 / 37; near-IID: tlb 50 x3, transformer 70 x3;
     t-tuned: tlb 30 / 32 / 34, transformer 28 / 33 / 38, ut 29 / 33 / 37; no near-IID records."""
     import bench.report.reproduce as reproduce
-    import bench.report.verdicts as verdicts
+    import bench.report.tables as table_files
 
     tables = tmp_path / "tables"
     tables.mkdir()
     (tables / "t.yaml").write_text(CLAIMS_TABLE)
     (tables / "t-tuned.yaml").write_text(TUNED)
     (tables / "other.yaml").write_text(OTHER)
-    for module in (reproduce, verdicts):
+    for module in (reproduce, table_files):  # table_files.table_of: the table a generated file's name names
         monkeypatch.setattr(module, "load_table", lambda name, preset=None: load_table(name, preset, folder=tables))
-    monkeypatch.setattr(verdicts, "table_names", lambda: ["other", "t", "t-tuned"])
+    monkeypatch.setattr(table_files, "table_names", lambda: ["other", "t", "t-tuned"])
     fixed = {"tlb": [0.30, 0.32, 0.34], "transformer": [0.10, 0.11, 0.12], "ut": [0.29, 0.33, 0.37]}
     tuned = {**fixed, "transformer": [0.28, 0.33, 0.38]}
     for model in fixed:

@@ -13,7 +13,7 @@ from bench.errors import UserError
 from bench.records import base_record, record_path, write_json_atomic
 from bench.records import git_commit as real_git_commit
 from bench.report import writeup
-from bench.report.reproduce import build, load_table
+from bench.report.reproduce import WRITEUP_BLOCKS, blocks_tables, build, fill_writeups, load_table
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,14 +68,14 @@ def test_a_value_block_shows_one_field_of_a_record(tmp_path):
         f"<!-- bench:value {rec} steps_run , -->1<!-- /bench --> steps, "
         f"bin 0 <!-- bench:value {rec} metrics.bin0.acc pct -->0<!-- /bench --> %.\n"
     )
-    assert writeup.fill_writeups(tmp_path) == [page]
+    assert fill_writeups(tmp_path) == [page]
     assert page.read_text() == (
         f"train <!-- bench:value {rec} train_time_s .0f -->386<!-- /bench --> s "
         f"(<!-- bench:value {rec} train_time_s min -->6.4<!-- /bench --> min), "
         f"<!-- bench:value {rec} steps_run , -->10,000<!-- /bench --> steps, "
         f"bin 0 <!-- bench:value {rec} metrics.bin0.acc pct -->87.7<!-- /bench --> %.\n"
     )
-    assert writeup.fill_writeups(tmp_path) == []  # filled: nothing changes
+    assert fill_writeups(tmp_path) == []  # filled: nothing changes
 
 
 def test_a_value_block_steps_into_a_list_by_index(tmp_path):
@@ -87,15 +87,16 @@ def test_a_value_block_steps_into_a_list_by_index(tmp_path):
         f"at step <!-- bench:value {rec} val_history.1.step -->?<!-- /bench -->: "
         f"<!-- bench:value {rec} val_history.1.acc pct -->?<!-- /bench --> %\n"
     )
-    writeup.fill_writeups(tmp_path)
+    fill_writeups(tmp_path)
     assert writeup.BLOCK.sub(lambda m: m["body"], page.read_text()) == "at step 470: 91.2 %\n"
     page.write_text(f"<!-- bench:value {rec} val_history.2.acc pct -->?<!-- /bench -->\n")  # past the end: one line
     with pytest.raises(UserError, match=r"has no 'val_history.2.acc' \(stopped at '2'\)"):
-        writeup.fill_writeups(tmp_path)
+        fill_writeups(tmp_path)
 
 
 def test_a_value_or_leaderboard_cell_from_other_code_is_marked(tmp_path):
-    from bench.report.leaderboard import load_records, table
+    from bench.report.cells import load_records
+    from bench.report.leaderboard import table
 
     write_record(tmp_path, "transformer", "parity", 0, {"bin0": 0.5, "bin1": 0.0}, git={"commit": "a" * 40, "dirty": True})
     write_record(tmp_path, "lstm", "parity", 0, {"bin0": 1.0, "bin1": 1.0}, git={"commit": "a" * 40, "dirty": False})
@@ -104,7 +105,7 @@ def test_a_value_or_leaderboard_cell_from_other_code_is_marked(tmp_path):
         "<!-- bench:value runs/parity/paper/transformer/seed0.json metrics.bin0.acc pct --><!-- /bench --> "
         "<!-- bench:value runs/parity/paper/lstm/seed0.json metrics.bin0.acc pct --><!-- /bench -->\n"
     )
-    writeup.fill_writeups(tmp_path)
+    fill_writeups(tmp_path)
     assert writeup.BLOCK.sub(lambda m: m["body"], page.read_text()) == "50.0 ‡ 100.0\n"
     _, rows = table(load_records(tmp_path, ["transformer", "lstm"], ["parity"], "paper"), ["transformer", "lstm"], ["parity"])
     assert [row[1] for row in rows] == ["50.0 ‡", "100.0"]
@@ -213,10 +214,12 @@ def test_the_committed_writeups_show_their_tables_and_records():
     out = ROOT / "results"
     pages = [p for p in writeup.writeups(out) if "<!-- bench:" in p.read_text()]
     assert {p.name for p in pages} >= {"halt_cpu.md", "halt_flipflop.md", "halt_tuned.md", "rsa_formal_languages.md"}
-    tables = {name: path.read_text() for name, path in writeup.blocks_tables(out).items()}
+    tables = {name: path.read_text() for name, path in blocks_tables(out).items()}
     for page in pages:
         text = page.read_text()
-        assert writeup.fill(text, tables, out, str(page)) == text, f"{page.name} is not filled: bench reproduce --writeups --out results"
+        assert writeup.fill(text, tables, out, str(page), WRITEUP_BLOCKS) == text, (
+            f"{page.name} is not filled: bench reproduce --writeups --out results"
+        )
 
 
 def test_the_stale_committed_tables_are_gone_or_rebuilt():

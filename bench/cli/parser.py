@@ -175,6 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rp.add_argument("--run", action="store_true", help="first train the table's missing (row, column, seed) runs")
     rp.add_argument(
+        "--check-stale",
+        action="store_true",
+        help="also resolve every cell as bench run would today and mark † the records made with settings the registry no "
+        "longer gives (imports the model classes; without it the table reads only what the records hold)",
+    )
+    rp.add_argument(
         "--writeups",
         action="store_true",
         help="rebuild every table the write-ups in OUT (OUT/*.md) name in a bench:table block, each by the command "

@@ -58,7 +58,9 @@ def cmd_compare(args, registry) -> int:
 
     from ..grid import plan_grid
     from ..records import other_code, overrides_tag
-    from ..report.leaderboard import OTHER_CODE_RULE, STAT_TEXT, load_records, mark_stale, plot, seeds_note, stale_note, table, write_tables
+    from ..report.cells import OTHER_CODE_RULE, load_records
+    from ..report.leaderboard import STAT_TEXT, plot, seeds_note, stale_note, table, write_tables
+    from ..report.stale import mark_stale
 
     models = _names(args.models, "models")
     tasks = _names(args.tasks, "tasks") if args.tasks else None
@@ -256,13 +258,13 @@ def _fill_writeups(out: Path, registry) -> int:
     import shlex
 
     from ..records import ensure_writable
-    from ..report import reproduce, writeup
+    from ..report import reproduce
     from ..report.outputs import command_of
     from .parser import build_parser
 
     ensure_writable(out)
     filled = []
-    for name, md in writeup.blocks_tables(out).items():
+    for name, md in reproduce.blocks_tables(out).items():
         command = command_of(md.read_text())
         if not command:
             raise UserError(f"{md} names no 'bench reproduce ...' command under its title: rebuild it with bench reproduce")
@@ -276,11 +278,11 @@ def _fill_writeups(out: Path, registry) -> int:
             args.set,
             out,
         )
-        command = reproduce.command_text(table, out, args.preset, args.models, args.seeds, args.set)
-        result = reproduce.reproduce(table, own, preset, out, command, args.set)
+        command = reproduce.command_text(table, out, args.preset, args.models, args.seeds, args.set, args.check_stale)
+        result = reproduce.reproduce(table, own, preset, out, command, args.set, check_stale=args.check_stale)
         filled += [p for p in result["paths"] if p.parent == out]
         print(f"rebuilt {name}: " + ", ".join(str(p) for p in result["paths"] if p.parent.name == "reproduce" and p.suffix == ".md"))
-    filled += writeup.fill_writeups(out)
+    filled += reproduce.fill_writeups(out)
     print("write-ups filled: " + (", ".join(sorted({str(p) for p in filled})) or "none changed"))
     return 0
 
@@ -342,8 +344,8 @@ def cmd_reproduce(args, registry) -> int:
     elif args.run:
         todo, incompatible = reproduce.plan(table, registry, preset, out, rerun=args.rerun)
         failed = _train_grid(args, registry, todo, incompatible, profile)
-    command = reproduce.command_text(table, out, args.preset, args.models, args.seeds, args.set)
-    result = reproduce.reproduce(table, registry, preset, out, command, args.set, tables_out=tables_out)
+    command = reproduce.command_text(table, out, args.preset, args.models, args.seeds, args.set, args.check_stale)
+    result = reproduce.reproduce(table, registry, preset, out, command, args.set, tables_out=tables_out, check_stale=args.check_stale)
     print(f"{result['title']}\n")
     print(tabulate(result["rows"], headers=result["headers"], tablefmt="github", disable_numparse=True))
     print(f"({result['note']})")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -58,6 +58,26 @@ class LazyPooled(BackboneOutput):
         self._pooled = value
 
 
+class Adaptation(NamedTuple):
+    """Values a family sets for itself from a preset's generic sizes (``Backbone.adapt``): ``values``
+    (model params, nested like the registry's), ``to`` the sizes they follow (``"n_heads=4"``);
+    `bench explain` shows their source as ``adapted to <to> by <Class>``."""
+
+    values: dict
+    to: str
+
+
+#: the values of ``Backbone.recurrence``: what a family's state carries from one position to the next
+RECURRENCES = {
+    "none": "no recurrence: attention over the whole input (Transformer, NoPE, the RSA Transformer's REMs inside it)",
+    "rnn": "a recurrent cell over every token (LSTM, GRU)",
+    "local-rnn": "a recurrent cell over a short window of tokens before each position, under attention (R-Transformer)",
+    "chunk": "a memory carried from one segment / block / chunk to the next (Transformer-XL, BRT, TLB)",
+    "depth": "one layer applied again and again in depth, with halting (UT, GUT, GUTLB)",
+    "linear": "a matrix state updated by each token, with a chunked parallel form (the linear recurrences)",
+}
+
+
 class Backbone(nn.Module):
     """Base class: token embedding size, causality flags and the output contract.
 
@@ -67,9 +87,34 @@ class Backbone(nn.Module):
 
     supports_causal: ClassVar[bool] = True
     supports_bidirectional: ClassVar[bool] = True
+    #: how the family carries information along the sequence, one of ``RECURRENCES``; the conformance
+    #: checks a family must pass follow from it (docs/adding-a-model.md: `make test-family NAME=...`)
+    recurrence: ClassVar[str] = "none"
+    #: whether the streaming state stops growing with the stream (a fixed size, or a memory plus at most
+    #: one window: segment, block, chunk) rather than keeping every position seen (a KV cache); a family
+    #: whose state has a bounded part beside a growing one names it in ``bounded_state_part``
+    bounded_state: ClassVar[bool] = False
+    #: why a forward / backward pass reads a device value on the host (one line; on a GPU each read waits
+    #: for the device), or "" where it never does; a module inside (a mixer) declares its own the same way
+    host_reads: ClassVar[str] = ""
     #: whether the [HALT] authors' code gives this family its tasks' START / END (``model.faithful=reference``
     #: turns ``data.start_end`` off where it is False: the chunk models, bench/models/chunked.py)
     reference_start_end: ClassVar[bool] = True
+    #: ``model.faithful=reference``: this family's own options at the [HALT] authors' code's values
+    #: (docs/depth_recurrence.md, docs/chunk_recurrence.md cite the lines), on top of the settings every
+    #: backbone takes (bench/registry.py: REFERENCE_OPTIONS); bench/config.py: resolve_model reads it
+    reference_options: ClassVar[dict] = {}
+
+    @classmethod
+    def adapt(cls, params: dict, data: dict) -> list[Adaptation]:
+        """The family's own settings mapped from the generic sizes, where its values would otherwise
+        clash with them or be refused: ``params`` the model params resolved from every other source
+        (d_model, n_heads, n_layers, d_ff, the family's own; --set included), ``data`` the task's
+        resolved data params (its lengths; empty without a task). bench/config.py layers the result
+        above the preset's ``model`` sizes and under its ``family`` values and ``--set``, so values a
+        paper states stay explicit and win. Given its own result back, it returns nothing. The
+        default: nothing to adapt."""
+        return []
 
     def __init__(self, vocab_size: int, causal: bool, d_model: int):
         super().__init__()
@@ -79,6 +124,10 @@ class Backbone(nn.Module):
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:  # pragma: no cover
         raise NotImplementedError
+
+    def family_reference_init(self) -> None:
+        """``model.init=reference-full``: the part of the authors' code's init that is this family's own,
+        in place, after the part every family shares (bench/models/layers/init.py); none by default."""
 
     def learned(self) -> dict:
         """Interpretable learned scalars of every submodule that reports them (``learned()``, e.g.
@@ -103,6 +152,12 @@ class Backbone(nn.Module):
 
     def step(self, tokens: Tensor, state) -> tuple[BackboneOutput, object]:
         raise StreamingUnsupported(self.streaming_refusal())
+
+    def bounded_state_part(self, state):
+        """The part of a streaming ``state`` that stops growing with the stream: all of it where the
+        family declares ``bounded_state``, else None (a family with a bounded part beside a growing
+        one returns that part)."""
+        return state if self.bounded_state else None
 
     def streaming_refusal(self) -> str:
         """Why this backbone cannot stream (one line); families override with their reason."""

@@ -38,10 +38,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .base import Backbone, BackboneOutput, StreamingUnsupported
-from .layers import FeedForward, MultiHeadAttention, RelativeAttention, TransformerBlock, project_relative, rsa_gate_stats
+from .base import Adaptation, Backbone, BackboneOutput, StreamingUnsupported
+from .layers import FeedForward, MultiHeadAttention, RelativeAttention, RelativeBlock, project_relative, rsa_gate_stats
 from .layers.memory import init_slots, keep_where
 from .layers.relative import keep_last
+from .layers.rsa import adapt_rsa
 from .xl import SegmentMemory, segment_mask_bias
 
 GATES = ("fixed", "lstm")
@@ -132,6 +133,13 @@ class BRTState:
 
 class BlockRecurrentTransformer(Backbone):
     supports_streaming = True
+    recurrence = "chunk"
+    bounded_state = True  # the recurrent state vectors and at most one block's caches
+
+    @classmethod
+    def adapt(cls, params: dict, data: dict) -> list[Adaptation]:
+        """The REM kinds fitted to n_heads where they exceed it (layers/rsa.py: fit_kinds)."""
+        return adapt_rsa(params)
 
     def __init__(
         self,
@@ -158,7 +166,7 @@ class BlockRecurrentTransformer(Backbone):
         self.layers = nn.ModuleList(
             BlockRecurrentLayer(d_model, n_heads, d_ff, n_state, gate=gate, **kw)
             if l == self.recurrent_index
-            else TransformerBlock(d_model, n_heads, d_ff, relative=True, **kw)  # an XL layer
+            else RelativeBlock(d_model, n_heads, d_ff, **kw)  # an XL layer
             for l in range(n_layers)
         )
         self.state0 = init_slots(n_state, d_model)

@@ -16,8 +16,14 @@ per-token output C_L itself (``TLBEncoder.py`` lines 150, 158, 174 and ``UTLBEnc
 308, 325 return the chunk states with no LayerNorm); ``classifier="mlp"``, the per-token outputs and
 the summary through Linear - ReLU before the task's Linear (``layers/feedforward.py: head_mlp``).
 
+The algorithm first: ``reference_forward`` is Alg. 2 / 4 as printed, a plain loop over the chunks
+around the family's per-chunk stack written out (``reference_stack``: TLB's lines 8-13 in ``tlb.py``,
+GUTLB's lines 8-20 in ``gutlb.py``), the memory update written out; the executor below (batched
+first sublayer, stacked projections, compiled chunk step, streaming) is tested equal to it
+(tests/test_tlb.py; GUTLB's: tests/test_universal.py).
+
 A subclass gives the per-chunk stack (``chunk_stack``; streaming: ``stack_init_cache`` /
-``stack_step``) and summarises its per-chunk statistics (``chunk_statistics``); everything else
+``stack_step``; its reference: ``reference_stack``) and summarises its per-chunk statistics (``chunk_statistics``); everything else
 lives here once: the chunking, M^0, the memory update (``update_memory``), the output norms, the
 compiled chunk step, streaming. Tokens of chunk t read only M^t, built from chunks < t, so a causal
 stack keeps the model causal. A sequence whose chunk holds no real token keeps its old memory.
@@ -62,7 +68,7 @@ from .base import Backbone, BackboneOutput, LazyPooled, StreamingUnsupported
 from .layers import Rotary, positions_from_mask, rsa_gate_stats
 from .layers.attention import stacked_qkv_weights
 from .layers.dropout import Dropout
-from .layers.feedforward import head_mlp
+from .layers.feedforward import FeedForward, head_mlp
 from .layers.memory import MemoryUpdate, init_slots, keep_where
 from .layers.positional import RotaryTables
 
@@ -72,10 +78,16 @@ UPDATE_FFN = ("d_ff", "d_model")  # model.update_ffn: the memory update's FFN wi
 class ChunkRecurrent(Backbone):
     """Alg. 2 / 4's loop over chunks around a per-chunk stack that a subclass provides."""
 
+    recurrence = "chunk"
+    bounded_state = True  # the memory slots and at most one chunk's caches
+
     supports_streaming = True  # causal instances
     # the reference code's TLB / UTLB encoders read the raw tokens: no START / END (TLBEncoder.py,
     # UTLBEncoder.py forward: no augment_sequence, unlike UniversalTransformerEncoder.py lines 112-113)
     reference_start_end = False
+    #: model.faithful=reference: the code's memory update FFN d -> d -> d, its head (Linear - ReLU on
+    #: the summary and every position) and C_L with no final LayerNorm (module docstring)
+    reference_options = {"update_ffn": "d_model", "classifier": "mlp", "final_norm": False}
 
     def __init__(self, vocab_size: int, causal: bool, d_model: int, chunk_size: int):
         super().__init__(vocab_size, causal, d_model)
@@ -114,11 +126,27 @@ class ChunkRecurrent(Backbone):
         self.rotary = Rotary(d // n_heads, use_xpos=True)  # weightless: one for every layer
         self.classifier = head_mlp(d, classifier)  # Linear - ReLU on the pooled memory and per token, or None
 
+    def family_reference_init(self) -> None:
+        """``model.init=reference-full``'s chunk-model part: M^0 zero (``TLBEncoder.py`` line 33,
+        ``UTLBEncoder.py`` line 27) and every feed-forward (the chunk blocks', GUTLB's gate, the memory
+        update's) back at torch's default: ``TLBBlock.py``, ``GatedTLBBlock.py``, ``CrossTransformerBlock.py``
+        call no init."""
+        nn.init.zeros_(self.memory0)
+        for module in self.modules():
+            if isinstance(module, FeedForward):
+                module.up.reset_parameters()
+                module.down.reset_parameters()
+
     # ---- the per-chunk stack: a subclass's ------------------------------------------------------
     def chunk_stack(self, c0: Tensor, rope, mask: Tensor, memory: Tensor, a1: Tensor | None) -> tuple[Tensor, tuple]:
         """Alg. 2 lines 7-13 on one chunk: C_0 (B, g, d), its xPos tables, mask (B, g), M^t (B, S, d)
         -> (C_L (B, g, d) before ``ln_out``, the chunk's statistics); ``a1``: ``first_attention``'s
         output for this chunk, if any."""
+        raise NotImplementedError
+
+    def reference_stack(self, c0: Tensor, mask: Tensor, memory: Tensor, rope) -> tuple[Tensor, tuple]:
+        """``chunk_stack`` as the paper prints it, eval mode (``reference_forward``): C_0 (B, g, d), mask
+        (B, g), M^t (B, S, d), the chunk's xPos tables -> (C_L, the statistics ``chunk_statistics`` reads)."""
         raise NotImplementedError
 
     def stack_init_cache(self, batch_size: int, device=None):
@@ -199,6 +227,36 @@ class ChunkRecurrent(Backbone):
         stats = {"n_chunks": float(len(outs)), **rsa_gate_stats(self), **extra}
         aux = self.zero_aux(hidden) if aux is None else aux
         return BackboneOutput(hidden=hidden, aux_loss=aux, stats=stats, pooled=pooled)
+
+    def reference_forward(self, tokens: Tensor, mask: Tensor | None = None, chunk_size: int | None = None) -> BackboneOutput:
+        """Alg. 2 (TLB) / Alg. 4 (GUTLB) as the paper prints them, eval mode: one chunk after another,
+        the family's stack written out (``reference_stack``), then the memory update written out;
+        ``forward``, the compiled chunk step and ``step`` are tested equal to it (tests/test_tlb.py; GUTLB:
+        tests/test_universal.py). Comments: Alg. 2's lines (Alg. 4's). ``chunk_size``:
+        g if not the model's (TLB-FR: each sequence's own)."""
+        if self.training:
+            raise RuntimeError("reference_forward is the eval-mode forward (no dropout): call model.eval() first")
+        mask = self.full_mask(tokens, mask)
+        (B, T), g = tokens.shape, chunk_size or self.chunk_size  # line 2: g the chunk size
+        memory = self.initial_memory(B)  # line 1 (1): M^0
+        h0 = self.embed(tokens)  # H_0
+        outs, per_chunk, active = [], [], []
+        for start in range(0, T, g):  # lines 3-5 (3-4, 6): k = ceil(len(H_0) / g) chunks of g tokens, the last one shorter
+            c0, m = h0[:, start : start + g], mask[:, start : start + g]  # C_0 (B, g, d), its real tokens
+            rope = self.rotary.tables(positions_from_mask(m))  # xPos restarts in every chunk
+            c_last, chunk_stats = self.reference_stack(c0, m, memory, rope)  # lines 7-13 (8-20)
+            new = memory  # line 15 (21): M^t_0 = M^t
+            for update in self.updates:  # lines 16-19 (23-26), each pre-LN with a residual
+                new = new + update.attn(update.ln_mem(new), context=update.ln_chunk(c_last), key_mask=m)  # Attention3_l(M^t_{l-1} -> C_L)
+                new = new + update.ffn(update.ln_ffn(new))  # FeedForward_l
+            memory = torch.where(m.any(-1).view(B, 1, 1), new, memory)  # line 20 (27): M^{t+1}; a padding chunk keeps M^t
+            outs.append(c_last)
+            per_chunk.append(chunk_stats)
+            active.append(m.any(-1))
+        hidden = self.token_outputs(torch.cat(outs, dim=1))  # (B, T, d): LN(C_L) of each chunk
+        extra, aux = self.chunk_statistics(per_chunk, torch.stack(active))
+        aux = self.zero_aux(hidden) if aux is None else aux
+        return BackboneOutput(hidden=hidden, aux_loss=aux, stats=extra, pooled=self.summary(memory))
 
     def split(self, tokens: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, RotaryTables]:
         """Everything that does not read the memory, for every chunk at once: C_0 = Dropout(Embed(tokens))

@@ -97,12 +97,5 @@ class DeltaNet(LinearRecurrent):
         conv_size: int = 4,
         beta_range: float = 1.0,
     ):
-        super().__init__(
-            vocab_size,
-            causal,
-            d_model,
-            n_layers,
-            d_ff,
-            dropout,
-            lambda: DeltaRuleAttention(d_model, n_heads, chunk_size, conv_size, beta_range),
-        )
+        mixer = {"target": DeltaRuleAttention, "params": {"chunk_size": chunk_size, "conv_size": conv_size, "beta_range": beta_range}}
+        super().__init__(vocab_size, causal, d_model, n_heads, n_layers, d_ff, dropout, mixer=mixer)

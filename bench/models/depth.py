@@ -8,14 +8,21 @@ One shared block (``layers/gated.py``) iterated under dynamic halting (``layers/
         alpha_hat_{l-1}, S_l = halting update (eqs. 5-7, 15-17)
     output S_L
 
-``BlockIteration`` is that one line ``H_l = Block(...)``, bound to one input (positions, masks, the
-memory read); ``DepthRecurrent.iterate_block`` runs the loop, eagerly or, after ``compile``, with one
-compiled iteration (block + halting update) reused for every l; ``stream_block`` is the loop on t
-new positions of a stream (``DepthHalting.step``).
+The algorithm first: ``DepthRecurrent.reference_depth`` is that loop as the paper prints it (Alg. 1 / 3
+lines 1-13, Alg. 4 lines 8-20), the whole batch at every iteration, and ``reference_block`` the block's
+equations written out; the families' ``reference_forward`` (``universal.py``, ``gutlb.py``) put them
+around their input and output. The fast executor the models run is checked equal to them
+(tests/test_universal.py, tests/test_halting.py): ``BlockIteration`` is the one line
+``H_l = Block(...)``, bound to one input (positions, masks, the memory read);
+``DepthRecurrent.iterate_block`` runs the loop (``DepthHalting``: sequences whose units all halted
+leave the batch, pool(H_{l-1}) carried over), eagerly or, after ``compile``, with one compiled
+iteration (block + halting update) reused for every l; ``stream_block`` is the loop on t new
+positions of a stream (``DepthHalting.step``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -72,6 +79,76 @@ class DepthRecurrent:
     attend_to_mixture: bool
     causal: bool
 
+    # ---- the algorithm as printed (the reference the executor below is tested against) ----------
+    def reference_block(self, h: Tensor, s: Tensor, *, rope, key_mask: Tensor | None, memory: Tensor | None = None) -> Tensor:
+        """Alg. 1 / 3 lines 4-5 (Alg. 4 lines 10-12) written out with the block's parameters, eval mode:
+        H_{l-1} (B, T, d) and S_{l-1} -> H_l (each "Attention" / "FeedForward" pre-LN with a residual [HALT §3])."""
+        b = self.block
+        kv = s if self.attend_to_mixture else h  # K, V: S_{l-1} (Alg. 1 line 4), H_{l-1} (Alg. 3 line 4)
+        a = h + b.attn(b.ln_attn(h), context=b.ln_attn(kv), rope=rope, key_mask=key_mask, causal=self.causal)  # eq. 3
+        if memory is not None:  # Alg. 4 line 11: A_l = Attention2(A_l as Q, M^t as K, V), no positions
+            a = a + b.read.attn(b.read.ln_x(a), context=b.read.ln_mem(memory))
+        z = b.ln_ffn(a)
+        h_inter = a + b.ffn(z)  # eq. 4 (UT: H_l), eq. 9
+        if b.gate is None:
+            return h_inter
+        g = torch.sigmoid(b.gate(z))  # eq. 10
+        return g * h_inter + (1 - g) * h  # eq. 11: H_l = GatedFeedForward(H_{l-1}, A_l)
+
+    def reference_depth(self, h0: Tensor, mask: Tensor, block: Callable[[Tensor, Tensor], Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        """Alg. 1 / 3 lines 1-13 (Alg. 4 lines 5, 8-20) as printed: every sequence runs every iteration (no
+        row dropping, nothing carried over), S_l the halting mixture of the stored H_0..H_l. Comments
+        give the line of each algorithm: [1: Alg. 1, 3: Alg. 3, 4: Alg. 4]. ``block``:
+        (H_{l-1}, S_{l-1}) -> H_l. H_0 (B, T, d), mask (B, T) -> (S_L, ponder (B,), depth (B,)), ponder
+        and depth averaged over the units. ``halt_rules`` (``self.halting.rules``): ``paper`` as printed;
+        the code's length cap (no update past iteration n + 1) and crossing step undone where chosen.
+        ``no-halt``: H_L after L iterations (capped likewise), no halting unit."""
+        hu, B = self.halting, h0.shape[0]
+        m = mask.unsqueeze(-1).to(h0.dtype)  # (B, T, 1)
+
+        def halt_input(h: Tensor) -> Tensor:  # what halt() reads of H: h^(t) [1: 6], mean(H) [3: 6, 4: 13] (eq. 14)
+            if not hu.global_halt:
+                return h  # (B, T, d)
+            if hu.causal:  # one unit per position: the mean over real positions <= t
+                return (h * m).cumsum(1) / m.cumsum(1).clamp_min(1.0)
+            return (h * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp_min(1.0)  # eq. 14, (B, 1, d)
+
+        units = mask if hu.per_position else torch.ones(B, 1, dtype=torch.bool, device=h0.device)  # (B, P)
+        cap = mask.sum(-1, keepdim=True) + 1 if hu.length_cap else None  # the code's last iteration, n + 1
+        running = units.clone()  # sum_{l'} alpha_{l'} < alpha_thresh [1: 3, 3: 3, 4: 9] (padding never runs)
+        remain = torch.ones(units.shape, dtype=h0.dtype, device=h0.device)  # prod (1 - alpha_hat_{l'}), alpha_hat_{-1} = 0 [1: 1, 4: 5]
+        steps = torch.zeros_like(remain)  # iterations each unit took
+        hs, alphas = [h0], []  # H_0..H_{l}, alpha_0..alpha_{l-1}
+        h, s = h0, h0  # H_0, S_0
+        for l in range(1, hu.max_iters + 1):  # [1: 2, 3: 2, 4: 8]
+            h_new = block(h, s)  # A_l, H_l [1: 4-5, 3: 4-5, 4: 10-12]
+            if hu.unit is None:  # no-halt: H_l for every position (up to the cap), no halting computation
+                h = s = h_new if cap is None else torch.where((l <= cap).unsqueeze(-1), h_new, h)
+                continue
+            take = running if cap is None else running & (l <= cap)
+            x = halt_input(h) if not hu.transition else torch.cat([halt_input(h), halt_input(h_new)], -1)  # trans, eq. 17
+            a_hat = hu.unit(x)  # alpha_hat_{l-1} = halt(.), eq. 5 [1: 6, 3: 7, 4: 14]
+            alpha = remain * a_hat * take.to(h0.dtype)  # alpha_{l-1}, eqs. 6 / 15 [1: 7, 3: 8, 4: 15]
+            if hu.undo_crossing:  # the code: the iteration taking the total to >= alpha_thresh is not taken
+                take = take & (sum(alphas) + alpha < hu.threshold)
+                alpha = alpha * take.to(h0.dtype)
+            remain = torch.where(take, remain * (1 - a_hat), remain)
+            steps = steps + take.to(h0.dtype)
+            alphas.append(alpha)
+            h = torch.where(take.unsqueeze(-1), h_new, h)  # else h_l = h_{l-1}, s_l = s_{l-1} [1: 9-11; 3: 10-11, 4: 17-18 break]
+            hs.append(h)
+            total = sum(alphas)  # sum_{l'=0}^{l-1} alpha_{l'}
+            s = (1 - total).unsqueeze(-1) * h + sum(a.unsqueeze(-1) * hj for a, hj in zip(alphas, hs))  # eqs. 7 / 16 [1: 8, 3: 9, 4: 16]
+            running = take & (total < hu.threshold)  # the condition for l + 1 [1: 3, 3: 3, 4: 9]
+        if hu.unit is None:  # depth L, or n + 1 where the cap binds
+            depth = torch.full((B,), float(hu.max_iters), dtype=h0.dtype, device=h0.device)
+            return h, torch.zeros_like(depth), depth if cap is None else torch.minimum(depth, cap.squeeze(-1).to(h0.dtype))
+        total = sum(alphas)
+        cost = sum(a * j for j, a in enumerate(alphas, 1)) + (1 - total) * steps  # eq. 8 + the remainder's cost
+        n_units = units.to(h0.dtype).sum(-1).clamp_min(1.0)
+        return s, (cost * units).sum(-1) / n_units, (steps * units).sum(-1) / n_units
+
+    # ---- the fast executor ------------------------------------------------------------------------
     def iterate_block(self, h0: Tensor, mask: Tensor, shared: BlockIteration) -> HaltingOutput:
         """Alg. 1 / 3 / 4's inner loop on H_0 (B, T, d) -> S_L, ponder, depth; ``shared.gates`` collects
         the mean gates. Eager, or the iteration ``compile`` compiled (the loop, its exit checks and

@@ -36,12 +36,7 @@ class GatedDeltaNet(LinearRecurrent):
         conv_size: int = 4,
         beta_range: float = 1.0,
     ):
+        params = {"chunk_size": chunk_size, "conv_size": conv_size, "beta_range": beta_range, "gated": True}
         super().__init__(
-            vocab_size,
-            causal,
-            d_model,
-            n_layers,
-            d_ff,
-            dropout,
-            lambda: DeltaRuleAttention(d_model, n_heads, chunk_size, conv_size, beta_range, gated=True),
+            vocab_size, causal, d_model, n_heads, n_layers, d_ff, dropout, mixer={"target": DeltaRuleAttention, "params": params}
         )

@@ -24,6 +24,8 @@ from .linear_recurrent import LinearRecurrent, heads, merge, recurrence
 
 
 class GatedLinearAttention(nn.Module):
+    host_reads = "the chunk length follows the strongest decay, read once a call (layers/linear_recurrence.py)"
+
     def __init__(self, d_model: int, n_heads: int, chunk_size: int = 64, expand_k: float = 0.5, gate_rank: int = 16, tau: float = 16.0):
         super().__init__()
         if d_model % n_heads:
@@ -65,6 +67,5 @@ class GLA(LinearRecurrent):
         chunk_size: int = 64,
         expand_k: float = 0.5,
     ):
-        super().__init__(
-            vocab_size, causal, d_model, n_layers, d_ff, dropout, lambda: GatedLinearAttention(d_model, n_heads, chunk_size, expand_k)
-        )
+        mixer = {"target": GatedLinearAttention, "params": {"chunk_size": chunk_size, "expand_k": expand_k}}
+        super().__init__(vocab_size, causal, d_model, n_heads, n_layers, d_ff, dropout, mixer=mixer)

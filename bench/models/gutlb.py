@@ -21,6 +21,10 @@ Within a chunk, LN(M^t)'s keys and values are projected once for every iteration
 freezes halted units on the device and asks once per chunk whether all have halted
 (``DepthHalting(exit="freeze")``: one host sync per chunk, upperbound's outputs).
 
+The algorithm first: ``reference_stack`` (in ``ChunkRecurrent.reference_forward``'s chunk loop) is
+Alg. 4 lines 8-20 as printed, the depth loop of ``depth.py``'s ``reference_depth`` on each chunk;
+``forward`` and its compiled form are tested equal to it (tests/test_universal.py).
+
 Streaming (causal): the stack's state is the depth loop's (one block cache per iteration and the
 prefix sums of the causal halting units), restarting with every chunk.
 """
@@ -37,6 +41,11 @@ from .layers.halting import DepthHalting
 
 
 class GUTLB(DepthRecurrent, ChunkRecurrent):
+    recurrence = "depth"  # a depth recurrence inside each chunk (ChunkRecurrent's memory between chunks)
+    host_reads = "halting (mode halt): a chunk's depth loop ends once every position has halted"
+    #: model.faithful=reference: the chunk models' options and the code's halting rules (per chunk)
+    reference_options = {**ChunkRecurrent.reference_options, "halt_rules": "reference"}
+
     def __init__(
         self,
         vocab_size: int,
@@ -93,6 +102,18 @@ class GUTLB(DepthRecurrent, ChunkRecurrent):
         shared = BlockIteration(self.block, self.attend_to_mixture, self.causal, rope, key_mask, kv, mask, parts)
         res = self.iterate_block(c0, mask, shared)
         return res.output, (res.ponder, res.depth, tuple(shared.gates))
+
+    def reference_stack(self, c0: Tensor, mask: Tensor, memory: Tensor, rope) -> tuple[Tensor, tuple]:
+        """Alg. 4 lines 8-20 as printed (eval mode; ``ChunkRecurrent.reference_forward``): the depth loop
+        of ``depth.py``'s ``reference_depth`` on the chunk, its block (lines 10-12: Attention1, the
+        memory read Attention2, GatedFeedForward) written out in ``reference_block``."""
+        key_mask = None if self.causal else mask
+
+        def block(c: Tensor, s: Tensor) -> Tensor:  # lines 10-12: C_l from C_{l-1} (and S_{l-1}, token-level ablation)
+            return self.reference_block(c, s, rope=rope, key_mask=key_mask, memory=memory)
+
+        s_last, ponder, depth = self.reference_depth(c0, mask, block)  # S_L of the chunk, line 16
+        return s_last, (ponder, depth, ())
 
     def self_attentions(self) -> list:
         return [self.block.attn]

@@ -1,5 +1,5 @@
 """The stack the matrix-state recurrences share: a Transformer with its attention replaced by a
-recurrent token mixer (linear-transformer, deltanet, gated-deltanet, retnet, gla, mamba2, mlstm).
+recurrent token mixer (linear-transformer, deltanet, gated-deltanet, retnet, gla, mamba2, mlstm, hgrn2).
 
     x_0 = Embed(tokens)                                  (B, T, d), no positional encoding:
                                                          decays, rotations and causality carry order
@@ -10,22 +10,34 @@ recurrent token mixer (linear-transformer, deltanet, gated-deltanet, retnet, gla
 Causal only (a recurrence reads the past); classification tasks pool the per-position states
 (the harness's mean over real positions). Right padding never reaches a real position.
 
+The mixer is data: ``mixer: {target: "module:Class", params: {...}}`` (a class in place of the
+string from code); layer l's mixer is ``Class(d_model=, n_heads=, layer_idx=l, n_layers=L, **params)``,
+``layer_idx`` and ``n_layers`` given where the constructor names them (a per-layer setting, e.g.
+HGRN2's forget-gate lower bound, reads its layer from them). ``mixers: {every: k, mixer: {...}}``
+puts another mixer in every k-th layer (layers k-1, 2k-1, ...): a hybrid is a registry entry
+(``CausalSelfAttention`` below is softmax attention as a mixer). A family (gla.py, ...) is this
+stack with its own mixer: its constructor states the mixer, so its records hold no ``mixer`` key.
+
 A mixer maps (x (B, T, d), state | None) to (y (B, T, d), new state): ``None`` starts from zeros
-(training), a state continues a stream. Streaming: state = {"layers": [each mixer's state]}; each
-is a fixed set of tensors (the (dk, dv) matrix per head, a conv window, ...): its bytes do not grow
-with the stream. ``recurrence`` runs one of the two mechanisms (bench/models/layers/
-linear_recurrence.py) chunkwise, or by its step form for a single new token.
+(training), a state continues a stream. Streaming: state = {"layers": [each mixer's state]}. A
+recurrent mixer's state is a fixed set of tensors (the (dk, dv) matrix per head, a conv window,
+...): its bytes do not grow with the stream; a mixer declares it (``bounded_state``), and the
+stack's state is bounded when every layer's is (attention's KV cache grows with the stream).
+``recurrence`` runs one of the two mechanisms (bench/models/layers/linear_recurrence.py)
+chunkwise, or by its step form for a single new token.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+import inspect
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .base import Backbone, BackboneOutput
+from .layers.attention import MultiHeadAttention
 from .layers.dropout import Dropout
 from .layers.feedforward import FeedForward
 from .layers.linear_recurrence import delta_rule, delta_rule_step, gated_linear_attention, gated_linear_attention_step
@@ -100,22 +112,105 @@ class RecurrentBlock(nn.Module):
         return x, state
 
 
+def mixer_class(target) -> type:
+    """The class a mixer spec's ``target`` names: a class, or "package.module:ClassName"."""
+    if inspect.isclass(target):
+        return target
+    if not isinstance(target, str) or ":" not in target:
+        raise ValueError(f"mixer target must look like 'package.module:ClassName', got {target!r}")
+    module_name, _, name = target.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"mixer target {target!r} cannot be imported ({type(exc).__name__}: {exc})") from None
+    if not (inspect.isclass(cls) and issubclass(cls, nn.Module)):
+        raise ValueError(f"mixer target {target!r} is not an nn.Module class")
+    return cls
+
+
+def build_mixer(spec: dict, d_model: int, n_heads: int, layer_idx: int, n_layers: int) -> nn.Module:
+    """Layer ``layer_idx``'s mixer from ``spec`` = {target, params}: the stack's sizes and the layer's
+    place (those the constructor names) beside the spec's params."""
+    if not isinstance(spec, dict) or "target" not in spec or set(spec) - {"target", "params"}:
+        raise ValueError(f"a mixer is {{target: 'module:Class', params: {{...}}}}, got {spec!r}")
+    cls = mixer_class(spec["target"])
+    accepted = inspect.signature(cls).parameters
+    given = {"d_model": d_model, "n_heads": n_heads, "layer_idx": layer_idx, "n_layers": n_layers}
+    params = dict(spec.get("params") or {})
+    clash = sorted(set(params) & set(given))
+    unknown = sorted(set(params) - set(accepted))
+    if clash or unknown:
+        what = f"{', '.join(clash)} set by the stack" if clash else f"{', '.join(unknown)} not accepted by {cls.__name__}"
+        raise ValueError(f"mixer {cls.__name__} params: {what} (it takes {', '.join(p for p in accepted if p not in given)})")
+    return cls(**{k: v for k, v in given.items() if k in accepted}, **params)
+
+
+def layer_mixers(mixer: dict, mixers: dict | None, n_layers: int) -> list[dict]:
+    """Each layer's mixer spec: ``mixer``, or ``mixers["mixer"]`` in every ``mixers["every"]``-th layer."""
+    if mixers is None:
+        return [mixer] * n_layers
+    every = mixers.get("every") if isinstance(mixers, dict) else None
+    if set(mixers) != {"every", "mixer"} or not isinstance(every, int) or isinstance(every, bool) or every < 1:
+        raise ValueError(f"mixers is {{every: k >= 1, mixer: {{target, params}}}} (the mixer of every k-th layer), got {mixers!r}")
+    return [mixers["mixer"] if (layer + 1) % every == 0 else mixer for layer in range(n_layers)]
+
+
+class CausalSelfAttention(nn.Module):
+    """Softmax attention as a mixer (bench/models/layers/attention.py, causal, no positional encoding:
+    the recurrent layers of a hybrid carry order). Its streaming state is the KV cache of every
+    position seen: it grows with the stream."""
+
+    bounded_state = False
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
+        super().__init__()
+        self.attention = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+
+    def init_state(self, batch_size: int, device=None, dtype=None) -> dict:
+        return self.attention.init_cache(batch_size, device)
+
+    def forward(self, x: Tensor, state: dict | None = None) -> tuple[Tensor, dict | None]:
+        if state is None:
+            return self.attention(x, causal=True), None
+        return self.attention.step(x, state)
+
+
 class LinearRecurrent(Backbone):
-    """Embedding, ``n_layers`` recurrent blocks around ``make_mixer()``, final LayerNorm."""
+    """Embedding, ``n_layers`` recurrent blocks around each layer's mixer, final LayerNorm."""
 
     supports_bidirectional = False
     supports_streaming = True
+    recurrence = "linear"
 
     def __init__(
-        self, vocab_size: int, causal: bool, d_model: int, n_layers: int, d_ff: int, dropout: float, make_mixer: Callable[[], nn.Module]
+        self,
+        vocab_size: int,
+        causal: bool = True,
+        d_model: int = 128,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        d_ff: int = 256,
+        dropout: float = 0.1,
+        *,
+        mixer: dict,
+        mixers: dict | None = None,
     ):
         if not causal:
             raise ValueError(f"{type(self).__name__} is a causal recurrence; it has no bidirectional form")
         super().__init__(vocab_size, causal, d_model)
         self.embed = nn.Embedding(vocab_size, d_model)
         self.drop = Dropout(dropout)
-        self.blocks = nn.ModuleList(RecurrentBlock(make_mixer(), d_model, d_ff, dropout) for _ in range(n_layers))
+        specs = layer_mixers(mixer, mixers, n_layers)
+        self.blocks = nn.ModuleList(
+            RecurrentBlock(build_mixer(spec, d_model, n_heads, layer, n_layers), d_model, d_ff, dropout) for layer, spec in enumerate(specs)
+        )
         self.ln_out = nn.LayerNorm(d_model)
+
+    @property
+    def bounded_state(self) -> bool:
+        """Whether the streaming state stops growing: every layer's mixer declares its own (recurrent
+        mixers: a fixed size; attention: a KV cache that grows)."""
+        return all(getattr(block.mixer, "bounded_state", True) for block in self.blocks)
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
         x = self.drop(self.embed(tokens))  # (B, T, d)

@@ -110,12 +110,6 @@ class Mamba2(LinearRecurrent):
         conv_size: int = 4,
         negative_transitions: bool = False,
     ):
-        super().__init__(
-            vocab_size,
-            causal,
-            d_model,
-            n_layers,
-            d_ff,
-            dropout,
-            lambda: SSD(d_model, n_heads, chunk_size, d_state, expand, conv_size, negative_transitions),
-        )
+        params = {"chunk_size": chunk_size, "d_state": d_state, "expand": expand, "conv_size": conv_size}
+        params["negative_transitions"] = negative_transitions
+        super().__init__(vocab_size, causal, d_model, n_heads, n_layers, d_ff, dropout, mixer={"target": SSD, "params": params})

@@ -204,12 +204,5 @@ class MLSTM(LinearRecurrent):
         conv_size: int = 4,
         qkv_block: int = 4,
     ):
-        super().__init__(
-            vocab_size,
-            causal,
-            d_model,
-            n_layers,
-            d_ff,
-            dropout,
-            lambda: MLSTMLayer(d_model, n_heads, n_layers, chunk_size, proj_factor, conv_size, qkv_block),
-        )
+        params = {"chunk_size": chunk_size, "proj_factor": proj_factor, "conv_size": conv_size, "qkv_block": qkv_block}
+        super().__init__(vocab_size, causal, d_model, n_heads, n_layers, d_ff, dropout, mixer={"target": MLSTMLayer, "params": params})

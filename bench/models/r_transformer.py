@@ -93,6 +93,10 @@ class RTransformerLayer(nn.Module):
 
 class RTransformer(Backbone):
     supports_streaming = True
+    recurrence = "local-rnn"  # bounded_state stays False: its attention caches grow; the LocalRNN windows do not
+    #: model.faithful=reference: the code's LayerNorm (unbiased std, eps outside the root) and biased
+    #: attention projections
+    reference_options = {"norm": "reference", "attn_bias": True}
 
     def __init__(
         self,
@@ -132,6 +136,10 @@ class RTransformer(Backbone):
         for layer in self.layers:
             x = layer(x, key_mask, self.causal)
         return BackboneOutput(hidden=self.ln_out(x), aux_loss=self.zero_aux(x))
+
+    def bounded_state_part(self, state: list) -> list:
+        """The LocalRNN windows (the last window - 1 inputs of every layer's RNNs); the attention caches grow."""
+        return [layer["rnn"] for layer in state]
 
     def init_state(self, batch_size: int, device=None) -> list:
         if not self.causal:

@@ -68,4 +68,5 @@ class RetNet(LinearRecurrent):
         dropout: float = 0.1,
         chunk_size: int = 64,
     ):
-        super().__init__(vocab_size, causal, d_model, n_layers, d_ff, dropout, lambda: MultiScaleRetention(d_model, n_heads, chunk_size))
+        mixer = {"target": MultiScaleRetention, "params": {"chunk_size": chunk_size}}
+        super().__init__(vocab_size, causal, d_model, n_heads, n_layers, d_ff, dropout, mixer=mixer)

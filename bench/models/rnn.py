@@ -19,6 +19,9 @@ CELLS = {"lstm": nn.LSTM, "gru": nn.GRU}
 
 class RNN(Backbone):
     supports_streaming = True
+    recurrence = "rnn"
+    bounded_state = True  # the cell's (h, c) of every layer
+    host_reads = "bidirectional with padding: the packed sequence's lengths live on the host"
 
     def __init__(
         self,

@@ -183,6 +183,8 @@ class RWKV7(Backbone):
 
     supports_bidirectional = False
     supports_streaming = True
+    recurrence = "linear"
+    bounded_state = True  # each layer's matrix state and its token shifts
 
     def __init__(
         self,

@@ -11,6 +11,10 @@ and update layers.) The chunk self-attention is causal when the task requires it
 never lets position t see positions > t. RSA-TLB puts REMs in Attention1 (``rsa``), restarting
 with every chunk.
 
+The algorithm first: ``reference_stack`` (in ``ChunkRecurrent.reference_forward``'s chunk loop) is
+lines 8-13 above written out; ``forward``, the compiled chunk step and ``step`` are tested equal to it
+(tests/test_tlb.py).
+
 Layer 1's self-attention sublayer reads no memory: ``first_attention`` runs it for every full
 chunk at once (``ChunkRecurrent.chunk_steps``).
 
@@ -22,12 +26,19 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from .base import Adaptation
 from .chunked import ChunkRecurrent
 from .layers import TransformerBlock
 from .layers.positional import RotaryTables
+from .layers.rsa import adapt_rsa
 
 
 class TLB(ChunkRecurrent):
+    @classmethod
+    def adapt(cls, params: dict, data: dict) -> list[Adaptation]:
+        """The REM kinds fitted to n_heads where they exceed it (layers/rsa.py: fit_kinds)."""
+        return adapt_rsa(params)
+
     def __init__(
         self,
         vocab_size: int,
@@ -66,6 +77,16 @@ class TLB(ChunkRecurrent):
             c = first.ffn_residual(first.read(a1, memory))
         for layer in layers:
             c = layer(c, memory=memory, rope=rope, key_mask=key_mask, causal=self.causal)
+        return c, ()
+
+    def reference_stack(self, c0: Tensor, mask: Tensor, memory: Tensor, rope) -> tuple[Tensor, tuple]:
+        """Alg. 2 lines 8-13 written out with the layers' parameters (eval mode; ``reference_forward``)."""
+        key_mask = None if self.causal else mask
+        c = c0
+        for layer in self.layers:  # line 8: for l = 1..L, each "+ f(.)" pre-LN with a residual [HALT §3]
+            a = c + layer.attn(layer.ln_attn(c), rope=rope, key_mask=key_mask, causal=self.causal)  # line 9: Attention1_l(C_{l-1})
+            a = a + layer.read.attn(layer.read.ln_x(a), context=layer.read.ln_mem(memory))  # line 11: Attention2_l(A_l -> M^t)
+            c = a + layer.ffn(layer.ln_ffn(a))  # line 12: C_l = FeedForward_l(A_l)
         return c, ()
 
     def self_attentions(self) -> list:

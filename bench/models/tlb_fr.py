@@ -33,6 +33,7 @@ class TLBFixedRecurrence(TLB):
     """TLB-FR [HALT §6.6]: k chunks (5) per sequence, each ceil(n_b / k) tokens long."""
 
     supports_streaming = False  # a token's chunk depends on the whole sequence's length
+    host_reads = "the chunk length ceil(n / 5) follows the longest sequence's length n"
 
     def __init__(self, vocab_size: int, causal: bool, n_chunks: int = 5, **kwargs):
         if n_chunks < 1:
@@ -74,6 +75,25 @@ class TLBFixedRecurrence(TLB):
         pooled = self.summary(memory)  # (B, d) LN(final memory), mean over slots, through ``classifier``
         stats = {"n_chunks": float(self.n_chunks), **rsa_gate_stats(self)}
         return BackboneOutput(hidden=hidden, aux_loss=self.zero_aux(hidden), stats=stats, pooled=pooled)
+
+    def reference_forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
+        """[HALT §6.6] as written, eval mode: each sequence alone, its real tokens cut by torch.chunk(H_0, k)
+        (chunks of ceil(n_b / k) tokens), through Alg. 2 (``ChunkRecurrent.reference_forward`` with
+        g = ceil(n_b / k)); padding positions zero. ``forward`` is tested equal to it (tests/test_tlb.py)."""
+        mask = self.full_mask(tokens, mask)
+        B, T = tokens.shape
+        hidden, pooled = self.memory0.new_zeros(B, T, self.d_model), []
+        for b in range(B):
+            n = int(mask[b].sum())
+            if n == 0:  # no chunk with a real token: M^0
+                pooled.append(self.summary(self.initial_memory(1))[0])
+                continue
+            out = super().reference_forward(tokens[b : b + 1, :n], chunk_size=-(-n // self.n_chunks))
+            hidden[b, :n] = out.hidden[0]
+            pooled.append(out.pooled[0])
+        return BackboneOutput(
+            hidden=hidden, aux_loss=self.zero_aux(hidden), stats={"n_chunks": float(self.n_chunks)}, pooled=torch.stack(pooled)
+        )
 
     def streaming_refusal(self) -> str:
         return "TLBFixedRecurrence cannot stream: its chunk length ceil(n / 5) needs the whole sequence's length n"

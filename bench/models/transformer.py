@@ -20,12 +20,18 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from .base import Backbone, BackboneOutput, StreamingUnsupported
-from .layers import TokenEmbedding, TransformerBlock, make_rotary, positions_from_mask, rsa_gate_stats
+from .base import Adaptation, Backbone, BackboneOutput, StreamingUnsupported
+from .layers import PostLNBlock, TokenEmbedding, TransformerBlock, make_rotary, positions_from_mask, rsa_gate_stats
+from .layers.rsa import adapt_rsa
 
 
 class Transformer(Backbone):
     supports_streaming = True
+
+    @classmethod
+    def adapt(cls, params: dict, data: dict) -> list[Adaptation]:
+        """The REM kinds fitted to n_heads where they exceed it (layers/rsa.py: fit_kinds)."""
+        return adapt_rsa(params)
 
     def __init__(
         self,
@@ -45,10 +51,9 @@ class Transformer(Backbone):
     ):
         super().__init__(vocab_size, causal, d_model)
         self.embed = TokenEmbedding(vocab_size, d_model, pos_encoding, max_len, dropout)
+        Block = TransformerBlock if norm_first else PostLNBlock  # pre-LN [HALT §3], or Vaswani et al.'s post-LN
         self.blocks = nn.ModuleList(
-            TransformerBlock(
-                d_model, n_heads, d_ff, dropout=dropout, attn_dropout=attn_dropout, backend=attn_backend, rsa=rsa, norm_first=norm_first
-            )
+            Block(d_model, n_heads, d_ff, dropout=dropout, attn_dropout=attn_dropout, backend=attn_backend, rsa=rsa)
             for _ in range(n_layers)
         )
         self.rotary = make_rotary(pos_encoding, d_model // n_heads)  # weightless: one for every layer

@@ -12,6 +12,11 @@ as the reference code; ``classifier="mlp"``: the pooled state and every position
 Linear - ReLU before the task's Linear, the code's head on either). Causal GUT uses prefix
 means, one halting probability per position (see ``layers/halting.py``).
 
+The algorithm first: ``reference_forward`` is Alg. 1 / 3 as printed (the depth loop and the block
+written out in ``depth.py``: ``reference_depth``, ``reference_block``), a plain loop over the
+iterations with every sequence in every one; ``forward`` (sequences leave the batch as they halt),
+the compiled iteration and ``step`` are tested equal to it (tests/test_universal.py).
+
 The tasks add START/END tokens; a non-causal GUT pools the END position (the last real
 token, ``pool="end"``) as the reference code does; UT mean-pools (``pooled=None``).
 Loss: L = L_main + beta * L_ACT (App. A: beta = 0.1, 0 for logical inference).
@@ -44,10 +49,20 @@ def last_real_state(hidden: Tensor, mask: Tensor) -> Tensor:
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 
+#: the ids of START / END in every task that wraps its sequences (bench/tasks/listops.py, logic.py, lra/,
+#: pathfinder.py): the rows of the embedding that stand for the code's learned START / END vectors
+START, END = 1, 2
+
+
 class UT(DepthRecurrent, Backbone):
     """Universal Transformer with token-level halting; GUT below only changes defaults."""
 
     supports_streaming = True
+    recurrence = "depth"
+    host_reads = "halting (mode halt): the depth loop ends once every position has halted"
+    #: model.faithful=reference: the code's halting rules (length cap, crossing step undone), its head
+    #: (Linear - ReLU on the pooled state and every position) and S_L with no final LayerNorm
+    reference_options = {"halt_rules": "reference", "classifier": "mlp", "final_norm": False}
 
     def __init__(
         self,
@@ -106,10 +121,34 @@ class UT(DepthRecurrent, Backbone):
         rope = None if self.rotary is None else self.rotary.tables(positions)  # once, for every iteration
         shared = BlockIteration(self.block, self.attend_to_mixture, self.causal, rope, key_mask, mask=mask)
         res = self.iterate_block(self.embed(tokens, positions), mask, shared)  # S_L (B, T, d) [Alg. 1 / 3]
-        hidden = self.ln_out(res.output)  # (B, T, d)
-        stats: dict = {"halt_depth": res.depth.detach()}
-        if shared.gates:
-            stats["gate_mean"] = mean_over_iterations(shared.gates)
+        return self.outputs(res.output, mask, res.ponder, res.depth, shared.gates)
+
+    def reference_forward(self, tokens: Tensor, mask: Tensor | None = None) -> BackboneOutput:
+        """Alg. 1 (UT) / Alg. 3 (GUT) as the paper prints them, eval mode: H_0, then the depth loop over
+        the whole batch (``reference_depth``: lines 1-13, eqs. 5-8, 12-17) with the block written out
+        (``reference_block``: lines 4-5, eqs. 3-4, 9-11), then the output; ``forward`` (early exit,
+        the compiled iteration) and ``step`` are tested equal to it (tests/test_universal.py)."""
+        if self.training:
+            raise RuntimeError("reference_forward is the eval-mode forward (no dropout): call model.eval() first")
+        mask = self.full_mask(tokens, mask)  # (B, T)
+        positions = positions_from_mask(mask)
+        rope = None if self.rotary is None else self.rotary.tables(positions)
+        key_mask = None if self.causal else mask
+
+        def block(h: Tensor, s: Tensor) -> Tensor:  # lines 4-5: H_l from H_{l-1} and S_{l-1}
+            return self.reference_block(h, s, rope=rope, key_mask=key_mask)
+
+        h0 = self.embed(tokens, positions)  # H_0: token embeddings (+ absolute positions, if any)
+        s_last, ponder, depth = self.reference_depth(h0, mask, block)  # S_L, eqs. 7 / 16
+        return self.outputs(s_last, mask, ponder, depth, [])
+
+    def outputs(self, s_last: Tensor, mask: Tensor, ponder: Tensor, depth: Tensor, gates: list) -> BackboneOutput:
+        """S_L (B, T, d) -> the backbone's output: final LN, the pooled state (END or the mean, through
+        ``classifier``), the per-token head input, halt_depth / gate_mean, the ACT loss beta * mean ponder."""
+        hidden = self.ln_out(s_last)  # (B, T, d)
+        stats: dict = {"halt_depth": depth.detach()}
+        if gates:
+            stats["gate_mean"] = mean_over_iterations(gates)
         pooled = last_real_state(hidden, mask) if (self.pool == "end" and not self.causal) else None
         if self.classifier is not None and not self.causal:
             if pooled is None:  # the mean over real positions, as the task's head would take it
@@ -117,7 +156,7 @@ class UT(DepthRecurrent, Backbone):
                 pooled = (hidden * mf).sum(1) / mf.sum(1).clamp_min(1.0)
             pooled = self.classifier(pooled)  # (B, d)
         hidden = self.head_input(hidden)  # per-token tasks' head input, after pooling read S_L
-        aux = self.beta * res.ponder.mean() if self.beta else self.zero_aux(hidden)
+        aux = self.beta * ponder.mean() if self.beta else self.zero_aux(hidden)
         return BackboneOutput(hidden=hidden, aux_loss=aux, stats=stats, pooled=pooled)
 
     def head_input(self, hidden: Tensor) -> Tensor:
@@ -125,6 +164,14 @@ class UT(DepthRecurrent, Backbone):
         Linear - ReLU (``model.classifier=mlp``: the code's ``flipflop_framework.py`` lines 31-35, 57), or
         as they are."""
         return hidden if self.classifier is None else self.classifier(hidden)
+
+    def family_reference_init(self) -> None:
+        """``model.init=reference-full``'s UT / GUT part: bidirectional, the START / END rows of the
+        embedding N(0, 1), the code's ``nn.Parameter(T.randn(hidden_size))`` START / END vectors
+        (``models/encoders/UniversalTransformerEncoder.py`` lines 17-18)."""
+        embedding = self.embed.embed
+        if not self.causal and embedding.num_embeddings > END:
+            nn.init.normal_(embedding.weight[START : END + 1], std=1.0)
 
     def compile(self, *args, **kwargs) -> None:
         """``train.compile`` / ``bench cost --compile`` (in place): compiles one depth iteration

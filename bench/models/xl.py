@@ -37,9 +37,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .base import Backbone, BackboneOutput, StreamingUnsupported
-from .layers import TransformerBlock, additive_mask, project_relative, rsa_gate_stats
+from .base import Adaptation, Backbone, BackboneOutput, StreamingUnsupported
+from .layers import RelativeBlock, additive_mask, project_relative, rsa_gate_stats
 from .layers.relative import keep_last
+from .layers.rsa import adapt_rsa
 
 
 @dataclass
@@ -78,6 +79,23 @@ def segment_mask_bias(causal: bool, memory: SegmentMemory | None, mask: Tensor) 
 class TransformerXL(Backbone):
     supports_streaming = True
 
+    @property
+    def recurrence(self) -> str:
+        """Chunk recurrence: the memory carries the past into the next segment; without one (``mem_len``
+        0: Transformer*, one segment as long as its inputs) nothing recurs ("none")."""
+        return "chunk" if self.mem_len > 0 else "none"
+
+    @property
+    def bounded_state(self) -> bool:
+        """The memory and at most one segment's caches; without a memory (Transformer*) the one
+        segment's caches grow with the stream."""
+        return self.mem_len > 0
+
+    @classmethod
+    def adapt(cls, params: dict, data: dict) -> list[Adaptation]:
+        """The REM kinds fitted to n_heads where they exceed it (layers/rsa.py: fit_kinds)."""
+        return adapt_rsa(params)
+
     def __init__(
         self,
         vocab_size: int,
@@ -99,7 +117,7 @@ class TransformerXL(Backbone):
         self.segment_len, self.mem_len = segment_len, mem_len
         self.embed = nn.Embedding(vocab_size, d_model)
         kw = dict(dropout=dropout, attn_dropout=attn_dropout, backend=attn_backend, rsa=rsa)
-        self.layers = nn.ModuleList(TransformerBlock(d_model, n_heads, d_ff, relative=True, **kw) for _ in range(n_layers))
+        self.layers = nn.ModuleList(RelativeBlock(d_model, n_heads, d_ff, **kw) for _ in range(n_layers))
         self.drop = nn.Dropout(dropout)
         self.ln_out = nn.LayerNorm(d_model)
 

@@ -32,7 +32,7 @@ from ..errors import UserError
 from . import stats
 from .claims import digits_of, effect_text, paired_scores
 from .outputs import command_of, generated_table
-from .verdicts import table_of
+from .tables import table_of
 
 ABOVE, BELOW, UNSURE, NO_TEST = "above", "below", "inconclusive", "no test"
 MARKS = {ABOVE: " ▲", BELOW: " ▼", UNSURE: "", NO_TEST: ""}
@@ -196,6 +196,13 @@ def _sentence(row: str, baseline: str, columns: list[str], results: list[Compare
     if differ:
         parts.append(f"learned seeds differ ({row} vs {baseline}): " + "; ".join(differ))
     return f"- **{row}**: " + "; ".join(parts) + "."
+
+
+def against_tables(spec: str, where: str) -> list[str]:
+    """The generated tables a ``bench:against`` block's ``spec`` names: its table, and the other
+    table of a versus block (``@OTHER``)."""
+    parts = spec.split()
+    return parts[:1] + ([parts[1][1:]] if len(parts) > 1 and parts[1].startswith("@") else [])
 
 
 def against_block(out: Path, spec: str, where: str) -> str:

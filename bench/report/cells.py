@@ -1,20 +1,22 @@
-"""The records of one cell of a paper's table, and how they compare with what the registry gives
-today; shared by results tables (reproduce.py) and checks tables (checks.py)."""
+"""The records of one cell of a table, read as they were written: their values, chance levels,
+troubled seeds and per-example scores, from what each record holds (its metrics and its resolved
+``config``); nothing here resolves a run or imports a model class (whether a record is stale is
+bench/report/stale.py's question). Shared by results tables, checks tables, leaderboards and the
+report page."""
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-from ..config import resolve_run
 from ..errors import UserError
-from ..records import config_changes, outcomes_file, overrides_tag
-from .leaderboard import load_records
+from ..records import config_changes, outcomes_file, overrides_tag, read_record
 
-MISSING, NOT_REPORTED, STALE, CHANCE, NOT_ITS_COMMIT = "—", "n/r", "†", "~", "‡"
+MISSING, NOT_REPORTED, STALE, CHANCE, OTHER_CODE = "—", "n/r", "†", "~", "‡"
 CHANCE_SES = 2  # the margin above the chance level is at least this many binomial standard errors
 LEARNED_SHARE = 0.1  # ... and at least this share of the gap from the chance level to 100%
 CHANCE_RULE = (
@@ -30,16 +32,27 @@ TOKEN_CHANCE_RULE = (
 )
 
 
-NOT_ITS_COMMIT_RULE = (
-    f"{NOT_ITS_COMMIT} = records made from code their named commit does not give (a dirty tree: the record's "
+OTHER_CODE_RULE = (
+    f"{OTHER_CODE} = records made from code their named commit does not give (a dirty tree: the record's "
     "git.diff_sha256 names the diff, or git.note says which code it was)"
 )
 
 
-def not_its_commit(rec: dict) -> bool:
-    """Whether a record was made from code other than its named commit: a dirty tree, or a git.note saying so."""
-    git = rec.get("git") or {}
-    return bool(git.get("dirty") or git.get("note"))
+def load_records(out: Path, models: list[str], tasks: list[str] | None, preset: str, tag: str = "") -> dict:
+    """{(model, task): [record, ...]} for records made with the given overrides tag:
+    seed<N>.json without overrides, seed<N>-<tag>.json with them."""
+    found: dict = defaultdict(list)
+    root = Path(out) / "runs"
+    for path in sorted(root.glob(f"*/{preset}/*/seed*.json")):
+        if path.stem.partition("-")[2] != tag:  # other overrides than the ones asked for
+            continue
+        task, model = path.parts[-4], path.parts[-2]
+        if model not in models or (tasks and task not in tasks):
+            continue
+        rec = read_record(path)  # a malformed record: a warning, and left out
+        if rec:
+            found[(model, task)].append(rec)
+    return found
 
 
 LENGTH_AVERAGED = "length_avg_"  # length_avg_<metric>: <metric> averaged over the split's per-length bins
@@ -48,13 +61,13 @@ LENGTH_AVERAGED = "length_avg_"  # length_avg_<metric>: <metric> averaged over t
 def record_value(rec: dict, split: str, metric: str):
     """A record's value of ``metric`` on ``split``: a metric of the split, minutes_per_epoch, or
     ``length_avg_<metric>``, the metric averaged over the split's per-length bins without weights
-    (the Chomsky tasks' score: bench.tasks.chomsky.length_averaged; None without bins)."""
+    (the Chomsky tasks' score: bench.tasks.base.length_averaged; None without bins)."""
     if metric == "minutes_per_epoch":
         epochs, seconds = rec.get("epochs_run"), rec.get("train_time_s")
         return seconds / epochs / 60 if epochs and seconds is not None else None
     split_metrics = rec.get("metrics", {}).get(split, {})
     if metric.startswith(LENGTH_AVERAGED):
-        from ..tasks.chomsky import length_averaged
+        from ..tasks.base import length_averaged
 
         return length_averaged(split_metrics, metric[len(LENGTH_AVERAGED) :]) if split_metrics.get("by_length") else None
     return split_metrics.get(metric)
@@ -159,17 +172,17 @@ def cell_records(out: Path, model: str, task: str, preset: str, overrides: list[
     return sorted((r for r in found if r.get("seed") in seeds), key=lambda r: r.get("seed", 0))
 
 
-def current_config(registry, model: str, task: str, preset: str, overrides: list[str]) -> dict | None:
-    """What a run of this cell would be made with today (None: the cell cannot run)."""
-    try:
-        return resolve_run(registry, model, task, preset, overrides).public()
-    except UserError:
-        return None
-
-
-def stale(rec: dict, current: dict | None) -> str | None:
-    """The settings the record was made with that the registry no longer gives (None if none)."""
-    return config_changes(rec.get("config"), current)
+def newest_settings(records: list[dict]) -> list[dict]:
+    """The records of one run (a model, task, preset and overrides: one cell's seeds) made with the
+    settings of its newest record (by ``date``): a record whose resolved ``config`` holds a setting
+    the newest one changed (records.config_changes) was made before the run's settings moved on
+    (a preset edited, then some seeds trained again) and is left out. Read from the records alone;
+    whether the newest settings are still the registry's is the stale check's question
+    (bench/report/stale.py)."""
+    if len(records) < 2:
+        return list(records)
+    newest = max(records, key=lambda r: str(r.get("date") or ""))
+    return [r for r in records if not config_changes(r.get("config"), newest.get("config"))]
 
 
 def troubled_seeds(records: list[dict]) -> dict[str, int]:

@@ -25,7 +25,9 @@ case over seeds: the largest change for ``same`` (passes below TOL), the smalles
 
 A record check (``expect: at_least_baseline``) is the same one-sided Welch test of the model
 against the baseline over seeds: holds when the model is significantly above, does not hold
-when it is significantly below, inconclusive otherwise.
+when it is significantly below, inconclusive otherwise. Given the stale check's answer
+(bench/report/stale.py), a side whose records the registry no longer gives is marked † with the
+changed settings.
 
 ``ChecksTable`` is the kind: it loads the ``checks`` list, names the models and tasks they read,
 plans the runs the record checks read (``--run``) and builds one line per check (no claims).
@@ -41,16 +43,7 @@ from ..config import parse_overrides
 from ..errors import UserError
 from ..schema import Schema
 from . import stats
-from .cells import (
-    CHANCE,
-    STALE,
-    at_chance,
-    cell_records,
-    chance_level,
-    current_config,
-    record_value,
-    stale,
-)
+from .cells import CHANCE, STALE, at_chance, cell_records, chance_level, record_value
 from .claims import both_at_chance, cell_text, test_text
 from .stats import FAILS, HOLDS, UNSURE
 from .table_kind import TableKind
@@ -189,18 +182,29 @@ def measure(spec: dict, expect: str, registry) -> float:
 # ---- record checks --------------------------------------------------------------------------
 
 
-def _record_check(spec: dict, table, out: Path, preset: str, registry=None):
+def record_runs(table) -> list[tuple[str, str, list[str]]]:
+    """(model, task, overrides) of both sides of every record check: the runs whose records it reads."""
+    return [
+        (model, s["records"]["task"], [])
+        for s in check_specs(table)
+        if "records" in s
+        for model in (s["records"]["model"], s["records"]["baseline"])
+    ]
+
+
+def _record_check(spec: dict, table, out: Path, preset: str, stale: dict | None = None):
     """(measured text, status) for model vs baseline on one split (a one-sided Welch test over
-    seeds, stats.welch); with a registry, records made with settings the registry no longer
-    gives are marked as in results tables."""
+    seeds, stats.welch); with the stale check's answer (``stale``: {run: {seed: the changed
+    settings}}, bench/report/stale.py), records made with settings the registry no longer gives
+    are marked as in results tables."""
     r = spec["records"]
     per_side, texts, majorities = [], [], []
     for model in (r["model"], r["baseline"]):
         ok = [x for x in cell_records(out, model, r["task"], preset, [], table.seeds) if x.get("status") == "ok"]
         values = [100 * v for v in (record_value(x, r["split"], r["metric"]) for x in ok) if v is not None]
         per_side.append(values)
-        now = current_config(registry, model, r["task"], preset, []) if registry is not None and ok else None
-        whys = sorted({why for why in (stale(x, now) for x in ok) if why}) if now else []
+        by_seed = (stale or {}).get((model, r["task"], ()), {})
+        whys = sorted({by_seed[x["seed"]] for x in ok if by_seed.get(x["seed"])})
         majority = chance_level(ok, r["split"], r["metric"]) if values else None
         majorities.append(majority if majority and at_chance(sum(values) / len(values) / 100, majority) else None)
         mark = f" {STALE} ({'; '.join(whys)})" if whys else ""
@@ -217,14 +221,14 @@ def _record_check(spec: dict, table, out: Path, preset: str, registry=None):
     return f"{measured}: {test_text(test, 1, reverse=test.p_reverse if status == FAILS else None)}", status
 
 
-def run_checks(table, out: Path, preset: str, registry) -> dict:
+def run_checks(table, out: Path, preset: str, registry, stale: dict | None = None) -> dict:
     rows = []
     for spec in check_specs(table):
         expect = spec.get("expect")
         if "status" in spec:
             measured, status = "—", spec["status"]
         elif "records" in spec:
-            measured, status = _record_check(spec, table, out, preset, registry)
+            measured, status = _record_check(spec, table, out, preset, stale)
         else:
             value = measure(spec["compute"], expect, registry)
             # below 1e-6 a change is float rounding, whose last digits vary with the CPU: printed as a bound
@@ -274,8 +278,11 @@ class ChecksTable(TableKind):
     def runs(self, table, out, preset):
         return record_cells(table)
 
-    def build(self, table, registry, preset, out, stem):
-        return run_checks(table, out, preset, registry)
+    def record_runs(self, table, out, preset):
+        return record_runs(table)
 
-    def summary(self, table, out, registry):
+    def build(self, table, registry, preset, out, stem, stale=None):
+        return run_checks(table, out, preset, registry, stale)
+
+    def summary(self, table, out, stale=None):
         return checks_summary(table, out, table.preset)

@@ -285,7 +285,10 @@ class CostTable(ResultsTable):
     def measure(self, table, registry, preset, stem, progress=None):
         return measure(table, registry, preset, stem, progress)
 
-    def build(self, table, registry, preset, out, stem):
+    def record_runs(self, table, out, preset):
+        return []  # measured, not read from records
+
+    def build(self, table, registry, preset, out, stem, stale=None):
         built = build(table, preset, stem)
         built["csv"], built["source"] = built["cells"], stem
         return built
@@ -297,5 +300,5 @@ class CostTable(ResultsTable):
     def files(self, table, built, stem, preset):
         return [measured_path(stem)] if built["measured"] and built["source"] == stem else []  # written where it was measured
 
-    def summary(self, table, out, registry):
+    def summary(self, table, out, stale=None):
         return "measured" if build(table, table.preset, output_stem(out, table, table.preset))["measured"] else "not measured"

@@ -3,8 +3,9 @@ cells = mean ± std over seeds (in %), or the median, or both (the HALT paper re
 with mean and median over seeds), FAIL for failed runs. Markdown, CSV and plots.
 
 A cell whose records were made with settings the registry no longer gives (a preset edited
-since; the records ``bench run`` and ``bench compare --run`` would train again) is marked †, as
-in ``bench reproduce``, and the note says which settings changed and how to retrain them."""
+since; the records ``bench run`` and ``bench compare --run`` would train again; found by
+bench/report/stale.py:mark_stale, which ``bench compare`` runs) is marked †, as in ``bench reproduce
+--check-stale``, and the note says which settings changed and how to retrain them."""
 
 from __future__ import annotations
 
@@ -17,51 +18,10 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from ..config import resolve_run
-from ..errors import UserError
 from ..metrics import _bin_start
-from ..records import config_changes, other_code, read_record, write_atomic
+from ..records import other_code, write_atomic
+from .cells import MISSING, OTHER_CODE, STALE
 from .stats import mean_std
-
-MISSING, STALE, OTHER_CODE = "—", "†", "‡"
-OTHER_CODE_RULE = (
-    f"{OTHER_CODE} = records made from code their named commit does not give (a dirty tree: the record's "
-    "git.diff_sha256 names the diff, or git.note says which code it was)"
-)
-
-
-def load_records(out: Path, models: list[str], tasks: list[str] | None, preset: str, tag: str = "") -> dict:
-    """{(model, task): [record, ...]} for records made with the given overrides tag:
-    seed<N>.json without overrides, seed<N>-<tag>.json with them."""
-    found: dict = defaultdict(list)
-    root = Path(out) / "runs"
-    for path in sorted(root.glob(f"*/{preset}/*/seed*.json")):
-        if path.stem.partition("-")[2] != tag:  # other overrides than the ones asked for
-            continue
-        task, model = path.parts[-4], path.parts[-2]
-        if model not in models or (tasks and task not in tasks):
-            continue
-        rec = read_record(path)  # a malformed record: a warning, and left out
-        if rec:
-            found[(model, task)].append(rec)
-    return found
-
-
-def mark_stale(registry, records: dict, preset: str, overrides) -> dict:
-    """{(model, task): the changed settings} for cells holding finished records made with settings
-    the registry no longer gives; each such record gets ``rec["stale"]`` (in memory only)."""
-    stale = {}
-    for (model, task), recs in records.items():
-        try:
-            current = resolve_run(registry, model, task, preset, overrides).public()
-        except UserError:
-            continue  # the cell cannot be resolved today (a model or task renamed): nothing to compare with
-        for rec in recs:
-            changed = config_changes(rec.get("config"), current) if rec.get("status") == "ok" else None
-            if changed:
-                rec["stale"] = changed
-                stale.setdefault((model, task), changed)
-    return stale
 
 
 def stale_note(stale: dict, models: list[str], tasks: list[str], args=None) -> str:

@@ -10,9 +10,11 @@ table's seeds and add overrides to every cell (after the table's own: a proxy of
 more data at the small preset; the outputs' names carry the overrides' tag).
 
 Records are read from ``OUT/runs/<task>/<preset>/<model>/seed<N>[-<tag>].json``, the tag being
-the hash of the cell's learning-relevant overrides (table + row + column ``set``). A cell whose
-records were made with settings the registry no longer resolves to (a preset edited since) is
-marked † and the note names the differences. A cell of accuracies whose records carry the split's
+the hash of the cell's learning-relevant overrides (table + row + column ``set``); a table is built
+from what they hold (no run is resolved, no model class imported). With ``--check-stale`` the stale
+check (bench/report/stale.py) resolves every cell first: a cell whose records were made with
+settings the registry no longer resolves to (a preset edited since) is marked † and the note
+names the differences. A cell of accuracies whose records carry the split's
 majority-class share (classification tasks) and whose mean is within 2 standard errors of it is
 marked ~ (at chance; bench/report/cells.py:at_chance). A table's ``claims`` (the paper's findings
 over its cells) are judged beside the numbers, printed and written to the Markdown and to
@@ -33,17 +35,19 @@ import shlex
 from pathlib import Path
 
 from ..errors import UserError
-from ..grid import plan_grid
 from ..grid_cell import Cell
 from ..registry import PRESETS
 from ..schema import suggest
 from . import writeup
-from .cells import MISSING, NOT_REPORTED, STALE, cell_records, current_config, record_value, stale
+from .against import against_block, against_tables
+from .cells import MISSING, NOT_REPORTED, STALE, cell_records, record_value
 from .outputs import output_stem
 from .results_table import build
+from .stale import current_config, stale, stale_runs
 from .table_parts import Table
 from .tables import TABLES_DIR, check_names, kind_of, load_table, table_names
 from .tuned import overlay_registry
+from .verdicts import verdict_tables, verdicts_block
 
 __all__ = [
     "MISSING",
@@ -62,8 +66,34 @@ __all__ = [
     "reproduce",
     "select_table",
     "stale",
+    "stale_records",
     "table_names",
 ]
+
+#: the write-ups' blocks filled from generated tables besides table blocks (bench/report/writeup.py):
+#: verdicts and comparisons, each from the module that makes it, standing beside writeup.py
+WRITEUP_BLOCKS = {
+    "verdicts": writeup.BlockKind(verdict_tables, verdicts_block),
+    "against": writeup.BlockKind(against_tables, against_block),
+}
+
+
+def fill_writeups(out: Path, tables: dict[str, str] | None = None) -> list[Path]:
+    """Every block of the write-ups in ``out`` filled (``tables``: name -> generated Markdown, the
+    tables just written; writeup.fill_writeups); the files that changed."""
+    return writeup.fill_writeups(out, WRITEUP_BLOCKS, tables)
+
+
+def blocks_tables(out: Path) -> dict[str, Path]:
+    """Every table the write-ups in ``out`` name -> the generated file it is filled from."""
+    return writeup.blocks_tables(out, WRITEUP_BLOCKS)
+
+
+def stale_records(table: Table, registry, preset: str, out: Path) -> dict:
+    """The stale check of a table's records (bench/report/stale.py): {run: {seed: the settings its
+    record was made with that the registry no longer gives}} over the runs its cells read; this
+    resolves every such run (it imports the model classes)."""
+    return stale_runs(registry, Path(out), preset, kind_of(table).record_runs(table, Path(out), preset), table.seeds)
 
 
 # ---- training the missing cells -------------------------------------------------------------
@@ -71,7 +101,10 @@ __all__ = [
 
 def plan(table: Table, registry, preset: str, out: Path, rerun: bool = False) -> tuple[list, list]:
     """(cells to train, incompatible (cell, why)) over the runs the table's cells read, one grid
-    per (model, override set) (none for a table measured rather than trained: measure_cost)."""
+    per (model, override set) (none for a table measured rather than trained: measure_cost). The
+    grid (and the runner beneath it) is imported here: building a table needs neither."""
+    from ..grid import plan_grid
+
     todo, incompatible = [], []
     absent = absent_data(table, registry, preset)
     for (model, overrides), tasks in kind_of(table).runs(table, out, preset).items():
@@ -107,7 +140,7 @@ def absent_data(table: Table, registry, preset: str) -> dict[str, str]:
 
 def list_tables(out: Path, folder: Path = TABLES_DIR, registry=None) -> list[list[str]]:
     """One line per table: name, preset, cells with records (made with today's settings, when a
-    registry is given; cells holding only stale records are counted apart), title."""
+    registry is given: the stale check runs; cells holding only stale records are counted apart), title."""
     rows = []
     for name in table_names(folder):
         try:
@@ -119,7 +152,8 @@ def list_tables(out: Path, folder: Path = TABLES_DIR, registry=None) -> list[lis
             own = overlay_registry(table, registry, out) if registry is not None else None
         except UserError:  # its overlays are not under OUT: no records of its rows either
             own = None
-        rows.append([name, table.preset, kind_of(table).summary(table, out, own), table.title])
+        found = stale_records(table, own, table.preset, out) if own is not None else None
+        rows.append([name, table.preset, kind_of(table).summary(table, out, found), table.title])
     return rows
 
 
@@ -160,20 +194,30 @@ def select_table(
 
 
 def reproduce(
-    table: Table, registry, preset: str, out: Path, command: str, overrides: list[str] | None = None, tables_out: Path | None = None
+    table: Table,
+    registry,
+    preset: str,
+    out: Path,
+    command: str,
+    overrides: list[str] | None = None,
+    tables_out: Path | None = None,
+    check_stale: bool = False,
 ) -> dict:
-    """The table from the records under ``out`` (a cost table: from its measurement there), written
-    to TABLES_OUT/reproduce/ (default ``out``) by its kind (Markdown, CSV, the claims when the table
-    has some, and the kind's own files), then the write-ups beside the tables (TABLES_OUT/*.md) that
-    show it refilled. Returns what to show: title, headers, rows, note, claims (None or its headers,
-    rows and rule) and the paths written."""
+    """The table from what the records under ``out`` hold (a cost table: from its measurement
+    there), written to TABLES_OUT/reproduce/ (default ``out``) by its kind (Markdown, CSV, the
+    claims when the table has some, and the kind's own files), then the write-ups beside the tables
+    (TABLES_OUT/*.md) that show it refilled. With ``check_stale`` the stale check runs first
+    (``stale_records``) and the table marks † what it finds; without it no run is resolved.
+    Returns what to show: title, headers, rows, note, claims (None or its headers, rows and rule)
+    and the paths written."""
     out = Path(out)
     tables_out = Path(tables_out or out)
     stem = output_stem(tables_out, table, preset, overrides or [])
     source = output_stem(out, table, preset, overrides or [])
-    result = kind_of(table).report(table, registry, preset, out, stem, command, source=source)
+    found = stale_records(table, registry, preset, out) if check_stale else None
+    result = kind_of(table).report(table, registry, preset, out, stem, command, source=source, stale=found)
     if stem.with_suffix(".md") in result["paths"]:  # the write-ups beside the tables (results/*.md) show what was just written
-        result["paths"] += writeup.fill_writeups(tables_out, {stem.name: stem.with_suffix(".md").read_text()})
+        result["paths"] += fill_writeups(tables_out, {stem.name: stem.with_suffix(".md").read_text()})
     return result
 
 
@@ -187,7 +231,15 @@ def measure_cost(table: Table, registry, preset: str, out: Path, overrides: list
     return kind_of(table).measure(table, registry, preset, output_stem(Path(out), table, preset, overrides or []), progress)
 
 
-def command_text(table: Table, out: Path, preset: str | None, models: str | None, seeds: str | None, overrides: list[str] | None) -> str:
+def command_text(
+    table: Table,
+    out: Path,
+    preset: str | None,
+    models: str | None,
+    seeds: str | None,
+    overrides: list[str] | None,
+    check_stale: bool = False,
+) -> str:
     """The ``bench reproduce`` command written at the top of the Markdown (how to make it again)."""
     return " ".join(
         [
@@ -198,5 +250,6 @@ def command_text(table: Table, out: Path, preset: str | None, models: str | None
             *([f"--models {models}"] if models else []),
             *([f"--seeds {seeds}"] if seeds else []),
             *(f"--set {shlex.quote(item)}" for item in overrides or []),
+            *(["--check-stale"] if check_stale else []),
         ]
     )

@@ -5,9 +5,14 @@ half-width of its 95% t interval over seeds, n seeds, the test set's binomial st
 
 Records are read from ``OUT/runs/<task>/<preset>/<model>/seed<N>[-<tag>].json``, the tag being
 the hash of the cell's learning-relevant overrides (table + row + column ``set``, and the tuned
-values of bench/report/tuned.py). A cell whose records were made with settings the registry no
-longer resolves to (a preset edited since) is marked † and the note names the differences. A
-cell of accuracies whose records carry the split's majority-class share (classification tasks)
+values of bench/report/tuned.py). The cells read what the records hold (their metrics and
+resolved ``config``): building a table resolves no run and imports no model class. A cell counts
+the records made with its run's newest settings (bench/report/cells.py: newest_settings; a seed
+trained before a preset edit, beside seeds trained again after it, is left out). Given the stale
+check's answer instead (``stale``, bench/report/stale.py, ``bench reproduce --check-stale``:
+records made with settings the registry no longer resolves to), a cell leaves those records out
+where it has current ones and is marked † where they are all it has, and the note names the
+differences. A cell of accuracies whose records carry the split's majority-class share (classification tasks)
 and whose mean is within 2 standard errors of it is marked ~ (at chance;
 bench/report/cells.py:at_chance). Its claims are judged over the per-seed values
 (bench/report/claims.py), paired on per-example outcomes where every record has them. Besides
@@ -36,6 +41,8 @@ from .cells import (
     LENGTH_AVERAGED,
     MISSING,
     NOT_REPORTED,
+    OTHER_CODE,
+    OTHER_CODE_RULE,
     STALE,
     TOKEN_CHANCE_RULE,
     at_chance,
@@ -43,14 +50,13 @@ from .cells import (
     cell_scores,
     chance_level,
     chance_text,
-    current_config,
     learned,
+    newest_settings,
     record_value,
-    stale,
     troubled_seeds,
 )
 from .claims import run_claims
-from .leaderboard import OTHER_CODE, OTHER_CODE_RULE, cell_percent
+from .leaderboard import cell_percent
 from .stats import mean_std
 from .table_kind import TableKind
 from .table_parts import Column, Row, Table, load_cells, load_claims
@@ -145,19 +151,24 @@ def _delta_text(d: float | None, how: str) -> str:
     return f"×{d:.2f}" if how == "ratio" else f"{round(d, 1) or 0.0:+.1f}"  # no "-0.0"
 
 
-def _fresh_records(table: Table, row: Row, col: Column, out: Path, preset: str, registry, stale_runs: dict) -> tuple:
-    """(the cell's records made with today's settings where it has any, else all of them; its
-    failed runs; its records in all; the stale mark or ""). ``stale_runs`` caches, per run
-    (model, task, overrides), each seed's reason to be stale (None when current)."""
+def _fresh_records(table: Table, row: Row, col: Column, out: Path, preset: str, stale: dict | None, stale_runs: dict) -> tuple:
+    """(the cell's finished records that count; its failed runs; its records in all; the stale mark
+    or ""). Without the stale check (``stale`` None) the records that count are those made with
+    the settings of the run's newest record (cells.newest_settings: read from the records alone).
+    With its answer (``stale``: {run: {seed: the changed settings}}, bench/report/stale.py) they
+    are those made with today's settings where the cell has any, else all of them, marked STALE;
+    ``stale_runs`` gathers, per run (model, task, overrides), each seed's reason to be stale (None
+    when current)."""
     run = (row.model, col.task, tuple(sorted(table.cell_set(row, col))))
     recs = cell_records(out, row.model, col.task, preset, table.cell_set(row, col), table.seeds)
     ok = [r for r in recs if r.get("status") == "ok"]
     failed = sum(r.get("status") == "failed" for r in recs)  # pruned tuning trials: not finished, not failed
     mark = ""
-    if registry is not None and ok:
+    if stale is None:
+        ok = newest_settings(ok)
+    elif ok:
         if run not in stale_runs:
-            current = current_config(registry, row.model, col.task, preset, table.cell_set(row, col))
-            stale_runs[run] = {r["seed"]: stale(r, current) for r in ok}
+            stale_runs[run] = {r["seed"]: stale.get(run, {}).get(r["seed"]) for r in ok}
         fresh = [r for r in ok if not stale_runs[run][r["seed"]]]
         ok, mark = (fresh, "") if fresh else (ok, f" {STALE}")
     return ok, failed, len(recs), mark
@@ -226,11 +237,13 @@ def _cell(
     return [text, _paper_text(paper), _delta_text(d, table.delta)], line
 
 
-def build(table: Table, out: Path, preset: str, registry=None) -> dict:
+def build(table: Table, out: Path, preset: str, stale: dict | None = None) -> dict:
     """Headers, rows, per-cell numbers, and the runs found / expected (a run is a model, task,
-    override set and seed: one run fills every column of its task). With a registry, records
-    made with settings the registry no longer gives are left out of a cell that has current
-    ones, and marked STALE where they are all it has. A cell at chance (``at_chance``: its mean
+    override set and seed: one run fills every column of its task), from what the records hold:
+    a cell counts the records made with its run's newest settings (cells.newest_settings).
+    With the stale check's answer instead (``stale``: {run: {seed: the changed settings}},
+    bench/report/stale.py), records made with settings the registry no longer gives are left out
+    of a cell that has current ones, and marked STALE where they are all it has. A cell at chance (``at_chance``: its mean
     accuracy near the split's majority-class share) is marked CHANCE; ``at_chance`` maps it to
     that share in display units, for the claims.
 
@@ -247,7 +260,7 @@ def build(table: Table, out: Path, preset: str, registry=None) -> dict:
     for row in table.rows:
         for col, paper in zip(table.columns, row.paper):
             run = (row.model, col.task, tuple(sorted(table.cell_set(row, col))))
-            ok, failed, n_recs, mark = _fresh_records(table, row, col, out, preset, registry, stale_runs)
+            ok, failed, n_recs, mark = _fresh_records(table, row, col, out, preset, stale, stale_runs)
             records.setdefault((row.model, col.task), ok)
             expected.add(run)
             present.update((*run, r["seed"]) for r in ok if not mark)
@@ -493,9 +506,13 @@ class ResultsTable(TableKind):
                     groups.setdefault((row.model, tuple(table.cell_set(row, col))), []).append(col.task)
         return groups
 
-    def build(self, table, registry, preset, out, stem):
+    def record_runs(self, table, out, preset):
         apply_tuned(table, out, preset)
-        built = build(table, out, preset, registry)
+        return [(row.model, col.task, table.cell_set(row, col)) for row in table.rows for col in table.columns]
+
+    def build(self, table, registry, preset, out, stem, stale=None):
+        apply_tuned(table, out, preset)
+        built = build(table, out, preset, stale)
         if table.state:
             built["headers"], built["rows"] = with_state_columns(table, registry, preset, built["records"], built["headers"], built["rows"])
         built["headers"], built["rows"] = with_tuned_column(table, built["headers"], built["rows"])
@@ -537,9 +554,9 @@ class ResultsTable(TableKind):
         png = plot(stem, table, built["cells"], preset)
         return [png] if png else []
 
-    def summary(self, table, out, registry):
+    def summary(self, table, out, stale=None):
         apply_tuned(table, out, table.preset)
-        cells = build(table, out, table.preset, registry)["cells"]
+        cells = build(table, out, table.preset, stale)["cells"]
         current = sum(1 for c in cells if c["n"] and not c["stale"])
         old = sum(1 for c in cells if c["n"] and c["stale"])
         return f"{current}/{len(cells)} cells" + (f" (+{old} {STALE} stale only)" if old else "")

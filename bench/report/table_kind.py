@@ -7,8 +7,11 @@
 - ``check_overrides``: reject ``--set`` overrides the cells could not run with;
 - ``runs``: the runs its cells read, as {(model, overrides): [task, ...]} (what ``--run``
   trains, through the grid), or ``measure`` when ``measures``: its cells are measured now;
-- ``build``: its printed rows and the note from the records (or measurements), with the
-  CSV lines and whatever ``judge`` needs;
+- ``record_runs``: the runs whose records its cells read, as (model, task, overrides): what the
+  stale check resolves (bench/report/stale.py);
+- ``build``: its printed rows and the note from what the records hold (or the measurements), with
+  the CSV lines and whatever ``judge`` needs; it resolves no run (the stale check's answer, when
+  asked for, comes in as ``stale``);
 - ``judge``: its claims over the built cells (bench/report/claims.py), or None;
 - ``files``: what it writes besides NAME.md / .csv / --claims.csv (a plot, the measurements);
 - ``summary``: one line for ``bench reproduce --list``.
@@ -55,13 +58,19 @@ class TableKind:
         """{(model, overrides): [task, ...]}: the runs the table's cells read (none: nothing to train)."""
         return {}
 
+    def record_runs(self, table: Table, out: Path, preset: str) -> list[tuple[str, str, list[str]]]:
+        """(model, task, overrides) of every run whose records the table's cells read (none: nothing to check)."""
+        return []
+
     def measure(self, table: Table, registry, preset: str, stem: Path, progress=None) -> Path:
         """``--run`` of a kind that ``measures``: measure every cell now, write the file ``build`` reads; its path."""
         raise NotImplementedError(f"tables of kind {self.name} are not measured")
 
-    def build(self, table: Table, registry, preset: str, out: Path, stem: Path) -> dict:
+    def build(self, table: Table, registry, preset: str, out: Path, stem: Path, stale: dict | None = None) -> dict:
         """The table from the records under ``out`` (or the measurements beside ``stem``): a dict
-        with headers, rows, note and csv (one dict per CSV line), and what ``judge`` and ``files`` read."""
+        with headers, rows, note and csv (one dict per CSV line), and what ``judge`` and ``files`` read.
+        ``stale``: the stale check's answer for ``record_runs`` ({run: {seed: the changed settings}},
+        bench/report/stale.py), None when not checked."""
         raise NotImplementedError
 
     def judge(self, table: Table, built: dict) -> dict | None:
@@ -72,15 +81,25 @@ class TableKind:
         """The files the kind writes besides NAME.md, NAME.csv and NAME--claims.csv."""
         return []
 
-    def summary(self, table: Table, out: Path, registry) -> str:
-        """What ``bench reproduce --list`` says the table has under ``out``."""
+    def summary(self, table: Table, out: Path, stale: dict | None = None) -> str:
+        """What ``bench reproduce --list --records`` says the table has under ``out`` (``stale``: as for ``build``)."""
         raise NotImplementedError
 
-    def report(self, table: Table, registry, preset: str, out: Path, stem: Path, command: str, source: Path | None = None) -> dict:
+    def report(
+        self,
+        table: Table,
+        registry,
+        preset: str,
+        out: Path,
+        stem: Path,
+        command: str,
+        source: Path | None = None,
+        stale: dict | None = None,
+    ) -> dict:
         """Build, judge and write one table at ``stem``: title, headers, rows, note, claims (None or
         the judged claims) and the paths written. ``source``: the stem under ``out`` whose files the
-        kind reads (a measurement), when the table is written elsewhere."""
-        built = self.build(table, registry, preset, out, source or stem)
+        kind reads (a measurement), when the table is written elsewhere; ``stale``: as for ``build``."""
+        built = self.build(table, registry, preset, out, source or stem, stale)
         claims = self.judge(table, built)
         paths = write_outputs(stem, table.title, command, built["note"], built["headers"], built["rows"], built["csv"], claims)
         paths += self.files(table, built, stem, preset)

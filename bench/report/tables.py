@@ -102,6 +102,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from ..errors import UserError
+from ..schema import suggest
 from .checks import ChecksTable
 from .cost_table import CostTable
 from .results_table import ResultsTable
@@ -125,6 +127,19 @@ def load_table(name: str, preset: str | None = None, folder: Path = TABLES_DIR) 
     table = Table(name=name, title=spec.title, source=spec.source, preset=spec.preset, seeds=spec.seeds, kind=spec.kind)
     kind_of(table).load(table, spec, dataclasses.asdict(spec), preset or table.preset, f"tables/{name}.yaml")
     return table
+
+
+def table_of(name: str, where: str) -> Table:
+    """The table a generated file's name (``table[--preset][--set-TAG]``) was made from, at its
+    preset; one UserError line (``where``: the write-up block naming it) unless it names a table."""
+    base, *rest = name.split("--")
+    preset = rest[0] if rest and not rest[0].startswith("set-") else None
+    if base not in table_names():
+        raise UserError(
+            f"{where}: bench:verdicts names {name!r}, but {base!r} is not a table; {suggest(base, table_names())} "
+            "(the names of generated tables, as bench:table blocks take them)"
+        )
+    return load_table(base, preset)
 
 
 def check_names(table: Table, registry) -> None:

@@ -22,26 +22,13 @@ from pathlib import Path
 from tabulate import tabulate
 
 from ..errors import UserError
-from ..schema import suggest
 from .claims import PROVISIONAL, digits_of, effect_text
 from .outputs import command_of, generated_table
 from .stats import FAILS
 from .table_parts import Table
-from .tables import load_table, table_names
+from .tables import table_of
 
 NOT_JUDGED = "not judged"
-
-
-def table_of(name: str, where: str) -> Table:
-    """The table a generated file's name (``table[--preset][--set-TAG]``) was made from, at its preset."""
-    base, *rest = name.split("--")
-    preset = rest[0] if rest and not rest[0].startswith("set-") else None
-    if base not in table_names():
-        raise UserError(
-            f"{where}: bench:verdicts names {name!r}, but {base!r} is not a table; {suggest(base, table_names())} "
-            "(the names of generated tables, as bench:table blocks take them)"
-        )
-    return load_table(base, preset)
 
 
 def _read_csv(path: Path) -> list[dict]:
@@ -108,6 +95,11 @@ def compared_tables(spec: str, where: str) -> tuple[list[str], list[Table]]:
             f"{only!r} is only in {which!r}; name two tables with the same claims (a table and its tuned copy)"
         )
     return names, tables
+
+
+def verdict_tables(spec: str, where: str) -> list[str]:
+    """The two generated tables a ``bench:verdicts`` block's ``spec`` names (checked: compared_tables)."""
+    return compared_tables(spec, where)[0]
 
 
 def verdicts_block(out: Path, spec: str, where: str) -> str:

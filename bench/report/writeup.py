@@ -37,23 +37,36 @@ Text outside the blocks is never changed. ``bench reproduce NAME`` fills the blo
 it just wrote, every value, verdicts and against block; ``bench reproduce --writeups --out results`` rebuilds every table a
 write-up names and fills them all. A value from a record made from code its commit does not
 give (``bench.records.other_code``) is marked ‡, as the tables mark it.
+
+This module knows the blocks' syntax and fills table and value blocks itself; the bodies of the
+other kinds come from the modules that stand beside it (verdicts.py, against.py), handed in as
+``BlockKind``s by the command that fills the write-ups (bench/report/reproduce.py: ``WRITEUP_BLOCKS``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import UserError
 from ..records import other_code, read_record, write_atomic
-from .against import against_block
-from .leaderboard import OTHER_CODE
+from .cells import OTHER_CODE
 from .outputs import generated_table
-from .verdicts import compared_tables, verdicts_block
 
 #: a block: its opening marker (kind and argument), its generated content, its closing marker
 BLOCK = re.compile(r"<!-- bench:(?P<kind>table|value|verdicts|against) (?P<arg>[^>]*?) -->(?P<body>.*?)<!-- /bench -->", re.DOTALL)
 FORMATS = {"pct": (100.0, ".1f"), "min": (1 / 60, ".1f")}
+
+
+class BlockKind(NamedTuple):
+    """A kind of block filled from generated tables (verdicts, against): ``tables(arg, where)``, the
+    generated tables its argument names (checked: a UserError line naming ``where`` when malformed);
+    ``body(out, arg, where)``, the Markdown it shows."""
+
+    tables: Callable[[str, str], list[str]]
+    body: Callable[[Path, str, str], str]
 
 
 def writeups(out: Path) -> list[Path]:
@@ -66,21 +79,17 @@ def place(text: str, block: re.Match, where: str) -> str:
     return f"{where}:{text.count(chr(10), 0, block.start()) + 1}"
 
 
-def table_names(text: str, where: str = "") -> dict[str, str]:
-    """The tables a write-up's table and verdicts blocks name, in order, once each -> the file and
-    line of the first block naming it (a verdicts block's arguments checked: verdicts.compared_tables)."""
+def table_names(text: str, kinds: dict[str, BlockKind], where: str = "") -> dict[str, str]:
+    """The tables a write-up's blocks name (table blocks, and those of ``kinds``: their ``tables``,
+    which check the arguments), in order, once each -> the file and line of the first block naming it."""
     found = {}
     for m in BLOCK.finditer(text):
         here = place(text, m, where)
         if m["kind"] == "table":
             found.setdefault(m["arg"].strip(), here)
-        elif m["kind"] == "verdicts":
-            for name in compared_tables(m["arg"], here)[0]:
+        elif m["kind"] in kinds:
+            for name in kinds[m["kind"]].tables(m["arg"], here):
                 found.setdefault(name, here)
-        elif m["kind"] == "against" and m["arg"].split():
-            found.setdefault(m["arg"].split()[0], here)
-            if len(m["arg"].split()) > 1 and m["arg"].split()[1].startswith("@"):  # the other table of a versus block
-                found.setdefault(m["arg"].split()[1][1:], here)
     return found
 
 
@@ -125,21 +134,19 @@ def record_value(out: Path, spec: str, where: str) -> str:
         ) from None
 
 
-def fill(text: str, tables: dict[str, str] | None, out: Path, where: str) -> str:
+def fill(text: str, tables: dict[str, str] | None, out: Path, where: str, kinds: dict[str, BlockKind]) -> str:
     """``text`` with its table blocks named in ``tables`` (name -> generated Markdown) refilled, and
-    every value block refilled from its record and verdicts block from its tables' generated files
-    under OUT/reproduce/; everything outside the blocks as it was."""
+    every value block refilled from its record and every block of ``kinds`` (verdicts, against)
+    from its tables' generated files under OUT/reproduce/; everything outside the blocks as it was."""
 
     def one(m: re.Match) -> str:
         kind, arg = m["kind"], m["arg"].strip()
         here = place(text, m, where)
         if kind == "value":
             body = record_value(out, arg, here)
-        elif kind == "verdicts":
-            body = verdicts_block(out, arg, here)
-        elif kind == "against":
-            body = against_block(out, arg, here)
-        elif tables is not None and arg in tables:
+        elif kind in kinds:
+            body = kinds[kind].body(out, arg, here)
+        elif kind == "table" and tables is not None and arg in tables:
             body = table_block(tables[arg])
         else:
             return m[0]
@@ -148,13 +155,14 @@ def fill(text: str, tables: dict[str, str] | None, out: Path, where: str) -> str
     return BLOCK.sub(one, text)
 
 
-def fill_writeups(out: Path, tables: dict[str, str] | None = None) -> list[Path]:
-    """Fill the blocks of every write-up in ``out`` (``tables``: name -> generated Markdown); write
-    the files that change, after all of them are filled (a bad block writes none). Returns them."""
+def fill_writeups(out: Path, kinds: dict[str, BlockKind], tables: dict[str, str] | None = None) -> list[Path]:
+    """Fill the blocks of every write-up in ``out`` (``tables``: name -> generated Markdown;
+    ``kinds``: the block kinds besides tables and values); write the files that change, after all
+    of them are filled (a bad block writes none). Returns them."""
     changed = {}
     for path in writeups(out):
         text = path.read_text()
-        new = fill(text, tables, out, str(path))
+        new = fill(text, tables, out, str(path), kinds)
         if new != text:
             changed[path] = new
     for path, new in changed.items():
@@ -162,10 +170,10 @@ def fill_writeups(out: Path, tables: dict[str, str] | None = None) -> list[Path]
     return list(changed)
 
 
-def blocks_tables(out: Path) -> dict[str, Path]:
-    """Every table the write-ups in ``out`` name -> the generated file it is filled from."""
+def blocks_tables(out: Path, kinds: dict[str, BlockKind]) -> dict[str, Path]:
+    """Every table the write-ups in ``out`` name (``kinds``: as for ``table_names``) -> the generated file it is filled from."""
     found = {}
     for path in writeups(out):
-        for name, here in table_names(path.read_text(), str(path)).items():
+        for name, here in table_names(path.read_text(), kinds, str(path)).items():
             found.setdefault(name, generated_table(out, name, here))
     return found

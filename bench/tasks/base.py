@@ -46,6 +46,14 @@ IGNORE = -100
 PAD = 0
 
 
+def length_averaged(split_metrics: dict, metric: str = "token_acc") -> float:
+    """A split's ``metric`` averaged over its per-length bins (``by_length``: ``Task.length_bin``'s
+    labels) without weights: the Chomsky reference's score of a split (bench/tasks/chomsky.py);
+    NaN without bins."""
+    values = [entry[metric] for entry in (split_metrics.get("by_length") or {}).values()]
+    return float(np.mean(values)) if values else float("nan")
+
+
 class TaskError(ValueError):
     """Bad task input (missing files, malformed data): reported as one line, exit status 2."""
 
@@ -116,6 +124,9 @@ class Task(abc.ABC):
     #: True: the model must be causal (targets depend on the prefix only).
     #: None: either works; the model's own default is used.
     requires_causal: ClassVar[bool | None] = None
+    #: True: the data are the user's files (data_dir), not generated; without them the task
+    #: cannot build its splits, and the conformance checks that need its data skip it
+    reads_user_files: ClassVar[bool] = False
     metric: ClassVar[str] = "acc"
     #: metrics shown in tables, in order; the first is the primary one by default
     report_metrics: ClassVar[tuple[str, ...]] = ("acc",)

@@ -35,17 +35,11 @@ import abc
 
 import numpy as np
 
-from .base import IGNORE, LMTask, TaskError
+from .base import IGNORE, LMTask, TaskError, length_averaged  # noqa: F401 - the reference's score of a split, by this name
 from .formal_languages import BIN0_BUCKETS, HASH_BUCKETS, VAL_BUCKETS, window_split
 
 SEP, EMPTY = 1, 2  # token ids of "=" and "_"; task symbols start at FIRST_SYMBOL
 FIRST_SYMBOL = 3
-
-
-def length_averaged(split_metrics: dict, metric: str = "token_acc") -> float:
-    """The reference's score of one split: ``metric`` averaged over its per-length bins."""
-    values = [entry[metric] for entry in (split_metrics.get("by_length") or {}).values()]
-    return float(np.mean(values)) if values else float("nan")
 
 
 class ChomskyTask(LMTask):

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from bench.models.layers.init import END, START
+from bench.models.universal import END, START
 from bench.tasks.flipflop import flipflop_batch
 
 from .pairs import CHUNK, PAD, VOCAB, Pair

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from bench.models.layers.init import END, START
+from bench.models.universal import END, START
 
 from .pairs import HEADS, Pair
 

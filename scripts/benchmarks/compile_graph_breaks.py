@@ -83,7 +83,9 @@ def main() -> None:
     ap.add_argument("--compile", action="store_true", help="also compile with inductor and run forward + backward")
     args = ap.parse_args()
     tree = Path(args.tree).resolve()
-    if not (tree / "bench").is_dir() or not ((tree / "models").is_dir() or (tree / "bench" / "models").is_dir()):  # models/ before the move to bench/
+    if not (tree / "bench").is_dir() or not (
+        (tree / "models").is_dir() or (tree / "bench" / "models").is_dir()
+    ):  # models/ before the move to bench/
         sys.exit(f"{tree} holds no bench/ and bench/models/ (e.g. git archive REV | tar -x -C {tree})")
     sys.path.insert(0, str(tree))  # ahead of the editable install's finder
     import torch

@@ -1,7 +1,7 @@
 """Parts shared by the model families: attention dispatch, positions, FFN, blocks, RSA."""
 
 from .attention import ATTENTION_BACKENDS, MultiHeadAttention, additive_mask, attend, xformers_available, xformers_unusable
-from .block import TransformerBlock
+from .block import PostLNBlock, RelativeBlock, TransformerBlock
 from .feedforward import FeedForward
 from .positional import (
     POSITIONAL_ENCODINGS,
@@ -18,11 +18,13 @@ from .rsa import RSA, rsa_gate_stats
 __all__ = [
     "ATTENTION_BACKENDS",
     "POSITIONAL_ENCODINGS",
+    "PostLNBlock",
     "RSA",
     "AbsolutePositionalEmbedding",
     "FeedForward",
     "MultiHeadAttention",
     "RelativeAttention",
+    "RelativeBlock",
     "Rotary",
     "RotaryTables",
     "TokenEmbedding",

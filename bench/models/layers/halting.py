@@ -64,8 +64,9 @@ import torch
 from torch import Tensor, nn
 
 HALTING_MODES = ("halt", "upperbound", "no-halt")
-# model.halt_rules: eqs. 5-7 as printed, the authors' code (both rules), or one of its two rules alone
-HALT_RULES = ("paper", "reference", "length-cap", "undo-crossing")
+# model.halt_rules -> (length cap, crossing undone): eqs. 5-7 as printed, the authors' code (both
+# rules), or one of its two rules alone (the ablation of each)
+HALT_RULES = {"paper": (False, False), "reference": (True, True), "length-cap": (True, False), "undo-crossing": (False, True)}
 
 # step(h_prev (b, T, d), s_prev (b, T, d), rows) -> h_new (b, T, d); rows: (b,) indices into the
 # full batch of the sequences still running, or None while that is every sequence (no gather)
@@ -179,11 +180,19 @@ class DepthHalting(nn.Module):
         self.mode = mode
         self.exit = exit
         self.threshold = threshold
-        self.rules = rules
-        self.length_cap = rules in ("reference", "length-cap")  # no update past iteration n + 1
-        self.undo_crossing = rules in ("reference", "undo-crossing")  # the crossing iteration reverted
+        self.rules = rules  # the one form of the setting; ``length_cap`` / ``undo_crossing`` read it
         # no-halt has no halting function at all ([HALT §7] "GUT No Halt Upperbound").
         self.unit = None if mode == "no-halt" else HaltingUnit(d_model, transition, bias_init)
+
+    @property
+    def length_cap(self) -> bool:
+        """Whether a unit takes no update past iteration n + 1 (``rules`` reference / length-cap)."""
+        return HALT_RULES[self.rules][0]
+
+    @property
+    def undo_crossing(self) -> bool:
+        """Whether the iteration taking sum alpha past the threshold is reverted (reference / undo-crossing)."""
+        return HALT_RULES[self.rules][1]
 
     def forward(self, step: StepFn, h0: Tensor, mask: Tensor) -> HaltingOutput:
         """Alg. 1 / 3's loop with ``step`` (one iteration of the shared block) on H_0 (B, T, d), mask
@@ -340,7 +349,7 @@ class DepthHalting(nn.Module):
         a_hat = self.unit(x)  # alpha_hat_{l-1}  (b, P)
         h, s, c_new = self.advance(l, a_hat, h, h_new, c)
         if self.reuse_pool:  # pool(H_l) as frozen: where the unit took iteration l's update
-            updated = ~c.halted if self.rules == "paper" else c_new.steps > c.steps
+            updated = ~c.halted if not (self.length_cap or self.undo_crossing) else c_new.steps > c.steps
             x_prev = torch.where(updated.unsqueeze(-1), x_new, x[..., : x_new.shape[-1]])
         return h, s, c_new, x_prev
 

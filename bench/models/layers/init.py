@@ -17,21 +17,15 @@ Everything else (LayerNorms, halting units, gates, memory slots, REMs) keeps its
 committed tables to date ran under this one.
 
 ``reference-full``: ``reference`` completed where the code differs per family (docs/depth_recurrence.md
-and docs/chunk_recurrence.md cite the lines):
+and docs/chunk_recurrence.md cite the lines): here the halting unit's output bias at torch's default,
+U(+-1/sqrt(d)) (the encoders' ``nn.Linear(hidden_size, 1)`` of ``halt_layers``), instead of
+``halt_bias_init``; the rest is the family's own part, its ``family_reference_init``
+(``bench/models/base.py``): START / END N(0, 1) for the bidirectional UT / GUT
+(``bench/models/universal.py``), M^0 zero and the feed-forwards at torch's default for the chunk models
+(``bench/models/chunked.py``).
 
-- START / END (bidirectional UT / GUT, the code's encoder that adds them): N(0, 1), the code's
-  ``nn.Parameter(T.randn(hidden_size))`` (``models/encoders/UniversalTransformerEncoder.py`` lines
-  17-18); here the embedding rows of the tasks' START / END ids 1 and 2 (``bench/tasks/listops.py``,
-  ``logic.py``, ``lra.py``, ``pathfinder.py``);
-- chunk models (TLB, GUTLB): memory slots M^0 zero (``TLBEncoder.py`` line 33, ``UTLBEncoder.py``
-  line 27), and every feed-forward (the chunk blocks', GUTLB's gate, the memory update's) at torch's
-  default (``models/modules/TLBBlock.py``, ``GatedTLBBlock.py``, ``CrossTransformerBlock.py`` call no
-  init);
-- the halting unit's output bias at torch's default, U(+-1/sqrt(d)) (the encoders'
-  ``nn.Linear(hidden_size, 1)`` of ``halt_layers``), instead of ``halt_bias_init``.
-
-Applied once, after the backbone is built (``bench/runner/build.py``), so a model file needs no
-knowledge of it; with pre-LN the small embeddings start the residual stream at the scale of each
+Applied once, after the backbone is built (``bench/runner/build.py``), so a model file holds only its
+own part; with pre-LN the small embeddings start the residual stream at the scale of each
 layer's update instead of ~50x above it.
 """
 
@@ -48,7 +42,6 @@ from .halting import HaltingUnit
 
 INITS = ("default", "reference", "reference-full")  # bench/registry.py:MODEL_INITS offers the same names
 DROPOUT_PLACES = ("bench", "reference")  # bench/registry.py:DROPOUT_PLACES likewise
-START, END = 1, 2  # the ids of START / END in every task that wraps its sequences (bench/tasks/*.py)
 
 
 def reference_init(model: nn.Module) -> nn.Module:
@@ -70,19 +63,10 @@ def reference_init(model: nn.Module) -> nn.Module:
 
 
 def reference_full_init(model: nn.Module) -> nn.Module:
-    """``reference``, then the per-family rest of the code's init (see above), in place."""
+    """``reference``, then the family's own part of the code's init (``family_reference_init``) and the
+    halting units' output biases (see above), in place."""
     reference_init(model)
-    chunked = isinstance(getattr(model, "memory0", None), nn.Parameter)  # TLB, GUTLB (ChunkRecurrent)
-    if chunked:
-        nn.init.zeros_(model.memory0)
-        for module in model.modules():
-            if isinstance(module, FeedForward):
-                module.up.reset_parameters()
-                module.down.reset_parameters()
-    elif getattr(model, "halting", None) is not None and not model.causal:  # UT / GUT's START / END
-        embedding = next(m for m in model.modules() if isinstance(m, nn.Embedding))
-        if embedding.num_embeddings > END:
-            nn.init.normal_(embedding.weight[START : END + 1], std=1.0)
+    model.family_reference_init()
     for module in model.modules():
         if isinstance(module, HaltingUnit):
             bound = 1 / math.sqrt(module.fc2.in_features)

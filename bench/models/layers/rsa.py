@@ -128,6 +128,45 @@ class RSA(nn.Module):
         return stats
 
 
+def fit_kinds(kinds: list, dilations: list | None, n_heads: int) -> tuple[list, list | None] | None:
+    """REM kinds (k1..k6) and dilations fitted to ``n_heads`` where they sum to more (the layer
+    would refuse them), else None: kinds that fit stay, their first heads RSA heads and the rest
+    plain ([RSA Table 7]). A sum that is a multiple of n_heads scales down when every count and the
+    dilated heads' factors divide by it (8 heads (4, 2, 2) -> 4 heads (2, 1, 1)); otherwise regular
+    heads (k1) go, the excess of them ([RSA Table 2]'s 5-head cases at 4 heads: (3, 1, 1) -> (2, 1, 1),
+    (5, 0, ...) -> (4, 0, ...)); None when neither fits (the layer refuses them, naming the sum)."""
+    kinds = [int(k) for k in kinds]
+    total = sum(kinds)
+    if total <= n_heads or n_heads < 1:
+        return None
+    factor = total // n_heads
+    if total % n_heads == 0 and all(k % factor == 0 for k in kinds):
+        scaled = [k // factor for k in kinds]
+        if not isinstance(dilations, list):  # none, or one factor for every dilated head
+            return scaled, dilations
+        if len(set(dilations)) <= 1:  # one factor for every dilated head: as many as are kept
+            return scaled, dilations[: sum(scaled[3:])]
+    if kinds[0] >= total - n_heads:
+        return [kinds[0] - (total - n_heads), *kinds[1:]], dilations
+    return None
+
+
+def adapt_rsa(params: dict) -> list:
+    """A host's ``Backbone.adapt`` for its ``rsa`` param: the kinds fitted to its n_heads (``fit_kinds``),
+    as one ``Adaptation``; none when there is no ``rsa`` or its kinds fit."""
+    from ..base import Adaptation
+
+    rsa, n_heads = params.get("rsa"), params.get("n_heads")
+    if not isinstance(rsa, dict) or not isinstance(rsa.get("kinds"), list) or not isinstance(n_heads, int):
+        return []
+    fitted = fit_kinds(rsa["kinds"], rsa.get("dilations"), n_heads)
+    if fitted is None:
+        return []
+    kinds, dilations = fitted
+    values = {"kinds": kinds} if dilations == rsa.get("dilations") else {"kinds": kinds, "dilations": dilations}
+    return [Adaptation({"rsa": values}, f"n_heads={n_heads}")]
+
+
 def rsa_gate_stats(model: nn.Module) -> dict:
     """sigmoid(mu) of every RSA layer in ``model`` (empty without RSA), in module order, as 0-dim
     device tensors: run records read them [RSA Fig. 3: the share of recurrence]."""

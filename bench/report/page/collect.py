@@ -152,6 +152,7 @@ def _command_args(command: str) -> argparse.Namespace:
     for option in ("--out", "--preset", "--models", "--seeds"):
         p.add_argument(option)
     p.add_argument("--set", action="append")
+    p.add_argument("--check-stale", action="store_true")
     words = shlex.split(command)
     known, _ = p.parse_known_args(words[2:])
     return known
@@ -371,14 +372,15 @@ class RunIndex:
         return pairs
 
 
-def _cell_records(table, row, col, out: Path, preset: str, registry, line: dict, runs: RunIndex, stale_runs: dict) -> list:
+def _cell_records(table, row, col, out: Path, preset: str, stale: dict | None, line: dict, runs: RunIndex, stale_runs: dict) -> list:
     """(path, record) of the records a results cell read: its finished runs, unless the table left
-    some out (stale ones beside current ones, or values missing), then those it kept (_fresh_records)."""
+    some out (stale ones beside current ones, where its command checked, or values missing), then
+    those it kept (_fresh_records)."""
     cset = table.cell_set(row, col)
     found = runs.cell(row.model, col.task, preset, cset, table.seeds)
     if len(found) == line.get("n"):
         return found
-    kept = _fresh_records(table, row, col, out, preset, registry, stale_runs)[0]
+    kept = _fresh_records(table, row, col, out, preset, stale, stale_runs)[0]
     return [(record_path(out, r["model"], r["task"], preset, r["seed"], cset), r) for r in kept]
 
 
@@ -403,7 +405,8 @@ def _checks(table, stem: Path) -> dict:
 
 
 def collect_table(md: Path, out: Path, registry, records: dict[str, RecordView], index: int, runs: RunIndex) -> TableView:
-    """One table rebuilt from its records by the command its Markdown names (read under ``out``)."""
+    """One table rebuilt from its records by the command its Markdown names (read under ``out``;
+    the stale check runs where that command asks for it: --check-stale)."""
     command = command_of(md.read_text(encoding="utf-8"))
     args = _command_args(command)
     models = parse_names(args.models, "models") if args.models else None
@@ -411,7 +414,8 @@ def collect_table(md: Path, out: Path, registry, records: dict[str, RecordView],
     table, preset, own = reproduce.select_table(args.table, registry, args.preset, models, seeds, args.set, out)
     kind = kind_of(table)
     stem = output_stem(out, table, preset, args.set or [])
-    built = _checks(table, stem) if table.kind == "checks" else kind.build(table, own, preset, out, stem)
+    stale = reproduce.stale_records(table, own, preset, out) if args.check_stale and table.kind == "results" else None
+    built = _checks(table, stem) if table.kind == "checks" else kind.build(table, own, preset, out, stem, stale)
     claims = kind.judge(table, built)
     cells, cell_ids = [], {}
     row_model = {r.label: r.model for r in table.rows}
@@ -433,7 +437,7 @@ def collect_table(md: Path, out: Path, registry, records: dict[str, RecordView],
             split=col.split if col else None,
         )
         if table.kind == "results" and col is not None and line["row"] in rows:
-            for path, rec in _cell_records(table, rows[line["row"]], col, out, preset, own, line, runs, stale_runs):
+            for path, rec in _cell_records(table, rows[line["row"]], col, out, preset, stale, line, runs, stale_runs):
                 key = str(path)
                 if key not in records:
                     records[key] = RecordView(id=f"r{len(records)}", path=key, rec=rec, outcomes=_outcome_bits(path, rec))

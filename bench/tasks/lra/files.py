@@ -40,6 +40,7 @@ class FileTask(Task):
 
     layouts: tuple = ()
     name = "lra"
+    reads_user_files = True
 
     def __init__(self, data_dir: str | None = None, max_length: int = 4000, start_end: bool = True, data_seed: int = 1234):
         super().__init__(data_seed)
