@@ -2,7 +2,7 @@
 knows where it came from (`bench explain` prints them).
 
 Precedence, lowest first; each later source replaces a value (nested dicts merge key by key;
-bench/spec.py:layer is the merge, the resolve_* functions below list each section's sources):
+bench/spec.py:layer is the merge, the _resolve_* functions below list each section's sources):
   model:  constructor default, every backbone's default (BACKBONE_SETTINGS: init, dropout_at, faithful)
           < base entry B (the most general base first) < registry entry M
           < preset E.P.model (keys the model class accepts)
@@ -36,6 +36,7 @@ from .registry import (
     REFERENCE_DATA,
     REFERENCE_OPTIONS,
     Registry,
+    check_preset,
     constructor_params,
     import_model_class,
     import_task_class,
@@ -361,11 +362,14 @@ def _entry_layers(entries: dict, lineage: list[str]) -> list[tuple[str, dict | N
     return [(f"registry entry {e}" if e == name else f"base entry {e}", entries[e].get("params")) for e in reversed(lineage)]
 
 
-def _preset_parts(registry: Registry, task: str, preset: str) -> list[tuple[str, dict]]:
-    """('E.P', preset P as written under E) for task ``task`` and its bases E, the most general first."""
-    lineage = registry.task_entry(task)["lineage"]
-    parts = [(e, (registry.raw_tasks[e].get("presets") or {}).get(preset)) for e in reversed(lineage)]
-    return [(f"{e}.{preset}", part) for e, part in parts if part]
+def _task_preset(registry: Registry, task: str, preset: str) -> tuple[dict, list[tuple[str, dict]]]:
+    """Task ``task``'s entry, looked up once, and its preset ``preset`` as written: ('E.P', the
+    sections E writes) for the task and each base E that writes P, the most general first; refused
+    as ``Registry.preset`` refuses a preset the task lacks."""
+    entry = registry.task_entry(task)
+    check_preset(entry, preset)
+    written = [(e, (registry.raw_tasks[e].get("presets") or {}).get(preset)) for e in reversed(entry["lineage"])]
+    return entry, [(f"{e}.{preset}", part) for e, part in written if part]
 
 
 def _family_parts(parts: list[tuple[str, dict]], lineage: list[str], section: str) -> list[tuple[str, dict]]:
@@ -380,17 +384,54 @@ def _defaults(accepted: dict) -> dict:
     return {k: v for k, v in accepted.items() if v is not inspect.Parameter.empty}
 
 
+def resolve_run(registry: Registry, model: str, task: str, preset: str, overrides=None) -> RunConfig:
+    """What ``bench run`` runs, in one pass: the task's entry and preset looked up once, then the
+    model's entry, and each section layered from them (the precedence above)."""
+    ov = parse_overrides(overrides)
+    task_entry, parts = _task_preset(registry, task, preset)
+    t = _resolve_task(registry, task_entry, preset, parts, ov)
+    model_entry = registry.model_entry(model)
+    m = _resolve_model(registry, model_entry, t, parts, ov)
+    if m.params.get("faithful") == "reference" and not m.cls.reference_start_end:  # the code reads raw tokens
+        switch = (f"model.faithful=reference ({m.sources['faithful']})", REFERENCE_DATA)
+        t = _resolve_task(registry, task_entry, preset, parts, ov, switch)
+    train, train_sources = _resolve_train(registry, model_entry["lineage"], parts, ov)
+    return RunConfig(m, t, train, preset, train_sources)
+
+
+# one section alone, as resolve_run resolves it (building a task or a model, `bench validate`)
 def resolve_task(registry: Registry, task: str, preset: str, overrides: dict, switch: tuple[str, dict] | None = None) -> TaskSpec:
-    """``switch``: (source, data values) layered under --set, where the task takes them (the model's
-    ``faithful=reference``: ``resolve_run``)."""
-    entry = registry.task_entry(task)
-    registry.preset(task, preset)
+    """The data section of task ``task`` under preset ``preset`` (``switch``: ``_resolve_task``)."""
+    entry, parts = _task_preset(registry, task, preset)
+    return _resolve_task(registry, entry, preset, parts, overrides, switch)
+
+
+def resolve_model(registry: Registry, model: str, task: TaskSpec | None, overrides: dict) -> ModelSpec:
+    """The model's params; with ``task``, its preset's sizes and family overrides apply and its causality."""
+    entry = registry.model_entry(model)
+    parts = _task_preset(registry, task.name, task.preset)[1] if task is not None else []
+    return _resolve_model(registry, entry, task, parts, overrides)
+
+
+def resolve_train(registry: Registry, model: str, task: TaskSpec, overrides: dict) -> tuple[TrainConfig, dict]:
+    """The training settings of model ``model`` under ``task``'s preset."""
+    parts = _task_preset(registry, task.name, task.preset)[1]
+    return _resolve_train(registry, registry.model_entry(model)["lineage"], parts, overrides)
+
+
+def _resolve_task(
+    registry: Registry, entry: dict, preset: str, parts: list[tuple[str, dict]], overrides: dict, switch: tuple[str, dict] | None = None
+) -> TaskSpec:
+    """The data section from task entry ``entry`` and its preset's ``parts``. ``switch``: (source,
+    data values) layered under --set, where the task takes them (the model's ``faithful=reference``:
+    ``resolve_run``)."""
+    task = entry["name"]
     cls = import_task_class(entry["target"], f"tasks.{task}")
     accepted = constructor_params(cls, skip=("self",))
     given = overrides.get("data", {})
     written = [
         *_entry_layers(registry.raw_tasks, entry["lineage"]),
-        *((f"preset {where}.data", part.get("data")) for where, part in _preset_parts(registry, task, preset)),
+        *((f"preset {where}.data", part.get("data")) for where, part in parts),
     ]
     for source, values in written:
         check_overrides("data", values or {}, accepted, f"task {task!r}", source)
@@ -407,12 +448,12 @@ def resolve_task(registry: Registry, task: str, preset: str, overrides: dict, sw
     return TaskSpec(task, entry["target"], cls, values, preset, sources)
 
 
-def resolve_train(registry: Registry, model: str, task: TaskSpec, overrides: dict) -> tuple[TrainConfig, dict]:
-    parts = _preset_parts(registry, task.name, task.preset)
+def _resolve_train(registry: Registry, lineage: list[str], parts: list[tuple[str, dict]], overrides: dict) -> tuple[TrainConfig, dict]:
+    """The training settings for the model entry of ``lineage`` under the preset's ``parts``."""
     _check_families(registry, parts, "family_train")
     given = [
         *((f"preset {where}.train", part.get("train") or {}) for where, part in parts),
-        *_family_parts(parts, registry.model_entry(model)["lineage"], "family_train"),
+        *_family_parts(parts, lineage, "family_train"),
         ("--set", overrides.get("train", {})),
     ]
     for source, settings in given:
@@ -421,16 +462,16 @@ def resolve_train(registry: Registry, model: str, task: TaskSpec, overrides: dic
     return TrainConfig.resolve(values, sources), sources
 
 
-def resolve_model(registry: Registry, model: str, task: TaskSpec | None, overrides: dict) -> ModelSpec:
-    """The model's params; with ``task``, its preset's sizes and family overrides apply and its causality."""
-    entry = registry.model_entry(model)
+def _resolve_model(registry: Registry, entry: dict, task: TaskSpec | None, parts: list[tuple[str, dict]], overrides: dict) -> ModelSpec:
+    """The model section from model entry ``entry``, with ``task`` (or None) and its preset's ``parts``."""
+    model = entry["name"]
     cls = import_model_class(entry["target"], f"models.{model}")
-    accepted = {**constructor_params(cls), **BACKBONE_SETTINGS}
-    defaults = [(DEFAULT, _defaults(constructor_params(cls))), (BACKBONE_DEFAULT, BACKBONE_SETTINGS)]
+    own = constructor_params(cls)
+    accepted = {**own, **BACKBONE_SETTINGS}
+    defaults = [(DEFAULT, _defaults(own)), (BACKBONE_DEFAULT, BACKBONE_SETTINGS)]
     bad = set(entry["params"]) - set(accepted) - {"causal"}
     if bad:
         raise UserError(f"registry model {model!r}: params {', '.join(sorted(bad))} not accepted by {entry['target']}")
-    parts = _preset_parts(registry, task.name, task.preset) if task is not None else []
     _check_families(registry, parts, "family")
     families = _family_parts(parts, entry["lineage"], "family")
     for where, fam_params in families:
@@ -488,13 +529,3 @@ def _resolve_causal(model: str, cls, task_cls, explicit) -> bool:
     if explicit is not None:
         return explicit
     return not cls.supports_bidirectional
-
-
-def resolve_run(registry: Registry, model: str, task: str, preset: str, overrides=None) -> RunConfig:
-    ov = parse_overrides(overrides)
-    t = resolve_task(registry, task, preset, ov)
-    m = resolve_model(registry, model, t, ov)
-    if m.params.get("faithful") == "reference" and not m.cls.reference_start_end:  # the code reads raw tokens
-        t = resolve_task(registry, task, preset, ov, (f"model.faithful=reference ({m.sources['faithful']})", REFERENCE_DATA))
-    train, train_sources = resolve_train(registry, model, t, ov)
-    return RunConfig(m, t, train, preset, train_sources)

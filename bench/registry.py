@@ -538,10 +538,18 @@ class Registry:
         return entry
 
     def preset(self, task_name: str, preset: str) -> dict:
+        """Preset ``preset`` of task ``task_name``, merged over the task's bases: every section of
+        PRESET_KEYS ({} where it sets none); refused as ``check_preset`` refuses it."""
         entry = self.task_entry(task_name)
-        if preset not in PRESETS:
-            raise UserError(f"unknown preset {preset!r}; {suggest(preset, list(PRESETS))}")
-        if preset not in entry["presets"]:
-            have = ", ".join(entry["presets"]) or "none"
-            raise UserError(f"task {task_name!r} has no {preset!r} preset (it has: {have})")
+        check_preset(entry, preset)
         return {k: copy.deepcopy(entry["presets"][preset].get(k) or {}) for k in PRESET_KEYS}
+
+
+def check_preset(entry: dict, preset: str) -> None:
+    """A task entry (``Registry.task_entry``) has preset ``preset``; else one line naming the presets
+    there are, or those the task has."""
+    if preset not in PRESETS:
+        raise UserError(f"unknown preset {preset!r}; {suggest(preset, list(PRESETS))}")
+    if preset not in entry["presets"]:
+        have = ", ".join(entry["presets"]) or "none"
+        raise UserError(f"task {entry['name']!r} has no {preset!r} preset (it has: {have})")
