@@ -39,6 +39,7 @@ from .registry import (
     check_preset,
     constructor_params,
     import_model_class,
+    import_target,
     import_task_class,
 )
 from .schema import (
@@ -499,7 +500,8 @@ def _resolve_model(registry: Registry, entry: dict, task: TaskSpec | None, parts
         switch = {k: v for k, v in {**REFERENCE_OPTIONS, **cls.reference_options}.items() if k in accepted}
         label = f"model.faithful=reference ({sources['faithful']})"
         params, sources = layer([*defaults, *written[:-1], (label, switch), written[-1]])
-    check_domains("model", params, sources, MODEL_DOMAIN)
+    check_domains("model", params, sources, {**MODEL_DOMAIN, **cls.setting_domains})
+    _check_mixer_domains(model, params, sources)
     explicit, explicit_source = params.pop("causal", None), sources.pop("causal", None)
     task_cls = task.cls if task is not None else None
     causal = _resolve_causal(model, cls, task_cls, explicit)
@@ -510,6 +512,23 @@ def _resolve_model(registry: Registry, entry: dict, task: TaskSpec | None, parts
     else:
         sources["causal"] = "bidirectional unless set" if cls.supports_bidirectional else f"{cls.__name__} is causal-only"
     return ModelSpec(model, entry["target"], cls, params, causal, sources)
+
+
+def _check_mixer_domains(model: str, params: dict, sources: dict) -> None:
+    """A stack's mixer settings (``model.mixer.params.expand_k``, ``model.mixers.mixer.params.*``: a
+    hybrid's layers, bench/models/linear_recurrent.py) in the domains their mixer class declares
+    (``setting_domains``) and the shared ones, before anything is built; a spec that is not
+    ``{target, params}`` is left to the stack's own one-line refusal."""
+    for at in ("mixer", "mixers.mixer"):
+        spec = params
+        for key in at.split("."):
+            spec = spec.get(key) if isinstance(spec, dict) else None
+        if not (isinstance(spec, dict) and isinstance(spec.get("target"), str) and isinstance(spec.get("params"), dict)):
+            continue
+        mixer_cls = import_target(spec["target"], f"model {model!r}: model.{at}.target")
+        prefix = f"{at}.params."
+        given = {k.removeprefix(prefix): v for k, v in sources.items() if k.startswith(prefix)}
+        check_domains(f"model.{at}.params", spec["params"], given, {**MODEL_DOMAIN, **getattr(mixer_cls, "setting_domains", {})})
 
 
 def _resolve_causal(model: str, cls, task_cls, explicit) -> bool:

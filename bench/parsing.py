@@ -4,6 +4,7 @@ or Lightning: the CLI imports this module up front). Nothing here prints; bad in
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from .errors import UserError
@@ -36,8 +37,13 @@ def parse_seeds(seeds: str | None = None, seed: str | int | None = None) -> list
     raw = seeds if seeds is not None else (str(seed) if seed is not None else "0")
     if any(len(s.strip()) > 20 for s in str(raw).split(",")):
         raise UserError(f"seed {str(raw).strip()[:12]}... is out of range; seeds are whole numbers from 0 to 4294967295 (e.g. 0,1,2)")
+    items = [s.strip() for s in str(raw).split(",")]
+    if "" in items and any(items):  # 0,,1 or 0,1,: a seed left out between commas, refused as 0-2 is
+        raise UserError(
+            f"seeds {raw!r}: an empty item (two commas in a row, or one at an end); give whole numbers separated by commas (e.g. 0,1,2)"
+        )
     try:
-        parsed = [int(s) for s in str(raw).split(",") if s.strip() != ""]
+        parsed = [int(s) for s in items if s != ""]
     except ValueError:
         raise UserError(f"seeds must be integers separated by commas (e.g. 0,1,2), got {raw!r}") from None
     if not parsed:
@@ -97,11 +103,47 @@ def check_launcher_env() -> None:
             )
 
 
-def parse_names(raw: str, what: str) -> list[str]:
-    """``--models a,b`` -> ["a", "b"] (at least one)."""
+#: The names rule for models, tasks, tables and studies: a letter or digit, then letters, digits and
+#: ``_ . + -`` (a registry entry may start with ``_``: an abstract entry, a base for others), at most
+#: ``NAME_MAX`` characters. A name becomes a folder or file name (``OUT/runs/TASK/PRESET/MODEL``,
+#: ``OUT/studies/NAME``, ``tables/NAME.yaml``) and a list item (``--models a,b``): so never a path
+#: separator, never ``.`` or ``..``, never a comma.
+NAME_RULE = re.compile(r"_?[A-Za-z0-9][A-Za-z0-9_.+-]*")
+NAME_MAX = 100
+NAME_WORDS = f"a letter or digit, then letters, digits, _ . + - (at most {NAME_MAX} characters)"
+
+
+def check_name(name, what: str, where: str = "") -> str:
+    """``name`` if it follows ``NAME_RULE``, else one UserError line: ``<where>: <what> name '...'
+    is not a name: <why>; a name is <NAME_WORDS>``. ``what``: model, task, table or study."""
+    if not isinstance(name, str):
+        why = f"it is {type(name).__name__} {name!r}; quote it in YAML"
+    elif len(name) > NAME_MAX:
+        why = f"it has {len(name)} characters"
+    elif name in ("", ".", ".."):
+        why = "it is empty" if not name else "it names a folder"
+    elif "/" in name or "\\" in name:
+        why = "it holds a path separator"
+    elif "," in name:
+        why = "it holds a comma, which separates names in --models and --tasks"
+    elif NAME_RULE.fullmatch(name):
+        return name
+    else:
+        odd = re.search(r"[^A-Za-z0-9_.+-]", name)
+        why = f"it holds {odd.group()!r}" if odd else f"it starts with {name.lstrip('_')[:1]!r}"
+    shown = repr(name[:40] + "...") if isinstance(name, str) and len(name) > 40 else repr(name)
+    raise UserError(f"{where + ': ' if where else ''}{what} name {shown} is not a name: {why}; a name is {NAME_WORDS}")
+
+
+def parse_names(raw: str, what: str, settings: bool = False) -> list[str]:
+    """``--models a,b`` -> ["a", "b"] (at least one), each following the names rule (``check_name``).
+    ``settings``: an item may carry its own settings after the name (``bench cost``'s
+    ``tlb:chunk_size=4``); the rule applies to the name before the first ``:``."""
     names = [n.strip() for n in raw.split(",") if n.strip()]
     if not names:
         raise UserError(f"--{what} needs at least one name")
+    for n in names:
+        check_name(n.split(":", 1)[0] if settings else n, what.rstrip("s"), f"--{what}")
     return names
 
 

@@ -97,19 +97,20 @@ def eval_folder(record: Path, out: str | Path | None = None) -> Path:
     return Path(out).joinpath(*(parts[runs:] if runs is not None else ("runs", parts[-1])))
 
 
-def ensure_writable(out: Path) -> None:
-    """Fail before training, not after, when the output directory cannot be written; creates nothing."""
+def ensure_writable(out: Path, option: str = "--out") -> None:
+    """Fail before training, not after, when the output directory cannot be written; creates nothing.
+    ``option``: the command-line option that named the folder, which the message asks to change."""
     out = Path(out)
     existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
     if not existing.is_dir():
-        raise UserError(f"output directory {str(out)!r} cannot be created: {str(existing)!r} is a file; pass another --out")
+        raise UserError(f"output directory {str(out)!r} cannot be created: {str(existing)!r} is a file; pass another {option}")
     try:  # a probe file, removed at once (os.access says yes to root even on read-only filesystems)
         fd, probe = tempfile.mkstemp(dir=existing, prefix=".write-test-")
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
         raise UserError(
-            f"output directory {str(out)!r} cannot be written ({exc.strerror or exc} in {str(existing)!r}); pass a writable --out"
+            f"output directory {str(out)!r} cannot be written ({exc.strerror or exc} in {str(existing)!r}); pass a writable {option}"
         ) from None
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from . import signature
 from .errors import UserError
-from .parsing import env_flag
+from .parsing import check_name, env_flag
 from .schema import Schema, load_yaml, suggest
 
 #: the shipped registry (package data; bench is installed as files, never zipped)
@@ -105,7 +105,13 @@ def import_target(target: str, where: str):
                 f"{where}: target {target!r} names bench's old top-level package {module_name.split('.')[0]!r}; "
                 f"models/ and tasks/ moved into bench: write {moved!r}"
             ) from None
-        raise UserError(f"{where}: cannot import {module_name!r} for target {target!r} ({type(exc).__name__}: {exc})") from None
+        hint = ""
+        if isinstance(exc, ModuleNotFoundError) and exc.name and module_name.startswith(exc.name):
+            hint = (
+                "; the module must be importable from where bench runs: put its folder on PYTHONPATH "
+                "(e.g. PYTHONPATH=. bench ...) or install it as a package or plugin (see docs/plugins.md)"
+            )
+        raise UserError(f"{where}: cannot import {module_name!r} for target {target!r} ({type(exc).__name__}: {exc}){hint}") from None
     if not hasattr(module, attr):
         raise UserError(f"{where}: module {module_name!r} has no {attr!r} (target {target!r})")
     return getattr(module, attr)
@@ -264,6 +270,18 @@ def _read_layer(path, label: str) -> dict:
     return load_yaml(Path(path), label, missing_text=f"registry file {str(path)!r} not found; pass an existing registry.yaml")
 
 
+def _read_user_layer(path: Path) -> dict:
+    """A user's registry file: as ``_read_layer``, and one that holds nothing (empty, or comments
+    only) refused: it adds nothing, so it is most likely the wrong file or an unsaved one."""
+    layer = _read_layer(path, path.name)
+    if layer is None:
+        raise UserError(
+            f"registry file {str(path)!r} is empty; a registry file holds a 'models:' and/or a 'tasks:' section "
+            f"(e.g. models: {{my-lstm: {{base: lstm}}}}), or leave --registry out for the shipped registry"
+        )
+    return layer
+
+
 def task_files() -> list[Path]:
     """The shipped task files: every ``.yaml`` under bench/tasks/, in path order (bench/tasks/copy.yaml
     beside copy.py, bench/tasks/lra/lra.yaml in the lra package)."""
@@ -406,6 +424,8 @@ class Registry:
         shipped = DEFAULT_REGISTRY.resolve()
         self.user_paths = [p for p in given if not (p.is_file() and p.resolve() == shipped)]  # the shipped file: nothing to add
         for p in self.user_paths:
+            if p.is_dir():
+                raise UserError(f"registry file {str(p)!r} is a folder; pass a YAML file (e.g. {str(p / 'registry.yaml')!r})")
             if not p.is_file():
                 raise UserError(f"registry file {str(p)!r} not found; pass an existing registry.yaml")
         self.user_path = self.user_paths[0] if self.user_paths else None
@@ -414,6 +434,7 @@ class Registry:
         self.raw_models: dict = {}
         self.raw_tasks: dict = {}
         self.origin: dict[tuple[str, str], str] = {}  # (section, name) -> the layer that gave the entry
+        self.replaced: dict[tuple[str, str], str] = {}  # (section, name) -> the layer whose entry a later layer's replaced
         self.layers: list[str] = []  # the layers' short names, for messages
         self._resolved: dict[tuple[str, str], dict] = {}  # (section, name) -> the entry resolved (model_entry, task_entry)
         plugins_ = plugin_layers() if plugins else []
@@ -426,9 +447,9 @@ class Registry:
         #: the user's layer as read (several files merged), or None
         self.user_layer = None
         if len(self.user_paths) == 1:
-            self.user_layer = _read_layer(self.user_path, self.user_path.name)
+            self.user_layer = _read_user_layer(self.user_path)
         elif self.user_paths:
-            self.user_layer = merge_user_layers([(str(p), _read_layer(p, p.name)) for p in self.user_paths])
+            self.user_layer = merge_user_layers([(str(p), _read_user_layer(p)) for p in self.user_paths])
         if self.user_layer is not None:
             layers.append((" + ".join(p.name for p in self.user_paths), self.user_layer, False))
         for label, raw, complete in layers:
@@ -446,11 +467,14 @@ class Registry:
         for section, entries, schema in (("models", raw.get("models") or {}, ModelEntry), ("tasks", raw.get("tasks") or {}, TaskEntry)):
             where = {name: self._task_file.get(name, label) if complete and section == "tasks" else label for name in entries}
             for name, entry in entries.items():
+                check_name(name, section.rstrip("s"), where[name])
                 schema.from_mapping(entry, f"{where[name]}: {section}.{name}")
             target = self.raw_models if section == "models" else self.raw_tasks
             for name, entry in entries.items():
                 if section == "tasks" and not complete:
                     entry, where[name] = self._beside_module(name, entry, where[name])
+                if name in target:
+                    self.replaced[(section, name)] = self.origin[(section, name)]
                 target[name] = entry  # a replaced entry keeps its place in listings
                 self.origin[(section, name)] = where[name]
         self.layers.append(label)
@@ -490,7 +514,14 @@ class Registry:
             kind = "model" if section == "models" else "task"
             raise UserError(f"unknown {kind} {name!r}; {suggest(name, valid)}")
         if name in seen:
-            raise UserError(f"{self._file(section, name)}: {section}.{name} inherits from itself ({' -> '.join((*seen, name))})")
+            hint = ""
+            if seen == (name,) and (section, name) in self.replaced:
+                hint = (
+                    f"; an entry of the same name replaces {self.replaced[(section, name)]}'s {name} rather than extending it: "
+                    f"give it that entry's target and the fields you keep (bench explain --model {name} --task TASK lists them), or another "
+                    f"name (e.g. {name}-mine: {{base: {name}}})"
+                )
+            raise UserError(f"{self._file(section, name)}: {section}.{name} inherits from itself ({' -> '.join((*seen, name))}){hint}")
         entry = entries[name]
         lineage = [name]
         resolved: dict = {}

@@ -1,8 +1,9 @@
 """The documentation site's generator: an MkDocs hook (mkdocs.yml: ``hooks``), run by ``make docs``.
 
 The site mirrors the repository's paths, so a relative link works the same on the site and in the
-checkout: ``README.md`` is the home page, ``docs/cli.md`` is ``docs/cli/``, ``results/halt_cpu.md``
-is ``results/halt_cpu/``. What it holds:
+checkout: ``README.md`` is the home page (``index.html``), ``docs/cli.md`` is ``docs/cli.html``,
+``results/halt_cpu.md`` is ``results/halt_cpu.html``: links name files, not folders, so the site
+opens from disk (``site/index.html``) with no server. What it holds:
 
 * every file under ``docs/`` (this hook excepted), ``README.md`` and ``scripts/README.md``;
 * the write-ups ``results/*.md``, the generated tables ``results/reproduce/*.md``, the benchmark
@@ -54,6 +55,40 @@ def _module_doc(module: str) -> tuple[str, str]:
     first = " ".join(doc.split("\n\n", 1)[0].split())  # the first paragraph, on one line
     first = SENTENCE_END.split(first, 1)[0].rstrip(".") if first else module  # its first sentence
     return first, doc
+
+
+#: a parenthesis citing a paper: it holds a year and words ("(Dao & Gu, ICML 2024, ...)", not "(2020)")
+CITATION = re.compile(r"\s*\((?=[^)]*[A-Za-z])(?:[^()]|\([^()]*\))*\b(?:19|20)\d\d\b(?:[^()]|\([^()]*\))*\)")
+#: the longest a generated page's title (registry name and description) may be
+TITLE_LIMIT = 80
+
+
+def _balanced(text: str) -> bool:
+    return text.count("(") == text.count(")") and text.count("[") == text.count("]")
+
+
+def page_title(name: str, first_sentence: str) -> str:
+    """A generated page's title: the registry name, then the docstring's first sentence with its
+    citations left out, cut at the last clause (``:``, ``;``, ``,`` outside brackets, not after "and")
+    that keeps the title within ``TITLE_LIMIT`` characters (where none does: at a word, with an
+    ellipsis); no trailing colon."""
+    text = re.sub(r"\s+,", ",", CITATION.sub("", first_sentence)).strip()
+    room = TITLE_LIMIT - len(name) - 3  # " — "
+    if len(text) > room:
+        cuts = [
+            m.start()
+            for m in re.finditer(r"[:;,](?=\s)", text[: room + 1])
+            if _balanced(text[: m.start()]) and not re.search(r"\b(and|or)$", text[: m.start()])
+        ]
+        if cuts and cuts[-1] >= room // 3:
+            text = text[: cuts[-1]]
+        else:
+            words = text[:room].split(" ")[:-1]
+            while words and not _balanced(" ".join(words)):
+                words.pop()
+            text = " ".join(words).rstrip(" :;,") + "…"
+    text = text.rstrip(" :;,")
+    return f"{name} — {text}" if text else name
 
 
 def _text(doc: str) -> str:
@@ -119,9 +154,9 @@ def _classes_section(entries: list[dict]) -> list[str]:
 
 
 def model_page(module: str, entries: list[dict]) -> str:
-    title, doc = _module_doc(module)
+    first, doc = _module_doc(module)
     out = [
-        f"# {title}\n",
+        f"# {page_title(entries[0]['name'], first)}\n",
         f"`{module}` ({_names(entries)}). Generated from the registry and the module's docstrings.\n",
         "## Registry entries\n",
         _entry_table(entries),
@@ -134,9 +169,9 @@ def model_page(module: str, entries: list[dict]) -> str:
 
 
 def task_page(module: str, entries: list[dict]) -> str:
-    title, doc = _module_doc(module)
+    first, doc = _module_doc(module)
     out = [
-        f"# {title}\n",
+        f"# {page_title(entries[0]['name'], first)}\n",
         f"`{module}` ({_names(entries)}). "
         "Generated from the registry and the module's docstrings; notes on the presets' choices: "
         "[docs/tasks.md](../../tasks.md).\n",
@@ -169,7 +204,7 @@ def index_page(section: str, groups: dict[str, list[dict]]) -> str:
         "|---|---|",
     ]
     for module, entries in groups.items():
-        out.append(f"| [{_module_doc(module)[0]}]({_slug(module)}.md) | {_names(entries)} |")
+        out.append(f"| [{page_title(entries[0]['name'], _module_doc(module)[0])}]({_slug(module)}.md) | {_names(entries)} |")
     return "\n".join(out) + "\n"
 
 
@@ -229,6 +264,9 @@ _LABELS: dict[str, str] = {}
 
 
 def on_config(config):
+    # the offline plugin (mkdocs.yml) adds a script from unpkg.com for search from file://: the site
+    # is read with no network, so nothing remote is loaded (search then needs a server, `mkdocs serve`)
+    config.extra["polyfills"] = [url for url in config.extra.get("polyfills", []) if "://" not in url]
     _PAGES.clear()
     _PAGES.update(generated())
 

@@ -125,7 +125,7 @@ def test_beta_range_two_reaches_past_one():
 @pytest.mark.parametrize(
     "name,bad,says",
     [
-        ("deltanet", {"beta_range": 3.0}, "beta_range must be in"),
+        ("deltanet", {"beta_range": 3.0}, r"model.beta_range=3.0: must be in \(0, 2\]"),
         ("linear-transformer", {"d_model": 15}, "divisible by n_heads"),
     ],
 )

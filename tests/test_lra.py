@@ -312,7 +312,7 @@ def test_data_check_names_the_layout_or_what_is_missing(tmp_path, capsys):
     assert [e.split(":")[2].strip() for e in err] == ["lra-text", "lra-retrieval"]
     assert "missing aclImdb/test/neg/*.txt in " + str(tmp_path / "lra_release") in err[0]
     assert main(["data", "check", "--task", "lra-image", "--root", str(tmp_path / "nowhere")]) == 2
-    assert "is not a folder" in capsys.readouterr().err
+    assert "is not there; give the folder you downloaded the files to" in capsys.readouterr().err
     assert main(["data", "check", "--task", "listops", "--root", str(tmp_path)]) == 2
     assert "reads no files of yours" in capsys.readouterr().err
 

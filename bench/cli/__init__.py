@@ -54,11 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.command:
             raise UserError(f"choose a command: {', '.join(handlers)} (see 'bench --help')")
         check_launcher_env()
-        for option in ("out", "registry", "path", "record", "records", "table"):  # empty paths and names
+        for option in ("out", "to", "registry", "path", "record", "records", "table"):  # empty paths and names
             given = getattr(args, option, None)
             if any(not str(value).strip() for value in (given if isinstance(given, list) else [given]) if value is not None):
                 what = {
                     "out": "--out is empty; give a folder, e.g. --out out",
+                    "to": "--to is empty; give the HTML file to write, e.g. --to report.html, or leave --to out for OUT/report.html",
                     "registry": "--registry is empty; give a registry.yaml file",
                     "table": "the table name is empty; see bench reproduce --list",
                 }.get(option, "")

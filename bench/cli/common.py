@@ -49,10 +49,11 @@ def _trainer_kwargs(args) -> dict:
 
 
 def _check_names(registry, models: list[str], tasks: list[str]) -> None:
+    """Each name follows the names rule (``parsing.check_name``) and is a registry entry."""
     for m in models:
-        registry.model_entry(m)
+        registry.model_entry(parsing.check_name(m, "model", "--model"))
     for t in tasks:
-        registry.task_entry(t)
+        registry.task_entry(parsing.check_name(t, "task", "--task"))
 
 
 def _print_summary(records: list[dict]) -> None:

@@ -18,7 +18,7 @@ def cmd_cost(args, registry) -> int:
     if args.halting and args.stream:
         raise UserError("--halting and --stream are separate measurements; give one of them")
     mode = "halting" if args.halting else "streaming" if args.stream else "training"
-    models = _names(args.models, "models") if args.models else (list(HALTING_MODELS) if args.halting else None)
+    models = _names(args.models, "models", settings=True) if args.models else (list(HALTING_MODELS) if args.halting else None)
     if models is None:
         raise UserError("--models is required (e.g. --models transformer,ut,gut); --halting defaults to ut,gut,gutlb")
     rows = [Row.parse(m) for m in models]  # tlb:chunk_size=100: a model with its own settings

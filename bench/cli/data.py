@@ -4,6 +4,7 @@ supply) are where the task looks, in one of the layouts it reads (each task's ``
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from ..errors import UserError
 
@@ -15,6 +16,12 @@ def cmd_data(args, registry) -> int:
     tasks = list(FILE_TASKS) if args.task == "lra" else [args.task]
     if args.task != "lra" and args.task not in CHECKABLE:
         raise UserError(f"--task {args.task!r} reads no files of yours; choose {', '.join(CHECKABLE)}, or lra for the first three")
+    root = Path(args.root).expanduser()
+    if not root.is_dir():  # one line for the folder, not one per task reading it
+        there = "a file" if root.exists() else "not there"
+        raise UserError(
+            f"--root {str(root)!r} is {there}; give the folder you downloaded the files to (the one you give as $BENCH_LRA_DIR)"
+        )
     problems = []
     for task in tasks:
         try:

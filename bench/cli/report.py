@@ -16,7 +16,7 @@ def cmd_report(args, registry) -> int:
     dest = Path(args.to) if args.to else out / "report.html"
     if dest.exists() and dest.is_dir():
         raise UserError(f"--to {str(dest)!r} is a folder; give the HTML file to write, e.g. --to {dest / 'report.html'}")
-    ensure_writable(dest.parent)
+    ensure_writable(dest.parent, "--to" if args.to else "--out")
     tables = parse_names(args.tables, "tables") if args.tables else None
     built = build_report(out, dest, registry, tables)
     print(

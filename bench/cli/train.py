@@ -236,9 +236,14 @@ def _train_grid(args, registry, todo: list, incompatible: list, profile: dict | 
     the launcher; returns the failed cells."""
     from ..grid import run_grid
 
+    skipped: dict[tuple[str, str], list[str]] = {}  # (task, why) -> the models skipped for it: one line each
     for cell, why in incompatible:
-        note(f"skipped: {cell.model} on {cell.task}: {why}")
-    note(f"grid: {len(todo)} to train" + (f", {finished}" if finished else ""))
+        models = skipped.setdefault((cell.task, why), [])
+        models += [cell.model] if cell.model not in models else []
+    for (task, why), models in skipped.items():
+        note(f"skipped: {', '.join(models)} on {task}: {why}")
+    skipped_text = f", {len(incompatible)} skipped (above)" if incompatible else ""
+    note(f"grid: {len(todo)} to train" + (f", {finished}" if finished else "") + skipped_text)
     return run_grid(
         registry,
         todo,

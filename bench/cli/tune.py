@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from ..errors import UserError
+from ..parsing import check_name
 from .common import _check_names, _names, note
 
 #: the most trials per model a study takes (each is a run)
@@ -37,8 +38,7 @@ def cmd_tune(args, registry) -> int:
     if args.study is not None and not args.study.strip():
         raise UserError("--study is empty; give the study a name (it lives in OUT/studies/NAME), or leave --study out for TASK-PRESET")
     name = args.study or f"{args.task}-{preset}"
-    if "/" in name or name.startswith(".") or name != name.strip():
-        raise UserError(f"--study {name!r}: a name, not a path (the study lives in OUT/studies/NAME)")
+    check_name(name, "study", "--study")  # the study lives in OUT/studies/NAME
     folder = study_folder(Path(args.out), name)
     if args.report:
         return _report(folder, name)

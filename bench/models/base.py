@@ -14,6 +14,8 @@ from typing import ClassVar, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from ..schema import Domain
+
 
 class StreamingUnsupported(RuntimeError):
     """A backbone asked to stream that cannot (bidirectional, or TLB-FR: chunks need the whole length)."""
@@ -104,6 +106,10 @@ class Backbone(nn.Module):
     #: (docs/depth_recurrence.md, docs/chunk_recurrence.md cite the lines), on top of the settings every
     #: backbone takes (bench/registry.py: REFERENCE_OPTIONS); bench/config.py: resolve_model reads it
     reference_options: ClassVar[dict] = {}
+    #: the values this family's own settings may take (``model.d_state`` >= 1 ...), beside those of the
+    #: settings families share (bench/config.py: ModelSettings); bench/config.py's resolve_model checks
+    #: both before anything is built or written (one line naming the setting and where its value came from)
+    setting_domains: ClassVar[dict[str, Domain]] = {}
 
     @classmethod
     def adapt(cls, params: dict, data: dict) -> list[Adaptation]:

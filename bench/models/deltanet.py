@@ -27,13 +27,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..schema import AT_LEAST_0, Domain
 from .layers.short_conv import ShortConv
 from .linear_recurrent import LinearRecurrent, heads, merge, recurrence
+
+#: r in eq. (3): 1 keeps beta in (0, 1), 2 lets the transition reach negative eigenvalues [Grazzi]
+BETA_RANGE = Domain(lambda v: 0 < v <= 2, "in (0, 2]")
 
 
 class DeltaRuleAttention(nn.Module):
     """Eq. (1)-(6); with ``gated`` the Gated DeltaNet mixer (bench/models/gated_deltanet.py) adds the
     decay alpha_t and the output gate."""
+
+    #: the values its own settings may take (bench/models/base.py: Backbone.setting_domains)
+    setting_domains = {"conv_size": AT_LEAST_0, "beta_range": BETA_RANGE}  # conv_size 0: no convolution
 
     def __init__(self, d_model: int, n_heads: int, chunk_size: int = 16, conv_size: int = 4, beta_range: float = 1.0, gated: bool = False):
         super().__init__()
@@ -83,6 +90,8 @@ class DeltaRuleAttention(nn.Module):
 
 class DeltaNet(LinearRecurrent):
     """DeltaNet [Yang et al. 2024]; ``beta_range=2``: beta in (0, 2), negative eigenvalues [Grazzi et al. 2025]."""
+
+    setting_domains = DeltaRuleAttention.setting_domains
 
     def __init__(
         self,

@@ -23,6 +23,8 @@ from .linear_recurrent import LinearRecurrent
 class GatedDeltaNet(LinearRecurrent):
     """Gated DeltaNet [Yang et al. 2025]: eq. (1)-(6) (the gated ``DeltaRuleAttention``)."""
 
+    setting_domains = DeltaRuleAttention.setting_domains
+
     def __init__(
         self,
         vocab_size: int,

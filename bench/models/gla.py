@@ -20,11 +20,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..schema import AT_LEAST_1, POSITIVE
 from .linear_recurrent import LinearRecurrent, heads, merge, recurrence
 
 
 class GatedLinearAttention(nn.Module):
     host_reads = "the chunk length follows the strongest decay, read once a call (layers/linear_recurrence.py)"
+
+    #: the values its own settings may take (bench/models/base.py: Backbone.setting_domains)
+    setting_domains = {"expand_k": POSITIVE, "gate_rank": AT_LEAST_1, "tau": POSITIVE}  # eq. (1) dk = expand_k * d_head; eq. (2)
 
     def __init__(self, d_model: int, n_heads: int, chunk_size: int = 64, expand_k: float = 0.5, gate_rank: int = 16, tau: float = 16.0):
         super().__init__()
@@ -54,6 +58,8 @@ class GatedLinearAttention(nn.Module):
 
 class GLA(LinearRecurrent):
     """Gated Linear Attention [Yang et al. 2024]: data-dependent per-channel decay."""
+
+    setting_domains = GatedLinearAttention.setting_domains
 
     def __init__(
         self,

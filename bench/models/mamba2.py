@@ -30,11 +30,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..schema import AT_LEAST_1
 from .layers.short_conv import ShortConv
 from .linear_recurrent import LinearRecurrent, heads, merge, recurrence
 
 
 class SSD(nn.Module):
+    #: the values its own settings may take (bench/models/base.py: Backbone.setting_domains)
+    setting_domains = {"d_state": AT_LEAST_1, "expand": AT_LEAST_1, "conv_size": AT_LEAST_1}
+
     def __init__(
         self,
         d_model: int,
@@ -94,6 +98,8 @@ class SSD(nn.Module):
 
 class Mamba2(LinearRecurrent):
     """Mamba-2 [Dao & Gu 2024] (SSD); ``negative_transitions``: a_t in (-1, 1] [Grazzi et al. 2025]."""
+
+    setting_domains = SSD.setting_domains
 
     def __init__(
         self,

@@ -65,6 +65,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..schema import AT_LEAST_1, POSITIVE
 from .layers.short_conv import ShortConv
 from .linear_recurrent import LinearRecurrent, head_norm, heads, merge, recurrence
 
@@ -121,6 +122,9 @@ class BlockDiagonal(nn.Module):
 
 class MLSTMLayer(nn.Module):
     """The mLSTM block's mixer: eq. (5)-(10) around the cell (1)-(4)."""
+
+    #: the values its own settings may take (bench/models/base.py: Backbone.setting_domains)
+    setting_domains = {"proj_factor": POSITIVE, "conv_size": AT_LEAST_1, "qkv_block": AT_LEAST_1}
 
     def __init__(
         self,
@@ -189,6 +193,8 @@ class MLSTMLayer(nn.Module):
 
 class MLSTM(LinearRecurrent):
     """mLSTM [Beck et al. 2024, xLSTM]: exponential input gate, sigmoid forget gate, normaliser, stabiliser m_t."""
+
+    setting_domains = MLSTMLayer.setting_domains
 
     def __init__(
         self,

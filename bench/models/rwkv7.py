@@ -51,6 +51,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..schema import AT_LEAST_1
 from .base import Backbone, BackboneOutput
 from .layers.dropout import Dropout
 from .layers.linear_recurrence import dplr_delta_rule, dplr_delta_rule_step
@@ -74,6 +75,9 @@ def lora(d: int, rank: int) -> tuple[nn.Parameter, nn.Parameter]:
 
 class TimeMix(nn.Module):
     """Eq. (1)-(10)."""
+
+    #: the values its own settings may take (bench/models/base.py: Backbone.setting_domains)
+    setting_domains = {"lora_rank": AT_LEAST_1}
 
     def __init__(self, d_model: int, n_heads: int, layer: int, n_layers: int, lora_rank: int = 8, chunk_size: int = 32):
         super().__init__()
@@ -185,6 +189,8 @@ class RWKV7(Backbone):
     supports_streaming = True
     recurrence = "linear"
     bounded_state = True  # each layer's matrix state and its token shifts
+
+    setting_domains = TimeMix.setting_domains
 
     def __init__(
         self,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import UserError
+from ..parsing import check_name
 from ..registry import deep_merge
 from ..schema import Schema, load_yaml, suggest
 
@@ -53,6 +54,7 @@ def table_names(folder: Path = TABLES_DIR) -> list[str]:
 
 
 def _raw(name: str, folder: Path, chain: tuple = ()) -> dict:
+    check_name(name, "table", f"tables/{chain[-1]}.yaml: base" if chain else "")  # a table is a file in folder, never a path
     path = Path(folder) / f"{name}.yaml"
     if not path.is_file():
         raise UserError(f"unknown table {name!r}; {suggest(name, table_names(folder))} (see 'bench reproduce --list')")
