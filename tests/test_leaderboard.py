@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from bench.report.leaderboard import MISSING, cell_percent, mean_std_percent, median_percent, table, write_tables
+from bench.report.cells import CHANCE
+from bench.report.leaderboard import MISSING, cell_percent, chance_note, mean_std_percent, median_percent, table, write_tables
 
 
 def test_mean_and_sample_std_in_percent():
@@ -81,3 +82,23 @@ def test_written_tables_say_which_statistic(tmp_path):
     assert csv_path.read_text().splitlines()[1] == "a,80.0,100.0"
     mean_md, _ = write_tables(tmp_path, "smoke", ["a"], ["flipflop"], *table(RECORDS, ["a"], ["flipflop"]), "n")
     assert mean_md != md and "Cells: mean ± std over seeds" in mean_md.read_text()
+
+
+def _scored(acc: float) -> dict:
+    """A finished record of a classification task whose test split's chance level is 50% of 100 examples."""
+    test = {"acc": acc, "n": 100, "chance": {"acc": {"level": 0.5, "strategy": "most frequent target"}}}
+    return {"status": "ok", "metrics": {"val": {"acc": acc}, "test": test}, "test_splits": ["test"], "report_metrics": ["acc"]}
+
+
+def test_cells_at_their_chance_level_are_marked_and_nothing_learned_is_said():
+    # margin at p = 0.5, n = 100: max(2 sqrt(0.25 / 100), 0.1 x 0.5) = 0.1, so a mean below 60% is at chance
+    records = {("a", "t"): [_scored(0.55), _scored(0.57)], ("b", "t"): [_scored(0.95), _scored(0.97)]}
+    _, rows = table(records, ["a", "b"], ["t"])
+    assert rows[0][1].endswith(f" {CHANCE}") and not rows[1][1].endswith(CHANCE)
+    note = chance_note(records, ["a", "b"], ["t"])
+    assert note.startswith(f"{CHANCE} = at chance") and "nothing learned" not in note
+    records[("b", "t")] = [_scored(0.59), _scored(0.59)]  # 59% < 60%: at chance too
+    _, rows = table(records, ["a", "b"], ["t"])
+    assert all(row[1].endswith(f" {CHANCE}") for row in rows)
+    assert chance_note(records, ["a", "b"], ["t"]).startswith("nothing learned: every cell is at its chance level")
+    assert chance_note({("b", "t"): [_scored(0.95)]}, ["b"], ["t"]) == ""

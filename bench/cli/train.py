@@ -59,7 +59,7 @@ def cmd_compare(args, registry) -> int:
     from ..grid import plan_grid
     from ..records import other_code, overrides_tag
     from ..report.cells import OTHER_CODE_RULE, load_records
-    from ..report.leaderboard import STAT_TEXT, plot, seeds_note, stale_note, table, write_tables
+    from ..report.leaderboard import STAT_TEXT, chance_note, plot, seeds_note, stale_note, table, write_tables
     from ..report.stale import mark_stale
 
     models = _names(args.models, "models")
@@ -88,6 +88,8 @@ def cmd_compare(args, registry) -> int:
     if args.state:
         headers, rows = _with_state(registry, args, records, models, tasks, headers, rows)
     text = seeds_note(records, models, tasks)
+    if chance := chance_note(records, models, tasks):
+        text += "; " + chance
     if stale:
         text += "; " + stale_note(stale, models, tasks, args)
     if any(other_code(r) for recs in records.values() for r in recs if r.get("status") == "ok"):

@@ -20,7 +20,7 @@ from tabulate import tabulate
 
 from ..metrics import _bin_start
 from ..records import other_code, write_atomic
-from .cells import MISSING, OTHER_CODE, STALE
+from .cells import CHANCE, CHANCE_SES, LEARNED_SHARE, MISSING, OTHER_CODE, STALE, at_chance, chance_level
 from .stats import mean_std
 
 
@@ -114,7 +114,10 @@ def table(records: dict, models: list[str], tasks: list[str], stat: str = "mean"
             if failed and not ok:
                 row.append("FAIL")
                 continue
-            cell = cell_percent([r["metrics"].get(split, {}).get(metric) for r in ok], stat) if split else MISSING
+            values = [r["metrics"].get(split, {}).get(metric) for r in ok]
+            cell = cell_percent(values, stat) if split else MISSING
+            if split and _at_chance(ok, split, metric, values):
+                cell += f" {CHANCE}"
             if any(r.get("stale") for r in ok):
                 cell += f" {STALE}"
             if any(other_code(r) for r in ok):
@@ -124,6 +127,37 @@ def table(records: dict, models: list[str], tasks: list[str], stat: str = "mean"
             row.append(cell)
         rows.append(row)
     return headers, rows
+
+
+COMPARE_CHANCE_RULE = (
+    f"{CHANCE} = at chance: the mean over seeds does not clear the chance level p, the best trivial strategy's score on the "
+    f"split's own test examples (bench/tasks/trivial.py: the most frequent target, a copy of a token, ...), by the margin "
+    f"max({CHANCE_SES} SE, {LEARNED_SHARE:g} x (1 - p)), SE = sqrt(p(1-p)/n) (docs/statistics.md)"
+)
+
+
+def _at_chance(ok: list[dict], split: str, metric: str, values: list) -> bool:
+    """Whether a cell's mean over its finished seeds stays at its chance level (cells.at_chance: the
+    best trivial strategy's score on the split plus the margin); False where the records keep no level."""
+    present = _present(values)
+    level = chance_level(ok, split, metric) if ok and present else None
+    return level is not None and at_chance(sum(present) / len(present), level)
+
+
+def chance_note(records: dict, models: list[str], tasks: list[str]) -> str:
+    """The note under a leaderboard whose cells are marked at chance: the rule, and "nothing learned"
+    when every cell with a chance level is at it ("" when no cell is at chance)."""
+    marks = []
+    for task, split, metric in _columns(records, tasks):
+        for model in models:
+            ok = [r for r in records.get((model, task), []) if r.get("status") == "ok"]
+            values = [r["metrics"].get(split, {}).get(metric) for r in ok] if split else []
+            if ok and _present(values) and chance_level(ok, split, metric) is not None:
+                marks.append(_at_chance(ok, split, metric, values))
+    if not any(marks):
+        return ""
+    nothing = "nothing learned: every cell is at its chance level; " if all(marks) else ""
+    return nothing + COMPARE_CHANCE_RULE
 
 
 def seeds_note(records: dict, models: list[str], tasks: list[str]) -> str:
