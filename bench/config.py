@@ -38,9 +38,6 @@ from .registry import (
     Registry,
     check_preset,
     constructor_params,
-    import_model_class,
-    import_target,
-    import_task_class,
 )
 from .schema import (
     AT_LEAST_0,
@@ -59,6 +56,7 @@ from .schema import (
     type_problem,
 )
 from .spec import BACKBONE_DEFAULT, DEFAULT, ModelSpec, TaskSpec, flat, layer
+from .targets import import_model_class, import_target, import_task_class
 
 Optimizer = Literal["adamw", "adam"]
 Schedule = Literal["constant", "linear", "cosine", "inverse_sqrt", "step"]

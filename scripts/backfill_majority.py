@@ -38,7 +38,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from bench.errors import UserError  # noqa: E402
 from bench.metrics import with_token_chance  # noqa: E402
-from bench.registry import import_task_class  # noqa: E402
+from bench.targets import import_task_class  # noqa: E402
 from bench.tasks.chance import levels as trivial_levels  # noqa: E402
 from bench.tasks.chance import with_levels
 from bench.tasks.kinds import KINDS, TaskKind  # noqa: E402

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import functools
 
-from bench.registry import Registry, import_target
+from bench.registry import Registry
+from bench.targets import import_target
 
 REG = Registry()
 MODELS = REG.model_names()

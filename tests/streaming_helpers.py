@@ -7,7 +7,8 @@ The ``one_thread`` fixture they all use lives in ``tests/conftest.py``.
 import torch
 
 import bench
-from bench.registry import Registry, constructor_params, import_target
+from bench.registry import Registry, constructor_params
+from bench.targets import import_target
 
 REG = Registry()
 T = 23  # crosses several XL segments / BRT blocks of 5 and LocalRNN windows of 4

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import bench
-from bench.registry import Registry, constructor_params, import_target
+from bench.registry import Registry, constructor_params
+from bench.targets import import_target
 
 torch.set_num_threads(1)
 REG = Registry()

@@ -217,7 +217,7 @@ def test_a_record_carries_the_token_chance_of_each_split_and_length(tmp_path):
     in the split and in each length bin, recounted here from the task's own data."""
     from collections import Counter
 
-    from bench.registry import import_task_class
+    from bench.targets import import_task_class
 
     overrides = [
         "data.max_len=8",

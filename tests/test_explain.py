@@ -10,8 +10,9 @@ import yaml
 
 from bench.cli import main
 from bench.config import resolve_run
-from bench.registry import BACKBONE_SETTINGS, Registry, constructor_params, deep_merge, import_model_class, import_task_class
+from bench.registry import BACKBONE_SETTINGS, Registry, constructor_params, deep_merge
 from bench.spec import layer
+from bench.targets import import_model_class, import_task_class
 
 REG = Registry()
 

@@ -32,7 +32,7 @@ LAYERS = [
     ("one run", ["bench.runner"]),
     ("a run's data and record", ["bench.data", "bench.metrics", "bench.records"]),
     ("resolving a run", ["bench.config", "bench.validation"]),
-    ("names -> classes", ["bench.registry"]),
+    ("names -> classes", ["bench.registry", "bench.targets"]),
     ("the model and task families", ["bench.models", "bench.tasks"]),
     (
         "plain parts",

@@ -217,7 +217,7 @@ def test_bench_run_refuses_bad_input_before_loading_lightning(bad, tmp_path):
 
 
 def test_list_reads_the_streaming_flags_as_the_classes_have_them(registry):
-    from bench.registry import import_model_class, static_class_attrs
+    from bench.targets import import_model_class, static_class_attrs
 
     flags = ("supports_causal", "supports_streaming")
     for name in registry.model_names():

@@ -26,7 +26,7 @@ def cmd_list(args, registry) -> int:
 
     what = args.what or "all"
     if what in ("models", "all"):
-        from ..registry import import_model_class, static_class_attrs
+        from ..targets import import_model_class, static_class_attrs
 
         rows = []
         flags = ("supports_causal", "supports_streaming")

@@ -9,7 +9,8 @@ from dataclasses import replace
 
 from ..config import RunConfig
 from ..errors import UserError
-from ..registry import constructor_params, import_model_class
+from ..registry import constructor_params
+from ..targets import import_model_class
 from .common import Row, Setup
 from .step import build_steps
 from .tables import _spread

@@ -243,7 +243,7 @@ def cell_scores(out: Path, table, row, col, preset: str, records: list[dict]) ->
 
 def _task_of(rec: dict):
     """The task a record was made on, built from its resolved configuration (None: not buildable)."""
-    from ..registry import import_task_class
+    from ..targets import import_task_class
 
     task = (rec.get("config") or {}).get("task") or {}
     try:

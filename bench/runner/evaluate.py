@@ -36,8 +36,9 @@ from ..records import (
     rerun_command,
     write_json_atomic,
 )
-from ..registry import BACKBONE_SETTINGS, constructor_params, import_model_class, import_task_class
+from ..registry import BACKBONE_SETTINGS, constructor_params
 from ..spec import ModelSpec, TaskSpec, layer
+from ..targets import import_model_class, import_task_class
 from .build import instantiate_model, instantiate_task
 from .callbacks import signals_stop
 from .checkpoint_io import inspect_checkpoint
